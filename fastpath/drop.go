@@ -1,0 +1,118 @@
+package fastpath
+
+// DropReason says why a datagram was dropped. Every drop on the server and the
+// client is counted by reason, so the set is closed and small enough to index
+// a fixed array of counters ([NumDropReasons]uint64) without a map.
+type DropReason uint8
+
+const (
+	DropNone DropReason = iota
+	// DropMalformed: empty datagram, last byte zero, or fields run past the
+	// terminator (PROTOCOL.md §1).
+	DropMalformed
+	// DropTooLarge: longer than the configured maximum datagram size (§7).
+	DropTooLarge
+	// DropBadMagic: the magic header does not match (§2).
+	DropBadMagic
+	// DropBadSize: the bits after the base are not body + 8..16 random bytes (§3),
+	// or a connection packet is shorter than its header, or its terminator is
+	// not the byte 0x01 (§7).
+	DropBadSize
+	// DropUnknownType: a handshake type outside 0..7.
+	DropUnknownType
+	// DropUnexpectedType: a type this side does not accept (server: 0, 2, 5;
+	// client: 1, 3, 4, 6, 7), or a packet that makes no sense in the current
+	// state.
+	DropUnexpectedType
+	// DropBadVersion: the handshake version window does not overlap (§3).
+	DropBadVersion
+	// DropNetworkVersion: NetworkVersion or NetworkFeatures differ and the
+	// peer is too old for a VersionUpgrade reply (§3).
+	DropNetworkVersion
+	// DropBadBody: an Initial whose body is not all zero, a restart bit that
+	// does not fit the type, a Challenge with Timestamp ≤ 0, an Ack with
+	// Timestamp ≥ 0, a connection packet with an unknown kind or a payload
+	// that does not fit its kind, a sequence number above 16383.
+	DropBadBody
+	// DropSessionMismatch: SessionID differs where it must match (§5).
+	DropSessionMismatch
+	// DropBadCookie: the recomputed cookie differs (§4 rule 3).
+	DropBadCookie
+	// DropExpiredCookie: the cookie is older than 40 s or from the future
+	// (§4 rule 1).
+	DropExpiredCookie
+	// DropWrongSecret: SecretId and Timestamp disagree with the rotation
+	// history (§4 rule 2): a cookie under a rotated-out secret.
+	DropWrongSecret
+	// DropRateLimited: a per-source or global reply budget is exhausted (§5).
+	DropRateLimited
+	// DropAmplification: even the smallest reply would be larger than the
+	// request (§5 no-amplification rule).
+	DropAmplification
+	// DropRecentlyDisconnected: a connection packet from an address whose
+	// connection closed in the last 120 s (§5).
+	DropRecentlyDisconnected
+	// DropUnknownConnection: a RestartResponse whose OrigCookie/ClientID
+	// matches no connection, or a Response replayed after its connection
+	// moved (§5).
+	DropUnknownConnection
+	// DropClientIDMismatch: a connection packet whose ClientID differs from
+	// its connection's (§5).
+	DropClientIDMismatch
+	// DropBadTag: a connection packet whose session tag differs (§5, §7).
+	DropBadTag
+	// DropStaleSequence: a duplicate or a packet older than the 64-packet
+	// window (§7).
+	DropStaleSequence
+	// DropOverload: shed by overload control before any protocol work.
+	DropOverload
+	// DropPromotionFull: the promotion pool refused the hand-off.
+	DropPromotionFull
+	// DropWrongClientID: a server packet for another ClientID (client side).
+	DropWrongClientID
+	// DropWrongCookie: an Ack or Denied whose cookie is not the one the client
+	// answered with (client side).
+	DropWrongCookie
+
+	NumDropReasons
+)
+
+var dropNames = [NumDropReasons]string{
+	DropNone:                 "none",
+	DropMalformed:            "malformed",
+	DropTooLarge:             "too_large",
+	DropBadMagic:             "bad_magic",
+	DropBadSize:              "bad_size",
+	DropUnknownType:          "unknown_type",
+	DropUnexpectedType:       "unexpected_type",
+	DropBadVersion:           "bad_version",
+	DropNetworkVersion:       "network_version",
+	DropBadBody:              "bad_body",
+	DropSessionMismatch:      "session_mismatch",
+	DropBadCookie:            "bad_cookie",
+	DropExpiredCookie:        "expired_cookie",
+	DropWrongSecret:          "wrong_secret",
+	DropRateLimited:          "rate_limited",
+	DropAmplification:        "amplification",
+	DropRecentlyDisconnected: "recently_disconnected",
+	DropUnknownConnection:    "unknown_connection",
+	DropClientIDMismatch:     "client_id_mismatch",
+	DropBadTag:               "bad_tag",
+	DropStaleSequence:        "stale_sequence",
+	DropOverload:             "overload",
+	DropPromotionFull:        "promotion_full",
+	DropWrongClientID:        "wrong_client_id",
+	DropWrongCookie:          "wrong_cookie",
+}
+
+// String returns the reason's metric label (snake_case, stable).
+func (r DropReason) String() string {
+	if r < NumDropReasons {
+		return dropNames[r]
+	}
+	return "unknown"
+}
+
+// Error lets a DropReason travel as an error from decoders without an
+// allocation (a small integer in an interface is not boxed on the heap).
+func (r DropReason) Error() string { return "fastpath: drop: " + r.String() }

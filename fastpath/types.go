@@ -1,0 +1,136 @@
+// Package fastpath holds every rule of the wire protocol (PROTOCOL.md) as
+// pure, allocation-free Go: the LSB-first bit codec, packet encode and decode,
+// the server's connectionless decisions, the per-source reply rate limiter,
+// the client's handshake state machine and the connection sequence state.
+// It does no I/O, starts no goroutines and never reads the clock: time comes
+// in as Unix seconds (float64), so every rule is table-tested without sleeping.
+package fastpath
+
+import "github.com/udpgate/udpgate/cookie"
+
+// Handshake versions spoken by this implementation (PROTOCOL.md §3).
+const (
+	MinHandshakeVersion = 3
+	CurHandshakeVersion = 4
+)
+
+// Wire geometry (PROTOCOL.md §1–§3, §7).
+const (
+	// IDBits is SessionID (2) + ClientID (3), written after the magic header.
+	IDBits = 5
+	// BaseBits counts HandshakeBit through NetworkFeatures.
+	BaseBits = 82
+	// MaxMagicBits is the longest magic header.
+	MaxMagicBits = 32
+	// MinRandomBytes and MaxRandomBytes bound RandomData.
+	MinRandomBytes = 8
+	MaxRandomBytes = 16
+	// ConnHeaderBytes is Tag(4) + Seq(2) + Ack(2) + AckBits(8) + Kind(1).
+	ConnHeaderBytes = 17
+	// SeqModulus: sequence numbers are 14 bits.
+	SeqModulus = 1 << 14
+	// DefaultMaxDatagram is the default largest datagram; MaxDatagramLimit
+	// the largest a configuration may set (1500 MTU − IPv4 − UDP headers).
+	DefaultMaxDatagram = 1200
+	MaxDatagramLimit   = 1472
+)
+
+// PacketType is the handshake packet type (PROTOCOL.md §3).
+type PacketType uint8
+
+const (
+	TypeInitial PacketType = iota
+	TypeChallenge
+	TypeResponse
+	TypeAck
+	TypeRestartHandshake
+	TypeRestartResponse
+	TypeVersionUpgrade
+	TypeDenied
+	numPacketTypes
+)
+
+var typeNames = [numPacketTypes]string{"initial", "challenge", "response", "ack",
+	"restart_handshake", "restart_response", "version_upgrade", "denied"}
+
+func (t PacketType) String() string {
+	if t < numPacketTypes {
+		return typeNames[t]
+	}
+	return "unknown"
+}
+
+// BodyBits is the type's body size in bits (PROTOCOL.md §3 table), or -1 for
+// an unknown type.
+func (t PacketType) BodyBits() int {
+	switch t {
+	case TypeInitial, TypeChallenge, TypeResponse, TypeAck:
+		return 225
+	case TypeRestartHandshake, TypeVersionUpgrade:
+		return 0
+	case TypeRestartResponse:
+		return 385
+	case TypeDenied:
+		return 168
+	}
+	return -1
+}
+
+// Denied reasons (PROTOCOL.md §3).
+const (
+	DeniedServerFull uint8 = 1
+	DeniedRefused    uint8 = 2
+)
+
+// Kind is a connection packet's kind (PROTOCOL.md §7).
+type Kind uint8
+
+const (
+	KindData Kind = iota
+	KindKeepAlive
+	KindDisconnect
+)
+
+// Disconnect reasons (PROTOCOL.md §7).
+const (
+	DisconnectClosed   uint8 = 1
+	DisconnectShutdown uint8 = 2
+	DisconnectTimedOut uint8 = 3
+	DisconnectReplaced uint8 = 4
+)
+
+// Handshake is one decoded or to-be-encoded handshake packet. It is a value
+// type: decoders fill a caller-owned Handshake, so parsing allocates nothing.
+// Fields a type does not carry are ignored by the encoder and zeroed by the
+// decoder.
+type Handshake struct {
+	SessionID       uint8 // 0..3
+	ClientID        uint8 // 0..7
+	Restart         bool
+	MinVersion      uint8
+	CurVersion      uint8
+	Type            PacketType
+	SentCount       uint8
+	NetworkVersion  uint32
+	NetworkFeatures uint16
+
+	SecretID   uint8         // Challenge, Response, Ack, RestartResponse
+	Timestamp  float64       // Challenge, Response, Ack, RestartResponse
+	Cookie     cookie.Cookie // Challenge, Response, Ack, RestartResponse, Denied
+	OrigCookie cookie.Cookie // RestartResponse
+	Reason     uint8         // Denied
+
+	Random    [MaxRandomBytes]byte
+	RandomLen uint8 // 8..16
+}
+
+// ConnHeader is a connection packet's header (PROTOCOL.md §7).
+type ConnHeader struct {
+	SessionID uint8
+	ClientID  uint8
+	Tag       uint32
+	Seq       uint16
+	Ack       uint16
+	AckBits   uint64
+	Kind      Kind
+}
