@@ -1,8 +1,23 @@
 // Package cookie keeps the server's handshake secrets and makes and checks
 // the stateless cookies of PROTOCOL.md §4.
+//
+// A cookie lets the server answer an Initial without remembering it: the
+// Challenge carries an HMAC over the timestamp and the client's address, and
+// the Response echoes it back. Recomputing the HMAC proves the client can
+// receive at that address, so memory is spent only on proven clients; a flood
+// of spoofed sources costs the server CPU per packet, never memory per source.
+//
+// Two secrets rotate every 15–20 s (Secrets, published as immutable
+// Snapshots); each receive loop owns a Signer that keeps precomputed HMAC
+// states for both, so a cookie costs two SHA-1 block compressions and no
+// allocation.
 package cookie
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math"
+	"net/netip"
+)
 
 const (
 	// Size is a cookie's length: an HMAC-SHA1 output.
@@ -32,3 +47,14 @@ func Sequences(c *Cookie) (serverSeq, clientSeq uint16) {
 
 // SessionTag returns the session tag carried by connection packets.
 func SessionTag(c *Cookie) uint32 { return binary.LittleEndian.Uint32(c[4:8]) }
+
+// Input writes the HMAC message for a cookie. The address is always taken in
+// its 16-byte form, so an IPv4 client gets the same cookie whether a
+// dual-stack socket reports it as a.b.c.d or ::ffff:a.b.c.d; the zone is
+// ignored because it names a local interface, not the client.
+func Input(dst *[InputSize]byte, ts float64, addr netip.AddrPort) {
+	binary.LittleEndian.PutUint64(dst[0:8], math.Float64bits(ts))
+	a := addr.Addr().As16()
+	copy(dst[8:24], a[:])
+	binary.LittleEndian.PutUint16(dst[24:26], addr.Port())
+}

@@ -1,0 +1,329 @@
+package fastpath
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+)
+
+func codecRandConn(rng *rand.Rand) (ConnHeader, []byte) {
+	h := ConnHeader{
+		SessionID: uint8(rng.IntN(4)),
+		ClientID:  uint8(rng.IntN(8)),
+		Tag:       rng.Uint32(),
+		Seq:       uint16(rng.IntN(SeqModulus)),
+		Ack:       uint16(rng.IntN(SeqModulus)),
+		AckBits:   rng.Uint64(),
+		Kind:      Kind(rng.IntN(3)),
+	}
+	var payload []byte
+	switch h.Kind {
+	case KindData:
+		payload = make([]byte, 1+rng.IntN(40))
+	case KindDisconnect:
+		payload = make([]byte, 1)
+	case KindKeepAlive:
+		payload = make([]byte, rng.IntN(3)) // padding
+	}
+	for i := range payload {
+		payload[i] = byte(rng.Uint32())
+	}
+	return h, payload
+}
+
+func TestConnGeometry(t *testing.T) {
+	for n := 0; n <= MaxMagicBits; n++ {
+		m := Magic{n: uint8(n)}
+		off := ConnHeaderOffset(m)
+		if want := (n + 6 + 7) / 8; off != want {
+			t.Errorf("M=%d: ConnHeaderOffset = %d, want %d", n, off, want)
+		}
+		minLen := MinConnLen(m)
+		if want := HandshakeLen(m, TypeRestartHandshake, MinRandomBytes); minLen != want || minLen != (n+152+7)/8 {
+			t.Errorf("M=%d: MinConnLen = %d, want %d (smallest RestartHandshake)", n, minLen, want)
+		}
+		ka := ConnLen(m, KindKeepAlive, 0)
+		if ka != max(off+ConnHeaderBytes+1, minLen) {
+			t.Errorf("M=%d: KeepAlive %d bytes", n, ka)
+		}
+		// §7: padding matters only when M mod 8 is 1 or 2.
+		if padded := ka > off+ConnHeaderBytes+1; padded != (n%8 == 1 || n%8 == 2) {
+			t.Errorf("M=%d: KeepAlive padded = %v", n, padded)
+		}
+		if got := ConnLen(m, KindData, 5); got != off+ConnHeaderBytes+5+1 {
+			t.Errorf("M=%d: Data(5) = %d", n, got)
+		}
+		if got := ConnLen(m, KindKeepAlive, 10); got != max(off+ConnHeaderBytes+11, minLen) {
+			t.Errorf("M=%d: KeepAlive(10) = %d", n, got)
+		}
+	}
+	if ConnLen(Magic{}, KindKeepAlive, 0) != 19 {
+		t.Error("the smallest connection packet is not 19 bytes")
+	}
+	if ConnLen(Magic{}, 3, 1) != 0 || ConnLen(Magic{}, KindData, -1) != 0 {
+		t.Error("ConnLen accepts an unknown kind or a negative length")
+	}
+}
+
+func TestConnRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	buf := make([]byte, 128)
+	for _, ms := range codecMagics {
+		m := codecMagic(t, ms)
+		for range 500 {
+			h, payload := codecRandConn(rng)
+			n := EncodeConn(buf, m, &h, payload)
+			if want := ConnLen(m, h.Kind, len(payload)); n != want || n == 0 {
+				t.Fatalf("magic %q: EncodeConn = %d, ConnLen = %d", ms, n, want)
+			}
+			pkt := buf[:n]
+			var got ConnHeader
+			gotPayload, r := DecodeConn(m, pkt, &got)
+			if r != DropNone || got != h {
+				t.Fatalf("magic %q: %x: %+v %v, want %+v", ms, pkt, got, r, h)
+			}
+			wantPayload := payload
+			if h.Kind == KindKeepAlive {
+				// The padding to MinConnLen comes back as payload.
+				wantPayload = append(payload, make([]byte, n-ConnHeaderOffset(m)-ConnHeaderBytes-1-len(payload))...)
+			}
+			if !bytes.Equal(gotPayload, wantPayload) {
+				t.Fatalf("magic %q: payload %x, want %x", ms, gotPayload, wantPayload)
+			}
+			if p, r := DecodePrefix(m, pkt); r != DropNone || p != (Prefix{h.SessionID, h.ClientID, false}) {
+				t.Fatalf("magic %q: DecodePrefix = %+v %v", ms, p, r)
+			}
+			var hs Handshake
+			if r := DecodeHandshake(m, pkt, &hs); r != DropUnexpectedType {
+				t.Fatalf("magic %q: DecodeHandshake of a connection packet: %v", ms, r)
+			}
+		}
+	}
+}
+
+func TestEncodeConnKeepAlivePadding(t *testing.T) {
+	m := codecMagic(t, "1") // M mod 8 = 1: 19 bytes would be one short
+	h := ConnHeader{ClientID: 1, Tag: 7, Seq: 1, Ack: 2, Kind: KindKeepAlive}
+	buf := bytes.Repeat([]byte{0xA5}, 32)
+	n := EncodeConn(buf, m, &h, nil)
+	if n != 20 || n != MinConnLen(m) {
+		t.Fatalf("KeepAlive with M=1 is %d bytes, want 20", n)
+	}
+	if buf[18] != 0 || buf[19] != 1 {
+		t.Fatalf("padding/terminator %x", buf[18:20])
+	}
+	var got ConnHeader
+	p, r := DecodeConn(m, buf[:n], &got)
+	if r != DropNone || got != h || !bytes.Equal(p, []byte{0}) {
+		t.Fatalf("decode: %+v %x %v", got, p, r)
+	}
+}
+
+func TestEncodeConnRejects(t *testing.T) {
+	ok := ConnHeader{ClientID: 1, Kind: KindData}
+	for _, tc := range []struct {
+		name    string
+		mod     func(*ConnHeader)
+		payload []byte
+	}{
+		{"session 4", func(h *ConnHeader) { h.SessionID = 4 }, []byte{1}},
+		{"client 8", func(h *ConnHeader) { h.ClientID = 8 }, []byte{1}},
+		{"seq 16384", func(h *ConnHeader) { h.Seq = SeqModulus }, []byte{1}},
+		{"ack 16384", func(h *ConnHeader) { h.Ack = SeqModulus }, []byte{1}},
+		{"kind 3", func(h *ConnHeader) { h.Kind = 3 }, []byte{1}},
+		{"empty data", func(h *ConnHeader) {}, nil},
+		{"disconnect without reason", func(h *ConnHeader) { h.Kind = KindDisconnect }, nil},
+		{"disconnect with 2 bytes", func(h *ConnHeader) { h.Kind = KindDisconnect }, []byte{1, 2}},
+	} {
+		h := ok
+		tc.mod(&h)
+		dst := bytes.Repeat([]byte{0xA5}, 64)
+		if n := EncodeConn(dst, Magic{}, &h, tc.payload); n != 0 {
+			t.Errorf("%s: EncodeConn = %d, want 0", tc.name, n)
+		}
+		if !bytes.Equal(dst, bytes.Repeat([]byte{0xA5}, 64)) {
+			t.Errorf("%s: a refused encode wrote into dst", tc.name)
+		}
+	}
+	// Too short by one byte; exactly right; larger writes nothing past n.
+	payload := []byte("hello")
+	n := ConnLen(Magic{}, KindData, len(payload))
+	backing := bytes.Repeat([]byte{0xA5}, n+8)
+	if EncodeConn(backing[:n-1], Magic{}, &ok, payload) != 0 {
+		t.Error("encoded into a too-short dst")
+	}
+	if !bytes.Equal(backing, bytes.Repeat([]byte{0xA5}, n+8)) {
+		t.Error("a too-short dst was written")
+	}
+	if EncodeConn(backing, Magic{}, &ok, payload) != n || !bytes.Equal(backing[n:], bytes.Repeat([]byte{0xA5}, 8)) {
+		t.Errorf("wrote past the packet: %x", backing)
+	}
+}
+
+// codecConnRaw builds a connection packet byte by byte, for the packets the
+// encoder refuses to make.
+func codecConnRaw(pre byte, seq, ack uint16, kind byte, payload []byte, last byte) []byte {
+	b := []byte{pre, 0xBC, 0xAB, 0xC5, 0x56, byte(seq), byte(seq >> 8), byte(ack), byte(ack >> 8),
+		1, 2, 3, 4, 5, 6, 7, 8, kind}
+	b = append(b, payload...)
+	return append(b, last)
+}
+
+func TestDecodeConnDrops(t *testing.T) {
+	m4 := codecMagic(t, "1011")
+	keepalive := codecHex(t, "04bcabc5563324e61ff5ffffffffffffff0101")
+	withMagic := codecHex(t, "4d00bcabc556050009000100000000000000020201")
+	for _, tc := range []struct {
+		name string
+		m    Magic
+		pkt  []byte
+		want DropReason
+	}{
+		{"valid", Magic{}, keepalive, DropNone},
+		{"valid with magic", m4, withMagic, DropNone},
+		{"nil", Magic{}, nil, DropMalformed},
+		{"empty", Magic{}, []byte{}, DropMalformed},
+		{"last byte zero", Magic{}, append(keepalive[:18:18], 0), DropMalformed},
+		{"terminator only", Magic{}, []byte{0x01}, DropMalformed},
+		{"bad magic", codecMagic(t, "1010"), withMagic, DropBadMagic},
+		{"handshake bit", Magic{}, codecHex(t, "e401020201820181000000d050d151d252d3d3"), DropUnexpectedType},
+		{"last byte 0x03", Magic{}, append(keepalive[:18:18], 0x03), DropBadSize},
+		{"last byte 0x80", Magic{}, append(keepalive[:18:18], 0x80), DropBadSize},
+		{"last byte 0x81", Magic{}, append(keepalive[:18:18], 0x81), DropBadSize},
+		{"header one byte short", Magic{}, append(keepalive[:17:17], 0x01), DropBadSize},
+		{"prefix and terminator", Magic{}, []byte{0x04, 0x01}, DropBadSize},
+		{"header short with magic", m4, append(withMagic[:18:18], 0x01), DropBadSize},
+		{"seq 16383", Magic{}, codecConnRaw(0x04, 16383, 0, 1, nil, 1), DropNone},
+		{"seq 16384", Magic{}, codecConnRaw(0x04, 16384, 0, 1, nil, 1), DropBadBody},
+		{"seq 65535", Magic{}, codecConnRaw(0x04, 65535, 0, 1, nil, 1), DropBadBody},
+		{"ack 16383", Magic{}, codecConnRaw(0x04, 0, 16383, 1, nil, 1), DropNone},
+		{"ack 16384", Magic{}, codecConnRaw(0x04, 0, 16384, 1, nil, 1), DropBadBody},
+		{"kind 3", Magic{}, codecConnRaw(0x04, 0, 0, 3, []byte{1}, 1), DropBadBody},
+		{"kind 255", Magic{}, codecConnRaw(0x04, 0, 0, 255, []byte{1}, 1), DropBadBody},
+		{"data 1 byte", Magic{}, codecConnRaw(0x04, 0, 0, 0, []byte{0}, 1), DropNone},
+		{"empty data", Magic{}, codecConnRaw(0x04, 0, 0, 0, nil, 1), DropBadBody},
+		{"disconnect 1 byte", Magic{}, codecConnRaw(0x04, 0, 0, 2, []byte{1}, 1), DropNone},
+		{"disconnect 0 bytes", Magic{}, codecConnRaw(0x04, 0, 0, 2, nil, 1), DropBadBody},
+		{"disconnect 2 bytes", Magic{}, codecConnRaw(0x04, 0, 0, 2, []byte{1, 2}, 1), DropBadBody},
+		{"keepalive padding of any value", Magic{}, codecConnRaw(0x04, 0, 0, 1, []byte{0xFF, 0}, 1), DropNone},
+		// The two bits between the prefix and the byte boundary.
+		{"padding bits ignored", Magic{}, codecConnRaw(0x04|0xC0, 0, 0, 1, nil, 1), DropNone},
+		// A KeepAlive under MinConnLen: accepted, the rule binds senders.
+		{"short keepalive, M=1", codecMagic(t, "0"), codecConnRaw(0x08, 0, 0, 1, nil, 1), DropNone},
+	} {
+		var h ConnHeader
+		p, got := DecodeConn(tc.m, tc.pkt, &h)
+		if got != tc.want {
+			t.Errorf("%s (%x): %v, want %v", tc.name, tc.pkt, got, tc.want)
+		}
+		if got != DropNone && (p != nil || h != (ConnHeader{})) {
+			t.Errorf("%s: a drop returned payload %x or header %+v", tc.name, p, h)
+		}
+	}
+}
+
+// TestDecodeConnBorrowsPayload: the payload aliases the datagram (no copy)
+// and its capacity stops before the terminator.
+func TestDecodeConnBorrowsPayload(t *testing.T) {
+	pkt := codecHex(t, "04bcabc556df1f2f2400000000000000000068656c6c6f01")
+	var h ConnHeader
+	p, r := DecodeConn(Magic{}, pkt, &h)
+	if r != DropNone || string(p) != "hello" {
+		t.Fatalf("%q %v", p, r)
+	}
+	if unsafe.SliceData(p) != &pkt[18] || cap(p) != len(p) {
+		t.Fatalf("payload is not pkt[18:23:23]: cap %d", cap(p))
+	}
+	_ = append(p, 'X')
+	if pkt[len(pkt)-1] != 0x01 {
+		t.Fatal("append to the payload overwrote the terminator")
+	}
+}
+
+func TestConnAllocs(t *testing.T) {
+	m := codecMagic(t, "1011")
+	h := ConnHeader{ClientID: 1, Tag: 0xDEADBEEF, Seq: 5, Ack: 9, AckBits: 1, Kind: KindData}
+	payload := make([]byte, 48)
+	buf := make([]byte, 128)
+	var n int
+	if a := testing.AllocsPerRun(100, func() {
+		if n = EncodeConn(buf, m, &h, payload); n == 0 {
+			panic("encode failed")
+		}
+	}); a != 0 {
+		t.Errorf("EncodeConn allocates %v times", a)
+	}
+	var got ConnHeader
+	if a := testing.AllocsPerRun(100, func() {
+		if _, r := DecodeConn(m, buf[:n], &got); r != DropNone {
+			panic("decode failed")
+		}
+	}); a != 0 {
+		t.Errorf("DecodeConn allocates %v times", a)
+	}
+}
+
+// TestConnEveryGeometry checks the layout of §7 for every magic length with
+// the bit-at-a-time reference: prefix, zero padding to the byte boundary,
+// the little-endian header, payload, KeepAlive padding and terminator.
+func TestConnEveryGeometry(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	buf := make([]byte, 128)
+	for mlen := 0; mlen <= MaxMagicBits; mlen++ {
+		m := codecFuzzMagic(uint8(mlen), rng.Uint32())
+		for kind := KindData; kind <= KindDisconnect; kind++ {
+			h, payload := codecRandConn(rng)
+			h.Kind = kind
+			payload = payload[:0]
+			if kind != KindKeepAlive {
+				payload = append(payload, byte(rng.Uint32()))
+			}
+			n := EncodeConn(buf, m, &h, payload)
+			pkt := buf[:n]
+			off := ConnHeaderOffset(m)
+			if bitsRefRead(pkt, 0, mlen) != uint64(m.bits) || bitsRefRead(pkt, mlen, 2) != uint64(h.SessionID) ||
+				bitsRefRead(pkt, mlen+2, 3) != uint64(h.ClientID) || bitsRefRead(pkt, mlen+5, 8*off-mlen-5) != 0 {
+				t.Fatalf("M=%d kind %d: prefix or padding bits wrong: %x", mlen, kind, pkt)
+			}
+			for _, f := range []struct {
+				at, bits int
+				want     uint64
+			}{
+				{0, 32, uint64(h.Tag)}, {4, 16, uint64(h.Seq)}, {6, 16, uint64(h.Ack)},
+				{8, 64, h.AckBits}, {16, 8, uint64(h.Kind)},
+			} {
+				if got := bitsRefRead(pkt, 8*(off+f.at), f.bits); got != f.want {
+					t.Fatalf("M=%d: header byte %d = %#x, want %#x", mlen, f.at, got, f.want)
+				}
+			}
+			rest := pkt[off+ConnHeaderBytes:]
+			if !bytes.HasPrefix(rest, payload) || rest[len(rest)-1] != 0x01 ||
+				!bytes.Equal(rest[len(payload):len(rest)-1], make([]byte, len(rest)-len(payload)-1)) {
+				t.Fatalf("M=%d kind %d: payload/padding/terminator %x", mlen, kind, rest)
+			}
+			if kind == KindKeepAlive && n != max(off+ConnHeaderBytes+1, MinConnLen(m)) {
+				t.Fatalf("M=%d: KeepAlive %d bytes", mlen, n)
+			}
+		}
+	}
+}
+
+// TestEncodeConnInPlace: a payload built where EncodeConn will put it
+// survives the header writes.
+func TestEncodeConnInPlace(t *testing.T) {
+	for _, ms := range codecMagics {
+		m := codecMagic(t, ms)
+		buf := make([]byte, 64)
+		off := ConnHeaderOffset(m) + ConnHeaderBytes
+		payload := buf[off : off+5]
+		copy(payload, "hello")
+		h := ConnHeader{ClientID: 3, Tag: 9, Seq: 1, Ack: 2, AckBits: ^uint64(0), Kind: KindData}
+		n := EncodeConn(buf, m, &h, payload)
+		var got ConnHeader
+		p, r := DecodeConn(m, buf[:n], &got)
+		if r != DropNone || got != h || string(p) != "hello" {
+			t.Fatalf("magic %q: %+v %q %v", ms, got, p, r)
+		}
+	}
+}

@@ -1,0 +1,240 @@
+package fastpath
+
+import (
+	"math"
+	"net/netip"
+	"testing"
+	"unsafe"
+)
+
+const rlKey = 0x9e3779b97f4a7c15
+
+var (
+	rlSrc  = netip.MustParseAddrPort("192.0.2.1:7777")
+	rlTime = 1795000000.0
+)
+
+// rlDrain counts the replies src gets at now, up to limit.
+func rlDrain(l *Limiter, src netip.AddrPort, now float64, limit int) int {
+	n := 0
+	for n < limit && l.Allow(src, now) {
+		n++
+	}
+	return n
+}
+
+func TestLimiterDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		got, want Limit
+	}{
+		{"restart", DefaultRestartLimit, Limit{4, 8}},
+		{"version upgrade", DefaultVersionUpgradeLimit, Limit{4, 8}},
+		{"challenge", DefaultChallengeLimit, Limit{32, 64}},
+		{"version upgrade total", DefaultVersionUpgradeTotal, Limit{512.0 / 300, 512}},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+func TestLimiterBurstRefill(t *testing.T) {
+	l := NewLimiter(0, Limit{Rate: 4, Burst: 8}, rlKey)
+	for _, step := range []struct {
+		dt   float64
+		want int
+	}{
+		{0, 8},     // a new source starts full
+		{0.1, 0},   // 0.4 tokens
+		{0.25, 1},  // one token per 0.25 s
+		{1.25, 4},  // 1 s later: 4 more
+		{100, 8},   // idle: no more than the burst
+		{100.5, 2}, // 0.5 s
+	} {
+		if got := rlDrain(l, rlSrc, rlTime+step.dt, 100); got != step.want {
+			t.Errorf("at +%v s: %d replies, want %d", step.dt, got, step.want)
+		}
+	}
+}
+
+func TestLimiterSourcesIndependent(t *testing.T) {
+	l := NewLimiter(0, Limit{Rate: 4, Burst: 8}, rlKey)
+	if n := rlDrain(l, rlSrc, rlTime, 100); n != 8 {
+		t.Fatalf("first source: %d", n)
+	}
+	for _, src := range []string{
+		"192.0.2.1:7778",        // same address, other port: another player behind the NAT
+		"192.0.2.2:7777",        // other address
+		"[2001:db8::1]:7777",    // IPv6
+		"[::ffff:192.0.2.3]:80", // mapped IPv4
+	} {
+		if n := rlDrain(l, netip.MustParseAddrPort(src), rlTime, 100); n != 8 {
+			t.Errorf("%s: %d replies after another source was drained, want 8", src, n)
+		}
+	}
+	if n := rlDrain(l, rlSrc, rlTime, 100); n != 0 {
+		t.Errorf("drained source got %d more", n)
+	}
+}
+
+// An IPv4 source is the same source in its mapped form: it is the same
+// client, as the cookie input also says.
+func TestLimiterMappedIPv4(t *testing.T) {
+	l := NewLimiter(0, Limit{Rate: 4, Burst: 8}, rlKey)
+	rlDrain(l, rlSrc, rlTime, 100)
+	if n := rlDrain(l, netip.MustParseAddrPort("[::ffff:192.0.2.1]:7777"), rlTime, 100); n != 0 {
+		t.Errorf("mapped form of a drained IPv4 source got %d", n)
+	}
+}
+
+// TestLimiterCollisionEvicts: with one slot every source collides; the tag
+// gives the newcomer its own bucket rather than the drained one.
+func TestLimiterCollisionEvicts(t *testing.T) {
+	l := NewLimiter(1, Limit{Rate: 4, Burst: 8}, rlKey)
+	other := netip.MustParseAddrPort("198.51.100.7:9")
+	if n := rlDrain(l, rlSrc, rlTime, 100); n != 8 {
+		t.Fatalf("first source: %d", n)
+	}
+	if n := rlDrain(l, other, rlTime, 100); n != 8 {
+		t.Errorf("colliding source: %d replies, want a fresh burst of 8", n)
+	}
+	if n := rlDrain(l, rlSrc, rlTime, 100); n != 8 {
+		t.Errorf("evicted source: %d replies, want a fresh burst of 8 (the documented trade-off)", n)
+	}
+}
+
+func TestLimiterEntries(t *testing.T) {
+	for _, tc := range []struct{ in, want int }{
+		{-1, DefaultLimiterEntries}, {0, DefaultLimiterEntries},
+		{1, 1}, {2, 2}, {3, 4}, {1000, 1024}, {1024, 1024}, {1025, 2048},
+	} {
+		if got := NewLimiter(tc.in, Limit{Rate: 1, Burst: 1}, rlKey).Entries(); got != tc.want {
+			t.Errorf("NewLimiter(%d): %d entries, want %d", tc.in, got, tc.want)
+		}
+	}
+}
+
+// rlSource returns the i-th of many distinct sources, IPv4 and IPv6 mixed.
+func rlSource(i int) netip.AddrPort {
+	if i%4 == 0 {
+		return netip.AddrPortFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 12: byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i)}), 443)
+	}
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), uint16(i>>24)+1000)
+}
+
+func TestLimiterFixedMemory(t *testing.T) {
+	l := NewLimiter(1024, Limit{Rate: 4, Burst: 8}, rlKey)
+	slots := &l.slots[0]
+	i := 0
+	allocs := testing.AllocsPerRun(100_000, func() {
+		if !l.Allow(rlSource(i), rlTime) {
+			t.Fatalf("new source %v refused", rlSource(i))
+		}
+		i++
+	})
+	if size := unsafe.Sizeof(slot{}); size != 16 {
+		t.Errorf("an entry takes %d bytes; DefaultLimiterEntries' memory budget assumes 16", size)
+	}
+	if allocs != 0 || l.Entries() != 1024 || len(l.slots) != 1024 || cap(l.slots) != 1024 || &l.slots[0] != slots {
+		t.Errorf("after %d sources: %v allocs per Allow, %d entries, table %d/%d", i, allocs, l.Entries(), len(l.slots), cap(l.slots))
+	}
+}
+
+func TestLimiterAllocs(t *testing.T) {
+	l := NewLimiter(0, DefaultChallengeLimit, 0)
+	now := rlTime
+	if n := testing.AllocsPerRun(1000, func() { l.Allow(rlSrc, now); now += 0.001 }); n != 0 {
+		t.Errorf("Allow: %v allocs", n)
+	}
+}
+
+func TestLimiterKeyed(t *testing.T) {
+	a, b := NewLimiter(1024, DefaultChallengeLimit, 1), NewLimiter(1024, DefaultChallengeLimit, 2)
+	same := 0
+	for i := range 1000 {
+		if a.hash(rlSource(i))&a.mask == b.hash(rlSource(i))&b.mask {
+			same++
+		}
+	}
+	if same > 10 { // about 1 expected
+		t.Errorf("keys 1 and 2 put %d of 1000 sources in the same slot", same)
+	}
+	if x, y := NewLimiter(0, DefaultChallengeLimit, 0), NewLimiter(0, DefaultChallengeLimit, 0); x.key == y.key {
+		t.Errorf("two random keys are both %#x", x.key)
+	}
+}
+
+func TestLimiterUnlimited(t *testing.T) {
+	for _, rate := range []float64{0, -1, math.NaN()} {
+		l := NewLimiter(0, Limit{Rate: rate}, rlKey)
+		if n := rlDrain(l, rlSrc, rlTime, 10_000); n != 10_000 {
+			t.Errorf("rate %v: %d of 10000 allowed", rate, n)
+		}
+		if l.Entries() != 0 {
+			t.Errorf("rate %v: unlimited limiter keeps %d entries", rate, l.Entries())
+		}
+		b := NewBucket(Limit{Rate: rate}, rlTime)
+		for i := range 10_000 {
+			if !b.Allow(rlTime) {
+				t.Fatalf("rate %v: bucket refused reply %d", rate, i)
+			}
+		}
+	}
+}
+
+func TestLimiterClockBackwards(t *testing.T) {
+	l := NewLimiter(0, Limit{Rate: 4, Burst: 8}, rlKey)
+	rlDrain(l, rlSrc, rlTime, 100)
+	for _, now := range []float64{rlTime - 0.5, rlTime - 1e6, 0, -1, math.Inf(-1), math.NaN(), rlTime} {
+		if n := rlDrain(l, rlSrc, now, 100); n != 0 {
+			t.Errorf("clock at %v after draining at %v: %d replies", now, rlTime, n)
+		}
+	}
+	if n := rlDrain(l, rlSrc, rlTime+0.25, 100); n != 1 {
+		t.Errorf("0.25 s after the drain: %d replies, want 1", n)
+	}
+}
+
+func TestBucket(t *testing.T) {
+	b := NewBucket(DefaultVersionUpgradeTotal, rlTime)
+	count := func(now float64) int {
+		n := 0
+		for n < 10_000 && b.Allow(now) {
+			n++
+		}
+		return n
+	}
+	for _, step := range []struct {
+		now  float64
+		want int
+	}{
+		{rlTime, 512},
+		{rlTime + 1, 1},       // 512/300 tokens a second
+		{rlTime - 100, 0},     // clock stepped back
+		{rlTime + 300, 511},   // full again but for the token spent at +1 s
+		{rlTime + 1e4, 512},   // never more than the burst
+		{math.NaN(), 0},       // a broken clock mints nothing
+		{rlTime + 1e4, 0},     // and spends nothing
+		{rlTime + 1e4 + 3, 5}, // 5.12 tokens
+	} {
+		if got := count(step.now); got != step.want {
+			t.Errorf("at %+v: %d, want %d", step.now-rlTime, got, step.want)
+		}
+	}
+}
+
+func BenchmarkLimiterAllow(b *testing.B) {
+	l := NewLimiter(0, DefaultChallengeLimit, 0)
+	var srcs [1024]netip.AddrPort
+	for i := range srcs {
+		srcs[i] = rlSource(i)
+	}
+	now, i := rlTime, 0
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Allow(srcs[i&1023], now)
+		i++
+		now += 1e-6
+	}
+}

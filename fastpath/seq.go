@@ -1,0 +1,364 @@
+package fastpath
+
+import "math/bits"
+
+// Connection sequence and acknowledgement state (PROTOCOL.md §7), after Glenn
+// Fiedler's "Reliability and Congestion Avoidance over UDP": every packet
+// carries its own sequence number, the newest sequence number received from
+// the peer (Ack) and a 64-bit history of the 64 before it (AckBits). Nothing
+// is retransmitted here; the sender only learns, per packet, whether it was
+// delivered or lost, and takes RTT samples on the way.
+
+const (
+	// seqMask reduces a sequence number modulo SeqModulus.
+	seqMask = SeqModulus - 1
+	// seqHalf: a is newer than b when it is ahead by 1..seqHalf-1. A distance
+	// of exactly seqHalf is ambiguous and counts as older, so it is dropped.
+	seqHalf = SeqModulus / 2
+
+	// SeqWindow is the receive window: a packet more than SeqWindow behind the
+	// newest received one is too old, and AckBits describes exactly the
+	// SeqWindow sequence numbers before Ack.
+	SeqWindow = 64
+
+	// SeqRingSize is how many consecutive sequence numbers of ours are
+	// tracked, from the oldest unreported packet on. It bounds the time a
+	// packet can wait for its ack: the send of the number SeqRingSize ahead
+	// of it reports it lost (eviction). 256 covers seconds at game tick
+	// rates with room for a full ack window, and keeps SeqState about 2 KiB.
+	// A power of two that divides SeqModulus, so a sequence number's slot
+	// survives wraparound.
+	SeqRingSize = 256
+
+	// MaxDeliveredPerReport bounds AckReport.Delivered: one packet's ack info
+	// names at most Ack and the SeqWindow numbers before it.
+	MaxDeliveredPerReport = SeqWindow + 1
+	// MaxLostPerReport bounds AckReport.Lost. Receive reports lost exactly
+	// the tracked packets more than SeqWindow behind Ack; Ack is itself
+	// tracked, so at most SeqRingSize-1 sit before it and SeqWindow of those
+	// are within the window. NextSend loses at most one, by eviction.
+	MaxLostPerReport = SeqRingSize - SeqWindow - 1
+
+	ringMask  = SeqRingSize - 1
+	ringWords = SeqRingSize / 64
+)
+
+// Compile-time checks of the geometry the ring arithmetic relies on: a
+// constant index out of range, or a negative array length, fails the build.
+var (
+	_ = [1]struct{}{}[SeqModulus%SeqRingSize] // slots are stable across wraparound
+	_ = [1]struct{}{}[SeqRingSize%64]         // the pending bitmap is whole words
+	_ [seqHalf - SeqRingSize]struct{}         // tracked offsets never look "ahead"
+)
+
+// SeqNewer reports whether sequence number a is newer than b modulo
+// SeqModulus: ahead of it by 1..8191.
+func SeqNewer(a, b uint16) bool {
+	d := (a - b) & seqMask
+	return d != 0 && d < seqHalf
+}
+
+// SentPacket is one of our packets as reported by an AckReport.
+type SentPacket struct {
+	Seq    uint16
+	SentAt float64 // the now passed to NextSend
+}
+
+// AckReport is what one Receive or NextSend call learned about our own
+// packets. It is caller-owned and reused: each call resets the counts and
+// overwrites the entries, and the fixed arrays are sized for the worst case,
+// so nothing is ever left out and nothing is allocated.
+type AckReport struct {
+	// Delivered and Lost are filled up to NumDelivered and NumLost, each in
+	// ascending sequence order (oldest first).
+	Delivered    [MaxDeliveredPerReport]SentPacket
+	Lost         [MaxLostPerReport]SentPacket
+	NumDelivered int
+	NumLost      int
+	// RTTSample is now minus the send time of the packet equal to Ack, when
+	// that packet was newly delivered by this call; otherwise it is -1.
+	RTTSample float64
+}
+
+// DeliveredPackets returns the delivered entries (a view, no copy).
+func (r *AckReport) DeliveredPackets() []SentPacket { return r.Delivered[:r.NumDelivered] }
+
+// LostPackets returns the lost entries (a view, no copy).
+func (r *AckReport) LostPackets() []SentPacket { return r.Lost[:r.NumLost] }
+
+func (r *AckReport) reset() {
+	r.NumDelivered = 0
+	r.NumLost = 0
+	r.RTTSample = -1
+}
+
+// SeqStats counts a SeqState's traffic since Init.
+type SeqStats struct {
+	Sent       uint64 // sequence numbers allocated by NextSend
+	Received   uint64 // packets accepted by Receive
+	Delivered  uint64 // our packets reported delivered
+	Lost       uint64 // our packets reported lost, Evicted included
+	Evicted    uint64 // lost because SeqRingSize packets were outstanding
+	Duplicates uint64 // dropped: already received
+	TooOld     uint64 // dropped: older than the window
+}
+
+// SeqState is one side's sequence state for one connection: the sequence
+// numbers it sends and the in-flight packets awaiting an ack (send side), and
+// the window of sequence numbers received from the peer (receive side). The
+// server and the client use it alike.
+//
+// It is a fixed-size value with no pointers, so a connection embeds it and a
+// copy is an independent snapshot. It is not safe for concurrent use; it
+// never reads the clock (now is Unix seconds passed in) and never allocates.
+//
+// Every sequence number NextSend hands out is reported exactly once, in some
+// later AckReport: delivered when the peer's ack info names it, lost when the
+// peer's Ack moves more than SeqWindow past it unacknowledged, or lost when
+// SeqRingSize newer packets were sent first. Packets still outstanding are
+// counted by InFlight.
+//
+// With 14-bit numbers, ack info is read relative to our newest packet, so it
+// means what it says only while the peer is less than 8192 packets behind;
+// the connection timeout ends a connection long before that in practice.
+type SeqState struct {
+	// Receive side. recvHistory bit i means recvNewest-1-i was received.
+	recvNewest  uint16
+	recvAny     bool
+	recvHistory uint64
+
+	// Send side: the tracked packets are sendBase .. nextSeq-1, at most
+	// SeqRingSize of them; a packet's ring slot is seq % SeqRingSize. A
+	// pending bit is set exactly for tracked, not yet reported packets, and
+	// sendBase itself is pending whenever anything is tracked.
+	nextSeq  uint16
+	sendBase uint16
+	pending  [ringWords]uint64
+	sentAt   [SeqRingSize]float64
+
+	srtt     float64
+	rttValid bool
+	lastSend float64
+	lastRecv float64
+	stats    SeqStats
+}
+
+// Init starts the state for a new connection: localSeq is our initial
+// sequence number (server: ServerSeq, client: ClientSeq), remoteSeq the
+// peer's; both are taken modulo SeqModulus. Both the last-send and the
+// last-receive time start at now, so keepalive and timeout count from the
+// connection's start.
+//
+// The receive window starts as if remoteSeq-1 and the SeqWindow numbers
+// before it had been received. That one rule gives PROTOCOL.md §7's "accept
+// only sequence numbers newer than the peer's initial sequence − 1" (anything
+// else is a duplicate or too old) and, once something arrives, AckBits set for
+// the numbers before the peer's first packet, which it never sent: the peer
+// ignores acks for packets it has not got in flight. This is what
+// vectors.json's keepalive (Ack 8166, AckBits 0xfffffffffffffff5 after a
+// first packet 8159) encodes. Until something is received, Ack and AckBits
+// still go out as remoteSeq-1 and 0.
+func (s *SeqState) Init(localSeq, remoteSeq uint16, now float64) {
+	*s = SeqState{
+		recvNewest:  (remoteSeq - 1) & seqMask,
+		recvHistory: ^uint64(0),
+		nextSeq:     localSeq & seqMask,
+		sendBase:    localSeq & seqMask,
+		lastSend:    now,
+		lastRecv:    now,
+	}
+}
+
+// Ack returns the Ack and AckBits fields for a packet sent now.
+func (s *SeqState) Ack() (ack uint16, ackBits uint64) {
+	if !s.recvAny {
+		return s.recvNewest, 0
+	}
+	return s.recvNewest, s.recvHistory
+}
+
+// NextSend allocates the sequence number of a packet about to be sent (the
+// first call returns localSeq, then each call the next modulo SeqModulus),
+// records now as its send time and tracks it until it is reported. It returns
+// the header's Seq, Ack and AckBits.
+//
+// rep is reset; when the oldest unreported packet is SeqRingSize numbers
+// behind the new one, it is evicted and reported in rep.Lost (at most one
+// per call), so an ack that never comes cannot leave a packet unreported.
+// rep must not be nil.
+func (s *SeqState) NextSend(now float64, rep *AckReport) (seq, ack uint16, ackBits uint64) {
+	rep.reset()
+	if s.tracked() == SeqRingSize { // sendBase is pending: the invariant
+		s.reportLost(s.sendBase, rep)
+		s.stats.Evicted++
+		s.advanceBase()
+	}
+	seq = s.nextSeq
+	slot := seq & ringMask
+	s.sentAt[slot] = now
+	s.pending[slot>>6] |= 1 << (slot & 63)
+	s.nextSeq = (seq + 1) & seqMask
+	s.lastSend = now
+	s.stats.Sent++
+	ack, ackBits = s.Ack()
+	return seq, ack, ackBits
+}
+
+// Receive runs a connection packet's Seq, Ack and AckBits through the state.
+// It returns DropStaleSequence for a duplicate or a packet older than the
+// window, DropBadBody for a number above 16383, and DropNone when the packet
+// is accepted: only then do its ack fields count, so a replayed or stale
+// packet can neither keep the connection alive nor move acks, and rep (reset
+// on every call) tells which of our packets it reports delivered or lost.
+//
+// Ack info that names a number outside the packets we have in flight is
+// ignored as a whole: ahead of our newest sent, the peer claims a packet we
+// never sent; older than all we track, it has nothing left to say.
+func (s *SeqState) Receive(seq, ack uint16, ackBits uint64, now float64, rep *AckReport) DropReason {
+	rep.reset()
+	if seq > seqMask || ack > seqMask {
+		return DropBadBody
+	}
+	if d := (seq - s.recvNewest) & seqMask; d != 0 && d < seqHalf {
+		// Newer: slide the window. Shifts of 64 or more give 0 in Go, so
+		// a jump past the whole window clears the history.
+		s.recvHistory = s.recvHistory<<d | 1<<(d-1)
+		s.recvNewest = seq
+	} else {
+		back := (s.recvNewest - seq) & seqMask // 0 (the newest itself) .. seqHalf
+		if back > SeqWindow {
+			s.stats.TooOld++
+			return DropStaleSequence
+		}
+		if back == 0 || s.recvHistory&(1<<(back-1)) != 0 {
+			s.stats.Duplicates++
+			return DropStaleSequence
+		}
+		s.recvHistory |= 1 << (back - 1)
+	}
+	s.recvAny = true
+	s.lastRecv = now
+	s.stats.Received++
+	s.processAck(ack, ackBits, now, rep)
+	return DropNone
+}
+
+// processAck reports the tracked packets that Ack/AckBits names as
+// delivered, then those more than SeqWindow behind Ack as lost: the peer's
+// window has moved past them, so no later packet can acknowledge them.
+func (s *SeqState) processAck(ack uint16, ackBits uint64, now float64, rep *AckReport) {
+	off := int((ack - s.sendBase) & seqMask) // Ack's position among the tracked
+	if off >= s.tracked() {
+		return
+	}
+	// Delivered: candidate k (0..63) is ack-SeqWindow+k, AckBits bit 63-k.
+	// Intersect with the pending bitmap in one go; mask off candidates
+	// before sendBase, whose ring slots may hold newer packets.
+	first := (ack - SeqWindow) & seqMask
+	cand := bits.Reverse64(ackBits) & s.pendingRun(first)
+	if off < SeqWindow {
+		cand &= ^uint64(0) << (SeqWindow - off)
+	}
+	for cand != 0 {
+		k := bits.TrailingZeros64(cand)
+		cand &= cand - 1
+		s.reportDelivered((first+uint16(k))&seqMask, rep)
+	}
+	if s.isPending(ack) {
+		rep.RTTSample = max(now-s.sentAt[ack&ringMask], 0)
+		s.addRTTSample(rep.RTTSample)
+		s.reportDelivered(ack, rep)
+	}
+	// Lost: everything tracked before ack-SeqWindow. Each packet is passed
+	// once here, since sendBase moves beyond it.
+	for n := off - SeqWindow; n > 0; n-- {
+		if s.isPending(s.sendBase) {
+			s.reportLost(s.sendBase, rep)
+		}
+		s.sendBase = (s.sendBase + 1) & seqMask
+	}
+	s.advanceBase()
+}
+
+// addRTTSample folds a sample into the smoothed RTT like TCP's SRTT
+// (RFC 6298): the first sample sets it, later ones move it by 1/8.
+func (s *SeqState) addRTTSample(sample float64) {
+	if !s.rttValid {
+		s.srtt = sample
+		s.rttValid = true
+		return
+	}
+	s.srtt += (sample - s.srtt) / 8
+}
+
+func (s *SeqState) reportDelivered(seq uint16, rep *AckReport) {
+	slot := seq & ringMask
+	s.pending[slot>>6] &^= 1 << (slot & 63)
+	rep.Delivered[rep.NumDelivered] = SentPacket{Seq: seq, SentAt: s.sentAt[slot]}
+	rep.NumDelivered++
+	s.stats.Delivered++
+}
+
+func (s *SeqState) reportLost(seq uint16, rep *AckReport) {
+	slot := seq & ringMask
+	s.pending[slot>>6] &^= 1 << (slot & 63)
+	rep.Lost[rep.NumLost] = SentPacket{Seq: seq, SentAt: s.sentAt[slot]}
+	rep.NumLost++
+	s.stats.Lost++
+}
+
+// advanceBase moves sendBase past reported packets, restoring the invariant
+// that sendBase is pending whenever anything is tracked.
+func (s *SeqState) advanceBase() {
+	for s.sendBase != s.nextSeq && !s.isPending(s.sendBase) {
+		s.sendBase = (s.sendBase + 1) & seqMask
+	}
+}
+
+// tracked is how many sequence numbers sendBase .. nextSeq-1 spans.
+func (s *SeqState) tracked() int { return int((s.nextSeq - s.sendBase) & seqMask) }
+
+func (s *SeqState) isPending(seq uint16) bool {
+	slot := seq & ringMask
+	return s.pending[slot>>6]&(1<<(slot&63)) != 0
+}
+
+// pendingRun returns 64 pending bits starting at seq's slot: bit k is the
+// slot of seq+k, wrapping around the ring.
+func (s *SeqState) pendingRun(seq uint16) uint64 {
+	slot := uint(seq & ringMask)
+	w, sh := slot>>6, slot&63
+	run := s.pending[w] >> sh
+	if sh != 0 {
+		run |= s.pending[(w+1)%ringWords] << (64 - sh)
+	}
+	return run
+}
+
+// InFlight is how many sent packets are not reported yet.
+func (s *SeqState) InFlight() int {
+	n := 0
+	for _, w := range s.pending {
+		n += bits.OnesCount64(w)
+	}
+	return n
+}
+
+// RTT returns the smoothed round-trip time in seconds, 0 before any sample.
+func (s *SeqState) RTT() float64 { return s.srtt }
+
+// Received returns the newest sequence number received from the peer, and
+// whether anything was received at all.
+func (s *SeqState) Received() (newest uint16, any bool) { return s.recvNewest, s.recvAny }
+
+// LastSend is the now of the latest NextSend (or of Init): a connection sends
+// a KeepAlive when it is a keepalive interval old.
+func (s *SeqState) LastSend() float64 { return s.lastSend }
+
+// LastReceive is the now of the latest accepted packet (or of Init): a
+// connection times out when it is a timeout old. Duplicates and stale packets
+// do not count, so a replay cannot keep a dead connection open.
+func (s *SeqState) LastReceive() float64 { return s.lastRecv }
+
+// Stats returns the counters since Init.
+func (s *SeqState) Stats() SeqStats { return s.stats }

@@ -1,0 +1,468 @@
+package fastpath
+
+import (
+	"net/netip"
+
+	"github.com/udpgate/udpgate/cookie"
+)
+
+// ServerConfig is what a server enforces on the wire. It is immutable once a
+// server starts, so the promotion workers read it from other goroutines
+// without locks.
+type ServerConfig struct {
+	Magic           Magic
+	SessionID       uint8 // 0..3
+	NetworkVersion  uint32
+	NetworkFeatures uint16
+	// IgnoreNetworkVersion turns off the NetworkVersion equality check on
+	// Initial (PROTOCOL.md §3: "unless that check is turned off");
+	// NetworkFeatures are always compared.
+	IgnoreNetworkVersion bool
+	// MaxDatagram: longer datagrams are dropped (DropTooLarge). 0 means
+	// DefaultMaxDatagram.
+	MaxDatagram int
+
+	// Per-source reply budgets (PROTOCOL.md §5). A zero Limit takes the
+	// default; Limit{Rate: -1} means unlimited.
+	ChallengeLimit      Limit
+	RestartLimit        Limit
+	VersionUpgradeLimit Limit
+	// VersionUpgradeTotal caps VersionUpgrade replies for the whole loop.
+	VersionUpgradeTotal Limit
+	// LimiterEntries sizes each per-source table (fixed memory).
+	LimiterEntries int
+}
+
+// withDefaults fills zero fields.
+func (c ServerConfig) withDefaults() ServerConfig {
+	if c.MaxDatagram <= 0 {
+		c.MaxDatagram = DefaultMaxDatagram
+	}
+	def := func(l *Limit, d Limit) {
+		if *l == (Limit{}) {
+			*l = d
+		} else if l.Rate < 0 {
+			*l = Limit{} // Rate 0 is unlimited for the limiter
+		}
+	}
+	def(&c.ChallengeLimit, DefaultChallengeLimit)
+	def(&c.RestartLimit, DefaultRestartLimit)
+	def(&c.VersionUpgradeLimit, DefaultVersionUpgradeLimit)
+	def(&c.VersionUpgradeTotal, DefaultVersionUpgradeTotal)
+	if c.LimiterEntries <= 0 {
+		c.LimiterEntries = DefaultLimiterEntries
+	}
+	return c
+}
+
+// Peer is what the caller knows about a datagram's source address before the
+// decision: one lookup in the connection map.
+type Peer struct {
+	// Known: a connection holds this address.
+	Known    bool
+	ClientID uint8
+	Tag      uint32
+	Cookie   cookie.Cookie // the connection's authorised cookie
+	// RecentlyClosed: no connection holds the address, but one closed here
+	// in the last 120 s (PROTOCOL.md §5).
+	RecentlyClosed bool
+}
+
+// Action is what the caller must do with a datagram.
+type Action uint8
+
+const (
+	// ActDrop: count Decision.Drop and forget the datagram.
+	ActDrop Action = iota
+	// ActReply: send out[:Decision.ReplyLen] back to the source.
+	ActReply
+	// ActPromote: a valid Response. The caller checks the cookie index
+	// (a Response whose cookie is already a connection's authorised cookie
+	// creates none), capacity and the application, then answers with
+	// BuildAck or BuildDenied.
+	ActPromote
+	// ActMigrate: a valid RestartResponse. The caller moves the connection
+	// whose authorised cookie is Decision.OrigCookie and whose ClientID is
+	// Decision.To.ClientID to the source address and answers BuildAck with
+	// OrigCookie; if there is none, it drops (DropUnknownConnection).
+	ActMigrate
+	// ActConn: a connection packet for the connection at this address, with
+	// SessionID, ClientID and tag already checked. Decision.Conn and
+	// Decision.Payload (borrowed from the datagram) carry it.
+	ActConn
+)
+
+// ReplyTo is what a later reply to a proven handshake packet needs from the
+// request, so promotion workers never keep the (reused) receive buffer.
+type ReplyTo struct {
+	ClientID   uint8
+	SentCount  uint8
+	CurVersion uint8 // min(CurHandshakeVersion, RemoteCur)
+	RandomLen  uint8 // the request's RandomData length: replies use no more
+	Len        int   // the request's size in bytes: replies are no larger
+}
+
+// Decision is the outcome of Server.Handle. Only the fields its Action names
+// are meaningful.
+type Decision struct {
+	Action Action
+	Drop   DropReason
+	// Handshake: a handshake packet decoded; Request is its type.
+	Handshake bool
+	Request   PacketType
+	ReplyLen  int
+	Reply     PacketType // the reply written, for ActReply
+
+	// ActPromote, ActMigrate.
+	Cookie     cookie.Cookie
+	OrigCookie cookie.Cookie
+	To         ReplyTo
+	// Replaces: the address is held by a connection with another ClientID
+	// (a restarted client); promotion replaces it (reason 4).
+	Replaces bool
+
+	// ActConn.
+	Conn    ConnHeader
+	Payload []byte
+}
+
+// Shed is overload control's say over the next decisions (set per batch by
+// the receive loop): which optional replies to skip and how many Challenges
+// may still be sent. Established connections are never shed here.
+type Shed struct {
+	NoRestart        bool
+	NoVersionUpgrade bool
+	// ChallengeBudget caps Challenge replies until reset; < 0 is unlimited.
+	ChallengeBudget int
+}
+
+// Server decides, for one receive loop, what to do with each datagram. It
+// owns the loop's cookie signer, rate-limiter tables and random source, so
+// it is not safe for concurrent use: make one per loop.
+type Server struct {
+	cfg          ServerConfig
+	signer       *cookie.Signer
+	challengeRL  *Limiter
+	restartRL    *Limiter
+	upgradeRL    *Limiter
+	upgradeTotal Bucket
+	rnd          Rand
+	// Shed is read on every decision; the loop may change it between calls.
+	Shed Shed
+}
+
+// NewServer makes a loop's decision state. seed 0 draws the random seeds
+// (RandomData, rate-limiter hash keys) from crypto/rand.
+func NewServer(cfg ServerConfig, secrets *cookie.Secrets, seed uint64, now float64) *Server {
+	cfg = cfg.withDefaults()
+	var k [3]uint64
+	if seed != 0 {
+		r := NewRand(seed)
+		for i := range k {
+			k[i] = r.Uint64() | 1
+		}
+	}
+	return &Server{
+		cfg:          cfg,
+		signer:       cookie.NewSigner(secrets),
+		challengeRL:  NewLimiter(cfg.LimiterEntries, cfg.ChallengeLimit, k[0]),
+		restartRL:    NewLimiter(cfg.LimiterEntries, cfg.RestartLimit, k[1]),
+		upgradeRL:    NewLimiter(cfg.LimiterEntries, cfg.VersionUpgradeLimit, k[2]),
+		upgradeTotal: NewBucket(cfg.VersionUpgradeTotal, now),
+		rnd:          NewRand(seed),
+		Shed:         Shed{ChallengeBudget: -1},
+	}
+}
+
+// Config returns the effective configuration (defaults filled).
+func (s *Server) Config() *ServerConfig { return &s.cfg }
+
+// Handle decides what to do with datagram pkt from src at time now, given
+// what the connection map says about src. Any reply is written into out,
+// which must hold at least MaxReplyLen bytes. It never allocates.
+func (s *Server) Handle(d *Decision, src netip.AddrPort, pkt []byte, now float64, peer *Peer, out []byte) {
+	*d = Decision{}
+	if len(pkt) > s.cfg.MaxDatagram {
+		d.Drop = DropTooLarge
+		return
+	}
+	p, r := DecodePrefix(s.cfg.Magic, pkt)
+	if r != DropNone {
+		d.Drop = r
+		return
+	}
+	if !p.Handshake {
+		s.handleConn(d, src, pkt, now, peer, out)
+		return
+	}
+
+	var h Handshake
+	if r := DecodeHandshake(s.cfg.Magic, pkt, &h); r != DropNone {
+		d.Drop = r
+		return
+	}
+	d.Handshake = true
+	d.Request = h.Type
+	switch h.Type {
+	case TypeInitial, TypeResponse, TypeRestartResponse:
+	default:
+		d.Drop = DropUnexpectedType
+		return
+	}
+	if !versionsOK(h.MinVersion, h.CurVersion) {
+		d.Drop = DropBadVersion
+		return
+	}
+	d.To = ReplyTo{
+		ClientID:   h.ClientID,
+		SentCount:  h.SentCount,
+		CurVersion: min(CurHandshakeVersion, h.CurVersion),
+		RandomLen:  h.RandomLen,
+		Len:        len(pkt),
+	}
+
+	switch h.Type {
+	case TypeInitial:
+		s.handleInitial(d, src, &h, now, peer, out)
+	case TypeResponse:
+		if h.SessionID != s.cfg.SessionID {
+			d.Drop = DropSessionMismatch
+			return
+		}
+		if r := s.verify(&h, src, now); r != DropNone {
+			d.Drop = r
+			return
+		}
+		if peer.Known && peer.ClientID == h.ClientID {
+			// The client missed its Ack: answer again with the
+			// connection's own cookie, create nothing.
+			d.ReplyLen = s.cfg.BuildAck(out, &d.To, &peer.Cookie, &s.rnd)
+			s.replied(d, TypeAck)
+			return
+		}
+		d.Action = ActPromote
+		d.Cookie = h.Cookie
+		d.Replaces = peer.Known
+	case TypeRestartResponse:
+		if h.SessionID != s.cfg.SessionID {
+			d.Drop = DropSessionMismatch
+			return
+		}
+		if r := s.verify(&h, src, now); r != DropNone {
+			d.Drop = r
+			return
+		}
+		d.Action = ActMigrate
+		d.Cookie = h.Cookie
+		d.OrigCookie = h.OrigCookie
+	}
+}
+
+func (s *Server) handleInitial(d *Decision, src netip.AddrPort, h *Handshake, now float64, peer *Peer, out []byte) {
+	newAttempt := !peer.Known || peer.ClientID != h.ClientID
+	if newAttempt && !s.compatible(h) {
+		if h.CurVersion < CurHandshakeVersion {
+			d.Drop = DropNetworkVersion
+			return
+		}
+		if s.Shed.NoVersionUpgrade {
+			d.Drop = DropOverload
+			return
+		}
+		var rep Handshake
+		s.cfg.header(&rep, &d.To, TypeVersionUpgrade)
+		if !s.cfg.fits(&rep, &d.To) {
+			d.Drop = DropAmplification
+			return
+		}
+		if !s.upgradeRL.Allow(src, now) || !s.upgradeTotal.Allow(now) {
+			d.Drop = DropRateLimited
+			return
+		}
+		d.ReplyLen = s.cfg.encodeReply(out, &rep, &d.To, &s.rnd)
+		s.replied(d, TypeVersionUpgrade)
+		return
+	}
+	if s.Shed.ChallengeBudget == 0 {
+		d.Drop = DropOverload
+		return
+	}
+	var rep Handshake
+	s.cfg.header(&rep, &d.To, TypeChallenge)
+	if !s.cfg.fits(&rep, &d.To) {
+		d.Drop = DropAmplification
+		return
+	}
+	if !s.challengeRL.Allow(src, now) {
+		d.Drop = DropRateLimited
+		return
+	}
+	if s.Shed.ChallengeBudget > 0 {
+		s.Shed.ChallengeBudget--
+	}
+	rep.Timestamp = now
+	rep.SecretID, rep.Cookie = s.signer.Generate(now, src)
+	d.ReplyLen = s.cfg.encodeReply(out, &rep, &d.To, &s.rnd)
+	s.replied(d, TypeChallenge)
+}
+
+// handleConn handles a connection packet: checked and handed over for a
+// known address, answered with RestartHandshake (the client moved) for an
+// unknown one.
+func (s *Server) handleConn(d *Decision, src netip.AddrPort, pkt []byte, now float64, peer *Peer, out []byte) {
+	payload, r := DecodeConn(s.cfg.Magic, pkt, &d.Conn)
+	if r != DropNone {
+		d.Drop = r
+		return
+	}
+	if d.Conn.SessionID != s.cfg.SessionID {
+		d.Drop = DropSessionMismatch
+		return
+	}
+	if peer.Known {
+		switch {
+		case d.Conn.ClientID != peer.ClientID:
+			d.Drop = DropClientIDMismatch
+		case d.Conn.Tag != peer.Tag:
+			d.Drop = DropBadTag
+		default:
+			d.Action = ActConn
+			d.Payload = payload
+		}
+		return
+	}
+	if peer.RecentlyClosed {
+		d.Drop = DropRecentlyDisconnected
+		return
+	}
+	if s.Shed.NoRestart {
+		d.Drop = DropOverload
+		return
+	}
+	// RestartHandshake answers a packet without versions: it carries
+	// CurVersion 4 and SentCount 0 (PROTOCOL.md §5), and no more RandomData
+	// than keeps it within the connection packet's size.
+	d.To = ReplyTo{ClientID: d.Conn.ClientID, CurVersion: CurHandshakeVersion, RandomLen: MaxRandomBytes, Len: len(pkt)}
+	var rep Handshake
+	s.cfg.header(&rep, &d.To, TypeRestartHandshake)
+	rep.Restart = true
+	if !s.cfg.fits(&rep, &d.To) {
+		d.Drop = DropAmplification
+		return
+	}
+	if !s.restartRL.Allow(src, now) {
+		d.Drop = DropRateLimited
+		return
+	}
+	d.ReplyLen = s.cfg.encodeReply(out, &rep, &d.To, &s.rnd)
+	s.replied(d, TypeRestartHandshake)
+}
+
+func (s *Server) replied(d *Decision, t PacketType) {
+	if d.ReplyLen == 0 {
+		// Unreachable while fits() is checked first; never send garbage.
+		d.Drop = DropAmplification
+		return
+	}
+	d.Action = ActReply
+	d.Reply = t
+}
+
+// compatible is the network compatibility check of an Initial (§3).
+func (s *Server) compatible(h *Handshake) bool {
+	if !s.cfg.IgnoreNetworkVersion && h.NetworkVersion != s.cfg.NetworkVersion {
+		return false
+	}
+	return h.NetworkFeatures == s.cfg.NetworkFeatures
+}
+
+// verify checks a Response's or RestartResponse's cookie against the source
+// (§4 rules 1–3).
+func (s *Server) verify(h *Handshake, src netip.AddrPort, now float64) DropReason {
+	switch s.signer.Verify(h.SecretID, h.Timestamp, src, &h.Cookie, now) {
+	case cookie.Valid:
+		return DropNone
+	case cookie.Expired:
+		return DropExpiredCookie
+	case cookie.WrongSecret:
+		return DropWrongSecret
+	default:
+		return DropBadCookie
+	}
+}
+
+// versionsOK is the server's CheckVersion for minimum 3, current 4 (§3).
+func versionsOK(remoteMin, remoteCur uint8) bool {
+	return remoteMin >= MinHandshakeVersion && remoteMin <= CurHandshakeVersion && remoteMin <= remoteCur
+}
+
+// MaxReplyLen is the largest reply Handle or a Build function writes: an Ack
+// with 16 random bytes and a 32-bit magic header.
+const MaxReplyLen = (MaxMagicBits + IDBits + BaseBits + 225 + 8*MaxRandomBytes + 1 + 7) / 8
+
+// BuildAck writes the Ack that completes a handshake (or answers a repeated
+// Response or a RestartResponse) carrying authorised cookie c. It returns 0
+// when the reply cannot be made no larger than the request.
+func (c *ServerConfig) BuildAck(out []byte, to *ReplyTo, ck *cookie.Cookie, rnd *Rand) int {
+	var rep Handshake
+	c.header(&rep, to, TypeAck)
+	rep.SecretID = 1
+	rep.Timestamp = -1
+	rep.Cookie = *ck
+	return c.encodeReply(out, &rep, to, rnd)
+}
+
+// BuildDenied writes a Denied with reason, echoing the Response's cookie.
+func (c *ServerConfig) BuildDenied(out []byte, to *ReplyTo, reason uint8, ck *cookie.Cookie, rnd *Rand) int {
+	var rep Handshake
+	c.header(&rep, to, TypeDenied)
+	rep.Reason = reason
+	rep.Cookie = *ck
+	return c.encodeReply(out, &rep, to, rnd)
+}
+
+// header fills what every server reply carries (§5): the server's SessionID,
+// MinVersion 3, CurVersion min(4, RemoteCur), the server's NetworkVersion and
+// NetworkFeatures, and the request's ClientID and SentCount.
+func (c *ServerConfig) header(h *Handshake, to *ReplyTo, t PacketType) {
+	h.SessionID = c.SessionID
+	h.ClientID = to.ClientID
+	h.MinVersion = MinHandshakeVersion
+	h.CurVersion = to.CurVersion
+	h.Type = t
+	h.SentCount = to.SentCount
+	h.NetworkVersion = c.NetworkVersion
+	h.NetworkFeatures = c.NetworkFeatures
+}
+
+// maxRandom is the longest RandomData a reply of type t may carry: no
+// longer than the request's, and short enough that the reply is no more
+// bytes than the request. This is the no-amplification rule (§5), enforced
+// here for every reply the server makes; below MinRandomBytes the reply is
+// impossible.
+func (c *ServerConfig) maxRandom(t PacketType, to *ReplyTo) int {
+	r := min(int(to.RandomLen), MaxRandomBytes)
+	for ; r >= MinRandomBytes; r-- {
+		if HandshakeLen(c.Magic, t, r) <= to.Len {
+			break
+		}
+	}
+	return r
+}
+
+func (c *ServerConfig) fits(h *Handshake, to *ReplyTo) bool {
+	return c.maxRandom(h.Type, to) >= MinRandomBytes
+}
+
+// encodeReply picks the RandomData length uniformly in [8, maxRandom], fills
+// it and encodes h into out. It returns 0 if no length fits.
+func (c *ServerConfig) encodeReply(out []byte, h *Handshake, to *ReplyTo, rnd *Rand) int {
+	hi := c.maxRandom(h.Type, to)
+	if hi < MinRandomBytes {
+		return 0
+	}
+	n := MinRandomBytes + rnd.Intn(hi-MinRandomBytes+1)
+	h.RandomLen = uint8(n)
+	rnd.Fill(h.Random[:n])
+	return EncodeHandshake(out, c.Magic, h)
+}
