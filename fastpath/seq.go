@@ -188,8 +188,23 @@ func (s *SeqState) Ack() (ack uint16, ackBits uint64) {
 // rep must not be nil.
 func (s *SeqState) NextSend(now float64, rep *AckReport) (seq, ack uint16, ackBits uint64) {
 	rep.reset()
+	seq, ack, ackBits, lost, evicted := s.Send(now)
+	if evicted {
+		rep.Lost[0] = lost
+		rep.NumLost = 1
+	}
+	return seq, ack, ackBits
+}
+
+// Send is NextSend without an AckReport: the packet it may evict (at most
+// one) comes back as lost/evicted. An AckReport is kilobytes that a sender
+// would zero on every packet only to learn about one loss.
+func (s *SeqState) Send(now float64) (seq, ack uint16, ackBits uint64, lost SentPacket, evicted bool) {
 	if s.tracked() == SeqRingSize { // sendBase is pending: the invariant
-		s.reportLost(s.sendBase, rep)
+		slot := s.sendBase & ringMask
+		s.pending[slot>>6] &^= 1 << (slot & 63)
+		lost, evicted = SentPacket{Seq: s.sendBase, SentAt: s.sentAt[slot]}, true
+		s.stats.Lost++
 		s.stats.Evicted++
 		s.advanceBase()
 	}
@@ -201,7 +216,7 @@ func (s *SeqState) NextSend(now float64, rep *AckReport) (seq, ack uint16, ackBi
 	s.lastSend = now
 	s.stats.Sent++
 	ack, ackBits = s.Ack()
-	return seq, ack, ackBits
+	return seq, ack, ackBits, lost, evicted
 }
 
 // Receive runs a connection packet's Seq, Ack and AckBits through the state.
