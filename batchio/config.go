@@ -1,0 +1,119 @@
+package batchio
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime"
+	"syscall"
+)
+
+// Mode selects how a socket's receiver waits for datagrams.
+type Mode uint8
+
+const (
+	// ModeAuto picks the fastest measured mode for the platform: see
+	// autoMode in the per-OS files and the figures in params.go.
+	ModeAuto Mode = iota
+	// ModeNetpoll uses a non-blocking socket and parks the receiving
+	// goroutine in Go's netpoller when the socket is empty. Goroutines are
+	// cheap and no OS thread is held, but with more Ps than busy loops the
+	// scheduler's idle-P spinning adds CPU per packet.
+	ModeNetpoll
+	// ModeBlocking uses a blocking socket: Recv sleeps in recvmmsg with
+	// MSG_WAITFORONE, so the kernel wakes the thread directly. Each
+	// receiving loop holds an OS thread while idle; for the best figures
+	// the loop goroutine should call runtime.LockOSThread.
+	ModeBlocking
+)
+
+// String returns the mode's name as used in flags and logs.
+func (m Mode) String() string {
+	switch m {
+	case ModeAuto:
+		return "auto"
+	case ModeNetpoll:
+		return "netpoll"
+	case ModeBlocking:
+		return "blocking"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// Config tunes a Group. The zero value is ready to use: every zero field
+// takes the default documented in params.go.
+type Config struct {
+	// Sockets is the number of SO_REUSEPORT sockets bound to the address.
+	// 0 means GOMAXPROCS; values above MaxSockets are capped. Platforms
+	// without load-balancing SO_REUSEPORT always use one socket.
+	Sockets int
+
+	// Mode selects how receivers wait; see Mode.
+	Mode Mode
+
+	// BatchSize is the message count of batches made by Group.NewBatch:
+	// the most datagrams one Recv returns. 0 means DefaultBatchSize.
+	BatchSize int
+
+	// MessageSize is the slot size, in bytes, of batches made by
+	// Group.NewBatch and of the WriteTo queue: the largest datagram that
+	// is received whole or accepted by WriteTo. 0 means DefaultMessageSize.
+	MessageSize int
+
+	// QueueSize is the slot count of each half of a socket's WriteTo
+	// queue, and so the largest sendmmsg the queue issues. 0 means
+	// DefaultQueueSize.
+	QueueSize int
+
+	// RecvBuffer and SendBuffer are the requested SO_RCVBUF and SO_SNDBUF
+	// in bytes. 0 means DefaultRecvBuffer/DefaultSendBuffer; a negative
+	// value leaves the system default alone. When the kernel grants less,
+	// the Group reports a warning naming the sysctl to raise.
+	RecvBuffer int
+	SendBuffer int
+
+	// Control, if not nil, is called for every socket after batchio has
+	// set its own options and before bind, like net.ListenConfig.Control.
+	// network is "udp4" or "udp6"; address is the address being bound.
+	Control func(network, address string, c syscall.RawConn) error
+
+	// Logger, if not nil, receives the Group's warnings (also available
+	// from Group.Warnings) at Warn level.
+	Logger *slog.Logger
+}
+
+// normalize returns cfg with every default filled in and every value
+// clamped to what batchio supports.
+func (cfg Config) normalize() Config {
+	if cfg.Sockets <= 0 {
+		cfg.Sockets = runtime.GOMAXPROCS(0)
+	}
+	cfg.Sockets = min(cfg.Sockets, MaxSockets)
+	if !reusePortBalances {
+		cfg.Sockets = 1
+	}
+	if cfg.Mode == ModeAuto || cfg.Mode > ModeBlocking {
+		cfg.Mode = autoMode
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = DefaultBatchSize
+	}
+	cfg.BatchSize = min(cfg.BatchSize, maxBatchSize)
+	if cfg.MessageSize <= 0 {
+		cfg.MessageSize = DefaultMessageSize
+	}
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = DefaultQueueSize
+	}
+	cfg.QueueSize = min(cfg.QueueSize, maxBatchSize)
+	if cfg.RecvBuffer == 0 {
+		cfg.RecvBuffer = DefaultRecvBuffer
+	}
+	if cfg.SendBuffer == 0 {
+		cfg.SendBuffer = DefaultSendBuffer
+	}
+	return cfg
+}
+
+// maxBatchSize is the kernel's UIO_MAXIOV, the most messages one
+// recvmmsg/sendmmsg call accepts.
+const maxBatchSize = 1024

@@ -1,0 +1,32 @@
+// Package batchio moves UDP datagrams between the kernel and the server's
+// loops in batches, without allocating. It never parses a datagram.
+//
+// A Group is a set of sockets bound to one address with SO_REUSEPORT, one per
+// P by default, so the kernel spreads peers over the sockets and each
+// socket's loop owns its peers' state without locks. A loop receives with
+// Socket.Recv into a Batch (one recvmmsg per batch on Linux), handles the
+// datagrams, and answers with Socket.Send of the same or another Batch (as
+// few sendmmsg calls as the kernel allows). Other goroutines send through
+// Socket.WriteTo, which combines concurrent senders into shared sendmmsg
+// calls.
+//
+// # Receive modes
+//
+// ModeNetpoll parks an idle receiver in Go's netpoller; ModeBlocking lets it
+// sleep in recvmmsg(MSG_WAITFORONE) on a blocking socket, which avoids the
+// scheduler's work around every wake-up and measured fastest (params.go).
+// In ModeBlocking the loop goroutine should call runtime.LockOSThread, and
+// Close still wakes a blocked Recv at once (shutdown(2)).
+//
+// # Concurrency
+//
+// All Socket and Group methods are safe for concurrent use. A Batch belongs
+// to one goroutine at a time. Counters are kept per socket and published
+// once per system call, so reading Stats never slows the loops.
+//
+// # Portability
+//
+// Linux gets the batched, zero-allocation path. Elsewhere a portable
+// fallback with the same API uses one socket and one datagram per system
+// call.
+package batchio

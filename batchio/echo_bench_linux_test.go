@@ -1,0 +1,556 @@
+package batchio
+
+// Echo comparison harness: server CPU per echoed packet for batchio's modes
+// against a plain ReadFromUDPAddrPort/WriteToUDPAddrPort loop.
+//
+// Method. Each variant's server runs in a child process (this test binary
+// re-executed with BATCHIO_ECHO_CHILD=<variant>), so its CPU time is its
+// own: the parent reads the child's /proc/<pid>/task/*/schedstat (on-CPU
+// nanoseconds per thread) and /proc/<pid>/stat (utime+stime ticks, which
+// also keeps exited threads) at the start and end of the measuring window.
+// The load generator runs in this process: S connected sockets bound to
+// 127.0.0.2 … 127.0.0.(S+1), one goroutine each, sending sendmmsg batches of
+// 32 × 48-byte datagrams with at most W in flight per socket, draining
+// echoes with recvmmsg, and writing off the outstanding window after 50 ms
+// of silence so it cannot wedge. Server CPU ns/pkt = server CPU in the
+// window ÷ echoes received in the window. Variants are interleaved
+// round-robin per repetition, so drift hits all alike, and ratios are taken
+// within a repetition. The kernel's loopback receive work for the echo is
+// charged to the server (it runs inside the server's sendmmsg), as in
+// limits.md.
+//
+// Run (about 45 s with the defaults):
+//
+//	BATCHIO_ECHO=1 go test -run TestEchoCompare -v -timeout 20m ./batchio/
+//
+// Knobs: BATCHIO_ECHO_VARIANTS (comma list, default
+// "plain,netpoll,blocking"), BATCHIO_ECHO_REPS (3), BATCHIO_ECHO_DUR (3s),
+// BATCHIO_ECHO_SOURCES (16), BATCHIO_ECHO_WINDOW (128),
+// BATCHIO_ECHO_BATCH (server BatchSize, 32), BATCHIO_ECHO_QUIET (30s: how
+// long to wait for other processes to leave the CPUs idle before each run).
+//
+// Variants: plain (one socket, one goroutine, standard library), plain2
+// (the same ×2 SO_REUSEPORT), netpoll and blocking (batchio, one loop per
+// socket, GOMAXPROCS sockets; blocking loops lock their thread),
+// blocking-nolock (loops do not lock their thread). A "/bN" suffix sets the
+// server's batch size for that variant, e.g. "blocking/b64".
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// TestEchoChild is the server side of TestEchoCompare; it does nothing
+// unless started by it.
+func TestEchoChild(t *testing.T) {
+	variant := os.Getenv("BATCHIO_ECHO_CHILD")
+	if variant == "" {
+		t.Skip("server process of TestEchoCompare")
+	}
+	port, stats, err := startEchoServer(variant, envInt("BATCHIO_ECHO_BATCH", 32))
+	if err != nil {
+		fmt.Printf("ERROR %v\n", err)
+		os.Exit(1)
+	}
+	fmt.Printf("READY %d\n", port)
+	// Stop when the parent closes stdin, or after a hard limit.
+	done := make(chan struct{})
+	go func() { io.Copy(io.Discard, os.Stdin); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+	}
+	fmt.Printf("STATS %s\n", stats())
+	os.Exit(0)
+}
+
+// startEchoServer starts the variant's echo loops on 127.0.0.1 and returns
+// the port and a function describing its counters.
+func startEchoServer(variant string, batch int) (int, func() string, error) {
+	switch variant {
+	case "plain", "plain2":
+		n := 1
+		if variant == "plain2" {
+			n = 2
+		}
+		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+			return c.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
+		}}
+		var pkts atomic.Uint64
+		addr := "127.0.0.1:0"
+		port := 0
+		for range n {
+			pc, err := lc.ListenPacket(context.Background(), "udp4", addr)
+			if err != nil {
+				return 0, nil, err
+			}
+			c := pc.(*net.UDPConn)
+			c.SetReadBuffer(DefaultRecvBuffer)
+			c.SetWriteBuffer(DefaultSendBuffer)
+			port = c.LocalAddr().(*net.UDPAddr).Port
+			addr = c.LocalAddr().String()
+			go func() {
+				buf := make([]byte, 2048)
+				for {
+					k, from, err := c.ReadFromUDPAddrPort(buf)
+					if err != nil {
+						return
+					}
+					c.WriteToUDPAddrPort(buf[:k], from)
+					pkts.Add(1)
+				}
+			}()
+		}
+		return port, func() string { return fmt.Sprintf("rx=%d fill=1", pkts.Load()) }, nil
+	}
+	// "mode/bN" overrides the batch size, so batch sizes can be
+	// interleaved in one run.
+	if v, b, ok := strings.Cut(variant, "/b"); ok {
+		n, err := strconv.Atoi(b)
+		if err != nil {
+			return 0, nil, fmt.Errorf("variant %q: bad batch size", variant)
+		}
+		variant, batch = v, n
+	}
+	cfg := Config{BatchSize: batch}
+	lock := false
+	switch variant {
+	case "netpoll":
+		cfg.Mode = ModeNetpoll
+	case "blocking":
+		cfg.Mode, lock = ModeBlocking, true
+	case "blocking-raw":
+		cfg.Mode, lock = ModeBlocking, true
+		rawFastPath = true
+	case "blocking-nolock":
+		cfg.Mode = ModeBlocking
+	default:
+		return 0, nil, fmt.Errorf("unknown variant %q", variant)
+	}
+	g, err := Listen("127.0.0.1:0", cfg)
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, s := range g.Sockets() {
+		go func() {
+			if lock {
+				runtime.LockOSThread()
+			}
+			b := g.NewBatch()
+			for {
+				n, err := s.Recv(b)
+				if err != nil {
+					return
+				}
+				if s.Send(b, n) != nil {
+					return
+				}
+			}
+		}()
+	}
+	return int(g.LocalAddr().Port()), func() string {
+		st := g.Stats()
+		return fmt.Sprintf("rx=%d fill=%.1f drops=%d txcalls=%d sockets=%d", st.RxPackets, st.RxBatchFill(), st.RxDrops, st.TxCalls, len(g.Sockets()))
+	}, nil
+}
+
+// procCPU returns a process's CPU time: the sum of its threads' schedstat
+// on-CPU time, and utime+stime from /proc/pid/stat.
+func procCPU(pid int) (sched, stat time.Duration) {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if fields := strings.Fields(string(b)); len(fields) > 0 {
+			ns, _ := strconv.ParseInt(fields[0], 10, 64)
+			sched += time.Duration(ns)
+		}
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err == nil {
+		s := string(b)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		ut, _ := strconv.ParseInt(fields[11], 10, 64)
+		st, _ := strconv.ParseInt(fields[12], 10, 64)
+		stat = time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ = 100
+	}
+	return sched, stat
+}
+
+// machineBusy returns the CPU time all CPUs spent not idle, from
+// /proc/stat.
+func machineBusy() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	var busy int64
+	for i, f := range strings.Fields(line)[1:] {
+		v, _ := strconv.ParseInt(f, 10, 64)
+		if i != 3 && i != 4 && i != 7 { // idle, iowait, steal
+			busy += v
+		}
+	}
+	return time.Duration(busy) * 10 * time.Millisecond
+}
+
+// waitQuiet waits, up to max, until the machine is nearly idle (under 10 %
+// of its CPUs busy over 300 ms), so that other processes do not distort a
+// run. It reports whether it saw the machine quiet.
+func waitQuiet(max time.Duration) bool {
+	deadline := time.Now().Add(max)
+	for {
+		m0, w0 := machineBusy(), time.Now()
+		time.Sleep(300 * time.Millisecond)
+		busy := float64(machineBusy()-m0) / float64(time.Since(w0)) / float64(runtime.NumCPU())
+		if busy < 0.10 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// softirqThreads returns the CPU time of the ksoftirqd threads, which take
+// over softirq work (here: loopback delivery) that the senders' own
+// syscalls defer when it runs too long. Such work is charged to neither
+// process, so a run where it is large understates everyone's cost.
+func softirqThreads() time.Duration {
+	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
+	var sum time.Duration
+	for _, f := range comms {
+		b, err := os.ReadFile(f)
+		if err != nil || !strings.HasPrefix(string(b), "ksoftirqd/") {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+		sched, _ := procCPU(pid)
+		sum += sched
+	}
+	return sum
+}
+
+type echoResult struct {
+	variant      string
+	pps          float64 // echoes per second in the window
+	schedNs      float64 // server CPU ns/pkt from schedstat
+	statNs       float64 // server CPU ns/pkt from /proc/pid/stat
+	util         float64 // server CPU / wall time
+	acct         float64 // (server + load generator CPU) / machine busy CPU
+	ksoftirqd    float64 // ksoftirqd CPU / wall time
+	lost         int64
+	serverReport string
+}
+
+func TestEchoCompare(t *testing.T) {
+	if os.Getenv("BATCHIO_ECHO") == "" {
+		t.Skip("set BATCHIO_ECHO=1 to run the echo comparison (about 45 s)")
+	}
+	if raceEnabled {
+		t.Skip("measure without -race")
+	}
+	variants := strings.Split(cmpOr(os.Getenv("BATCHIO_ECHO_VARIANTS"), "plain,netpoll,blocking"), ",")
+	reps := envInt("BATCHIO_ECHO_REPS", 3)
+	dur := 3 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("BATCHIO_ECHO_DUR")); err == nil && d > 0 && d <= 10*time.Second {
+		dur = d
+	}
+	quietWait := 30 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("BATCHIO_ECHO_QUIET")); err == nil && d >= 0 && d <= 10*time.Minute {
+		quietWait = d
+	}
+	results := map[string][]echoResult{}
+	for rep := range reps {
+		for _, v := range variants {
+			// Other processes on the machine steal CPU from the server
+			// and the load generator and distort the figures; retry a
+			// run whose two processes account for too little of the
+			// machine's busy time.
+			var r echoResult
+			for try := 0; try < 3; try++ {
+				if !waitQuiet(quietWait) {
+					t.Logf("machine still busy with other work after %v; measuring anyway", quietWait)
+				}
+				var err error
+				if r, err = runEcho(v, dur); err != nil {
+					t.Fatalf("%s: %v", v, err)
+				}
+				t.Logf("rep %d %-16s %8.0f echoes/s  server %5.0f ns/pkt (stat %5.0f)  util %.2f  acct %.2f  ksoftirqd %.2f  lost %d  [%s]",
+					rep, v, r.pps, r.schedNs, r.statNs, r.util, r.acct, r.ksoftirqd, r.lost, r.serverReport)
+				if r.acct >= minAcct {
+					break
+				}
+			}
+			results[v] = append(results[v], r)
+		}
+	}
+	median := func(xs []float64) float64 {
+		if len(xs) == 0 {
+			return 0
+		}
+		xs = slices.Clone(xs)
+		slices.Sort(xs)
+		if len(xs)%2 == 1 {
+			return xs[len(xs)/2]
+		}
+		return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+	}
+	t.Logf("medians over runs with acct ≥ %.2f; ratios within a repetition", minAcct)
+	t.Logf("%-16s %9s %22s %9s %6s %5s", "variant", "echoes/s", "server ns/pkt (range)", "÷ plain", "util", "runs")
+	for _, v := range variants {
+		var pps, ns, ratio, util []float64
+		for i, r := range results[v] {
+			if r.acct < minAcct {
+				continue
+			}
+			pps = append(pps, r.pps)
+			ns = append(ns, r.schedNs)
+			util = append(util, r.util)
+			if base, ok := results["plain"]; ok && base[i].acct >= minAcct {
+				ratio = append(ratio, r.schedNs/base[i].schedNs)
+			}
+		}
+		if len(ns) == 0 {
+			t.Logf("%-16s no clean run", v)
+			continue
+		}
+		rs := "-"
+		if len(ratio) > 0 {
+			rs = fmt.Sprintf("%.2f", median(ratio))
+		}
+		t.Logf("%-16s %9.0f %6.0f (%5.0f–%5.0f) %9s %6.2f %5d", v, median(pps), median(ns), slices.Min(ns), slices.Max(ns), rs, median(util), len(ns))
+	}
+}
+
+// minAcct is the share of the machine's busy CPU time that the server and
+// the load generator must account for in a clean run.
+const minAcct = 0.9
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// runEcho starts a server child for variant, loads it for 0.5 s of warm-up
+// and dur of measurement, and stops it.
+func runEcho(variant string, dur time.Duration) (echoResult, error) {
+	res := echoResult{variant: variant}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestEchoChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "BATCHIO_ECHO_CHILD="+variant)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return res, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return res, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return res, err
+	}
+	defer func() {
+		stdin.Close()
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	}()
+	lines := bufio.NewScanner(stdout)
+	port := 0
+	for lines.Scan() {
+		if p, ok := strings.CutPrefix(lines.Text(), "READY "); ok {
+			port, _ = strconv.Atoi(p)
+			break
+		}
+		if strings.HasPrefix(lines.Text(), "ERROR") {
+			return res, errors.New(lines.Text())
+		}
+	}
+	if port == 0 {
+		return res, errors.New("server did not start")
+	}
+	server := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))
+	sources := envInt("BATCHIO_ECHO_SOURCES", 16)
+	window := envInt("BATCHIO_ECHO_WINDOW", 128)
+	pid := cmd.Process.Pid
+
+	start := time.Now()
+	winStart, winEnd := start.Add(500*time.Millisecond), start.Add(500*time.Millisecond+dur)
+	var counted, lost atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, sources)
+	for i := range sources {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			src := netip.AddrFrom4([4]byte{127, 0, byte((2 + i) >> 8), byte(2 + i)})
+			if err := loadSource(src, server, window, winStart, winEnd, &counted, &lost); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	// Sample the server's CPU at the window's edges.
+	time.Sleep(time.Until(winStart))
+	s0, t0 := procCPU(pid)
+	l0, _ := procCPU(os.Getpid())
+	k0 := softirqThreads()
+	m0 := machineBusy()
+	w0 := time.Now()
+	time.Sleep(time.Until(winEnd))
+	s1, t1 := procCPU(pid)
+	l1, _ := procCPU(os.Getpid())
+	k1 := softirqThreads()
+	m1 := machineBusy()
+	w1 := time.Now()
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return res, err
+	}
+	stdin.Close()
+	for lines.Scan() {
+		if r, ok := strings.CutPrefix(lines.Text(), "STATS "); ok {
+			res.serverReport = r
+		}
+	}
+	n := float64(counted.Load())
+	if n == 0 {
+		return res, errors.New("no echoes in the window")
+	}
+	res.pps = n / dur.Seconds()
+	res.schedNs = float64(s1-s0) / n
+	res.statNs = float64(t1-t0) / n
+	res.util = float64(s1-s0) / float64(w1.Sub(w0))
+	res.acct = float64(s1-s0+l1-l0) / float64(m1-m0)
+	res.ksoftirqd = float64(k1-k0) / float64(w1.Sub(w0))
+	res.lost = lost.Load()
+	return res, nil
+}
+
+// loadSource is one load-generator socket: it keeps up to window datagrams
+// in flight and counts the echoes that arrive inside [winStart, winEnd).
+// It stops by itself at winEnd.
+func loadSource(src netip.Addr, server netip.AddrPort, window int, winStart, winEnd time.Time, counted, lost *atomic.Int64) error {
+	const burst, size = 32, 48
+	c, err := net.DialUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), net.UDPAddrFromAddrPort(server))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetReadBuffer(DefaultRecvBuffer)
+	c.SetWriteBuffer(DefaultSendBuffer)
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	// Connected socket: no addresses in the headers.
+	payload := make([]byte, size)
+	shdrs := make([]unix.Mmsghdr, burst)
+	siovs := make([]unix.Iovec, burst)
+	for i := range shdrs {
+		siovs[i].Base = &payload[0]
+		siovs[i].SetLen(size)
+		shdrs[i].Hdr.Iov = &siovs[i]
+		shdrs[i].Hdr.SetIovlen(1)
+	}
+	const rn = 64
+	rbuf := make([]byte, rn*2048)
+	rhdrs := make([]unix.Mmsghdr, rn)
+	riovs := make([]unix.Iovec, rn)
+	for i := range rhdrs {
+		riovs[i].Base = &rbuf[i*2048]
+		riovs[i].SetLen(2048)
+		rhdrs[i].Hdr.Iov = &riovs[i]
+		rhdrs[i].Hdr.SetIovlen(1)
+	}
+	var sent, got int
+	var serr, rerr syscall.Errno
+	sendFn := func(fd uintptr) bool {
+		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&shdrs[0])), burst, 0, 0, 0)
+		if e == unix.EAGAIN {
+			return false
+		}
+		sent, serr = int(r), e
+		return true
+	}
+	recvFn := func(fd uintptr) bool {
+		r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&rhdrs[0])), rn, unix.MSG_DONTWAIT, 0, 0)
+		if e == unix.EAGAIN {
+			return false
+		}
+		got, rerr = int(r), e
+		return true
+	}
+	outstanding := 0
+	for {
+		now := time.Now()
+		if !now.Before(winEnd) {
+			return nil
+		}
+		for outstanding+burst <= window {
+			if err := rc.Write(sendFn); err != nil {
+				return err
+			}
+			if serr != 0 {
+				return serr
+			}
+			outstanding += sent
+		}
+		c.SetReadDeadline(now.Add(50 * time.Millisecond))
+		err := rc.Read(recvFn)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			lost.Add(int64(outstanding))
+			outstanding = 0
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if rerr != 0 {
+			continue // e.g. ECONNREFUSED while the server starts
+		}
+		outstanding = max(outstanding-got, 0)
+		if t := time.Now(); !t.Before(winStart) && t.Before(winEnd) {
+			counted.Add(int64(got))
+		}
+	}
+}

@@ -1,0 +1,354 @@
+package batchio
+
+import (
+	"net"
+	"os"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// autoMode is ModeAuto's choice on Linux; see the measurements in
+// params.go.
+const autoMode = ModeBlocking
+
+// slotPad is the hidden space after each slot. Linux reports truncation
+// with MSG_TRUNC, so none is needed.
+const slotPad = 0
+
+// ctrlSize is the control buffer per message: room for one SO_RXQ_OVFL
+// message (a uint32). Control messages enabled through Config.Control do
+// not fit and arrive truncated (MSG_CTRUNC); batchio ignores them.
+var ctrlSize = unix.CmsgSpace(4)
+
+var rawFastPath = false
+
+// sendmmsgHook, when set by tests, replaces the sendmmsg system call so
+// that partial sends, EAGAIN and per-message errors can be injected.
+var sendmmsgHook func(fd uintptr, hdrs []unix.Mmsghdr) (int, syscall.Errno)
+
+// batchSys holds a batch's kernel structures and the state of the call in
+// progress. The callbacks handed to syscall.RawConn are method values bound
+// once in init, so a Recv or Send allocates nothing.
+type batchSys struct {
+	hdrs  []unix.Mmsghdr
+	iovs  []unix.Iovec
+	names []rawSockaddr
+	ctrl  []byte // ctrlSize bytes per message
+
+	// dirty is the number of leading entries whose headers may differ
+	// from the receive layout (the kernel rewrote lengths, or Send
+	// pointed them at other memory); Recv restores them.
+	dirty int
+
+	recvFn func(fd uintptr) bool
+	sendFn func(fd uintptr) bool
+
+	// State of the current call.
+	sock   *Socket
+	rn     int           // datagrams received
+	rerr   syscall.Errno // receive error
+	soff   int           // next header to send
+	scount int           // headers to send
+	serr   syscall.Errno // fatal send error
+	tx     txBatch
+}
+
+func (bs *batchSys) init(b *Batch) {
+	size := len(b.Msgs)
+	bs.hdrs = make([]unix.Mmsghdr, size)
+	bs.iovs = make([]unix.Iovec, size)
+	bs.names = make([]rawSockaddr, size)
+	bs.ctrl = make([]byte, size*ctrlSize)
+	bs.dirty = size
+	bs.recvFn = b.recvmmsg
+	bs.sendFn = b.sendmmsg
+}
+
+// resetRecv restores the receive layout of the entries a previous call
+// changed: every slot at full size, the name and control buffers at full
+// length.
+func (b *Batch) resetRecv() {
+	bs := &b.sys
+	for i := range bs.dirty {
+		off := i * b.stride
+		iov := &bs.iovs[i]
+		iov.Base = &b.slots[off]
+		iov.SetLen(b.msgSize)
+		h := &bs.hdrs[i].Hdr
+		h.Name = &bs.names[i][0]
+		h.Namelen = unix.SizeofSockaddrInet6
+		h.Iov = iov
+		h.SetIovlen(1)
+		h.Control = &bs.ctrl[i*ctrlSize]
+		h.SetControllen(ctrlSize)
+		b.Msgs[i].Buf = b.slots[off : off+b.msgSize : off+b.msgSize]
+	}
+	bs.dirty = 0
+}
+
+// Recv blocks until at least one datagram has arrived, fills b.Msgs[:n]
+// with up to len(b.Msgs) datagrams (N, Addr, Truncated; Buf is the slot)
+// and returns n. It returns net.ErrClosed once the socket is closed,
+// including when Close is called during the wait.
+//
+// On Linux it is one recvmmsg call per batch and allocates nothing.
+func (s *Socket) Recv(b *Batch) (int, error) {
+	b.resetRecv()
+	bs := &b.sys
+	bs.sock = s
+	for {
+		if s.closed.Load() {
+			return 0, net.ErrClosed
+		}
+		err := s.sys.rc.Read(bs.recvFn)
+		// After Close, shutdown(2) makes a blocked recvmmsg return
+		// empty "datagrams" (a read of 0 at end of stream), which must
+		// not reach the caller; the closed flag tells them apart.
+		if s.closed.Load() {
+			return 0, net.ErrClosed
+		}
+		if err != nil {
+			return 0, err
+		}
+		if bs.rn > 0 {
+			break
+		}
+		switch bs.rerr {
+		case 0:
+			// Blocking mode woke without data: SO_RCVTIMEO expired or
+			// Close shut the socket down. Check for Close and go on.
+		case unix.EBADF, unix.ENOTSOCK, unix.EFAULT, unix.EINVAL:
+			if s.closed.Load() {
+				return 0, net.ErrClosed
+			}
+			return 0, os.NewSyscallError("recvmmsg", bs.rerr)
+		default:
+			// A pending socket error (such as an ICMP report) is
+			// returned once by the kernel; count it and receive on.
+			s.ctr.rxErrors.Add(1)
+		}
+	}
+	n := bs.rn
+	bs.dirty = n
+	var rx rxBatch
+	var drops uint32
+	haveDrops := false
+	for i := range n {
+		h := &bs.hdrs[i]
+		m := &b.Msgs[i]
+		m.N = int(h.Len)
+		m.Addr = decodeSockaddr(&bs.names[i])
+		m.Truncated = h.Hdr.Flags&unix.MSG_TRUNC != 0
+		if m.Truncated {
+			rx.truncated++
+		}
+		rx.bytes += uint64(h.Len)
+		if h.Hdr.Controllen != 0 {
+			// The kernel attaches the socket's cumulative drop count to
+			// every datagram once any drop has happened; the last one of
+			// the batch is the newest.
+			if d, ok := parseDrops(bs.ctrl[i*ctrlSize : i*ctrlSize+int(h.Hdr.Controllen)]); ok {
+				drops, haveDrops = d, true
+			}
+		}
+	}
+	rx.packets = uint64(n)
+	s.ctr.publishRx(rx)
+	if haveDrops {
+		s.ctr.noteDrops(drops)
+	}
+	return n, nil
+}
+
+// parseDrops finds the SO_RXQ_OVFL value in a control buffer.
+func parseDrops(c []byte) (uint32, bool) {
+	for len(c) > 0 {
+		h, data, rest, err := unix.ParseOneSocketControlMessage(c)
+		if err != nil {
+			return 0, false
+		}
+		if h.Level == unix.SOL_SOCKET && h.Type == unix.SO_RXQ_OVFL && len(data) >= 4 {
+			return *(*uint32)(unsafe.Pointer(&data[0])), true
+		}
+		c = rest
+	}
+	return 0, false
+}
+
+// recvmmsg is the RawConn.Read callback. Returning false asks the netpoller
+// to wait for readability, which only a non-blocking socket may do.
+func (b *Batch) recvmmsg(fd uintptr) bool {
+	bs := &b.sys
+	blocking := bs.sock.sys.blocking
+	for {
+		var r uintptr
+		var errno syscall.Errno
+		p, n := uintptr(unsafe.Pointer(&bs.hdrs[0])), uintptr(len(bs.hdrs))
+		// Blocking: sleep until one datagram arrives, then take what
+		// else is queued without sleeping again. Non-blocking: take
+		// what is queued. (Syscall, not RawSyscall, even for the
+		// non-blocking case: see params.go.)
+		flags := uintptr(0)
+		if blocking {
+			flags = unix.MSG_WAITFORONE
+		}
+		if blocking && rawFastPath {
+			r, _, errno = unix.RawSyscall6(unix.SYS_RECVMMSG, fd, p, n, unix.MSG_DONTWAIT, 0, 0)
+			if errno == unix.EAGAIN {
+				r, _, errno = unix.Syscall6(unix.SYS_RECVMMSG, fd, p, n, flags, 0, 0)
+			}
+		} else {
+			r, _, errno = unix.Syscall6(unix.SYS_RECVMMSG, fd, p, n, flags, 0, 0)
+		}
+		switch errno {
+		case 0:
+			bs.rn, bs.rerr = int(r), 0
+			return true
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			if !blocking {
+				return false
+			}
+			bs.rn, bs.rerr = 0, 0 // SO_RCVTIMEO expired
+			return true
+		default:
+			bs.rn, bs.rerr = 0, errno
+			return true
+		}
+	}
+}
+
+// Send sends b.Msgs[:n], each Buf[:N] to its Addr, in as few sendmmsg calls
+// as the kernel allows, and returns once every datagram has been handed to
+// the kernel or skipped. When the socket buffer is full it waits for room
+// (through the netpoller, or asleep in the kernel in ModeBlocking) rather
+// than dropping or spinning. A datagram the kernel refuses for a reason of
+// its own (unreachable or forbidden destination, wrong address family, too
+// large) is skipped and counted in Stats.TxErrors and the rest are still
+// sent. Send returns an error only if the socket cannot send at all:
+// net.ErrClosed after Close.
+//
+// Send changes nothing in b.Msgs. It allocates nothing.
+func (s *Socket) Send(b *Batch, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	bs := &b.sys
+	count, bad := b.prepareSend(n, s.sys.family)
+	bs.sock = s
+	bs.soff, bs.scount, bs.serr = 0, count, 0
+	bs.tx = txBatch{errors: bad}
+	var err error
+	if count > 0 {
+		err = s.sys.rc.Write(bs.sendFn)
+	}
+	s.ctr.publishTx(bs.tx)
+	if err == nil && bs.serr == 0 {
+		return nil
+	}
+	if s.closed.Load() {
+		return net.ErrClosed
+	}
+	if err != nil {
+		return err
+	}
+	return os.NewSyscallError("sendmmsg", bs.serr)
+}
+
+// prepareSend points the first headers at the messages to send and returns
+// how many it prepared and how many it had to skip because their address
+// cannot be used with the socket's family.
+func (b *Batch) prepareSend(n, family int) (count int, bad uint64) {
+	bs := &b.sys
+	j := 0
+	for i := range b.Msgs[:n] {
+		m := &b.Msgs[i]
+		namelen := encodeSockaddr(&bs.names[j], m.Addr, family)
+		if namelen == 0 {
+			bad++
+			continue
+		}
+		p := m.Buf[:m.N]
+		iov := &bs.iovs[j]
+		iov.Base = unsafe.SliceData(p)
+		iov.SetLen(len(p))
+		h := &bs.hdrs[j].Hdr
+		h.Name = &bs.names[j][0]
+		h.Namelen = namelen
+		h.Iov = iov
+		h.SetIovlen(1)
+		h.Control = nil
+		h.SetControllen(0)
+		j++
+	}
+	bs.dirty = max(bs.dirty, j)
+	return j, bad
+}
+
+// sendmmsg is the RawConn.Write callback: it sends headers soff..scount,
+// and returns false to wait for writability through the netpoller.
+func (b *Batch) sendmmsg(fd uintptr) bool {
+	bs := &b.sys
+	blocking := bs.sock.sys.blocking
+	for bs.soff < bs.scount {
+		want := bs.scount - bs.soff
+		var r uintptr
+		var errno syscall.Errno
+		p := uintptr(unsafe.Pointer(&bs.hdrs[bs.soff]))
+		switch {
+		case sendmmsgHook != nil:
+			var k int
+			k, errno = sendmmsgHook(fd, bs.hdrs[bs.soff:bs.scount])
+			r = uintptr(k)
+		case blocking && rawFastPath:
+			r, _, errno = unix.RawSyscall6(unix.SYS_SENDMMSG, fd, p, uintptr(want), unix.MSG_DONTWAIT, 0, 0)
+			if errno == unix.EAGAIN {
+				r, _, errno = unix.Syscall6(unix.SYS_SENDMMSG, fd, p, uintptr(want), 0, 0, 0)
+			}
+		default:
+			r, _, errno = unix.Syscall6(unix.SYS_SENDMMSG, fd, p, uintptr(want), 0, 0, 0)
+		}
+		switch errno {
+		case 0:
+			k := int(r)
+			bs.tx.calls++
+			bs.tx.packets += uint64(k)
+			if k < want {
+				bs.tx.partial++
+			}
+			for i := bs.soff; i < bs.soff+k; i++ {
+				bs.tx.bytes += uint64(bs.hdrs[i].Len)
+			}
+			bs.soff += k
+		case unix.EINTR:
+		case unix.EAGAIN:
+			bs.tx.waits++
+			if !blocking {
+				return false
+			}
+			// A blocking socket returns EAGAIN only if a send timeout
+			// is set (Config.Control may set one). Sleep until writable,
+			// waking periodically to notice Close.
+			if bs.sock.closed.Load() {
+				bs.serr = unix.EPIPE
+				return true
+			}
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+			_, _ = unix.Poll(pfd, int(BlockingWakeInterval.Milliseconds()))
+		case unix.EBADF, unix.ENOTSOCK, unix.EPIPE, unix.ESHUTDOWN:
+			bs.serr = errno
+			return true
+		default:
+			// The error belongs to the first datagram of the call
+			// (sendmmsg reports an error only when it sent nothing).
+			// Skip that one and send on.
+			bs.tx.calls++
+			bs.tx.errors++
+			bs.soff++
+		}
+	}
+	return true
+}

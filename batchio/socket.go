@@ -1,0 +1,51 @@
+package batchio
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"sync/atomic"
+)
+
+var (
+	// ErrTooLarge is returned by WriteTo for a datagram larger than the
+	// group's Config.MessageSize.
+	ErrTooLarge = errors.New("batchio: datagram larger than the configured MessageSize")
+	// ErrInvalidAddr is returned by WriteTo for a zero or unusable
+	// destination.
+	ErrInvalidAddr = errors.New("batchio: invalid destination address")
+)
+
+// Socket is one of a Group's sockets. All its methods are safe for
+// concurrent use; a Batch, however, belongs to one goroutine at a time.
+//
+// The intended use is one loop goroutine per socket that calls Recv, handles
+// the batch and answers with Send, while other goroutines send through
+// WriteTo.
+type Socket struct {
+	local  netip.AddrPort
+	mode   Mode
+	closed atomic.Bool
+	q      writeQueue
+	sys    socketSys
+	ctr    counters
+}
+
+// LocalAddr returns the address the socket is bound to.
+func (s *Socket) LocalAddr() netip.AddrPort { return s.local }
+
+// Mode returns the socket's effective receive mode.
+func (s *Socket) Mode() Mode { return s.mode }
+
+// Stats returns the socket's counters.
+func (s *Socket) Stats() Stats { return s.ctr.snapshot() }
+
+// close marks the socket closed, fails queued and future WriteTo calls,
+// wakes a blocked Recv and releases the descriptor once no call uses it.
+func (s *Socket) close() error {
+	if s.closed.Swap(true) {
+		return net.ErrClosed
+	}
+	s.q.close()
+	return s.sys.close()
+}
