@@ -1,0 +1,186 @@
+package conn
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/udpgate/udpgate/fastpath"
+)
+
+// Config configures a Server (Listen) or a Client (Dial). The zero value is
+// usable: every zero field takes the default named in params.go. Wire
+// settings (Magic, NetworkVersion, NetworkFeatures) must be equal on both
+// sides.
+type Config struct {
+	// Magic is the magic header, a string of '0' and '1' of at most 32
+	// characters, first character first on the wire; empty for none.
+	Magic string
+	// NetworkVersion and NetworkFeatures must match between client and
+	// server; a mismatched client is told VersionUpgrade.
+	NetworkVersion  uint32
+	NetworkFeatures uint16
+	// IgnoreNetworkVersion: the server accepts any NetworkVersion (features
+	// are still compared).
+	IgnoreNetworkVersion bool
+	// SessionID (0..3) is the server's session; changing it on restart
+	// invalidates every client of the earlier session.
+	SessionID uint8
+	// MaxDatagram is the largest datagram sent or accepted: default 1200,
+	// at most 1472.
+	MaxDatagram int
+
+	// Server sockets: Sockets SO_REUSEPORT sockets (0: GOMAXPROCS), each
+	// receiving in batches of BatchSize (0: batchio's default); socket
+	// buffer sizes in bytes (0: batchio's default).
+	Sockets    int
+	BatchSize  int
+	RecvBuffer int
+	SendBuffer int
+
+	// MaxClients bounds connections (0: DefaultMaxClients); beyond it a
+	// proven client is answered Denied(1).
+	MaxClients int
+	// ChallengeRate and ChallengeBurst bound Challenge replies per source
+	// (address and port) per second; 0 takes the protocol defaults (32/s,
+	// burst 64), a negative rate means unlimited (benchmarks).
+	ChallengeRate  float64
+	ChallengeBurst float64
+	// PromotionWorkers bounds concurrent promotions (0: default).
+	PromotionWorkers int
+	// Overload tunes overload control (server only).
+	Overload OverloadConfig
+
+	// KeepAlive, Timeout: connection timing (§7). ConnectTimeout: how long a
+	// client waits for the server while handshaking (§6).
+	KeepAlive      time.Duration
+	Timeout        time.Duration
+	ConnectTimeout time.Duration
+	// SweepInterval: how often timers are checked (0: default).
+	SweepInterval time.Duration
+
+	// LocalAddr (client only) is the local address to bind, e.g.
+	// "127.0.0.5:0"; empty binds any address of the server's family.
+	LocalAddr string
+
+	// ClientID (client only): 0 picks one at random for each Dial, so a
+	// restarted client is told apart from its stale connection; 1..7 fixes
+	// it.
+	ClientID uint8
+
+	// Handler receives connection events; nil ignores them.
+	Handler Handler
+	// Accept (server only) is asked, from a promotion worker, whether to
+	// accept a proven client; a non-nil error refuses it with Denied(2).
+	Accept func(remote netip.AddrPort) error
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now. Tests inject their own.
+	Now func() time.Time
+}
+
+// settings is a validated Config with defaults filled and derived values.
+type settings struct {
+	Config
+	magic      fastpath.Magic
+	keepAlive  float64
+	timeout    float64
+	connectTO  float64
+	maxClients int
+}
+
+func (c Config) settings() (settings, error) {
+	s := settings{Config: c}
+	m, err := fastpath.ParseMagic(c.Magic)
+	if err != nil {
+		return s, fmt.Errorf("config: Magic %q is not valid: %v (use up to 32 characters of '0' and '1', or leave it empty)", c.Magic, err)
+	}
+	s.magic = m
+	if c.SessionID > 3 {
+		return s, fmt.Errorf("config: SessionID %d is out of range: use 0, 1, 2 or 3", c.SessionID)
+	}
+	if c.ClientID > 7 {
+		return s, fmt.Errorf("config: ClientID %d is out of range: use 1..7, or 0 for a random one", c.ClientID)
+	}
+	if s.MaxDatagram == 0 {
+		s.MaxDatagram = fastpath.DefaultMaxDatagram
+	}
+	if s.MaxDatagram < fastpath.MinConnLen(m)+1 || s.MaxDatagram > fastpath.MaxDatagramLimit {
+		return s, fmt.Errorf("config: MaxDatagram %d is out of range: use %d..%d bytes (default %d)",
+			c.MaxDatagram, fastpath.MinConnLen(m)+1, fastpath.MaxDatagramLimit, fastpath.DefaultMaxDatagram)
+	}
+	if c.Sockets < 0 || c.BatchSize < 0 || c.RecvBuffer < 0 || c.SendBuffer < 0 || c.PromotionWorkers < 0 || c.MaxClients < 0 {
+		return s, fmt.Errorf("config: Sockets, BatchSize, RecvBuffer, SendBuffer, PromotionWorkers and MaxClients must not be negative (0 takes the default)")
+	}
+	if s.MaxClients == 0 {
+		s.MaxClients = DefaultMaxClients
+	}
+	s.maxClients = s.MaxClients
+	if s.PromotionWorkers == 0 {
+		s.PromotionWorkers = DefaultPromotionWorkers
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"KeepAlive", &s.KeepAlive, DefaultKeepAlive},
+		{"Timeout", &s.Timeout, DefaultTimeout},
+		{"ConnectTimeout", &s.ConnectTimeout, DefaultConnectTimeout},
+		{"SweepInterval", &s.SweepInterval, DefaultSweepInterval},
+	} {
+		if *d.v < 0 {
+			return s, fmt.Errorf("config: %s %v is negative: use a positive duration, or 0 for the default %v", d.name, *d.v, d.def)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if s.KeepAlive >= s.Timeout {
+		return s, fmt.Errorf("config: KeepAlive %v must be shorter than Timeout %v, or idle connections time out: lower KeepAlive or raise Timeout", s.KeepAlive, s.Timeout)
+	}
+	if c.ChallengeBurst < 0 {
+		return s, fmt.Errorf("config: ChallengeBurst %v is negative: use a positive burst, or 0 for the default", c.ChallengeBurst)
+	}
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	if s.Handler == nil {
+		s.Handler = NopHandler{}
+	}
+	s.Overload = s.Overload.withDefaults()
+	s.keepAlive = s.KeepAlive.Seconds()
+	s.timeout = s.Timeout.Seconds()
+	s.connectTO = s.ConnectTimeout.Seconds()
+	return s, nil
+}
+
+// fastpathConfig is the wire configuration a server's loops enforce.
+func (s *settings) fastpathConfig() fastpath.ServerConfig {
+	fc := fastpath.ServerConfig{
+		Magic:                s.magic,
+		SessionID:            s.SessionID,
+		NetworkVersion:       s.NetworkVersion,
+		NetworkFeatures:      s.NetworkFeatures,
+		IgnoreNetworkVersion: s.IgnoreNetworkVersion,
+		MaxDatagram:          s.MaxDatagram,
+	}
+	switch {
+	case s.ChallengeRate < 0:
+		fc.ChallengeLimit = fastpath.Limit{Rate: -1}
+	case s.ChallengeRate > 0:
+		burst := s.ChallengeBurst
+		if burst == 0 {
+			burst = 2 * s.ChallengeRate
+		}
+		fc.ChallengeLimit = fastpath.Limit{Rate: s.ChallengeRate, Burst: burst}
+	}
+	return fc
+}
+
+// seconds converts a clock reading to the protocol's Unix seconds.
+func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }

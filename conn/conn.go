@@ -1,0 +1,270 @@
+package conn
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/udpgate/udpgate/batchio"
+	"github.com/udpgate/udpgate/cookie"
+	"github.com/udpgate/udpgate/fastpath"
+)
+
+// Conn is one established connection: on a server, a proven client; on a
+// client, its link to the server. Its methods are safe for concurrent use.
+type Conn struct {
+	st   *settings
+	srv  *Server // nil on the client side
+	cli  *Client // nil on the server side
+	link link
+
+	clientID uint8
+	session  uint8
+	tag      uint32
+	cookie   cookie.Cookie
+
+	// lastRecv and lastSend (Unix nanoseconds) are read by housekeeping
+	// without taking mu.
+	lastRecv atomic.Int64
+	lastSend atomic.Int64
+	closed   atomic.Bool
+
+	mu          sync.Mutex
+	addr        netip.AddrPort
+	seq         fastpath.SeqState
+	stats       ConnStats
+	connectedAt time.Time
+
+	user atomic.Pointer[any]
+}
+
+// ConnStats are a connection's counters.
+type ConnStats struct {
+	PacketsIn, PacketsOut uint64 // connection packets received (accepted) and sent
+	BytesIn, BytesOut     uint64 // Data payload bytes
+	Delivered, Lost       uint64 // own packets acknowledged, or fallen out of the window
+	Stale                 uint64 // duplicates and packets older than the window, dropped
+	RTT                   time.Duration
+}
+
+// link is where a connection's packets go: a server socket (batched,
+// shared) or a client's own UDP socket. Two concrete fields instead of an
+// interface keep the send buffer on the stack.
+type link struct {
+	sock *batchio.Socket
+	udp  *net.UDPConn
+}
+
+func (l *link) write(p []byte, addr netip.AddrPort) error {
+	if l.sock != nil {
+		return l.sock.WriteTo(p, addr)
+	}
+	_, err := l.udp.WriteToUDPAddrPort(p, addr)
+	return err
+}
+
+// sendBufs holds packet-sized scratch buffers, so Send encodes without
+// allocating and without a per-connection buffer (100k connections would
+// otherwise hold 150 MB of idle buffers).
+var sendBufs = sync.Pool{New: func() any { return new([fastpath.MaxDatagramLimit]byte) }}
+
+// initSeq starts the sequence state from the authorised cookie: a server
+// sends from ServerSeq and expects ClientSeq, a client the mirror image.
+func (c *Conn) initSeq(server bool, now time.Time) {
+	s, cl := cookie.Sequences(&c.cookie)
+	if server {
+		c.seq.Init(s, cl, seconds(now))
+	} else {
+		c.seq.Init(cl, s, seconds(now))
+	}
+	ns := now.UnixNano()
+	c.lastRecv.Store(ns)
+	c.lastSend.Store(ns)
+	c.connectedAt = now
+}
+
+// RemoteAddr is the peer's current address (it changes on migration).
+func (c *Conn) RemoteAddr() netip.AddrPort {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.addr
+}
+
+// ClientID is the ClientID the connection was made with.
+func (c *Conn) ClientID() uint8 { return c.clientID }
+
+// RTT is the smoothed round-trip time from acks; 0 before the first.
+func (c *Conn) RTT() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Duration(c.seq.RTT() * float64(time.Second))
+}
+
+// Stats returns the connection's counters.
+func (c *Conn) Stats() ConnStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.RTT = time.Duration(c.seq.RTT() * float64(time.Second))
+	return s
+}
+
+// SetValue attaches application data to the connection; Value returns it.
+func (c *Conn) SetValue(v any) { c.user.Store(&v) }
+
+// Value returns what SetValue stored, or nil.
+func (c *Conn) Value() any {
+	if p := c.user.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Send sends payload as one Data packet and returns its sequence number
+// (the one a DeliveryHandler later reports). Delivery is not guaranteed: the
+// protocol reports loss, it does not retransmit. payload is copied before
+// Send returns.
+func (c *Conn) Send(payload []byte) (uint16, error) {
+	if len(payload) == 0 || fastpath.ConnLen(c.st.magic, fastpath.KindData, len(payload)) > c.st.MaxDatagram {
+		return 0, ErrPayloadSize
+	}
+	return c.sendKind(fastpath.KindData, payload)
+}
+
+// sendKind encodes and sends one connection packet.
+func (c *Conn) sendKind(kind fastpath.Kind, payload []byte) (uint16, error) {
+	if c.closed.Load() && kind != fastpath.KindDisconnect {
+		return 0, ErrClosed
+	}
+	buf := sendBufs.Get().(*[fastpath.MaxDatagramLimit]byte)
+	now := c.st.Now()
+	c.mu.Lock()
+	seq, ack, bits, lost, evicted := c.seq.Send(seconds(now))
+	if evicted {
+		c.stats.Lost++
+	}
+	h := fastpath.ConnHeader{SessionID: c.session, ClientID: c.clientID, Tag: c.tag,
+		Seq: seq, Ack: ack, AckBits: bits, Kind: kind}
+	n := fastpath.EncodeConn(buf[:], c.st.magic, &h, payload)
+	addr, lk := c.addr, c.link
+	c.stats.PacketsOut++
+	if kind == fastpath.KindData {
+		c.stats.BytesOut += uint64(len(payload))
+	}
+	c.mu.Unlock()
+	c.lastSend.Store(now.UnixNano())
+	err := lk.write(buf[:n], addr)
+	sendBufs.Put(buf)
+	if evicted {
+		if dh, ok := c.st.Handler.(DeliveryHandler); ok {
+			dh.OnDelivery(c, lost.Seq, false)
+		}
+	}
+	return seq, err
+}
+
+// receive handles one connection packet whose SessionID, ClientID and tag
+// were already checked. It runs on the receive path: no allocation.
+//
+// rep is the caller's scratch report (a receive loop owns one), lent for the
+// call: it is kilobytes, too big to zero per packet.
+func (c *Conn) receive(h *fastpath.ConnHeader, payload []byte, now time.Time, rep *fastpath.AckReport) fastpath.DropReason {
+	if c.closed.Load() {
+		return fastpath.DropUnknownConnection
+	}
+	c.mu.Lock()
+	r := c.seq.Receive(h.Seq, h.Ack, h.AckBits, seconds(now), rep)
+	if r != fastpath.DropNone {
+		c.stats.Stale++
+		c.mu.Unlock()
+		return r
+	}
+	c.stats.PacketsIn++
+	if h.Kind == fastpath.KindData {
+		c.stats.BytesIn += uint64(len(payload))
+	}
+	c.stats.Delivered += uint64(rep.NumDelivered)
+	c.stats.Lost += uint64(rep.NumLost)
+	c.mu.Unlock()
+	c.lastRecv.Store(now.UnixNano())
+
+	if rep.NumDelivered+rep.NumLost > 0 {
+		c.notify(rep)
+	}
+	switch h.Kind {
+	case fastpath.KindData:
+		c.st.Handler.OnPacket(c, payload)
+	case fastpath.KindDisconnect:
+		reason := ReasonClosed
+		if len(payload) == 1 && payload[0] >= 1 && payload[0] <= 4 {
+			reason = DisconnectReason(payload[0])
+		}
+		c.shutdown(reason, true)
+	}
+	return fastpath.DropNone
+}
+
+// notify passes delivery and loss reports to a DeliveryHandler.
+func (c *Conn) notify(rep *fastpath.AckReport) {
+	dh, ok := c.st.Handler.(DeliveryHandler)
+	if !ok {
+		return
+	}
+	for _, p := range rep.DeliveredPackets() {
+		dh.OnDelivery(c, p.Seq, true)
+	}
+	for _, p := range rep.LostPackets() {
+		dh.OnDelivery(c, p.Seq, false)
+	}
+}
+
+// tick runs the connection's timers: a KeepAlive after KeepAlive idle, a
+// close after Timeout silent. Housekeeping calls it every sweep; it reads
+// two atomics and usually does nothing.
+func (c *Conn) tick(now time.Time) {
+	if c.closed.Load() {
+		return
+	}
+	ns := now.UnixNano()
+	if ns-c.lastRecv.Load() >= c.st.Timeout.Nanoseconds() {
+		c.shutdown(ReasonTimedOut, false)
+		return
+	}
+	if ns-c.lastSend.Load() >= c.st.KeepAlive.Nanoseconds() {
+		_, _ = c.sendKind(fastpath.KindKeepAlive, nil)
+	}
+}
+
+// Close ends the connection: the peer is sent Disconnect (reason 1)
+// DisconnectPackets times. Closing twice is harmless.
+func (c *Conn) Close() error {
+	if c.cli != nil {
+		return c.cli.Close()
+	}
+	c.shutdown(ReasonClosed, false)
+	return nil
+}
+
+// shutdown ends the connection once. A local decision notifies the peer
+// with Disconnect packets; a remote Disconnect is not answered (§7).
+func (c *Conn) shutdown(reason DisconnectReason, remote bool) {
+	if c.closed.Swap(true) {
+		return
+	}
+	if !remote {
+		var p [1]byte
+		p[0] = byte(reason)
+		for range DisconnectPackets {
+			_, _ = c.sendKind(fastpath.KindDisconnect, p[:])
+		}
+	}
+	if c.srv != nil {
+		c.srv.removed(c, reason)
+	}
+	if c.cli != nil {
+		c.cli.ended(reason, remote)
+	}
+	c.st.Handler.OnDisconnect(c, reason, remote)
+}

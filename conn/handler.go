@@ -1,0 +1,141 @@
+package conn
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/udpgate/udpgate/fastpath"
+)
+
+// DisconnectReason says why a connection ended. Values 1–4 are the wire's
+// Disconnect reasons (PROTOCOL.md §7).
+type DisconnectReason uint8
+
+const (
+	// ReasonClosed: closed by the application on one side.
+	ReasonClosed DisconnectReason = DisconnectReason(fastpath.DisconnectClosed)
+	// ReasonShutdown: the server is shutting down.
+	ReasonShutdown DisconnectReason = DisconnectReason(fastpath.DisconnectShutdown)
+	// ReasonTimedOut: no valid packet for the timeout.
+	ReasonTimedOut DisconnectReason = DisconnectReason(fastpath.DisconnectTimedOut)
+	// ReasonReplaced: the client restarted (new ClientID from the same
+	// address) and its new connection replaced this one.
+	ReasonReplaced DisconnectReason = DisconnectReason(fastpath.DisconnectReplaced)
+)
+
+// NumDisconnectReasons bounds DisconnectReason values (Stats.Disconnects is
+// indexed by reason).
+const NumDisconnectReasons = 5
+
+// Label is the reason as a metric label: snake_case, stable.
+func (r DisconnectReason) Label() string {
+	switch r {
+	case ReasonClosed:
+		return "closed"
+	case ReasonShutdown:
+		return "shutdown"
+	case ReasonTimedOut:
+		return "timed_out"
+	case ReasonReplaced:
+		return "replaced"
+	}
+	return "reason_" + strconv.Itoa(int(r))
+}
+
+func (r DisconnectReason) String() string {
+	switch r {
+	case ReasonClosed:
+		return "closed"
+	case ReasonShutdown:
+		return "server shutdown"
+	case ReasonTimedOut:
+		return "timed out"
+	case ReasonReplaced:
+		return "replaced"
+	}
+	return fmt.Sprintf("reason %d", uint8(r))
+}
+
+// Handler receives connection events. Methods are called from the server's
+// goroutines (receive loops, promotion workers, housekeeping) and from
+// whichever goroutine calls Close, so they must be safe for concurrent use.
+// They must not block: a slow OnPacket stalls every connection on its
+// socket.
+type Handler interface {
+	// OnConnect: a client completed the handshake (server), or the client
+	// connected (client).
+	OnConnect(c *Conn)
+	// OnPacket: a Data payload arrived. payload is borrowed for the call
+	// only: it points into a receive buffer that is reused as soon as
+	// OnPacket returns, so copy what you keep.
+	OnPacket(c *Conn, payload []byte)
+	// OnDisconnect: the connection ended; remote tells whether the peer
+	// said so (a Disconnect packet) or this side decided (Close, timeout,
+	// replacement, shutdown).
+	OnDisconnect(c *Conn, reason DisconnectReason, remote bool)
+}
+
+// DeliveryHandler is optionally implemented by a Handler to learn, from the
+// peer's acks, which Data packets arrived (delivered) and which fell out of
+// the 64-packet window unacknowledged (lost). seq is what Conn.Send returned.
+// Unreliable transport: lost packets are not resent.
+type DeliveryHandler interface {
+	OnDelivery(c *Conn, seq uint16, delivered bool)
+}
+
+// NopHandler ignores every event. Embed it to implement only some methods.
+type NopHandler struct{}
+
+func (NopHandler) OnConnect(*Conn)                            {}
+func (NopHandler) OnPacket(*Conn, []byte)                     {}
+func (NopHandler) OnDisconnect(*Conn, DisconnectReason, bool) {}
+
+// Errors returned by Dial, Send and Close.
+var (
+	// ErrTimedOut: the server did not answer within ConnectTimeout; check the
+	// address, that the server runs, and that Magic matches.
+	ErrTimedOut = errors.New("conn: connect timed out: no answer from the server (check the address, that the server runs, and that Magic matches)")
+	// ErrClosed: the connection or server is closed.
+	ErrClosed = errors.New("conn: connection closed")
+	// ErrPayloadSize: a payload is empty or does not fit MaxDatagram.
+	ErrPayloadSize = errors.New("conn: payload is empty or larger than MaxDatagram allows")
+)
+
+// DeniedError: the server refused the client.
+type DeniedError struct{ Reason uint8 }
+
+func (e *DeniedError) Error() string {
+	switch e.Reason {
+	case fastpath.DeniedServerFull:
+		return "conn: denied: server full (try again later or another server)"
+	case fastpath.DeniedRefused:
+		return "conn: denied: refused by the server's application"
+	}
+	return fmt.Sprintf("conn: denied with reason %d", e.Reason)
+}
+
+// VersionError: the server speaks another NetworkVersion or features.
+type VersionError struct {
+	ServerNetworkVersion  uint32
+	ServerNetworkFeatures uint16
+}
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("conn: wrong version: the server runs NetworkVersion %d features %d: set Config.NetworkVersion/NetworkFeatures (or -network-version/-network-features) to match",
+		e.ServerNetworkVersion, e.ServerNetworkFeatures)
+}
+
+// DisconnectedError: an established connection ended.
+type DisconnectedError struct {
+	Reason DisconnectReason
+	Remote bool
+}
+
+func (e *DisconnectedError) Error() string {
+	who := "locally"
+	if e.Remote {
+		who = "by the peer"
+	}
+	return fmt.Sprintf("conn: disconnected %s: %v", who, e.Reason)
+}

@@ -1,0 +1,287 @@
+package conn
+
+import (
+	"errors"
+	"math/bits"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/udpgate/udpgate/batchio"
+	"github.com/udpgate/udpgate/fastpath"
+)
+
+// loop is one socket's receive loop. It owns, without locks, its batches,
+// its fastpath state (signer, rate limiters, scratch) and its counters.
+type loop struct {
+	s    *Server
+	idx  int
+	sock *batchio.Socket
+	fp   *fastpath.Server
+	rb   *batchio.Batch
+	sb   *batchio.Batch
+	rnd  fastpath.Rand
+	d    fastpath.Decision
+	rep  fastpath.AckReport
+	cnt  loopCounters
+	// pending collects this batch's proven clients: one pool submission
+	// per batch, values only (never a pointer into a receive buffer).
+	pending *promoBatch
+	// deferred: indexes of this batch's datagrams from unconnected
+	// addresses, handled after the connected ones.
+	deferred []int32
+	// Challenge token bucket under overload.
+	chTokens float64
+	budget   int
+	last     time.Time
+}
+
+func newLoop(s *Server, idx int, sock *batchio.Socket, size int, now float64) *loop {
+	return &loop{
+		s:        s,
+		idx:      idx,
+		sock:     sock,
+		fp:       fastpath.NewServer(s.fc, s.secrets, 0, now),
+		rb:       batchio.NewBatch(size, s.st.MaxDatagram+1),
+		sb:       batchio.NewBatch(size, fastpath.MaxReplyLen),
+		rnd:      fastpath.NewRand(0),
+		pending:  s.promos.Get().(*promoBatch),
+		deferred: make([]int32, 0, size),
+		budget:   -1,
+	}
+}
+
+func (l *loop) run() {
+	defer l.s.wg.Done()
+	for {
+		n, err := l.sock.Recv(l.rb)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || l.s.closing.Load() {
+				return
+			}
+			l.s.st.Logger.Warn("receive failed; retrying", "socket", l.idx, "err", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		l.batch(n, l.s.st.Now())
+	}
+}
+
+// batch runs the fast path over one received batch: one clock read, one
+// sendmmsg for every reply, one promotion hand-off. Datagrams from connected
+// addresses are handled first, so an attack in the same batch cannot delay
+// them, and overload control sheds only the connectionless rest.
+func (l *loop) batch(n int, now time.Time) {
+	s := l.s
+	l.shed(now)
+	out := 0
+	deferred := l.deferred[:0]
+	for i := range n {
+		m := &l.rb.Msgs[i]
+		if m.Truncated || m.N > s.st.MaxDatagram {
+			l.cnt.add(cDrop+int(fastpath.DropTooLarge), 1)
+			continue
+		}
+		c, known := s.conns.Get(m.Addr)
+		if !known {
+			deferred = append(deferred, int32(i))
+			continue
+		}
+		out = l.handle(m, c, now, out)
+	}
+	if len(deferred) > 0 {
+		l.cnt.add(cConnless, uint64(len(deferred)))
+		for _, i := range deferred {
+			out = l.handle(&l.rb.Msgs[i], nil, now, out)
+		}
+	}
+	l.deferred = deferred
+	if out > 0 {
+		if err := l.sock.Send(l.sb, out); err != nil && !errors.Is(err, net.ErrClosed) {
+			s.st.Logger.Warn("send failed", "socket", l.idx, "err", err)
+		}
+	}
+	if len(l.pending.items) > 0 {
+		pb := l.pending
+		l.pending = s.promos.Get().(*promoBatch)
+		if err := s.pool.Invoke(pb); err != nil {
+			l.cnt.add(cDrop+int(fastpath.DropPromotionFull), uint64(len(pb.items)))
+			s.ev.promotionRejected.Add(uint64(len(pb.items)))
+			pb.items = pb.items[:0]
+			s.promos.Put(pb)
+		}
+	}
+	if l.budget >= 0 {
+		l.chTokens -= float64(l.budget - l.fp.Shed.ChallengeBudget)
+	}
+	l.cnt.publish()
+}
+
+// shed applies the overload level to this batch: which optional replies to
+// skip, and the Challenge budget from the loop's token bucket (one second
+// of the level's cap at most).
+func (l *loop) shed(now time.Time) {
+	ov := &l.s.ov
+	level := OverloadLevel(ov.level.Load())
+	elapsed := now.Sub(l.last).Seconds()
+	l.last = now
+	limit := ov.challengeCap(level)
+	sh := &l.fp.Shed
+	sh.NoRestart = level >= LevelBurst
+	sh.NoVersionUpgrade = level >= LevelBurst
+	if limit < 0 {
+		sh.ChallengeBudget, l.budget = -1, -1
+		l.chTokens = 0
+		return
+	}
+	if elapsed > 0 {
+		l.chTokens = min(limit, l.chTokens+elapsed*limit)
+	}
+	l.budget = int(l.chTokens)
+	sh.ChallengeBudget = l.budget
+}
+
+// handle runs one datagram through the fast path; c is its address's
+// connection, or nil.
+func (l *loop) handle(m *batchio.Message, c *Conn, now time.Time, out int) int {
+	s := l.s
+	d := &l.d
+	var peer fastpath.Peer
+	if c != nil {
+		peer = fastpath.Peer{Known: true, ClientID: c.clientID, Tag: c.tag, Cookie: c.cookie}
+	} else {
+		peer.RecentlyClosed = s.isRecent(m.Addr, now.UnixNano())
+	}
+	dst := &l.sb.Msgs[out]
+	l.fp.Handle(d, m.Addr, m.Buf[:m.N], seconds(now), &peer, dst.Buf[:cap(dst.Buf)])
+	if d.Handshake {
+		l.cnt.add(cRequest+int(d.Request), 1)
+	}
+	switch d.Action {
+	case fastpath.ActReply:
+		return l.reply(out, d.ReplyLen, d.Reply, m.Addr)
+	case fastpath.ActConn:
+		if r := c.receive(&d.Conn, d.Payload, now, &l.rep); r != fastpath.DropNone {
+			l.cnt.add(cDrop+int(r), 1)
+		} else {
+			l.cnt.add(cConnIn, 1)
+		}
+	case fastpath.ActPromote:
+		if s.closing.Load() {
+			l.cnt.add(cDrop+int(fastpath.DropOverload), 1)
+			return out
+		}
+		return l.promote(out, m.Addr)
+	case fastpath.ActMigrate:
+		return l.migrate(out, m.Addr, now)
+	default:
+		l.cnt.add(cDrop+int(d.Drop), 1)
+	}
+	return out
+}
+
+func (l *loop) reply(out, n int, t fastpath.PacketType, to netip.AddrPort) int {
+	m := &l.sb.Msgs[out]
+	m.N = n
+	m.Addr = to
+	l.cnt.add(cReply+int(t), 1)
+	return out + 1
+}
+
+// promote queues a proven client for the promotion pool, unless its cookie
+// already made a connection: then the Response is a repeat (Ack again) if
+// that connection holds this address, or a replay after the client moved
+// (drop).
+func (l *loop) promote(out int, addr netip.AddrPort) int {
+	d := &l.d
+	if c, at, ok := l.s.conns.GetByCookie((*[20]byte)(&d.Cookie)); ok {
+		if at != addr {
+			l.cnt.add(cDrop+int(fastpath.DropUnknownConnection), 1)
+			return out
+		}
+		m := &l.sb.Msgs[out]
+		n := l.s.fc.BuildAck(m.Buf[:cap(m.Buf)], &d.To, &c.cookie, &l.rnd)
+		return l.reply(out, n, fastpath.TypeAck, addr)
+	}
+	if len(l.pending.items) == cap(l.pending.items) {
+		l.cnt.add(cDrop+int(fastpath.DropPromotionFull), 1)
+		return out
+	}
+	l.pending.items = append(l.pending.items, promotion{
+		addr: addr, cookie: d.Cookie, to: d.To, sock: l.idx,
+	})
+	return out
+}
+
+// migrate moves the connection holding OrigCookie (and the same ClientID)
+// to the datagram's address and answers Ack with OrigCookie; its sequence
+// numbers and state are unchanged (§5).
+func (l *loop) migrate(out int, addr netip.AddrPort, now time.Time) int {
+	d := &l.d
+	s := l.s
+	c, from, ok := s.conns.GetByCookie((*[20]byte)(&d.OrigCookie))
+	if !ok || c.clientID != d.To.ClientID || c.closed.Load() {
+		l.cnt.add(cDrop+int(fastpath.DropUnknownConnection), 1)
+		return out
+	}
+	if from != addr {
+		_, _, displaced, moved := s.conns.Move((*[20]byte)(&d.OrigCookie), addr)
+		if !moved {
+			l.cnt.add(cDrop+int(fastpath.DropUnknownConnection), 1)
+			return out
+		}
+		c.mu.Lock()
+		c.addr = addr
+		c.link.sock = l.sock
+		c.mu.Unlock()
+		s.clearRecent(addr)
+		if displaced != nil && displaced != c {
+			s.count.Add(-1)
+			displaced.shutdown(ReasonReplaced, false)
+		}
+		s.ev.migrations.Add(1)
+	}
+	// A valid RestartResponse proves the client alive.
+	c.lastRecv.Store(now.UnixNano())
+	m := &l.sb.Msgs[out]
+	n := s.fc.BuildAck(m.Buf[:cap(m.Buf)], &d.To, &d.OrigCookie, &l.rnd)
+	return l.reply(out, n, fastpath.TypeAck, addr)
+}
+
+// Loop counter layout: drops by reason, handshake packets received by type,
+// replies sent by type, connection packets accepted, datagrams from
+// unconnected addresses.
+const (
+	cDrop     = 0
+	cRequest  = cDrop + int(fastpath.NumDropReasons)
+	cReply    = cRequest + 8
+	cConnIn   = cReply + 8
+	cConnless = cConnIn + 1
+	nCounters = cConnless + 1
+)
+
+// loopCounters are written by one loop and read by Stats. Increments go to
+// plain fields; once per batch the changed ones are stored into atomics on
+// the loop's own cache lines, so the per-packet path has no shared atomic.
+type loopCounters struct {
+	local  [nCounters]uint64
+	dirty  uint64
+	shared [nCounters]atomic.Uint64
+	_      [64]byte
+}
+
+var _ = [1]struct{}{}[nCounters/65] // nCounters must fit the dirty mask
+
+func (c *loopCounters) add(i int, n uint64) {
+	c.local[i] += n
+	c.dirty |= 1 << uint(i)
+}
+
+func (c *loopCounters) publish() {
+	for d := c.dirty; d != 0; d &= d - 1 {
+		i := bits.TrailingZeros64(d)
+		c.shared[i].Store(c.local[i])
+	}
+	c.dirty = 0
+}

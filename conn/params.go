@@ -1,0 +1,76 @@
+package conn
+
+import "time"
+
+// Tunables of the connection layer, in one place. Protocol constants that
+// are not tunable (40 s cookie lifetime, 64-packet window) live in fastpath
+// and cookie; socket tunables (batch size, buffers) in batchio.
+const (
+	// DefaultListen is where the dedicated server listens by default.
+	DefaultListen = "0.0.0.0:7777"
+
+	// DefaultKeepAlive: a side that has sent nothing for this long sends a
+	// KeepAlive (PROTOCOL.md §7).
+	DefaultKeepAlive = 1 * time.Second
+	// DefaultTimeout: a side that has received no valid packet for this long
+	// closes the connection (§7).
+	DefaultTimeout = 5 * time.Second
+	// DefaultConnectTimeout: a client that hears nothing from the server for
+	// this long while handshaking gives up (§6).
+	DefaultConnectTimeout = 10 * time.Second
+	// RecentlyDisconnected: an address whose connection closed stays known
+	// this long, so its stray packets get no RestartHandshake (§5).
+	RecentlyDisconnected = 120 * time.Second
+	// DisconnectPackets: how many Disconnect packets a closing side sends.
+	// Redundancy instead of acknowledgement: the peer may be gone.
+	DisconnectPackets = 5
+
+	// DefaultMaxClients bounds connections; a full server answers Denied(1).
+	DefaultMaxClients = 100_000
+
+	// DefaultSweepInterval is how often housekeeping walks the connection
+	// shards for keepalives, timeouts and expiry. A keepalive is late by at
+	// most this much; 100k connections cost about 1 ms of CPU per sweep.
+	DefaultSweepInterval = 100 * time.Millisecond
+
+	// maxRecentFactor caps the recently-disconnected table at this many
+	// entries per allowed client, so churn cannot grow memory without bound;
+	// past the cap, stray packets from an unremembered address only cost a
+	// rate-limited RestartHandshake.
+	maxRecentFactor = 4
+
+	// DefaultPromotionWorkers sizes the promotion pool. Promotions run the
+	// application's accept hook, which may be slow; the socket loops never
+	// wait for them.
+	DefaultPromotionWorkers = 64
+	// promotionBatch bounds the proven clients one loop hands over per
+	// receive batch (one pool submission per batch).
+	promotionBatch = 256
+
+	// restartMinInterval: a client honours at most one RestartHandshake per
+	// this interval (§6).
+	restartMinInterval = 1.1
+)
+
+// Overload control (overload.go). Connectionless datagrams are those from
+// addresses that hold no connection: handshakes, strays, attacks. This
+// machine's server handles roughly 300–500 k datagrams/s per core (bench/),
+// and a Challenge costs a cookie (about 130 ns) plus a send; the levels
+// start well before that, and the caps keep legitimate handshakes possible
+// (a client retries every second) while an attack is shed.
+var (
+	// DefaultOverloadThresholds: connectionless datagrams per second at
+	// which LevelBurst, LevelFlood and LevelSevere begin.
+	DefaultOverloadThresholds = [3]float64{5_000, 50_000, 200_000}
+	// DefaultChallengeCaps: Challenge replies per second per receive loop
+	// at LevelFlood and LevelSevere.
+	DefaultChallengeCaps = [2]float64{10_000, 1_000}
+)
+
+const (
+	// DefaultOverloadCooloff: how long the rate must stay under a level's
+	// threshold before the level steps down.
+	DefaultOverloadCooloff = 10 * time.Second
+	// overloadLogEvery rate-limits level-change logs.
+	overloadLogEvery = time.Second
+)

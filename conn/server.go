@@ -1,0 +1,314 @@
+package conn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/ants/v2"
+
+	"github.com/udpgate/udpgate/batchio"
+	"github.com/udpgate/udpgate/cookie"
+	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/shard"
+)
+
+// Server accepts clients through the stateless handshake and hosts them as
+// connections. Create one with Listen.
+type Server struct {
+	st      settings
+	fc      fastpath.ServerConfig // immutable, shared by loops and workers
+	group   *batchio.Group
+	secrets *cookie.Secrets
+	conns   *shard.Map[Conn]
+	// recent maps addresses whose connection closed to when that memory
+	// expires (Unix ns): their stray packets get no RestartHandshake.
+	recent  *shard.AddrMap[int64]
+	nRecent atomic.Int64
+	count   atomic.Int64
+
+	loops []*loop
+	pool  *ants.PoolWithFuncGeneric[*promoBatch]
+	// promoMu serialises the check-then-insert of promotions, so duplicate
+	// Responses racing through two workers create one connection.
+	promoMu   sync.Mutex
+	promos    sync.Pool
+	seedCount atomic.Uint64
+
+	closing  atomic.Bool
+	done     chan struct{}
+	wg       sync.WaitGroup
+	shutOnce sync.Once
+
+	ev eventCounters
+	ov overload
+}
+
+// Listen starts a server on addr ("0.0.0.0:7777", "[::]:7777",
+// "127.0.0.1:0"...): one SO_REUSEPORT socket and receive loop per socket,
+// the promotion pool and housekeeping.
+func Listen(addr string, cfg Config) (*Server, error) {
+	st, err := cfg.settings()
+	if err != nil {
+		return nil, err
+	}
+	now := st.Now()
+	secrets, err := cookie.NewSecrets(seconds(now), nil)
+	if err != nil {
+		return nil, fmt.Errorf("conn: cannot create handshake secrets: %w", err)
+	}
+	group, err := batchio.Listen(addr, batchio.Config{
+		Sockets:    st.Sockets,
+		BatchSize:  st.BatchSize,
+		RecvBuffer: st.RecvBuffer,
+		SendBuffer: st.SendBuffer,
+		// One byte more than the largest datagram accepted, so a longer
+		// one shows as truncated and is dropped as too large.
+		MessageSize: st.MaxDatagram + 1,
+		Logger:      st.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		st:      st,
+		fc:      st.fastpathConfig(),
+		group:   group,
+		secrets: secrets,
+		conns:   shard.NewMap[Conn](0),
+		recent:  shard.NewAddrMap[int64](0),
+		done:    make(chan struct{}),
+		ov:      overload{cfg: st.Overload},
+	}
+	s.promos.New = func() any { return &promoBatch{items: make([]promotion, 0, promotionBatch)} }
+	s.pool, err = ants.NewPoolWithFuncGeneric(st.PromotionWorkers, s.promoteBatch,
+		ants.WithNonblocking(true),
+		ants.WithPanicHandler(func(p any) {
+			s.ev.promotionPanics.Add(1)
+			st.Logger.Error("promotion worker panicked; the client was not connected", "panic", p)
+		}))
+	if err != nil {
+		group.Close()
+		return nil, fmt.Errorf("conn: cannot start the promotion pool: %w", err)
+	}
+	for i, sock := range group.Sockets() {
+		l := newLoop(s, i, sock, group.Config().BatchSize, seconds(now))
+		s.loops = append(s.loops, l)
+	}
+	for _, w := range group.Warnings() {
+		st.Logger.Warn(w)
+	}
+	s.wg.Add(len(s.loops) + 1)
+	for _, l := range s.loops {
+		go l.run()
+	}
+	go s.housekeeping()
+	return s, nil
+}
+
+// Config returns the server's effective configuration, defaults filled.
+func (s *Server) Config() Config { return s.st.Config }
+
+// Addr is the address the server listens on (with the chosen port).
+func (s *Server) Addr() netip.AddrPort { return s.group.LocalAddr() }
+
+// Len is the number of connections.
+func (s *Server) Len() int { return int(s.count.Load()) }
+
+// Conn returns the connection at addr, if any.
+func (s *Server) Conn(addr netip.AddrPort) (*Conn, bool) { return s.conns.Get(addr) }
+
+// Range calls fn for every connection until it returns false. Connections
+// may come and go meanwhile.
+func (s *Server) Range(fn func(*Conn) bool) {
+	for i := range s.conns.NumShards() {
+		if s.conns.RangeShard(i, func(_ netip.AddrPort, c *Conn) shard.Action {
+			if !fn(c) {
+				return shard.Stop
+			}
+			return shard.Keep
+		}) {
+			return
+		}
+	}
+}
+
+// Close shuts the server down, giving clients a second to be told.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return s.Shutdown(ctx)
+}
+
+// Shutdown stops accepting clients, sends every connection Disconnect
+// (reason 2) DisconnectPackets times, waits for promotions in flight (until
+// ctx is done) and closes the sockets.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var err error
+	s.shutOnce.Do(func() {
+		s.closing.Store(true)
+		if d, ok := ctx.Deadline(); ok {
+			err = s.pool.ReleaseTimeout(time.Until(d))
+		} else {
+			s.pool.Release()
+		}
+		var all []*Conn
+		s.Range(func(c *Conn) bool { all = append(all, c); return true })
+		for _, c := range all {
+			c.shutdown(ReasonShutdown, false)
+		}
+		close(s.done)
+		if cerr := s.group.Close(); err == nil {
+			err = cerr
+		}
+		s.wg.Wait()
+	})
+	if errors.Is(err, ants.ErrTimeout) {
+		err = fmt.Errorf("conn: shutdown: promotions still running when the deadline passed: %w", err)
+	}
+	return err
+}
+
+// housekeeping rotates secrets and runs every timer: one sweep over the
+// shards per SweepInterval, not a timer per connection.
+func (s *Server) housekeeping() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.st.SweepInterval)
+	defer t.Stop()
+	var batch []*Conn
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		now := s.st.Now()
+		if _, err := s.secrets.MaybeRotate(seconds(now)); err != nil {
+			s.st.Logger.Error("secret rotation failed; the previous secrets stay in use", "err", err)
+		}
+		batch = s.sweep(now, batch[:0])
+		s.checkOverload(now)
+	}
+}
+
+// checkOverload moves the overload level from the loops' connectionless
+// counters and logs changes, at most one line per overloadLogEvery.
+func (s *Server) checkOverload(now time.Time) {
+	if s.ov.cfg.Disabled {
+		return
+	}
+	var n uint64
+	for _, l := range s.loops {
+		n += l.cnt.shared[cConnless].Load()
+	}
+	from, to, changed := s.ov.update(n, now)
+	if !changed {
+		return
+	}
+	if now.Sub(s.ov.lastLog) < overloadLogEvery {
+		s.ov.suppressed++
+		return
+	}
+	s.st.Logger.Warn("overload level changed", "from", from.String(), "to", to.String(),
+		"connectionless_per_s", int64(s.ov.rate), "suppressed_changes", s.ov.suppressed)
+	s.ov.lastLog, s.ov.suppressed = now, 0
+}
+
+// sweep checks every connection's timers and expires recently-disconnected
+// entries. Connections are collected per shard and ticked outside the shard
+// lock, because a tick may close and so delete a connection.
+func (s *Server) sweep(now time.Time, batch []*Conn) []*Conn {
+	for i := range s.conns.NumShards() {
+		batch = batch[:0]
+		s.conns.RangeShard(i, func(_ netip.AddrPort, c *Conn) shard.Action {
+			batch = append(batch, c)
+			return shard.Keep
+		})
+		for _, c := range batch {
+			if c.closed.Load() {
+				// A close that raced a migration can leave an entry behind.
+				s.forget(c)
+				continue
+			}
+			c.tick(now)
+		}
+	}
+	if s.nRecent.Load() > 0 {
+		ns := now.UnixNano()
+		for i := range s.recent.NumShards() {
+			s.recent.RangeShard(i, func(_ netip.AddrPort, exp *int64) shard.Action {
+				if *exp <= ns {
+					s.nRecent.Add(-1)
+					return shard.Remove
+				}
+				return shard.Keep
+			})
+		}
+	}
+	clear(batch)
+	return batch
+}
+
+// removed is called once when a server connection closes.
+func (s *Server) removed(c *Conn, reason DisconnectReason) {
+	// A connection replaced at its address leaves no memory there: the
+	// address is held by its successor.
+	if addr, ok := s.forget(c); ok && s.nRecent.Load() < int64(maxRecentFactor*s.st.maxClients) {
+		exp := s.st.Now().Add(RecentlyDisconnected).UnixNano()
+		if _, had := s.recent.Get(addr); !had {
+			s.nRecent.Add(1)
+		}
+		s.recent.Set(addr, &exp)
+	}
+	if int(reason) < len(s.ev.disconnects) {
+		s.ev.disconnects[reason].Add(1)
+	}
+}
+
+// forget removes c from the connection map if it is still there.
+func (s *Server) forget(c *Conn) (netip.AddrPort, bool) {
+	addr := c.RemoteAddr()
+	ok := s.conns.CompareAndDelete(addr, c)
+	if ok {
+		s.count.Add(-1)
+	}
+	return addr, ok
+}
+
+// isRecent reports whether addr's connection closed within the last 120 s.
+func (s *Server) isRecent(addr netip.AddrPort, ns int64) bool {
+	if s.nRecent.Load() == 0 {
+		return false
+	}
+	exp, ok := s.recent.Get(addr)
+	return ok && *exp > ns
+}
+
+func (s *Server) clearRecent(addr netip.AddrPort) {
+	if s.nRecent.Load() == 0 {
+		return
+	}
+	if _, ok := s.recent.Delete(addr); ok {
+		s.nRecent.Add(-1)
+	}
+}
+
+// newConn makes the connection for a proven client.
+func (s *Server) newConn(p *promotion, sock *batchio.Socket, now time.Time) *Conn {
+	c := &Conn{
+		st:       &s.st,
+		srv:      s,
+		link:     link{sock: sock},
+		clientID: p.to.ClientID,
+		session:  s.st.SessionID,
+		cookie:   p.cookie,
+		tag:      cookie.SessionTag(&p.cookie),
+		addr:     p.addr,
+	}
+	c.initSeq(true, now)
+	return c
+}

@@ -1,0 +1,109 @@
+package conn
+
+import (
+	"sync/atomic"
+
+	"github.com/udpgate/udpgate/batchio"
+	"github.com/udpgate/udpgate/fastpath"
+)
+
+// eventCounters count rare server events (promotions, closes): plain
+// shared atomics are fine off the per-packet path.
+type eventCounters struct {
+	accepted          atomic.Uint64
+	acks              atomic.Uint64
+	deniedFull        atomic.Uint64
+	deniedRefused     atomic.Uint64
+	migrations        atomic.Uint64
+	promotionRejected atomic.Uint64
+	promotionPanics   atomic.Uint64
+	disconnects       [NumDisconnectReasons]atomic.Uint64
+}
+
+// Stats is a snapshot of a server's counters, summed over its sockets.
+type Stats struct {
+	Connections int    // open now
+	Accepted    uint64 // connections created
+	// Handshake packets received, by type, and replies sent by the
+	// receive loops, by type (Acks sent by promotion workers are in
+	// PromotionAcks).
+	HandshakeIn   [8]uint64
+	HandshakeOut  [8]uint64
+	PromotionAcks uint64
+	DeniedFull    uint64
+	DeniedRefused uint64
+	Migrations    uint64
+	// ConnPacketsIn: connection packets accepted for connections.
+	ConnPacketsIn uint64
+	// Drops by reason; index with fastpath.DropReason.
+	Drops [fastpath.NumDropReasons]uint64
+	// Disconnects by DisconnectReason (index 1..4).
+	Disconnects [NumDisconnectReasons]uint64
+	// PromotionRejected: proven clients the promotion pool had no room for.
+	PromotionRejected uint64
+	PromotionPanics   uint64
+	// PromotionsRunning: promotion workers busy now (the queue depth: the
+	// pool does not queue beyond its workers, it rejects).
+	PromotionsRunning int
+	// OverloadLevel is the current overload level; OverloadChanges counts
+	// level changes since Listen.
+	OverloadLevel   OverloadLevel
+	OverloadChanges uint64
+	// Connectionless: datagrams from addresses holding no connection.
+	Connectionless uint64
+	// Sockets: packets, bytes, batches and kernel drops, summed.
+	Sockets batchio.Stats
+}
+
+// SocketStats returns each socket's counters, in socket order.
+func (s *Server) SocketStats() []batchio.Stats {
+	socks := s.group.Sockets()
+	out := make([]batchio.Stats, len(socks))
+	for i, so := range socks {
+		out[i] = so.Stats()
+	}
+	return out
+}
+
+// TotalDrops sums Drops.
+func (s *Stats) TotalDrops() uint64 {
+	var t uint64
+	for _, d := range s.Drops {
+		t += d
+	}
+	return t
+}
+
+// Stats returns the server's counters. It reads per-loop counters published
+// once per receive batch, so it costs the receive path nothing.
+func (s *Server) Stats() Stats {
+	var st Stats
+	st.Connections = s.Len()
+	for _, l := range s.loops {
+		c := &l.cnt.shared
+		for i := range st.Drops {
+			st.Drops[i] += c[cDrop+i].Load()
+		}
+		for i := range 8 {
+			st.HandshakeIn[i] += c[cRequest+i].Load()
+			st.HandshakeOut[i] += c[cReply+i].Load()
+		}
+		st.ConnPacketsIn += c[cConnIn].Load()
+		st.Connectionless += c[cConnless].Load()
+	}
+	st.Accepted = s.ev.accepted.Load()
+	st.PromotionAcks = s.ev.acks.Load()
+	st.DeniedFull = s.ev.deniedFull.Load()
+	st.DeniedRefused = s.ev.deniedRefused.Load()
+	st.Migrations = s.ev.migrations.Load()
+	st.PromotionRejected = s.ev.promotionRejected.Load()
+	st.PromotionPanics = s.ev.promotionPanics.Load()
+	for i := range st.Disconnects {
+		st.Disconnects[i] = s.ev.disconnects[i].Load()
+	}
+	st.PromotionsRunning = s.pool.Running()
+	st.OverloadLevel = OverloadLevel(s.ov.level.Load())
+	st.OverloadChanges = s.ov.changes.Load()
+	st.Sockets = s.group.Stats()
+	return st
+}
