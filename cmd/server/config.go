@@ -1,0 +1,507 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/udpgate/udpgate/conn"
+	"github.com/udpgate/udpgate/fastpath"
+)
+
+// Every setting is a flag, an environment variable (envName) and a key of
+// the optional TOML config file (the flag's name). One flag.FlagSet is the
+// registry: each source sets values through the same flag.Value.Set, so a
+// value is parsed the same way wherever it comes from. Sources are applied
+// from the weakest to the strongest:
+//
+//	defaults < config file < environment < command-line flags
+//
+// and validate runs once on the result, naming where each bad value came
+// from.
+
+// values are the server's settings.
+type values struct {
+	listen          string
+	sockets         int
+	batch           int
+	maxClients      int
+	magic           string
+	sessionID       uint
+	networkVersion  uint
+	networkFeatures uint
+	timeout         time.Duration
+	challengeRate   float64
+	app             string
+	logLevel        string
+	summary         time.Duration
+	metrics         string
+}
+
+// options are the loaded settings and where each came from.
+type options struct {
+	values
+	configPath  string // -config or UDPGATE_CONFIG; "" for none
+	printConfig bool
+
+	fs     *flag.FlagSet
+	origin map[string]source
+}
+
+// Flags that are not settings: they steer loading, so they have no config
+// file key (and print-config no environment variable either: an exported
+// UDPGATE_PRINT_CONFIG would turn every later start into a print).
+const (
+	flagConfig      = "config"
+	flagPrintConfig = "print-config"
+)
+
+// source says where a setting's value came from.
+type source struct {
+	kind sourceKind
+	file string // kind == fromFile
+	line int    // kind == fromFile; 0 if unknown
+}
+
+type sourceKind uint8
+
+const (
+	fromDefault sourceKind = iota
+	fromFile
+	fromEnv
+	fromFlag
+)
+
+// newFlagSet binds o's settings to a new flag set, with their defaults.
+func (o *options) newFlagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.StringVar(&o.listen, "listen", conn.DefaultListen, "UDP address to listen on (host:port; [::]:port for dual stack)")
+	fs.IntVar(&o.sockets, "sockets", 0, "SO_REUSEPORT sockets, one receive loop each (0: GOMAXPROCS)")
+	fs.IntVar(&o.batch, "batch", 0, "datagrams per recvmmsg/sendmmsg batch (0: default)")
+	fs.IntVar(&o.maxClients, "max-clients", conn.DefaultMaxClients, "maximum connections; beyond it clients are denied (server full)")
+	fs.StringVar(&o.magic, "magic", "", "magic header: up to 32 characters of 0 and 1 (empty: none)")
+	fs.UintVar(&o.sessionID, "session-id", 0, "session ID 0..3; change it to invalidate clients of an earlier run")
+	fs.UintVar(&o.networkVersion, "network-version", 1, "network version clients must match")
+	fs.UintVar(&o.networkFeatures, "network-features", 0, "network features clients must match (0..65535)")
+	fs.DurationVar(&o.timeout, "timeout", conn.DefaultTimeout, "close a connection silent for this long (longer than the 1s keepalive)")
+	fs.Float64Var(&o.challengeRate, "challenge-rate", 32, "Challenge replies per second per source address (0: unlimited, for benchmarks)")
+	fs.StringVar(&o.app, "app", "echo", "application: echo (send each Data payload back) or discard")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.DurationVar(&o.summary, "summary", 10*time.Second, "interval of the summary log line (0: off)")
+	fs.StringVar(&o.metrics, "metrics", "", "TCP address serving Prometheus /metrics and /debug/pprof, e.g. 127.0.0.1:9100 (empty: off)")
+	fs.StringVar(&o.configPath, flagConfig, "", "TOML config file to load (settings as keys named like the flags, e.g. max-clients = 5000)")
+	fs.BoolVar(&o.printConfig, flagPrintConfig, false, "print the effective configuration as a config file and exit")
+	return fs
+}
+
+// envName is the environment variable of a flag.
+func envName(flagName string) string {
+	return "UDPGATE_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// isSetting reports whether a flag is a setting (has a config file key).
+func isSetting(name string) bool { return name != flagConfig && name != flagPrintConfig }
+
+// load reads the settings from the command line (args), the environment
+// (lookupEnv) and the config file they name, and validates them. Flag
+// syntax errors and -h are written to stderr by the flag package.
+func load(args []string, lookupEnv func(string) (string, bool), stderr io.Writer) (*options, error) {
+	// First pass, command line only: syntax errors, -h and -config.
+	first := &options{}
+	fs := first.newFlagSet()
+	fs.SetOutput(stderr)
+	fs.Usage = func() { usage(fs) }
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q: the server takes flags only (see -h)", fs.Arg(0))
+	}
+
+	o := &options{origin: map[string]source{}}
+	o.fs = o.newFlagSet()
+	o.fs.SetOutput(io.Discard) // the first pass reported syntax errors
+	path := first.configPath
+	if !isSetOnCommandLine(fs, flagConfig) {
+		path, _ = lookupEnv(envName(flagConfig))
+	}
+	// A value that cannot be parsed leaves the setting as it was, so the
+	// sources go on and validation still runs: one start reports every
+	// problem.
+	var fileErr error
+	if path != "" {
+		fileErr = o.loadFile(path)
+	}
+	envErr := o.applyEnv(lookupEnv)
+	if err := o.fs.Parse(args); err != nil {
+		return nil, err // unreachable: the first pass parsed the same args
+	}
+	// The first pass knows which flags the command line set (o.fs counts
+	// those set from the environment and the file too).
+	fs.Visit(func(f *flag.Flag) { o.origin[f.Name] = source{kind: fromFlag} })
+	o.configPath = path
+	if err := errors.Join(fileErr, envErr, o.validate()); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func isSetOnCommandLine(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// applyEnv sets flags from their environment variables.
+func (o *options) applyEnv(lookup func(string) (string, bool)) error {
+	var errs []error
+	o.fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == flagPrintConfig {
+			return
+		}
+		v, ok := lookup(envName(f.Name))
+		if !ok {
+			return
+		}
+		if err := o.fs.Set(f.Name, v); err != nil {
+			errs = append(errs, fmt.Errorf("environment %s=%q: %v: %s", envName(f.Name), v, cause(err), hint(f)))
+			return
+		}
+		o.origin[f.Name] = source{kind: fromEnv}
+	})
+	return errors.Join(errs...)
+}
+
+// loadFile applies a TOML config file: top-level keys named like the flags.
+func (o *options) loadFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %v: check the -config path (or UDPGATE_CONFIG)", err)
+	}
+	var raw map[string]any
+	md, err := toml.Decode(string(data), &raw)
+	if err != nil {
+		return fmt.Errorf("config file %s: %v: fix the TOML syntax (a setting is a line like max-clients = 5000)", path, err)
+	}
+	var errs []error
+	for _, key := range md.Keys() {
+		if len(key) > 1 {
+			continue // inside a table: the table's name is reported as unknown
+		}
+		name := key[0]
+		at := source{kind: fromFile, file: path, line: lineOf(data, name)}
+		where := "config file " + path
+		if at.line > 0 {
+			where += fmt.Sprintf(", line %d", at.line)
+		}
+		f := o.fs.Lookup(name)
+		if f == nil || !isSetting(name) {
+			errs = append(errs, fmt.Errorf("%s: unknown setting %q%s", where, name, suggest(o.fs, name)))
+			continue
+		}
+		s, err := tomlToFlag(f, raw[name])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %s: %v", where, name, err))
+			continue
+		}
+		if err := o.fs.Set(name, s); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %s = %s: %v: %s", where, name, s, cause(err), hint(f)))
+			continue
+		}
+		o.origin[name] = at
+	}
+	return errors.Join(errs...)
+}
+
+// tomlToFlag checks a file value's TOML type against the flag's and returns
+// it as flag syntax. Strict on purpose: max-clients = "5000" is more likely
+// a mistake than a wish.
+func tomlToFlag(f *flag.Flag, v any) (string, error) {
+	want := f.Value.(flag.Getter).Get()
+	example := fmt.Sprintf("e.g. %s = %s", f.Name, tomlValue(want))
+	switch want.(type) {
+	case string:
+		if s, ok := v.(string); ok {
+			return s, nil
+		}
+		// magic = 1011 is a number to TOML: show it quoted.
+		return "", fmt.Errorf("want a string in quotes, e.g. %s = %s", f.Name, tomlValue(fmt.Sprint(v)))
+	case time.Duration:
+		if s, ok := v.(string); ok {
+			return s, nil
+		}
+		return "", fmt.Errorf("want a duration in quotes, %s", example)
+	case int, uint:
+		if n, ok := v.(int64); ok {
+			return strconv.FormatInt(n, 10), nil
+		}
+		return "", fmt.Errorf("want an integer, %s", example)
+	case float64:
+		switch n := v.(type) {
+		case int64:
+			return strconv.FormatInt(n, 10), nil
+		case float64:
+			return strconv.FormatFloat(n, 'g', -1, 64), nil
+		}
+		return "", fmt.Errorf("want a number, %s", example)
+	case bool:
+		if b, ok := v.(bool); ok {
+			return strconv.FormatBool(b), nil
+		}
+		return "", fmt.Errorf("want true or false, %s", example)
+	}
+	return "", fmt.Errorf("cannot be set from a file")
+}
+
+// lineOf finds the line of a top-level "key = value" in a TOML file, for
+// error messages; 0 if not found.
+func lineOf(data []byte, key string) int {
+	for i, l := range bytes.Split(data, []byte("\n")) {
+		l = bytes.TrimSpace(l)
+		l = bytes.Trim(l, `"'`) // a quoted key: "max-clients" = 5
+		if rest, ok := bytes.CutPrefix(l, []byte(key)); ok {
+			rest = bytes.TrimLeft(rest, "\"' \t")
+			if len(rest) > 0 && rest[0] == '=' {
+				return i + 1
+			}
+		}
+	}
+	return 0
+}
+
+// suggest names the setting closest to a misspelt one, and where tables
+// are: the file is flat.
+func suggest(fs *flag.FlagSet, name string) string {
+	best, bestD := "", 3 // at most two edits away
+	fs.VisitAll(func(f *flag.Flag) {
+		if d := editDistance(name, f.Name); isSetting(f.Name) && d < bestD {
+			best, bestD = f.Name, d
+		}
+	})
+	if best != "" {
+		return fmt.Sprintf(": did you mean %s?", best)
+	}
+	return ": the settings are the server's flags without the dash (see -h), at the top level of the file, not in [tables]"
+}
+
+// editDistance is the Levenshtein distance of two short strings.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// cause rewords the flag package's terse Set errors.
+func cause(err error) string {
+	switch err.Error() {
+	case "parse error":
+		return "not a valid value"
+	case "value out of range":
+		return "out of range"
+	}
+	return err.Error()
+}
+
+// hint says what a setting of the flag's type looks like.
+func hint(f *flag.Flag) string {
+	switch f.Value.(flag.Getter).Get().(type) {
+	case time.Duration:
+		return "use a duration like 5s, 1m or 500ms"
+	case int:
+		return "use a whole number"
+	case uint:
+		return "use a whole number, 0 or more"
+	case float64:
+		return "use a number like 32 or 0.5"
+	case bool:
+		return "use true or false"
+	}
+	return "see -h"
+}
+
+// where describes a setting's value and its source, for error messages:
+// "-max-clients -5", "environment UDPGATE_SESSION_ID=9",
+// "config file a.toml, line 3: max-clients = -5".
+func (o *options) where(name string) string {
+	f := o.fs.Lookup(name)
+	v := f.Value.String()
+	if _, ok := f.Value.(flag.Getter).Get().(string); ok {
+		v = strconv.Quote(v)
+	}
+	src := o.origin[name]
+	switch src.kind {
+	case fromFlag:
+		return fmt.Sprintf("-%s %s", name, v)
+	case fromEnv:
+		return fmt.Sprintf("environment %s=%s", envName(name), v)
+	case fromFile:
+		at := "config file " + src.file
+		if src.line > 0 {
+			at += fmt.Sprintf(", line %d", src.line)
+		}
+		return fmt.Sprintf("%s: %s = %s", at, name, tomlValue(f.Value.(flag.Getter).Get()))
+	}
+	return fmt.Sprintf("%s %s (default)", name, v)
+}
+
+// validate checks every setting and reports all problems at once, each
+// naming the setting, where its value came from and how to fix it.
+func (o *options) validate() error {
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", o.where(name), fmt.Sprintf(format, args...)))
+	}
+	if err := checkHostPort(o.listen); err != nil {
+		bad("listen", "%v: use host:port, e.g. 0.0.0.0:7777, or [::]:7777 for dual stack", err)
+	}
+	if o.sockets < 0 {
+		bad("sockets", "must not be negative (0 takes one per CPU)")
+	}
+	if o.batch < 0 {
+		bad("batch", "must not be negative (0 takes the default)")
+	}
+	if o.maxClients < 1 {
+		bad("max-clients", "must be at least 1")
+	}
+	if _, err := fastpath.ParseMagic(o.magic); err != nil {
+		// fastpath's message says what is wrong and what to use.
+		bad("magic", "%s", strings.TrimPrefix(err.Error(), "fastpath: "))
+	}
+	if o.sessionID > 3 {
+		bad("session-id", "must be 0, 1, 2 or 3")
+	}
+	if o.networkVersion > math.MaxUint32 {
+		bad("network-version", "must fit 32 bits (0..%d)", uint64(math.MaxUint32))
+	}
+	if o.networkFeatures > math.MaxUint16 {
+		bad("network-features", "must be 0..65535")
+	}
+	switch {
+	case o.timeout < 0:
+		bad("timeout", "must not be negative: use a duration like 5s (0 takes the default %v)", conn.DefaultTimeout)
+	case o.timeout > 0 && o.timeout <= conn.DefaultKeepAlive:
+		bad("timeout", "must be longer than the %v keepalive interval, or idle connections time out: use e.g. %v", conn.DefaultKeepAlive, conn.DefaultTimeout)
+	}
+	if o.challengeRate < 0 || math.IsNaN(o.challengeRate) || math.IsInf(o.challengeRate, 0) {
+		bad("challenge-rate", "must be a number >= 0 (0 means unlimited)")
+	}
+	if o.app != "echo" && o.app != "discard" {
+		bad("app", "use echo or discard")
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		bad("log-level", "use debug, info, warn or error")
+	}
+	if o.summary < 0 {
+		bad("summary", "must not be negative: use a duration like 10s, or 0 to turn the summary off")
+	}
+	if o.metrics != "" {
+		if err := checkHostPort(o.metrics); err != nil {
+			bad("metrics", "%v: use host:port, e.g. 127.0.0.1:9100, or empty to turn metrics off", err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkHostPort checks the syntax of a host:port address (the host may be
+// empty: all addresses).
+func checkHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("not host:port")
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	return nil
+}
+
+// level is the validated log level.
+func (o *options) level() slog.Level {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(o.logLevel))
+	return l
+}
+
+// writeConfig writes the effective settings as a TOML config file that
+// -config loads back to the same settings.
+func (o *options) writeConfig(w io.Writer) error {
+	var b bytes.Buffer
+	b.WriteString("# udpgate server configuration (TOML), printed by -print-config.\n")
+	b.WriteString("# Load it with -config FILE. Each key is a flag without its dash.\n")
+	b.WriteString("# Precedence: defaults < this file < UDPGATE_* environment < command-line flags.\n")
+	for _, name := range settingOrder(o.fs) {
+		f := o.fs.Lookup(name)
+		fmt.Fprintf(&b, "\n# %s\n%s = %s\n", f.Usage, name, tomlValue(f.Value.(flag.Getter).Get()))
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// settingOrder lists the settings in the order they were defined, which
+// groups related ones (VisitAll sorts by name).
+func settingOrder(fs *flag.FlagSet) []string {
+	var names []string
+	for _, n := range definitionOrder {
+		if fs.Lookup(n) != nil {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// definitionOrder is the order of -print-config and -h's settings.
+var definitionOrder = []string{
+	"listen", "sockets", "batch", "max-clients",
+	"magic", "session-id", "network-version", "network-features",
+	"timeout", "challenge-rate", "app", "log-level", "summary", "metrics",
+}
+
+// tomlValue formats a setting's value as TOML.
+func tomlValue(v any) string {
+	var b bytes.Buffer
+	if err := toml.NewEncoder(&b).Encode(map[string]any{"k": v}); err != nil {
+		return fmt.Sprint(v)
+	}
+	s := strings.TrimSpace(b.String())
+	return strings.TrimPrefix(s, "k = ")
+}
+
+// usage is -h: the flags, then how environment and file relate to them.
+func usage(fs *flag.FlagSet) {
+	out := fs.Output()
+	fmt.Fprintf(out, "Usage: server [flags]\n\nThe dedicated udpgate server.\n\nFlags:\n")
+	fs.PrintDefaults()
+	fmt.Fprintf(out, `
+Every setting can also be given as an environment variable, UDPGATE_ and the
+flag's name in upper case with - as _ (UDPGATE_MAX_CLIENTS=5000), and as a key
+of the TOML file named by -config (max-clients = 5000). Precedence:
+defaults < config file < environment < command-line flags.
+-print-config prints the effective settings in the file's format.
+`)
+}

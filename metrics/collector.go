@@ -1,0 +1,286 @@
+// Package metrics exports a conn.Server's counters to Prometheus and serves
+// them, with net/http/pprof, on an operator's HTTP address.
+//
+// Nothing here runs per packet. The server already keeps its counters in
+// per-loop fields that it publishes once per receive batch (conn.Stats);
+// the Collector reads those snapshots when Prometheus scrapes and turns them
+// into constant metrics. So a server with metrics on does the same work per
+// datagram as one with metrics off, and a scrape costs one Stats call, one
+// SocketStats call and a bounded walk of the connections for the RTT
+// histogram.
+package metrics
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/udpgate/udpgate/conn"
+	"github.com/udpgate/udpgate/fastpath"
+)
+
+// Namespace prefixes every metric the Collector emits.
+const Namespace = "udpgate"
+
+// RTTSampleLimit bounds the connections whose RTT one scrape reads. Each
+// read takes the connection's lock for a few nanoseconds while the walk
+// holds a shard's lock (lookups by the receive loops never wait for it;
+// connection inserts into that shard do), so a scrape of a full server
+// costs about a millisecond instead of growing without bound. The
+// histogram's _count says how many connections were sampled; shards are
+// filled by a seeded address hash, so the sample is not biased to any
+// address range.
+const RTTSampleLimit = 20_000
+
+// RTTBuckets are the upper bounds, in seconds, of the RTT histogram: from
+// loopback (0.1 ms) to a bad mobile link (1 s), and beyond, because an RTT
+// sample runs from a packet's send to the ack in the peer's next packet: a
+// connection whose client sends only KeepAlives shows about the keepalive
+// interval (1 s).
+var RTTBuckets = []float64{
+	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.03,
+	0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2, 5,
+}
+
+// disconnectLabels name conn.DisconnectReason values as label values
+// (conn's String has spaces, which read badly in PromQL).
+var disconnectLabels = map[conn.DisconnectReason]string{
+	conn.ReasonClosed:   conn.ReasonClosed.Label(),
+	conn.ReasonShutdown: conn.ReasonShutdown.Label(),
+	conn.ReasonTimedOut: conn.ReasonTimedOut.Label(),
+	conn.ReasonReplaced: conn.ReasonReplaced.Label(),
+}
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+// Collector is a prometheus.Collector reading a conn.Server at scrape time.
+// It keeps no state between scrapes, so concurrent scrapes are safe.
+type Collector struct {
+	srv *conn.Server
+
+	// Totals over the sockets.
+	rxPackets, rxBytes, rxBatches, rxFill, rxTruncated, rxErrors, kernelDrops *prometheus.Desc
+	txPackets, txBytes, txCalls, txErrors, txPartial, txWaits, queueWaits     *prometheus.Desc
+	// Per socket (label socket).
+	sockRxPackets, sockRxBytes, sockRxBatches, sockKernelDrops, sockTxPackets, sockTxBytes *prometheus.Desc
+
+	// Protocol.
+	drops, hsIn, hsOut, denied, migrations, connIn *prometheus.Desc
+	connections, accepted, disconnects             *prometheus.Desc
+	promoRunning, promoRejected, promoPanics       *prometheus.Desc
+	overload, overloadChanges, connless            *prometheus.Desc
+	rtt                                            *prometheus.Desc
+
+	// Label values, made once.
+	dropLabels []string // index: fastpath.DropReason
+	typeLabels []string // index: fastpath.PacketType
+}
+
+// NewCollector returns a Collector for srv. Register it with a
+// prometheus.Registry (NewRegistry does).
+func NewCollector(srv *conn.Server) *Collector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(Namespace+"_"+name, help, labels, nil)
+	}
+	c := &Collector{
+		srv: srv,
+
+		rxPackets:   d("received_packets_total", "Datagrams received by the server's sockets, truncated ones included."),
+		rxBytes:     d("received_bytes_total", "Bytes of the datagrams received."),
+		rxBatches:   d("receive_batches_total", "Receive calls (recvmmsg) that returned datagrams; received_packets_total / receive_batches_total is the batch fill."),
+		rxFill:      d("receive_batch_fill", "Average datagrams per receive call since start; for a recent figure divide the rates of received_packets_total and receive_batches_total."),
+		rxTruncated: d("received_truncated_total", "Datagrams larger than a receive slot (dropped as too_large)."),
+		rxErrors:    d("receive_errors_total", "Receive errors that were retried (e.g. a pending ICMP error)."),
+		kernelDrops: d("kernel_drops_total", "Datagrams the kernel dropped because a socket's receive buffer was full (SO_RXQ_OVFL); counted when traffic resumes."),
+		txPackets:   d("sent_packets_total", "Datagrams handed to the kernel."),
+		txBytes:     d("sent_bytes_total", "Bytes of the datagrams sent."),
+		txCalls:     d("send_calls_total", "Send calls (sendmmsg); sent_packets_total / send_calls_total is the send batch."),
+		txErrors:    d("send_errors_total", "Datagrams not sent because of an error particular to them (no route, firewall...)."),
+		txPartial:   d("send_partial_total", "Send calls that sent only part of their batch."),
+		txWaits:     d("send_waits_total", "Times a sender waited for a socket to become writable."),
+		queueWaits:  d("send_queue_waits_total", "Writes (promotion replies, application sends) that waited for a full socket queue."),
+
+		sockRxPackets:   d("socket_received_packets_total", "Datagrams received, by socket (one SO_REUSEPORT socket per receive loop).", "socket"),
+		sockRxBytes:     d("socket_received_bytes_total", "Bytes received, by socket.", "socket"),
+		sockRxBatches:   d("socket_receive_batches_total", "Receive calls that returned datagrams, by socket.", "socket"),
+		sockKernelDrops: d("socket_kernel_drops_total", "Datagrams the kernel dropped for a full receive buffer, by socket.", "socket"),
+		sockTxPackets:   d("socket_sent_packets_total", "Datagrams sent, by socket.", "socket"),
+		sockTxBytes:     d("socket_sent_bytes_total", "Bytes sent, by socket.", "socket"),
+
+		drops:       d("drops_total", "Datagrams the server dropped, by reason (fastpath.DropReason).", "reason"),
+		hsIn:        d("handshake_received_total", "Handshake packets received, by type.", "type"),
+		hsOut:       d("handshake_sent_total", "Handshake packets sent, by type, from the receive loops and the promotion workers (acks of new connections, denials).", "type"),
+		denied:      d("denied_total", "Proven clients answered Denied, by reason.", "reason"),
+		migrations:  d("migrations_total", "Connections moved to a new client address (RestartResponse)."),
+		connIn:      d("connection_packets_received_total", "Connection packets accepted for connections (Data, KeepAlive, Disconnect)."),
+		connections: d("connections", "Connections open now."),
+		accepted:    d("connections_accepted_total", "Connections created by the handshake."),
+		disconnects: d("disconnects_total", "Connections ended, by reason (timed_out counts timeouts).", "reason"),
+
+		promoRunning:  d("promotions_running", "Promotion workers busy now: the promotion queue depth (the pool rejects instead of queueing)."),
+		promoRejected: d("promotions_rejected_total", "Proven clients the promotion pool had no room for (they retry their Response)."),
+		promoPanics:   d("promotion_panics_total", "Promotion workers that panicked (a bug in an Accept or OnConnect hook)."),
+
+		overload:        d("overload_level", "Overload control level: 0 normal, 1 burst (no RestartHandshake/VersionUpgrade), 2 flood and 3 severe (Challenge replies capped per socket)."),
+		overloadChanges: d("overload_level_changes_total", "Overload level changes."),
+		connless:        d("connectionless_received_total", "Datagrams from addresses that hold no connection (handshakes, strays, attacks): what overload control watches."),
+
+		rtt: d("connection_rtt_seconds", "Smoothed RTT of the current connections that measured one, read at scrape time: a snapshot, not cumulative (use it without rate()); at most "+strconv.Itoa(RTTSampleLimit)+" connections are sampled."),
+	}
+	c.dropLabels = make([]string, fastpath.NumDropReasons)
+	for r := range c.dropLabels {
+		c.dropLabels[r] = fastpath.DropReason(r).String()
+	}
+	var st conn.Stats
+	c.typeLabels = make([]string, len(st.HandshakeIn))
+	for t := range c.typeLabels {
+		c.typeLabels[t] = fastpath.PacketType(t).String()
+	}
+	return c
+}
+
+// Describe sends every metric's description.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		c.rxPackets, c.rxBytes, c.rxBatches, c.rxFill, c.rxTruncated, c.rxErrors, c.kernelDrops,
+		c.txPackets, c.txBytes, c.txCalls, c.txErrors, c.txPartial, c.txWaits, c.queueWaits,
+		c.sockRxPackets, c.sockRxBytes, c.sockRxBatches, c.sockKernelDrops, c.sockTxPackets, c.sockTxBytes,
+		c.drops, c.hsIn, c.hsOut, c.denied, c.migrations, c.connIn,
+		c.connections, c.accepted, c.disconnects,
+		c.promoRunning, c.promoRejected, c.promoPanics,
+		c.overload, c.overloadChanges, c.connless,
+		c.rtt,
+	} {
+		ch <- d
+	}
+}
+
+// Collect reads the server's counters and sends them as constant metrics.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+
+	// Sockets: the totals are summed from the same per-socket snapshot, so
+	// within one scrape they always equal the sum of the socket series.
+	socks := c.srv.SocketStats()
+	var tot struct{ rxP, rxB, rxBat, rxTr, rxErr, kd, txP, txB, txC, txErr, txPart, txW, qW uint64 }
+	for i, s := range socks {
+		l := strconv.Itoa(i)
+		counter(c.sockRxPackets, s.RxPackets, l)
+		counter(c.sockRxBytes, s.RxBytes, l)
+		counter(c.sockRxBatches, s.RxBatches, l)
+		counter(c.sockKernelDrops, s.RxDrops, l)
+		counter(c.sockTxPackets, s.TxPackets, l)
+		counter(c.sockTxBytes, s.TxBytes, l)
+		tot.rxP += s.RxPackets
+		tot.rxB += s.RxBytes
+		tot.rxBat += s.RxBatches
+		tot.rxTr += s.RxTruncated
+		tot.rxErr += s.RxErrors
+		tot.kd += s.RxDrops
+		tot.txP += s.TxPackets
+		tot.txB += s.TxBytes
+		tot.txC += s.TxCalls
+		tot.txErr += s.TxErrors
+		tot.txPart += s.TxPartial
+		tot.txW += s.TxWaits
+		tot.qW += s.QueueWaits
+	}
+	counter(c.rxPackets, tot.rxP)
+	counter(c.rxBytes, tot.rxB)
+	counter(c.rxBatches, tot.rxBat)
+	fill := 0.0
+	if tot.rxBat > 0 {
+		fill = float64(tot.rxP) / float64(tot.rxBat)
+	}
+	gauge(c.rxFill, fill)
+	counter(c.rxTruncated, tot.rxTr)
+	counter(c.rxErrors, tot.rxErr)
+	counter(c.kernelDrops, tot.kd)
+	counter(c.txPackets, tot.txP)
+	counter(c.txBytes, tot.txB)
+	counter(c.txCalls, tot.txC)
+	counter(c.txErrors, tot.txErr)
+	counter(c.txPartial, tot.txPart)
+	counter(c.txWaits, tot.txW)
+	counter(c.queueWaits, tot.qW)
+
+	st := c.srv.Stats()
+	for r := 1; r < len(st.Drops); r++ { // 0 is DropNone
+		counter(c.drops, st.Drops[r], c.dropLabels[r])
+	}
+	for t := range st.HandshakeIn {
+		counter(c.hsIn, st.HandshakeIn[t], c.typeLabels[t])
+		out := st.HandshakeOut[t]
+		// The receive loops count what they send; the promotion workers
+		// send the Acks of new connections and every Denied.
+		switch fastpath.PacketType(t) {
+		case fastpath.TypeAck:
+			out += st.PromotionAcks
+		case fastpath.TypeDenied:
+			out += st.DeniedFull + st.DeniedRefused
+		}
+		counter(c.hsOut, out, c.typeLabels[t])
+	}
+	counter(c.denied, st.DeniedFull, "server_full")
+	counter(c.denied, st.DeniedRefused, "refused")
+	counter(c.migrations, st.Migrations)
+	counter(c.connIn, st.ConnPacketsIn)
+	gauge(c.connections, float64(st.Connections))
+	counter(c.accepted, st.Accepted)
+	for r := 1; r < len(st.Disconnects); r++ { // 0 is no reason
+		l, ok := disconnectLabels[conn.DisconnectReason(r)]
+		if !ok {
+			l = "reason_" + strconv.Itoa(r)
+		}
+		counter(c.disconnects, st.Disconnects[r], l)
+	}
+	gauge(c.promoRunning, float64(st.PromotionsRunning))
+	counter(c.promoRejected, st.PromotionRejected)
+	counter(c.promoPanics, st.PromotionPanics)
+	gauge(c.overload, float64(st.OverloadLevel))
+	counter(c.overloadChanges, st.OverloadChanges)
+	counter(c.connless, st.Connectionless)
+
+	ch <- c.rttHistogram()
+}
+
+// rttHistogram reads the smoothed RTT of at most RTTSampleLimit
+// connections. Connections without a measured RTT (no ack yet) are left
+// out rather than counted as 0.
+func (c *Collector) rttHistogram() prometheus.Metric {
+	counts := make([]uint64, len(RTTBuckets))
+	var n, seen uint64
+	var sum float64
+	c.srv.Range(func(cn *conn.Conn) bool {
+		seen++
+		if rtt := cn.RTT(); rtt > 0 {
+			s := rtt.Seconds()
+			n++
+			sum += s
+			for i, ub := range RTTBuckets {
+				if s <= ub {
+					counts[i]++
+					break
+				}
+			}
+		}
+		return seen < RTTSampleLimit
+	})
+	buckets := make(map[float64]uint64, len(RTTBuckets))
+	var cum uint64
+	for i, ub := range RTTBuckets {
+		cum += counts[i]
+		buckets[ub] = cum
+	}
+	h, err := prometheus.NewConstHistogram(c.rtt, n, sum, buckets)
+	if err != nil {
+		return prometheus.NewInvalidMetric(c.rtt, fmt.Errorf("metrics: RTT histogram: %w", err))
+	}
+	return h
+}

@@ -1,0 +1,331 @@
+package metrics_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/udpgate/udpgate/conn"
+	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/metrics"
+)
+
+// echo sends every Data payload back.
+type echo struct{ conn.NopHandler }
+
+func (echo) OnPacket(c *conn.Conn, p []byte) { _, _ = c.Send(p) }
+
+// counter counts the Data payloads a client receives.
+type counter struct {
+	conn.NopHandler
+	n atomic.Int64
+}
+
+func (h *counter) OnPacket(*conn.Conn, []byte) { h.n.Add(1) }
+
+func listen(t testing.TB) *conn.Server {
+	t.Helper()
+	srv, err := conn.Listen("127.0.0.1:0", conn.Config{
+		Handler:       echo{},
+		Sockets:       2,
+		SweepInterval: 10 * time.Millisecond,
+		ChallengeRate: -1, // benchmarks dial many clients from one host
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+func serve(t testing.TB, srv *conn.Server) *metrics.Endpoint {
+	t.Helper()
+	ep, err := metrics.Listen("127.0.0.1:0", metrics.Handler(metrics.NewRegistry(srv), nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := ep.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return ep
+}
+
+func dial(t testing.TB, srv *conn.Server, h conn.Handler) *conn.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := conn.Dial(ctx, srv.Addr().String(), conn.Config{Handler: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// scrape fetches and parses the endpoint's /metrics with the Prometheus
+// text parser.
+func scrape(t testing.TB, ep *metrics.Endpoint) families {
+	t.Helper()
+	resp, err := http.Get(ep.URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s", resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	return fams
+}
+
+type families map[string]*dto.MetricFamily
+
+// find returns the metric of family name whose labels include the given
+// name=value pairs.
+func (f families) find(name string, labels ...string) (*dto.Metric, bool) {
+	fam, ok := f[name]
+	if !ok {
+		return nil, false
+	}
+next:
+	for _, m := range fam.Metric {
+		for i := 0; i+1 < len(labels); i += 2 {
+			found := false
+			for _, lp := range m.Label {
+				if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
+					found = true
+				}
+			}
+			if !found {
+				continue next
+			}
+		}
+		return m, true
+	}
+	return nil, false
+}
+
+// value is a counter's or gauge's value; -1 when absent.
+func (f families) value(name string, labels ...string) float64 {
+	m, ok := f.find(name, labels...)
+	if !ok {
+		return -1
+	}
+	switch {
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	}
+	return -1
+}
+
+// sum adds a family's values over all its label sets.
+func (f families) sum(name string) float64 {
+	var s float64
+	if fam, ok := f[name]; ok {
+		for _, m := range fam.Metric {
+			s += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return s
+}
+
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestScrapeRealServer runs clients against a real server, scrapes its
+// endpoint over HTTP and checks the counters against the traffic.
+func TestScrapeRealServer(t *testing.T) {
+	const clients, sends = 3, 5
+	srv := listen(t)
+	ep := serve(t, srv)
+
+	var got [clients]*counter
+	var cls [clients]*conn.Client
+	for i := range clients {
+		got[i] = &counter{}
+		cls[i] = dial(t, srv, got[i])
+	}
+	for i := range clients {
+		for j := range sends {
+			if _, err := cls[i].Send(fmt.Appendf(nil, "client %d packet %d", i, j)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := range clients {
+		eventually(t, fmt.Sprintf("client %d's echoes", i), func() bool { return got[i].n.Load() >= sends })
+	}
+
+	// One malformed datagram (its last byte is zero: no terminator) from a
+	// plain socket.
+	raw, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(srv.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Write([]byte{0x42, 0x00}); err != nil {
+		t.Fatal(err)
+	}
+
+	var f families
+	eventually(t, "the malformed drop in a scrape", func() bool {
+		f = scrape(t, ep)
+		return f.value("udpgate_drops_total", "reason", "malformed") >= 1
+	})
+
+	checks := []struct {
+		name   string
+		labels []string
+		min    float64
+		max    float64 // -1: no upper bound
+	}{
+		{"udpgate_connections", nil, clients, clients},
+		{"udpgate_connections_accepted_total", nil, clients, clients},
+		{"udpgate_handshake_received_total", []string{"type", "initial"}, clients, -1},
+		{"udpgate_handshake_sent_total", []string{"type", "challenge"}, clients, -1},
+		{"udpgate_handshake_received_total", []string{"type", "response"}, clients, -1},
+		{"udpgate_handshake_sent_total", []string{"type", "ack"}, clients, -1},
+		{"udpgate_handshake_sent_total", []string{"type", "denied"}, 0, 0},
+		{"udpgate_denied_total", []string{"reason", "server_full"}, 0, 0},
+		{"udpgate_migrations_total", nil, 0, 0},
+		{"udpgate_connection_packets_received_total", nil, clients * sends, -1},
+		{"udpgate_drops_total", []string{"reason", "malformed"}, 1, 1},
+		{"udpgate_received_packets_total", nil, clients*(2+sends) + 1, -1},
+		{"udpgate_sent_packets_total", nil, clients * (1 + sends), -1},
+		{"udpgate_received_bytes_total", nil, 1, -1},
+		{"udpgate_receive_batches_total", nil, 1, -1},
+		{"udpgate_receive_batch_fill", nil, 1, -1},
+		{"udpgate_kernel_drops_total", nil, 0, 0},
+		{"udpgate_disconnects_total", []string{"reason", "timed_out"}, 0, 0},
+		{"udpgate_promotions_rejected_total", nil, 0, 0},
+		{"udpgate_promotions_running", nil, 0, -1},
+		{"go_goroutines", nil, 1, -1},
+	}
+	for _, c := range checks {
+		v := f.value(c.name, c.labels...)
+		if v < c.min || (c.max >= 0 && v > c.max) {
+			t.Errorf("%s%v = %v, want %v..%v (-1: absent or no bound)", c.name, c.labels, v, c.min, c.max)
+		}
+	}
+	// Totals are the sums of the per-socket series of the same scrape.
+	for _, pair := range [][2]string{
+		{"udpgate_received_packets_total", "udpgate_socket_received_packets_total"},
+		{"udpgate_sent_packets_total", "udpgate_socket_sent_packets_total"},
+		{"udpgate_received_bytes_total", "udpgate_socket_received_bytes_total"},
+		{"udpgate_receive_batches_total", "udpgate_socket_receive_batches_total"},
+	} {
+		if tot, sum := f.value(pair[0]), f.sum(pair[1]); tot != sum {
+			t.Errorf("%s = %v, but the sockets' %s add up to %v", pair[0], tot, pair[1], sum)
+		}
+	}
+	if n := len(f["udpgate_socket_received_packets_total"].GetMetric()); n != 2 {
+		t.Errorf("%d socket series, want 2 (one per socket)", n)
+	}
+	// Every drop reason is exported from the start, so rate() works on the
+	// first occurrence.
+	if n := len(f["udpgate_drops_total"].GetMetric()); n != int(fastpath.NumDropReasons)-1 {
+		t.Errorf("%d drop reasons exported, want %d", n, fastpath.NumDropReasons-1)
+	}
+	if _, ok := f["process_cpu_seconds_total"]; !ok {
+		t.Error("process collector missing: no process_cpu_seconds_total")
+	}
+
+	// RTT: each client acks the echoes with its next packet, a KeepAlive
+	// within a second, so every connection soon has an RTT.
+	eventually(t, "an RTT for every connection", func() bool {
+		f = scrape(t, ep)
+		m, ok := f.find("udpgate_connection_rtt_seconds")
+		return ok && m.GetHistogram().GetSampleCount() == clients
+	})
+	m, _ := f.find("udpgate_connection_rtt_seconds")
+	h := m.GetHistogram()
+	// Idle clients ack with KeepAlives, so a sample is up to the 1 s
+	// keepalive interval plus scheduling delay.
+	if h.GetSampleSum() <= 0 || h.GetSampleSum() > clients*2.0 {
+		t.Errorf("RTT sum %v s for %d loopback connections, want 0..%d s", h.GetSampleSum(), clients, 2*clients)
+	}
+	b := h.GetBucket()
+	if len(b) < len(metrics.RTTBuckets) {
+		t.Errorf("%d RTT buckets, want %d", len(b), len(metrics.RTTBuckets))
+	}
+	if n := b[len(metrics.RTTBuckets)-1].GetCumulativeCount(); n != clients {
+		t.Errorf("RTT buckets %v: the %v s bucket holds %d connections, want all %d", b, metrics.RTTBuckets[len(metrics.RTTBuckets)-1], n, clients)
+	}
+
+	// A client that leaves moves the gauges and the disconnect reasons.
+	cls[0].Close()
+	eventually(t, "the closed connection in a scrape", func() bool {
+		f = scrape(t, ep)
+		return f.value("udpgate_disconnects_total", "reason", "closed") == 1 && f.value("udpgate_connections") == clients-1
+	})
+}
+
+// TestPprof checks the profiles are served on the endpoint's own mux.
+func TestPprof(t *testing.T) {
+	ep := serve(t, listen(t))
+	for _, c := range []struct{ path, want string }{
+		{"/debug/pprof/", "goroutine"},
+		{"/debug/pprof/goroutine?debug=1", "goroutine profile"},
+		{"/debug/pprof/cmdline", ""},
+		{"/debug/pprof/profile?seconds=1", ""},
+		{"/", "/metrics"},
+	} {
+		resp, err := http.Get(ep.URL() + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK || len(body) == 0 || !strings.Contains(string(body), c.want) {
+			t.Errorf("GET %s: %s, %d bytes, want 200 with %q", c.path, resp.Status, len(body), c.want)
+		}
+	}
+	resp, err := http.Get(ep.URL() + "/nothing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /nothing: %s, want 404", resp.Status)
+	}
+}
+
+// TestListenError names the address and the likely cause.
+func TestListenError(t *testing.T) {
+	ep := serve(t, listen(t))
+	_, err := metrics.Listen(ep.Addr().String(), http.NotFoundHandler(), nil)
+	if err == nil || !strings.Contains(err.Error(), ep.Addr().String()) || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("second Listen on %s: %v, want an error naming the address and the port in use", ep.Addr(), err)
+	}
+}
