@@ -1,0 +1,154 @@
+package conn
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/udpgate/udpgate/cookie"
+	"github.com/udpgate/udpgate/fastpath"
+)
+
+// silent asserts the server answers nothing within a short wait.
+func (p *rawPeer) silent(what string) {
+	p.t.Helper()
+	if b, ok := p.recv(200 * time.Millisecond); ok {
+		p.t.Fatalf("%s: the server answered %x", what, b)
+	}
+}
+
+func TestReplayAndForgery(t *testing.T) {
+	clk := &clock{}
+	s := listen(t, Config{Now: clk.Now})
+	drops := func(r fastpath.DropReason) uint64 { return s.Stats().Drops[r] }
+
+	t.Run("replayed after 40 s", func(t *testing.T) {
+		p := newRawPeer(t, s, "127.0.0.1:0")
+		resp := p.response(p.challenge())
+		clk.Advance(40*time.Second + time.Millisecond)
+		before := drops(fastpath.DropExpiredCookie)
+		p.send(resp)
+		p.silent("expired Response")
+		eventually(t, "expired drop counted", func() bool { return drops(fastpath.DropExpiredCookie) > before })
+	})
+	t.Run("from another address", func(t *testing.T) {
+		p := newRawPeer(t, s, "127.0.0.1:0")
+		resp := p.response(p.challenge())
+		q := newRawPeer(t, s, "127.0.0.2:0")
+		before := drops(fastpath.DropBadCookie)
+		q.send(resp)
+		q.silent("Response from another address")
+		eventually(t, "bad cookie counted", func() bool { return drops(fastpath.DropBadCookie) > before })
+	})
+	t.Run("under a rotated-out secret", func(t *testing.T) {
+		p := newRawPeer(t, s, "127.0.0.1:0")
+		resp := p.response(p.challenge())
+		now := seconds(clk.Now())
+		// Rotation keeps the previous secret; the one after drops it.
+		if err := s.secrets.Rotate(now + 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.secrets.Rotate(now + 2); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(3 * time.Second)
+		before := drops(fastpath.DropWrongSecret) + drops(fastpath.DropBadCookie)
+		p.send(resp)
+		p.silent("Response under a rotated-out secret")
+		eventually(t, "rejection counted", func() bool {
+			return drops(fastpath.DropWrongSecret)+drops(fastpath.DropBadCookie) > before
+		})
+	})
+	if s.Len() != 0 || s.Stats().Accepted != 0 {
+		t.Fatalf("%d connections made by replays", s.Len())
+	}
+
+	t.Run("RestartResponse that matches no connection", func(t *testing.T) {
+		victim := newRawPeer(t, s, "127.0.0.1:0")
+		orig := victim.connect()
+		eventually(t, "victim connected", func() bool { return s.Len() == 1 })
+		attacker := newRawPeer(t, s, "127.0.0.3:0")
+		restart := func(origCookie cookie.Cookie, clientID uint8) {
+			attacker.clientID = clientID
+			ch := attacker.challenge()
+			attacker.send(attacker.handshakePacket(fastpath.TypeRestartResponse, func(h *fastpath.Handshake) {
+				h.Restart = true
+				h.SessionID, h.SecretID, h.Timestamp, h.Cookie = ch.SessionID, ch.SecretID, ch.Timestamp, ch.Cookie
+				h.OrigCookie = origCookie
+			}))
+			attacker.silent("RestartResponse")
+		}
+		unknown := orig
+		unknown[0] ^= 0xff
+		restart(unknown, victim.clientID)    // unknown OrigCookie
+		restart(orig, (victim.clientID+1)%8) // right cookie, other ClientID
+		c, ok := s.Conn(victim.addr())
+		if !ok || s.Len() != 1 || s.Stats().Migrations != 0 {
+			t.Fatalf("connection moved: at victim %v, %d connections, %d migrations", ok, s.Len(), s.Stats().Migrations)
+		}
+		if c.RemoteAddr() != victim.addr() {
+			t.Fatalf("connection at %v", c.RemoteAddr())
+		}
+	})
+}
+
+// Clients connecting continuously while the secrets rotate many times all
+// succeed: a Challenge made just before a rotation still verifies after it.
+func TestRotationUnderLoad(t *testing.T) {
+	clk := &clock{}
+	s := listen(t, Config{Now: clk.Now, Timeout: time.Hour})
+	gen0 := s.secrets.Load().Gen
+	stop := make(chan struct{})
+	var ticker sync.WaitGroup
+	ticker.Add(1)
+	// The server's clock runs 25× fast: a rotation every 0.6–0.8 s, and a
+	// cookie still lives 1.6 s of real time, ample for a round trip on a
+	// loaded machine.
+	go func() {
+		defer ticker.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+				clk.Advance(250 * time.Millisecond)
+			}
+		}
+	}()
+	var ok, failed atomic.Int64
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(4 * time.Second)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; time.Now().Before(deadline); i++ {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				// The client keeps real time: only the server's secrets
+				// need to rotate fast.
+				c, err := Dial(ctx, s.Addr().String(), Config{})
+				cancel()
+				if err != nil {
+					failed.Add(1)
+					t.Errorf("worker %d dial %d: %v", w, i, err)
+					return
+				}
+				ok.Add(1)
+				c.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	ticker.Wait()
+	rotations := s.secrets.Load().Gen - gen0
+	t.Logf("%d clients connected across %d rotations", ok.Load(), rotations)
+	if rotations < 4 {
+		t.Fatalf("only %d rotations happened", rotations)
+	}
+	if ok.Load() < 50 || failed.Load() != 0 {
+		t.Fatalf("%d connected, %d failed", ok.Load(), failed.Load())
+	}
+}
