@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The project's test command (README, .ci/run):
+#  1. every package under the race detector;
+#  2. the heavy hostile-traffic tests (TestFlood*) again without it: they
+#     push a million datagrams through a real server, which the race
+#     detector's slowdown would stretch to many minutes (their files are
+#     built only without -race);
+#  3. every fuzz target for FUZZTIME (default 10s) from its committed seed
+#     corpus, found by name so a new target is never forgotten.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== race tests"
+go test -race -count=1 -timeout 15m ./...
+
+echo "== heavy tests without the race detector"
+go test -count=1 -timeout 10m -run '^TestFlood' ./...
+
+echo "== fuzzing, ${FUZZTIME:=10s} per target"
+for file in $(git ls-files '*_test.go' 2>/dev/null || find . -name '*_test.go'); do
+  dir=./$(dirname "$file")
+  for target in $(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$file"); do
+    echo "-- $dir $target"
+    go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$dir" | tail -n 3
+  done
+done
