@@ -14,9 +14,9 @@
 //
 // ModeNetpoll parks an idle receiver in Go's netpoller; ModeBlocking lets it
 // sleep in recvmmsg(MSG_WAITFORONE) on a blocking socket, which avoids the
-// scheduler's work around every wake-up and measured fastest (params.go).
-// In ModeBlocking the loop goroutine should call runtime.LockOSThread, and
-// Close still wakes a blocked Recv at once (shutdown(2)).
+// scheduler's work around every wake-up and measured fastest (params.go):
+// about half the CPU per echoed packet of a plain ReadFromUDPAddrPort loop.
+// Close wakes a blocked Recv at once in both modes.
 //
 // # Concurrency
 //

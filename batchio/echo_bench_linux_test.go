@@ -26,7 +26,7 @@ package batchio
 // Knobs: BATCHIO_ECHO_VARIANTS (comma list, default
 // "plain,netpoll,blocking"), BATCHIO_ECHO_REPS (3), BATCHIO_ECHO_DUR (3s),
 // BATCHIO_ECHO_SOURCES (16), BATCHIO_ECHO_WINDOW (128),
-// BATCHIO_ECHO_BATCH (server BatchSize, 32), BATCHIO_ECHO_QUIET (30s: how
+// BATCHIO_ECHO_BATCH (server BatchSize, DefaultBatchSize), BATCHIO_ECHO_QUIET (30s: how
 // long to wait for other processes to leave the CPUs idle before each run).
 //
 // Variants: plain (one socket, one goroutine, standard library), plain2
@@ -74,7 +74,7 @@ func TestEchoChild(t *testing.T) {
 	if variant == "" {
 		t.Skip("server process of TestEchoCompare")
 	}
-	port, stats, err := startEchoServer(variant, envInt("BATCHIO_ECHO_BATCH", 32))
+	port, stats, err := startEchoServer(variant, envInt("BATCHIO_ECHO_BATCH", DefaultBatchSize))
 	if err != nil {
 		fmt.Printf("ERROR %v\n", err)
 		os.Exit(1)
@@ -146,9 +146,6 @@ func startEchoServer(variant string, batch int) (int, func() string, error) {
 		cfg.Mode = ModeNetpoll
 	case "blocking":
 		cfg.Mode, lock = ModeBlocking, true
-	case "blocking-raw":
-		cfg.Mode, lock = ModeBlocking, true
-		rawFastPath = true
 	case "blocking-nolock":
 		cfg.Mode = ModeBlocking
 	default:

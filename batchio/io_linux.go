@@ -9,8 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// autoMode is ModeAuto's choice on Linux; see the measurements in
-// params.go.
+// autoMode is ModeAuto's choice on Linux: blocking sockets measured 17 %
+// cheaper per packet than the netpoller (params.go).
 const autoMode = ModeBlocking
 
 // slotPad is the hidden space after each slot. Linux reports truncation
@@ -21,8 +21,6 @@ const slotPad = 0
 // message (a uint32). Control messages enabled through Config.Control do
 // not fit and arrive truncated (MSG_CTRUNC); batchio ignores them.
 var ctrlSize = unix.CmsgSpace(4)
-
-var rawFastPath = false
 
 // sendmmsgHook, when set by tests, replaces the sendmmsg system call so
 // that partial sends, EAGAIN and per-message errors can be injected.
@@ -188,20 +186,14 @@ func (b *Batch) recvmmsg(fd uintptr) bool {
 		p, n := uintptr(unsafe.Pointer(&bs.hdrs[0])), uintptr(len(bs.hdrs))
 		// Blocking: sleep until one datagram arrives, then take what
 		// else is queued without sleeping again. Non-blocking: take
-		// what is queued. (Syscall, not RawSyscall, even for the
-		// non-blocking case: see params.go.)
+		// what is queued. Syscall, not RawSyscall, even when the call
+		// cannot block: RawSyscall keeps the P through the call and
+		// measured stalls (params.go).
 		flags := uintptr(0)
 		if blocking {
 			flags = unix.MSG_WAITFORONE
 		}
-		if blocking && rawFastPath {
-			r, _, errno = unix.RawSyscall6(unix.SYS_RECVMMSG, fd, p, n, unix.MSG_DONTWAIT, 0, 0)
-			if errno == unix.EAGAIN {
-				r, _, errno = unix.Syscall6(unix.SYS_RECVMMSG, fd, p, n, flags, 0, 0)
-			}
-		} else {
-			r, _, errno = unix.Syscall6(unix.SYS_RECVMMSG, fd, p, n, flags, 0, 0)
-		}
+		r, _, errno = unix.Syscall6(unix.SYS_RECVMMSG, fd, p, n, flags, 0, 0)
 		switch errno {
 		case 0:
 			bs.rn, bs.rerr = int(r), 0
@@ -303,11 +295,6 @@ func (b *Batch) sendmmsg(fd uintptr) bool {
 			var k int
 			k, errno = sendmmsgHook(fd, bs.hdrs[bs.soff:bs.scount])
 			r = uintptr(k)
-		case blocking && rawFastPath:
-			r, _, errno = unix.RawSyscall6(unix.SYS_SENDMMSG, fd, p, uintptr(want), unix.MSG_DONTWAIT, 0, 0)
-			if errno == unix.EAGAIN {
-				r, _, errno = unix.Syscall6(unix.SYS_SENDMMSG, fd, p, uintptr(want), 0, 0, 0)
-			}
 		default:
 			r, _, errno = unix.Syscall6(unix.SYS_SENDMMSG, fd, p, uintptr(want), 0, 0, 0)
 		}

@@ -283,7 +283,7 @@ func (c *Client) handle(pkt []byte, now time.Time, rep *fastpath.AckReport) {
 		case h.Tag != conn.tag:
 			r = fastpath.DropBadTag
 		default:
-			r = conn.receive(&h, payload, now, rep)
+			r = conn.receive(&h, payload, now, rep, nil)
 		}
 		if r != fastpath.DropNone {
 			c.drops[r].Add(1)

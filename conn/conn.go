@@ -31,7 +31,12 @@ type Conn struct {
 	lastSend atomic.Int64
 	closed   atomic.Bool
 
-	mu          sync.Mutex
+	mu sync.Mutex
+	// inLoop is the receive loop running this connection's handler right
+	// now, or nil. While set, Send appends to that loop's send batch, so an
+	// echo leaves in the batch's one sendmmsg; the loop touches its batch
+	// only after clearing it under mu.
+	inLoop      *loop
 	addr        netip.AddrPort
 	seq         fastpath.SeqState
 	stats       ConnStats
@@ -147,6 +152,24 @@ func (c *Conn) sendKind(kind fastpath.Kind, payload []byte) (uint16, error) {
 	}
 	h := fastpath.ConnHeader{SessionID: c.session, ClientID: c.clientID, Tag: c.tag,
 		Seq: seq, Ack: ack, AckBits: bits, Kind: kind}
+	if l := c.inLoop; l != nil && l.out < len(l.sb.Msgs) {
+		m := &l.sb.Msgs[l.out]
+		if n := fastpath.EncodeConn(m.Buf[:cap(m.Buf)], c.st.magic, &h, payload); n > 0 {
+			m.N, m.Addr = n, c.addr
+			l.out++
+			c.stats.PacketsOut++
+			if kind == fastpath.KindData {
+				c.stats.BytesOut += uint64(len(payload))
+			}
+			c.mu.Unlock()
+			sendBufs.Put(buf)
+			c.lastSend.Store(now.UnixNano())
+			if evicted {
+				c.notifyLost(lost.Seq)
+			}
+			return seq, nil
+		}
+	}
 	n := fastpath.EncodeConn(buf[:], c.st.magic, &h, payload)
 	addr, lk := c.addr, c.link
 	c.stats.PacketsOut++
@@ -158,9 +181,7 @@ func (c *Conn) sendKind(kind fastpath.Kind, payload []byte) (uint16, error) {
 	err := lk.write(buf[:n], addr)
 	sendBufs.Put(buf)
 	if evicted {
-		if dh, ok := c.st.Handler.(DeliveryHandler); ok {
-			dh.OnDelivery(c, lost.Seq, false)
-		}
+		c.notifyLost(lost.Seq)
 	}
 	return seq, err
 }
@@ -170,7 +191,7 @@ func (c *Conn) sendKind(kind fastpath.Kind, payload []byte) (uint16, error) {
 //
 // rep is the caller's scratch report (a receive loop owns one), lent for the
 // call: it is kilobytes, too big to zero per packet.
-func (c *Conn) receive(h *fastpath.ConnHeader, payload []byte, now time.Time, rep *fastpath.AckReport) fastpath.DropReason {
+func (c *Conn) receive(h *fastpath.ConnHeader, payload []byte, now time.Time, rep *fastpath.AckReport, l *loop) fastpath.DropReason {
 	if c.closed.Load() {
 		return fastpath.DropUnknownConnection
 	}
@@ -187,8 +208,12 @@ func (c *Conn) receive(h *fastpath.ConnHeader, payload []byte, now time.Time, re
 	}
 	c.stats.Delivered += uint64(rep.NumDelivered)
 	c.stats.Lost += uint64(rep.NumLost)
+	c.inLoop = l
 	c.mu.Unlock()
 	c.lastRecv.Store(now.UnixNano())
+	if l != nil {
+		defer c.leaveLoop()
+	}
 
 	if rep.NumDelivered+rep.NumLost > 0 {
 		c.notify(rep)
@@ -204,6 +229,19 @@ func (c *Conn) receive(h *fastpath.ConnHeader, payload []byte, now time.Time, re
 		c.shutdown(reason, true)
 	}
 	return fastpath.DropNone
+}
+
+// leaveLoop ends the window in which Send appends to a loop's batch.
+func (c *Conn) leaveLoop() {
+	c.mu.Lock()
+	c.inLoop = nil
+	c.mu.Unlock()
+}
+
+func (c *Conn) notifyLost(seq uint16) {
+	if dh, ok := c.st.Handler.(DeliveryHandler); ok {
+		dh.OnDelivery(c, seq, false)
+	}
 }
 
 // notify passes delivery and loss reports to a DeliveryHandler.

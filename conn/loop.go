@@ -24,7 +24,10 @@ type loop struct {
 	rnd  fastpath.Rand
 	d    fastpath.Decision
 	rep  fastpath.AckReport
-	cnt  loopCounters
+	// out counts the send batch's messages so far (replies, and Sends
+	// from handlers running on this loop).
+	out int
+	cnt loopCounters
 	// pending collects this batch's proven clients: one pool submission
 	// per batch, values only (never a pointer into a receive buffer).
 	pending *promoBatch
@@ -75,7 +78,7 @@ func (l *loop) run() {
 func (l *loop) batch(n int, now time.Time) {
 	s := l.s
 	l.shed(now)
-	out := 0
+	l.out = 0
 	deferred := l.deferred[:0]
 	for i := range n {
 		m := &l.rb.Msgs[i]
@@ -88,20 +91,16 @@ func (l *loop) batch(n int, now time.Time) {
 			deferred = append(deferred, int32(i))
 			continue
 		}
-		out = l.handle(m, c, now, out)
+		l.handle(m, c, now)
 	}
 	if len(deferred) > 0 {
 		l.cnt.add(cConnless, uint64(len(deferred)))
 		for _, i := range deferred {
-			out = l.handle(&l.rb.Msgs[i], nil, now, out)
+			l.handle(&l.rb.Msgs[i], nil, now)
 		}
 	}
 	l.deferred = deferred
-	if out > 0 {
-		if err := l.sock.Send(l.sb, out); err != nil && !errors.Is(err, net.ErrClosed) {
-			s.st.Logger.Warn("send failed", "socket", l.idx, "err", err)
-		}
-	}
+	l.flush()
 	if len(l.pending.items) > 0 {
 		pb := l.pending
 		l.pending = s.promos.Get().(*promoBatch)
@@ -144,7 +143,7 @@ func (l *loop) shed(now time.Time) {
 
 // handle runs one datagram through the fast path; c is its address's
 // connection, or nil.
-func (l *loop) handle(m *batchio.Message, c *Conn, now time.Time, out int) int {
+func (l *loop) handle(m *batchio.Message, c *Conn, now time.Time) {
 	s := l.s
 	d := &l.d
 	var peer fastpath.Peer
@@ -153,16 +152,16 @@ func (l *loop) handle(m *batchio.Message, c *Conn, now time.Time, out int) int {
 	} else {
 		peer.RecentlyClosed = s.isRecent(m.Addr, now.UnixNano())
 	}
-	dst := &l.sb.Msgs[out]
+	dst := l.slot()
 	l.fp.Handle(d, m.Addr, m.Buf[:m.N], seconds(now), &peer, dst.Buf[:cap(dst.Buf)])
 	if d.Handshake {
 		l.cnt.add(cRequest+int(d.Request), 1)
 	}
 	switch d.Action {
 	case fastpath.ActReply:
-		return l.reply(out, d.ReplyLen, d.Reply, m.Addr)
+		l.reply(d.ReplyLen, d.Reply, m.Addr)
 	case fastpath.ActConn:
-		if r := c.receive(&d.Conn, d.Payload, now, &l.rep); r != fastpath.DropNone {
+		if r := c.receive(&d.Conn, d.Payload, now, &l.rep, l); r != fastpath.DropNone {
 			l.cnt.add(cDrop+int(r), 1)
 		} else {
 			l.cnt.add(cConnIn, 1)
@@ -170,66 +169,87 @@ func (l *loop) handle(m *batchio.Message, c *Conn, now time.Time, out int) int {
 	case fastpath.ActPromote:
 		if s.closing.Load() {
 			l.cnt.add(cDrop+int(fastpath.DropOverload), 1)
-			return out
+			return
 		}
-		return l.promote(out, m.Addr)
+		l.promote(m.Addr)
 	case fastpath.ActMigrate:
-		return l.migrate(out, m.Addr, now)
+		l.migrate(m.Addr, now)
 	default:
 		l.cnt.add(cDrop+int(d.Drop), 1)
 	}
-	return out
 }
 
-func (l *loop) reply(out, n int, t fastpath.PacketType, to netip.AddrPort) int {
-	m := &l.sb.Msgs[out]
+// slot is the next free message of the send batch, flushing it first when
+// full (Sends from handlers can add more than one message per datagram).
+func (l *loop) slot() *batchio.Message {
+	if l.out == len(l.sb.Msgs) {
+		l.flush()
+	}
+	return &l.sb.Msgs[l.out]
+}
+
+// flush sends the batch's messages so far.
+func (l *loop) flush() {
+	if l.out == 0 {
+		return
+	}
+	if err := l.sock.Send(l.sb, l.out); err != nil && !errors.Is(err, net.ErrClosed) {
+		l.s.st.Logger.Warn("send failed", "socket", l.idx, "err", err)
+	}
+	l.out = 0
+}
+
+// reply commits the message slot() returned, now holding a reply of n
+// bytes of type t.
+func (l *loop) reply(n int, t fastpath.PacketType, to netip.AddrPort) {
+	m := &l.sb.Msgs[l.out]
 	m.N = n
 	m.Addr = to
+	l.out++
 	l.cnt.add(cReply+int(t), 1)
-	return out + 1
 }
 
 // promote queues a proven client for the promotion pool, unless its cookie
 // already made a connection: then the Response is a repeat (Ack again) if
 // that connection holds this address, or a replay after the client moved
 // (drop).
-func (l *loop) promote(out int, addr netip.AddrPort) int {
+func (l *loop) promote(addr netip.AddrPort) {
 	d := &l.d
 	if c, at, ok := l.s.conns.GetByCookie((*[20]byte)(&d.Cookie)); ok {
 		if at != addr {
 			l.cnt.add(cDrop+int(fastpath.DropUnknownConnection), 1)
-			return out
+			return
 		}
-		m := &l.sb.Msgs[out]
+		m := l.slot()
 		n := l.s.fc.BuildAck(m.Buf[:cap(m.Buf)], &d.To, &c.cookie, &l.rnd)
-		return l.reply(out, n, fastpath.TypeAck, addr)
+		l.reply(n, fastpath.TypeAck, addr)
+		return
 	}
 	if len(l.pending.items) == cap(l.pending.items) {
 		l.cnt.add(cDrop+int(fastpath.DropPromotionFull), 1)
-		return out
+		return
 	}
 	l.pending.items = append(l.pending.items, promotion{
 		addr: addr, cookie: d.Cookie, to: d.To, sock: l.idx,
 	})
-	return out
 }
 
 // migrate moves the connection holding OrigCookie (and the same ClientID)
 // to the datagram's address and answers Ack with OrigCookie; its sequence
 // numbers and state are unchanged (§5).
-func (l *loop) migrate(out int, addr netip.AddrPort, now time.Time) int {
+func (l *loop) migrate(addr netip.AddrPort, now time.Time) {
 	d := &l.d
 	s := l.s
 	c, from, ok := s.conns.GetByCookie((*[20]byte)(&d.OrigCookie))
 	if !ok || c.clientID != d.To.ClientID || c.closed.Load() {
 		l.cnt.add(cDrop+int(fastpath.DropUnknownConnection), 1)
-		return out
+		return
 	}
 	if from != addr {
 		_, _, displaced, moved := s.conns.Move((*[20]byte)(&d.OrigCookie), addr)
 		if !moved {
 			l.cnt.add(cDrop+int(fastpath.DropUnknownConnection), 1)
-			return out
+			return
 		}
 		c.mu.Lock()
 		c.addr = addr
@@ -244,9 +264,9 @@ func (l *loop) migrate(out int, addr netip.AddrPort, now time.Time) int {
 	}
 	// A valid RestartResponse proves the client alive.
 	c.lastRecv.Store(now.UnixNano())
-	m := &l.sb.Msgs[out]
+	m := l.slot()
 	n := s.fc.BuildAck(m.Buf[:cap(m.Buf)], &d.To, &d.OrigCookie, &l.rnd)
-	return l.reply(out, n, fastpath.TypeAck, addr)
+	l.reply(n, fastpath.TypeAck, addr)
 }
 
 // Loop counter layout: drops by reason, handshake packets received by type,
