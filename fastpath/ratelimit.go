@@ -81,12 +81,16 @@ func (g gcra) allow(full *float64, now float64) bool {
 // loop: it is not safe for concurrent use.
 //
 // A source's slot is chosen by a keyed hash, so an attacker who does not know
-// the key cannot aim its sources at a victim's slot. Each slot also holds a
-// 32-bit tag from the rest of the hash: a source that lands on another's slot
-// evicts it and starts with a full bucket instead of sharing the victim's.
-// The cost is that a flood of spoofed sources evicts entries, which at worst
-// grants an evicted source a fresh burst; sharing would instead let the flood
-// drain a real client's budget and block its handshake.
+// the key cannot aim its sources at a victim's slot. The table is 2-way set
+// associative and each slot holds a 32-bit tag from the rest of the hash, so
+// colliding sources get buckets of their own instead of sharing one (sharing
+// would let a flood drain a real client's budget and block its handshake).
+// A source new to a full set evicts the fuller of the two entries: that
+// entry loses nothing it would not get back (a new source starts full), and
+// a source being limited keeps its drained bucket, so two sources that
+// collide cannot refill each other by taking turns. What remains is that
+// three or more sources taking turns in one set can grant an evicted one
+// a fresh burst; replies are never larger than requests either way.
 type Limiter struct {
 	slots []slot
 	mask  uint64
@@ -110,7 +114,7 @@ func NewLimiter(entries int, limit Limit, key uint64) *Limiter {
 	if entries <= 0 {
 		entries = DefaultLimiterEntries
 	}
-	n := 1 << bits.Len(uint(min(entries, maxLimiterEntries)-1))
+	n := max(2, 1<<bits.Len(uint(min(entries, maxLimiterEntries)-1))) // a set is two slots
 	if key == 0 {
 		var b [8]byte
 		crand.Read(b[:])
@@ -127,8 +131,20 @@ func (l *Limiter) Allow(src netip.AddrPort, now float64) bool {
 		return true
 	}
 	h := l.hash(src)
-	s := &l.slots[h&l.mask]
-	if tag := uint32(h >> 32); s.tag != tag {
+	i := h & l.mask &^ 1
+	a, b := &l.slots[i], &l.slots[i+1]
+	tag := uint32(h >> 32)
+	var s *slot
+	switch {
+	case a.tag == tag:
+		s = a
+	case b.tag == tag:
+		s = b
+	default:
+		s = a
+		if b.full < a.full { // b is the fuller bucket
+			s = b
+		}
 		*s = slot{tag: tag} // full time 0: a full bucket
 	}
 	return l.rule.allow(&s.full, now)

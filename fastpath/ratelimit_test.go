@@ -88,26 +88,48 @@ func TestLimiterMappedIPv4(t *testing.T) {
 	}
 }
 
-// TestLimiterCollisionEvicts: with one slot every source collides; the tag
-// gives the newcomer its own bucket rather than the drained one.
-func TestLimiterCollisionEvicts(t *testing.T) {
-	l := NewLimiter(1, Limit{Rate: 4, Burst: 8}, rlKey)
+// TestLimiterCollisions: with one set (two slots) every source collides.
+// Two sources each keep a bucket of their own, so taking turns refills
+// neither; a third evicts the fuller entry, not a drained one.
+func TestLimiterCollisions(t *testing.T) {
+	l := NewLimiter(2, Limit{Rate: 4, Burst: 8}, rlKey)
 	other := netip.MustParseAddrPort("198.51.100.7:9")
+	third := netip.MustParseAddrPort("203.0.113.9:9")
 	if n := rlDrain(l, rlSrc, rlTime, 100); n != 8 {
 		t.Fatalf("first source: %d", n)
 	}
 	if n := rlDrain(l, other, rlTime, 100); n != 8 {
-		t.Errorf("colliding source: %d replies, want a fresh burst of 8", n)
+		t.Errorf("colliding source: %d replies, want its own burst of 8", n)
 	}
-	if n := rlDrain(l, rlSrc, rlTime, 100); n != 8 {
-		t.Errorf("evicted source: %d replies, want a fresh burst of 8 (the documented trade-off)", n)
+	// Taking turns: neither gets more than its own budget.
+	got := 0
+	for i := range 200 {
+		src := rlSrc
+		if i%2 == 1 {
+			src = other
+		}
+		if l.Allow(src, rlTime) {
+			got++
+		}
+	}
+	if got != 0 {
+		t.Errorf("alternating drained sources got %d replies, want 0", got)
+	}
+	// A third source evicts one entry (both are equally drained, so the
+	// first slot's, rlSrc); the source left keeps its drained bucket and
+	// gets only what half a second refilled (2 tokens at 4/s).
+	if n := rlDrain(l, third, rlTime+0.5, 100); n != 8 {
+		t.Errorf("third source: %d, want a fresh burst of 8", n)
+	}
+	if n := rlDrain(l, other, rlTime+0.5, 100); n != 2 {
+		t.Errorf("the source left in the set got %d, want its 2 refilled tokens", n)
 	}
 }
 
 func TestLimiterEntries(t *testing.T) {
 	for _, tc := range []struct{ in, want int }{
 		{-1, DefaultLimiterEntries}, {0, DefaultLimiterEntries},
-		{1, 1}, {2, 2}, {3, 4}, {1000, 1024}, {1024, 1024}, {1025, 2048},
+		{1, 2}, {2, 2}, {3, 4}, {1000, 1024}, {1024, 1024}, {1025, 2048},
 	} {
 		if got := NewLimiter(tc.in, Limit{Rate: 1, Burst: 1}, rlKey).Entries(); got != tc.want {
 			t.Errorf("NewLimiter(%d): %d entries, want %d", tc.in, got, tc.want)

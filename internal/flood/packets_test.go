@@ -1,0 +1,169 @@
+package flood
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/udpgate/udpgate/cookie"
+	"github.com/udpgate/udpgate/fastpath"
+)
+
+// outcome is one template's fate at a server: the reply it earned, or the
+// drop reason.
+type outcome struct {
+	act   fastpath.Action
+	reply fastpath.PacketType
+	drop  fastpath.DropReason
+}
+
+// judge runs every template of every kind through a fastpath.Server, each
+// from its own fresh source (so per-source rate limits stay out of the way),
+// and tallies the outcomes by kind. It also returns the challenge the
+// templates were built from and the address it was made for.
+func judge(t *testing.T, magic string) (map[Kind]map[outcome]int, *fastpath.Server, *templates, netip.AddrPort) {
+	t.Helper()
+	const now = 1_700_000_000.0
+	st, err := Config{Server: testServer, Magic: magic, NetworkVersion: 7, SessionID: 2}.settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets, err := cookie.NewSecrets(now-1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := fastpath.NewServer(fastpath.ServerConfig{Magic: st.magic, SessionID: 2, NetworkVersion: 7}, secrets, 1, now)
+	out := make([]byte, fastpath.MaxReplyLen)
+
+	// The probe, by hand: an Initial from probeAddr, its Challenge decoded.
+	probeAddr := netip.MustParseAddrPort("127.0.9.9:5000")
+	rnd := fastpath.NewRand(42)
+	b := &builder{st: &st, m: st.magic, rnd: rnd}
+	var buf [256]byte
+	n := b.initial(buf[:], 7)
+	var d fastpath.Decision
+	srv.Handle(&d, probeAddr, buf[:n], now, &fastpath.Peer{}, out)
+	var h fastpath.Handshake
+	if d.Action != fastpath.ActReply || fastpath.DecodeHandshake(st.magic, out[:d.ReplyLen], &h) != fastpath.DropNone {
+		t.Fatalf("probe Initial: %+v", d)
+	}
+	ch := challenge{ok: true, sessionID: h.SessionID, clientID: h.ClientID, sentCount: h.SentCount,
+		secretID: h.SecretID, timestamp: h.Timestamp, cookie: h.Cookie}
+	tmpl := buildTemplates(&st, ch, now, rnd)
+
+	got := map[Kind]map[outcome]int{}
+	src := netip.MustParseAddr("127.0.2.1")
+	for k, vs := range tmpl.kinds {
+		if len(vs) != variantsPerKind {
+			t.Fatalf("%v: %d variants; want %d", Kind(k), len(vs), variantsPerKind)
+		}
+		got[Kind(k)] = map[outcome]int{}
+		for i, p := range vs {
+			from := netip.AddrPortFrom(src, uint16(10000+k*1000+i))
+			srv.Handle(&d, from, p, now+1, &fastpath.Peer{}, out)
+			o := outcome{act: d.Action, drop: d.Drop}
+			if d.Action == fastpath.ActReply {
+				o.reply = d.Reply
+				if d.ReplyLen > len(p) {
+					t.Errorf("%v variant %d: a %d-byte reply to %d bytes", Kind(k), i, d.ReplyLen, len(p))
+				}
+			}
+			got[Kind(k)][o]++
+		}
+	}
+	return got, srv, tmpl, probeAddr
+}
+
+// TestTemplatesReachTheirChecks checks that each kind is what it claims to
+// be at a real decision function: Initials earn Challenges, connection
+// packets RestartHandshakes, forged and replayed Responses fail the cookie
+// check, and the garbage kinds are dropped for the reasons they were made to
+// exercise. None of them may make a connection.
+func TestTemplatesReachTheirChecks(t *testing.T) {
+	for _, magic := range []string{"", "1011"} {
+		t.Run("magic="+magic, func(t *testing.T) {
+			got, srv, tmpl, probeAddr := judge(t, magic)
+			for k, outs := range got {
+				for o, n := range outs {
+					if o.act == fastpath.ActPromote || o.act == fastpath.ActMigrate || o.act == fastpath.ActConn {
+						t.Errorf("%v: %d templates got action %d: a flood must never make or touch a connection", k, n, o.act)
+					}
+				}
+			}
+			all := func(k Kind, o outcome) {
+				t.Helper()
+				if got[k][o] != variantsPerKind {
+					t.Errorf("%v: outcomes %v; want all %+v", k, got[k], o)
+				}
+			}
+			all(KindInitial, outcome{act: fastpath.ActReply, reply: fastpath.TypeChallenge})
+			all(KindVersion, outcome{act: fastpath.ActReply, reply: fastpath.TypeVersionUpgrade})
+			all(KindConn, outcome{act: fastpath.ActReply, reply: fastpath.TypeRestartHandshake})
+			all(KindReplay, outcome{drop: fastpath.DropBadCookie})
+			all(KindOversize, outcome{drop: fastpath.DropTooLarge})
+
+			forged := got[KindForged]
+			if forged[outcome{drop: fastpath.DropBadCookie}] < variantsPerKind/2 ||
+				forged[outcome{drop: fastpath.DropWrongSecret}] == 0 ||
+				forged[outcome{drop: fastpath.DropExpiredCookie}] == 0 {
+				t.Errorf("forged: %v; want mostly bad_cookie, some wrong_secret and expired_cookie", forged)
+			}
+
+			want := []fastpath.DropReason{fastpath.DropMalformed, fastpath.DropBadSize, fastpath.DropUnknownType,
+				fastpath.DropUnexpectedType, fastpath.DropBadVersion, fastpath.DropBadBody, fastpath.DropSessionMismatch}
+			if magic != "" {
+				want = append(want, fastpath.DropBadMagic)
+			}
+			for _, r := range want {
+				if got[KindGarbage][outcome{drop: r}] == 0 {
+					t.Errorf("garbage: no %v drop in %v", r, got[KindGarbage])
+				}
+			}
+			dropped := 0
+			for o, n := range got[KindTruncated] {
+				if o.act == fastpath.ActDrop {
+					dropped += n
+				}
+			}
+			if dropped < variantsPerKind*9/10 {
+				t.Errorf("truncated: only %d of %d dropped: %v", dropped, variantsPerKind, got[KindTruncated])
+			}
+
+			// The replayed Response is real: from the address its
+			// Challenge was made for, it would connect.
+			var d fastpath.Decision
+			out := make([]byte, fastpath.MaxReplyLen)
+			srv.Handle(&d, probeAddr, tmpl.kinds[KindReplay][0], 1_700_000_001, &fastpath.Peer{}, out)
+			if d.Action != fastpath.ActPromote {
+				t.Errorf("replay template from its own address: %+v; want a promotion", d)
+			}
+		})
+	}
+}
+
+// TestTemplatesHaveZeroLengthDatagrams: a 0-byte datagram is legal UDP and
+// must be part of the garbage, pointing into the arena (sendmmsg needs a
+// base address even for no bytes).
+func TestTemplatesHaveZeroLengthDatagrams(t *testing.T) {
+	st, err := Config{Server: testServer}.settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := buildTemplates(&st, challenge{}, 1e9, fastpath.NewRand(1))
+	empty := 0
+	for _, p := range tmpl.kinds[KindGarbage] {
+		if len(p) == 0 {
+			empty++
+			if cap(p) != 0 || p == nil {
+				t.Fatalf("empty template: cap %d, nil %v", cap(p), p == nil)
+			}
+		}
+	}
+	if empty == 0 {
+		t.Error("no 0-byte datagram among the garbage")
+	}
+	for _, p := range tmpl.kinds[KindOversize] {
+		if len(p) <= st.MaxDatagram {
+			t.Fatalf("oversize template of %d bytes", len(p))
+		}
+	}
+}
