@@ -1,0 +1,288 @@
+//go:build !race
+
+// The flood tests push a million datagrams through a real server; under the
+// race detector that would take many minutes, so scripts/test.sh runs them
+// in a separate, uninstrumented pass.
+
+package conn
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/flood"
+)
+
+// counter is a server application that counts and echoes Data.
+type counter struct {
+	NopHandler
+	mu  sync.Mutex
+	got map[*Conn]int
+}
+
+func (c *counter) OnPacket(cn *Conn, p []byte) {
+	c.mu.Lock()
+	c.got[cn]++
+	c.mu.Unlock()
+	_, _ = cn.Send(p)
+}
+
+func heapAlloc() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// A million hostile datagrams of every kind from 200 sources, while 100
+// legitimate clients connect and exchange data: every client gets in and
+// none of its Data is dropped by the server, the flood makes no
+// connection, no hostile source gets back more bytes than it sent, and the
+// server's heap does not grow with the flood. The server runs in a child
+// process (this test binary again), so its heap is its own.
+func TestFloodWithLegitimateClients(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a million datagrams: not in -short")
+	}
+	srv := startFloodServer(t)
+	srv.do("reset")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var (
+		rep      *flood.Report
+		floodErr error
+		flooding = make(chan struct{})
+	)
+	go func() {
+		defer close(flooding)
+		rep, floodErr = flood.Run(ctx, flood.Config{
+			Server:      srv.addr,
+			NumSources:  200,
+			Count:       1_000_000,
+			MaxDuration: 90 * time.Second,
+			Seed:        1,
+		})
+	}()
+	eventually(t, "the flood to start", func() bool { return srv.report().Stats.Connectionless > 20_000 })
+
+	const clients, packets = 100, 20
+	errs := make(chan error, clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dctx, dcancel := context.WithTimeout(ctx, 30*time.Second)
+			defer dcancel()
+			c, err := Dial(dctx, srv.addr.String(), Config{LocalAddr: fmt.Sprintf("127.0.1.%d:0", 1+i)})
+			if err != nil {
+				errs <- fmt.Errorf("client %d: %v", i, err)
+				return
+			}
+			defer c.Close()
+			for k := range packets {
+				if _, err := c.Send(fmt.Appendf(nil, "client %d packet %d", i, k)); err != nil {
+					errs <- err
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(200 * time.Millisecond) // let the server drain before Close
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	<-flooding
+	if floodErr != nil {
+		t.Fatalf("flood: %v", floodErr)
+	}
+	r := srv.report()
+	st := &r.Stats
+	t.Logf("flood: %d datagrams, %d bytes in %v (%.0f/s); server replied %d datagrams, %d bytes; amplification %.3f",
+		rep.Sent.Datagrams, rep.Sent.Bytes, rep.SendTime.Round(time.Millisecond), rep.SendRate(),
+		rep.Received.Datagrams, rep.Received.Bytes, rep.Amplification())
+	t.Logf("server: overload level changes %d, kernel drops %d, drops %s", st.OverloadChanges, st.Sockets.RxDrops, nonZeroDrops(st))
+
+	if rep.Sent.Datagrams < 1_000_000 {
+		t.Fatalf("the flood sent only %d datagrams", rep.Sent.Datagrams)
+	}
+	if len(rep.Sources) < 200 {
+		t.Fatalf("only %d hostile sources", len(rep.Sources))
+	}
+	for _, src := range rep.Sources {
+		if src.Received.Bytes > src.Sent.Bytes {
+			t.Errorf("source %v got %d bytes for %d", src.Addr, src.Received.Bytes, src.Sent.Bytes)
+		}
+	}
+	if st.Accepted != clients {
+		t.Fatalf("%d connections accepted, want exactly the %d legitimate ones", st.Accepted, clients)
+	}
+	// The server's own drops never touch a connection's Data: these are the
+	// reasons that apply to packets from connected addresses.
+	for _, d := range []fastpath.DropReason{fastpath.DropStaleSequence, fastpath.DropBadTag,
+		fastpath.DropClientIDMismatch, fastpath.DropPromotionFull} {
+		if st.Drops[d] != 0 {
+			t.Errorf("%d drops for %s", st.Drops[d], d.String())
+		}
+	}
+	if want := uint64(clients * packets); r.Data != want {
+		if st.Sockets.RxDrops == 0 {
+			t.Errorf("the server application got %d of %d Data packets with no kernel drops", r.Data, want)
+		} else {
+			t.Logf("the kernel dropped %d datagrams in full socket buffers; %d of %d Data arrived", st.Sockets.RxDrops, r.Data, want)
+		}
+	}
+	growth := int64(r.Peak) - int64(r.Base)
+	t.Logf("server live heap: %d KiB before, peak %d KiB during the flood (+%d KiB), %d KiB at the end",
+		r.Base>>10, r.Peak>>10, growth>>10, r.Now>>10)
+	if growth > 4<<20 {
+		t.Errorf("the server's heap grew %d KiB during the flood, want < 4096", growth>>10)
+	}
+}
+
+// floodServer is the child process running the server under test.
+type floodServer struct {
+	t    *testing.T
+	addr netip.AddrPort
+	in   io.Writer
+	out  *bufio.Scanner
+	mu   sync.Mutex
+}
+
+type floodReport struct {
+	Base, Peak, Now uint64 // live heap, bytes
+	Data            uint64 // Data packets the application got
+	Stats           Stats
+}
+
+func startFloodServer(t *testing.T) *floodServer {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFloodServerProcess$")
+	cmd.Env = append(os.Environ(), "UDPGATE_FLOOD_CHILD=1")
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		fmt.Fprintln(in, "quit")
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+		}
+	})
+	s := &floodServer{t: t, in: in, out: bufio.NewScanner(out)}
+	s.out.Buffer(make([]byte, 1<<20), 1<<20)
+	line := s.line("addr ")
+	s.addr = netip.MustParseAddrPort(line)
+	return s
+}
+
+// line reads the child's output up to a line with prefix.
+func (s *floodServer) line(prefix string) string {
+	for s.out.Scan() {
+		if rest, ok := strings.CutPrefix(s.out.Text(), prefix); ok {
+			return rest
+		}
+	}
+	s.t.Fatalf("the server process ended without %q: %v", prefix, s.out.Err())
+	return ""
+}
+
+func (s *floodServer) do(cmd string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintln(s.in, cmd)
+	return s.line(cmd + " ")
+}
+
+func (s *floodServer) report() floodReport {
+	var r floodReport
+	if err := json.Unmarshal([]byte(s.do("report")), &r); err != nil {
+		s.t.Fatal(err)
+	}
+	return r
+}
+
+// TestFloodServerProcess is the child side of TestFloodWithLegitimateClients:
+// a server with an echo application, answering "reset", "report" and
+// "quit" on stdin.
+func TestFloodServerProcess(t *testing.T) {
+	if os.Getenv("UDPGATE_FLOOD_CHILD") == "" {
+		t.Skip("runs as TestFloodWithLegitimateClients's server process")
+	}
+	app := &counter{got: map[*Conn]int{}}
+	s, err := Listen("127.0.0.1:0", Config{Handler: app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	fmt.Printf("addr %s\n", s.Addr())
+	var base, peak atomic.Uint64
+	go func() { // peak live heap, sampled
+		for {
+			time.Sleep(100 * time.Millisecond)
+			if h := heapAlloc(); h > peak.Load() {
+				peak.Store(h)
+			}
+		}
+	}()
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		switch sc.Text() {
+		case "reset":
+			h := heapAlloc()
+			base.Store(h)
+			peak.Store(h)
+			fmt.Println("reset ok")
+		case "report":
+			app.mu.Lock()
+			var data uint64
+			for _, n := range app.got {
+				data += uint64(n)
+			}
+			app.mu.Unlock()
+			b, _ := json.Marshal(floodReport{Base: base.Load(), Peak: peak.Load(), Now: heapAlloc(), Data: data, Stats: s.Stats()})
+			fmt.Printf("report %s\n", b)
+		case "quit":
+			return
+		}
+	}
+}
+
+func nonZeroDrops(st *Stats) string {
+	out := ""
+	for r, n := range st.Drops {
+		if n > 0 {
+			out += fmt.Sprintf("%s=%d ", fastpath.DropReason(r).String(), n)
+		}
+	}
+	return out
+}
