@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -285,4 +286,74 @@ func nonZeroDrops(st *Stats) string {
 		}
 	}
 	return out
+}
+
+// BenchmarkRTTUnderHandshakeFlood measures established connections' round
+// trips (one client, ping-pong through the echo application) with no other
+// traffic, during an Initial flood of 100k/s (twice the LevelFlood
+// threshold, ten times a loop's Challenge cap) and during one as fast as
+// the generator goes, which on a 2-core machine also takes a core from the
+// server.
+// One op is one round trip; p50 and p99 are reported in microseconds.
+//
+//	go test -run '^$' -bench RTTUnderHandshakeFlood -benchtime 20000x -count 5 ./conn/
+func BenchmarkRTTUnderHandshakeFlood(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		rate float64 // Initials per second; 0: none; -1: as fast as possible
+	}{{"idle", 0}, {"flood-100k", 100_000}, {"flood-max", -1}} {
+		flooded := tc.rate != 0
+		b.Run(tc.name, func(b *testing.B) {
+			t := &testing.T{}
+			srv := startFloodServer(t)
+			defer srv.do("reset") // keeps the child alive until here
+			rec := &clientRecorder{ch: make(chan []byte, 16)}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			c, err := Dial(ctx, srv.addr.String(), Config{Handler: rec})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			var done chan struct{}
+			if flooded {
+				done = make(chan struct{})
+				mix, _ := flood.ParseMix("initial=1")
+				go func() {
+					defer close(done)
+					flood.Run(ctx, flood.Config{Server: srv.addr, NumSources: 200, Mix: mix,
+						Rate: max(tc.rate, 0), Count: flood.MaxCount, MaxDuration: 2 * time.Minute, Seed: 2})
+				}()
+				for srv.report().Stats.OverloadLevel < LevelFlood {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			rtts := make([]time.Duration, 0, b.N)
+			msg := []byte("ping")
+			b.ResetTimer()
+			for range b.N {
+				start := time.Now()
+				c.Send(msg)
+				select {
+				case <-rec.ch:
+					rtts = append(rtts, time.Since(start))
+				case <-time.After(time.Second):
+					// lost: counted by its absence
+				}
+			}
+			b.StopTimer()
+			if flooded {
+				level := srv.report().Stats.OverloadLevel
+				cancel()
+				<-done
+				b.ReportMetric(float64(level), "overload-level")
+			}
+			slices.Sort(rtts)
+			if len(rtts) > 0 {
+				b.ReportMetric(float64(rtts[len(rtts)/2].Microseconds()), "p50-µs")
+				b.ReportMetric(float64(rtts[len(rtts)*99/100].Microseconds()), "p99-µs")
+			}
+			b.ReportMetric(float64(b.N-len(rtts)), "lost")
+		})
+	}
 }
