@@ -38,9 +38,11 @@ type Conn struct {
 	// only after clearing it under mu.
 	inLoop      *loop
 	addr        netip.AddrPort
-	seq         fastpath.SeqState
 	stats       ConnStats
 	connectedAt time.Time
+	// seq is last: it ends in a 2 KiB ring, and the hot fields above and
+	// its own scalars then share cache lines.
+	seq fastpath.SeqState
 
 	user atomic.Pointer[any]
 }
@@ -143,7 +145,6 @@ func (c *Conn) sendKind(kind fastpath.Kind, payload []byte) (uint16, error) {
 	if c.closed.Load() && kind != fastpath.KindDisconnect {
 		return 0, ErrClosed
 	}
-	buf := sendBufs.Get().(*[fastpath.MaxDatagramLimit]byte)
 	now := c.st.Now()
 	c.mu.Lock()
 	seq, ack, bits, lost, evicted := c.seq.Send(seconds(now))
@@ -162,7 +163,6 @@ func (c *Conn) sendKind(kind fastpath.Kind, payload []byte) (uint16, error) {
 				c.stats.BytesOut += uint64(len(payload))
 			}
 			c.mu.Unlock()
-			sendBufs.Put(buf)
 			c.lastSend.Store(now.UnixNano())
 			if evicted {
 				c.notifyLost(lost.Seq)
@@ -170,6 +170,7 @@ func (c *Conn) sendKind(kind fastpath.Kind, payload []byte) (uint16, error) {
 			return seq, nil
 		}
 	}
+	buf := sendBufs.Get().(*[fastpath.MaxDatagramLimit]byte)
 	n := fastpath.EncodeConn(buf[:], c.st.magic, &h, payload)
 	addr, lk := c.addr, c.link
 	c.stats.PacketsOut++

@@ -1,0 +1,419 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/loadgen"
+)
+
+// Scenario kinds: what the clients send and what the server answers.
+const (
+	scChallenge = "challenge" // Initial → Challenge
+	scAck       = "ack"       // valid Response from a connected client → Ack
+	scData      = "data"      // Data on an established connection → echoed Data
+)
+
+// scenario is a kind of traffic at a number of simulated clients, written
+// kind-clients, e.g. "data-100k".
+type scenario struct {
+	Name    string `json:"name"`
+	Kind    string `json:"kind"`
+	Clients int    `json:"clients"`
+}
+
+func parseScenario(s string) (scenario, error) {
+	kind, n, ok := strings.Cut(s, "-")
+	if !ok {
+		return scenario{}, fmt.Errorf("scenario %q: want kind-clients, e.g. data-100k", s)
+	}
+	switch kind {
+	case scChallenge, scAck, scData:
+	default:
+		return scenario{}, fmt.Errorf("scenario %q: unknown kind %q (challenge, ack or data)", s, kind)
+	}
+	c, err := parseCount(n)
+	if err != nil || c < 1 || c > loadgen.MaxClients {
+		return scenario{}, fmt.Errorf("scenario %q: client count %q: want 1 to %d, k or M suffix allowed", s, n, loadgen.MaxClients)
+	}
+	return scenario{Name: s, Kind: kind, Clients: c}, nil
+}
+
+// parseCount reads a decimal count with an optional k (×1000) or M
+// (×1000000) suffix.
+func parseCount(s string) (int, error) {
+	mul := 1
+	switch {
+	case strings.HasSuffix(s, "k"):
+		mul, s = 1000, s[:len(s)-1]
+	case strings.HasSuffix(s, "M"):
+		mul, s = 1_000_000, s[:len(s)-1]
+	}
+	n, err := strconv.Atoi(s)
+	return n * mul, err
+}
+
+// payloadSize is the Data payload of the data scenarios: a small game
+// update (8 bytes of it carry the send time).
+const payloadSize = loadgen.DefaultPayloadSize
+
+// mode is the load generator's mode for this scenario against kind: the
+// raw echo speaks no protocol, so it gets raw datagrams of the same size.
+func (sc scenario) mode(kind string) loadgen.Mode {
+	switch {
+	case kind == kindRawEcho:
+		return loadgen.ModeEcho
+	case sc.Kind == scChallenge:
+		return loadgen.ModeInitial
+	case sc.Kind == scAck:
+		return loadgen.ModeResponse
+	}
+	return loadgen.ModeData
+}
+
+// requestSize is the size of the scenario's requests, which the raw echo
+// baseline's datagrams copy: an Initial or Response with the client's
+// largest RandomData (16 bytes), or a Data packet.
+func (sc scenario) requestSize() int {
+	switch sc.Kind {
+	case scChallenge:
+		return fastpath.HandshakeLen(fastpath.Magic{}, fastpath.TypeInitial, fastpath.MaxRandomBytes)
+	case scAck:
+		return fastpath.HandshakeLen(fastpath.Magic{}, fastpath.TypeResponse, fastpath.MaxRandomBytes)
+	}
+	return fastpath.ConnLen(fastpath.Magic{}, fastpath.KindData, payloadSize)
+}
+
+// options is one harness invocation.
+type options struct {
+	Mode      string        `json:"mode"`
+	Command   string        `json:"command"`
+	Reps      int           `json:"reps"`
+	Warmup    time.Duration `json:"warmup"`
+	Window    time.Duration `json:"window"`
+	Scenarios []scenario    `json:"scenarios"`
+	Variants  []variant     `json:"variants"`
+	// Load generator shape (0: loadgen defaults).
+	LoadSockets int `json:"load_sockets"`
+	LoadWindow  int `json:"load_window"`
+	LoadBatch   int `json:"load_batch"`
+	// Quiet: the longest wait, before each run, for the machine to be
+	// idle (other processes distort CPU figures); 0 skips the wait.
+	Quiet time.Duration `json:"quiet"`
+	// MinAcct: a run whose server and generator account for less of the
+	// machine's busy CPU time than this shared it with something else; it
+	// is retried up to Retries times and flagged if it stays so.
+	MinAcct float64   `json:"min_acct"`
+	Retries int       `json:"retries"`
+	Out     string    `json:"-"`
+	From    string    `json:"-"`
+	Log     io.Writer `json:"-"`
+}
+
+// connectRecord is a run's handshake phase.
+type connectRecord struct {
+	Clients   int     `json:"clients"`
+	Connected int     `json:"connected"`
+	Failed    int     `json:"failed"`
+	Seconds   float64 `json:"seconds"`
+	PerSecond float64 `json:"per_second"`
+	P50us     float64 `json:"p50_us"`
+	P99us     float64 `json:"p99_us"`
+}
+
+// runRecord is one measured run: one variant under one scenario in one
+// repetition.
+type runRecord struct {
+	Rep      int    `json:"rep"`
+	Scenario string `json:"scenario"`
+	Variant  string `json:"variant"`
+	// Window figures.
+	Seconds    float64 `json:"seconds"`
+	Replies    uint64  `json:"replies"`
+	PPS        float64 `json:"pps"`
+	CPUNs      float64 `json:"server_cpu_ns_per_pkt"`       // /proc/PID/stat
+	SchedNs    float64 `json:"server_schedstat_ns_per_pkt"` // cross-check
+	Util       float64 `json:"server_util"`                 // server CPU ÷ wall time
+	LoadNs     float64 `json:"loadgen_cpu_ns_per_pkt"`
+	Acct       float64 `json:"acct"` // (server + generator CPU) ÷ machine busy
+	Lost       uint64  `json:"lost"`
+	Late       uint64  `json:"late"`
+	Unexpected uint64  `json:"unexpected"`
+	P50us      float64 `json:"rtt_p50_us"`
+	P99us      float64 `json:"rtt_p99_us"`
+
+	Connect     *connectRecord `json:"connect,omitempty"`
+	ServerStats string         `json:"server_stats"`
+	Flag        string         `json:"flag,omitempty"`
+}
+
+// harness runs every repetition, scenario and variant and returns the
+// records. Within a repetition each scenario runs every variant back to
+// back, in an order that rotates with the repetition, so slow drift of the
+// machine hits all variants alike and same-repetition ratios cancel it.
+func harness(ctx context.Context, opt *options) ([]runRecord, error) {
+	var recs []runRecord
+	for rep := range opt.Reps {
+		for _, sc := range opt.Scenarios {
+			n := len(opt.Variants)
+			for k := range n {
+				v := opt.Variants[(k+rep)%n]
+				var rec runRecord
+				var err error
+				for try := 0; ; try++ {
+					if opt.Quiet > 0 && !waitQuiet(ctx, opt.Quiet) {
+						fmt.Fprintf(opt.Log, "machine still busy after %v; measuring anyway\n", opt.Quiet)
+					}
+					rec, err = runOne(ctx, opt, sc, v, rep)
+					if err != nil {
+						return recs, fmt.Errorf("rep %d, %s, %s: %w", rep, sc.Name, v.Spec, err)
+					}
+					logRun(opt.Log, &rec)
+					if rec.Acct >= opt.MinAcct || try >= opt.Retries {
+						break
+					}
+					fmt.Fprintf(opt.Log, "  (server and generator had only %.0f%% of the busy CPU time: retrying)\n", 100*rec.Acct)
+				}
+				if rec.Acct < opt.MinAcct {
+					rec.Flag = fmt.Sprintf("acct %.2f < %.2f: the machine was shared", rec.Acct, opt.MinAcct)
+				}
+				recs = append(recs, rec)
+				if ctx.Err() != nil {
+					return recs, ctx.Err()
+				}
+			}
+		}
+	}
+	return recs, nil
+}
+
+func logRun(w io.Writer, r *runRecord) {
+	c := ""
+	if r.Connect != nil {
+		c = fmt.Sprintf("  [connect %d/%d in %.2fs, %.0f/s]", r.Connect.Connected, r.Connect.Clients, r.Connect.Seconds, r.Connect.PerSecond)
+	}
+	fmt.Fprintf(w, "rep %d %-11s %-16s %8.0f pkt/s  server %5.0f ns/pkt (sched %5.0f)  util %.2f  loadgen %5.0f ns/pkt  acct %.2f  lost %d  unexpected %d  rtt p50 %.0fµs p99 %.0fµs%s\n",
+		r.Rep, r.Scenario, r.Variant, r.PPS, r.CPUNs, r.SchedNs, r.Util, r.LoadNs, r.Acct, r.Lost, r.Unexpected, r.P50us, r.P99us, c)
+}
+
+// sample is everything read at one edge of the measuring window.
+type sample struct {
+	server, self cpuTimes
+	busy         time.Duration
+	at           time.Time
+	err          error
+}
+
+func takeSample(pid int) sample {
+	var s sample
+	s.server, s.err = procCPU(pid)
+	s.self, _ = procCPU(os.Getpid())
+	s.busy = machineBusy()
+	s.at = time.Now()
+	return s
+}
+
+// connectBudget bounds a run's handshake phase: 100k handshakes take a few
+// seconds here.
+const connectBudget = 2 * time.Minute
+
+// runOne measures variant v under scenario sc: start the server, connect
+// the clients if the scenario needs them, warm up, measure, stop.
+func runOne(ctx context.Context, opt *options, sc scenario, v variant, rep int) (runRecord, error) {
+	rec := runRecord{Rep: rep, Scenario: sc.Name, Variant: v.Spec}
+	life := opt.Warmup + opt.Window + connectBudget + 30*time.Second
+	ch, err := startChild(v, life)
+	if err != nil {
+		return rec, err
+	}
+	defer ch.stop()
+	gen, err := loadgen.New(loadgen.Config{
+		Server:         ch.addr,
+		Mode:           sc.mode(v.Kind),
+		Clients:        sc.Clients,
+		Sockets:        opt.LoadSockets,
+		Window:         opt.LoadWindow,
+		Batch:          opt.LoadBatch,
+		PacketSize:     sc.requestSize(),
+		PayloadSize:    payloadSize,
+		NetworkVersion: benchNetVersion,
+	})
+	if err != nil {
+		return rec, err
+	}
+	defer gen.Close()
+	if gen.Config().Mode.NeedsConnect() {
+		cctx, cancel := context.WithTimeout(ctx, connectBudget)
+		c, err := gen.Connect(cctx)
+		cancel()
+		if err != nil {
+			return rec, fmt.Errorf("connect: %w", err)
+		}
+		rec.Connect = &connectRecord{
+			Clients: c.Clients, Connected: c.Connected, Failed: c.Failed,
+			Seconds: c.Elapsed.Seconds(), PerSecond: c.PerSecond(),
+			P50us: us(c.Latency.P50), P99us: us(c.Latency.P99),
+		}
+	}
+	var s0, s1 sample
+	r, err := gen.Run(ctx, loadgen.RunSpec{
+		Warmup: opt.Warmup,
+		Window: opt.Window,
+		Mark: func(end bool) {
+			if end {
+				s1 = takeSample(ch.pid)
+			} else {
+				s0 = takeSample(ch.pid)
+			}
+		},
+	})
+	if err != nil {
+		return rec, err
+	}
+	if s0.err != nil || s1.err != nil {
+		return rec, fmt.Errorf("reading the server's CPU time: %w", errors.Join(s0.err, s1.err))
+	}
+	rec.ServerStats = ch.stop()
+	w := r.Window
+	if w.Replies == 0 {
+		return rec, fmt.Errorf("no replies in the window (sent %d, lost %d, unexpected %d; server: %s)", w.Sent, w.Lost, w.Unexpected, rec.ServerStats)
+	}
+	n := float64(w.Replies)
+	wall := s1.at.Sub(s0.at)
+	server := s1.server.stat - s0.server.stat
+	rec.Seconds = r.Elapsed.Seconds()
+	rec.Replies = w.Replies
+	rec.PPS = r.PerSecond()
+	rec.CPUNs = float64(server) / n
+	rec.SchedNs = float64(s1.server.sched-s0.server.sched) / n
+	rec.Util = float64(s1.server.sched-s0.server.sched) / float64(wall)
+	rec.LoadNs = float64(s1.self.stat-s0.self.stat) / n
+	if busy := s1.busy - s0.busy; busy > 0 {
+		rec.Acct = float64(server+s1.self.stat-s0.self.stat) / float64(busy)
+	}
+	rec.Lost, rec.Late, rec.Unexpected = w.Lost, w.Late, w.Unexpected
+	rec.P50us, rec.P99us = us(r.Latency.P50), us(r.Latency.P99)
+	return rec, nil
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// waitQuiet waits, up to max, until the machine is nearly idle (under 10 %
+// of its CPUs busy over 300 ms). It reports whether it saw it so.
+func waitQuiet(ctx context.Context, max time.Duration) bool {
+	deadline := time.Now().Add(max)
+	for ctx.Err() == nil {
+		b0, t0 := machineBusy(), time.Now()
+		time.Sleep(300 * time.Millisecond)
+		busy := float64(machineBusy()-b0) / float64(time.Since(t0)) / float64(runtime.NumCPU())
+		if busy < 0.10 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return false
+}
+
+// child is a server variant running in a child process.
+type child struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan string
+	addr  netip.AddrPort
+	pid   int
+	stats string
+	done  bool
+}
+
+// startChild re-executes this binary as variant v's server, to live at
+// most life, and waits for it to report its port.
+func startChild(v variant, life time.Duration) (*child, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), roleEnv+"="+v.Spec, maxDurEnv+"="+life.String())
+	cmd.Stderr = os.Stderr
+	childAttr(cmd)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &child{cmd: cmd, stdin: stdin, lines: make(chan string, 16), pid: cmd.Process.Pid}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+		close(c.lines)
+	}()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case l, ok := <-c.lines:
+			if !ok {
+				c.stop()
+				return nil, fmt.Errorf("server %s exited before it was ready", v.Spec)
+			}
+			if p, ok := strings.CutPrefix(l, "READY "); ok {
+				port, err := strconv.Atoi(p)
+				if err != nil {
+					c.stop()
+					return nil, fmt.Errorf("server %s: bad READY line %q", v.Spec, l)
+				}
+				c.addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(port))
+				return c, nil
+			}
+			if strings.HasPrefix(l, "ERROR") {
+				c.stop()
+				return nil, fmt.Errorf("server %s: %s", v.Spec, l)
+			}
+		case <-timeout:
+			c.stop()
+			return nil, fmt.Errorf("server %s did not start within 20 s", v.Spec)
+		}
+	}
+}
+
+// stop ends the child (closing its stdin asks it to report and exit; after
+// 5 s it is killed) and returns its STATS line. It may be called again.
+func (c *child) stop() string {
+	if c.done {
+		return c.stats
+	}
+	c.done = true
+	c.stdin.Close()
+	kill := time.AfterFunc(5*time.Second, func() { c.cmd.Process.Kill() })
+	// Read to the end of its output (it closes when the process ends, so
+	// Wait below never races the reader).
+	for l := range c.lines {
+		if s, ok := strings.CutPrefix(l, "STATS "); ok {
+			c.stats = s
+		}
+	}
+	kill.Stop()
+	c.cmd.Wait()
+	return c.stats
+}

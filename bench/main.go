@@ -1,0 +1,197 @@
+// Command bench is udpgate's end-to-end benchmark harness. In one
+// invocation it runs the udpgate server and two baselines over loopback
+// under the same load and reports, for the handshake and for established
+// Data packets, packets per second and server CPU per packet, with the
+// ratios to both baselines:
+//
+//   - rawecho: a batched raw UDP echo (batchio's recvmmsg/sendmmsg, no
+//     protocol work): the floor;
+//   - naive: the same handshake and Data echo written plainly (one
+//     ReadFromUDP/WriteToUDP per datagram, hmac.New per cookie, one
+//     mutex-guarded map).
+//
+// Each server runs in a child process (this binary, re-executed), so the
+// CPU time read from /proc/PID/stat is its own; the load generator
+// (internal/loadgen) runs in this process. Results go to stdout as a
+// Markdown table and into -out as bench-results.md, bench-results.json and
+// bench-results.svg (a chart).
+//
+// Usage:
+//
+//	go run ./bench                  # quick mode: 1 repetition, 2 s windows, 1k and 10k clients (~35 s)
+//	go run ./bench -full            # full mode: 5 repetitions, 4 s windows, 1k and 100k clients (~7 min)
+//	go run ./bench -full -out bench/results
+//	go run ./bench -scenarios data-1k -variants udpgate/b8,udpgate/b32,udpgate/b64,rawecho -reps 3
+//
+// Scenarios are kind-clients with kind challenge (Initial → Challenge), ack
+// (a connected client's valid Response → Ack again) or data (Data echoed on
+// an established connection). Variants are udpgate, rawecho or naive, with
+// optional settings /bN (batch), /sN (sockets), /rSIZE (socket buffers,
+// e.g. r208k, r4m). Ratios use the first rawecho and naive variants.
+//
+// Only loopback addresses are used, every phase is bounded in time and
+// packets, and every child stops by itself.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+func main() {
+	if spec := os.Getenv(roleEnv); spec != "" {
+		os.Exit(childMain(spec, os.Stdin, os.Stdout))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// Modes' defaults.
+var (
+	quickScenarios = "challenge-1k,ack-1k,data-1k,data-10k"
+	fullScenarios  = "challenge-1k,ack-1k,ack-100k,data-1k,data-100k"
+	defaultServers = "udpgate,rawecho,naive"
+)
+
+// parseOptions reads the command line.
+func parseOptions(args []string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	quick := fs.Bool("quick", false, "quick mode (the default): 1 repetition, 0.5 s warm-up, 2 s windows, scenarios "+quickScenarios)
+	full := fs.Bool("full", false, "full mode: 5 repetitions, 1 s warm-up, 4 s windows, scenarios "+fullScenarios)
+	reps := fs.Int("reps", 0, "repetitions (0: the mode's)")
+	warmup := fs.Duration("warmup", 0, "warm-up before each window (0: the mode's)")
+	window := fs.Duration("window", 0, "measuring window (0: the mode's)")
+	scenarios := fs.String("scenarios", "", "comma-separated kind-clients list: challenge, ack, data; e.g. data-100k (default: the mode's)")
+	variants := fs.String("variants", defaultServers, "comma-separated servers: udpgate, rawecho, naive, each with optional /bN /sN /rSIZE")
+	out := fs.String("out", "", "directory for bench-results.{md,json,svg} (default: a new temporary directory)")
+	loadSockets := fs.Int("load-sockets", 0, "load generator sockets (0: 2)")
+	loadWindow := fs.Int("load-window", 0, "outstanding requests per load socket (0: 256)")
+	loadBatch := fs.Int("load-batch", 0, "load generator sendmmsg/recvmmsg batch (0: 32)")
+	quiet := fs.Duration("quiet", -1, "wait up to this long before each run for the machine to be idle (-1: the mode's; 0: don't)")
+	from := fs.String("from", "", "measure nothing: rewrite the reports of an earlier bench-results.json (into -out)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *quick && *full {
+		return nil, fmt.Errorf("-quick and -full exclude each other")
+	}
+	if *from != "" {
+		return &options{From: *from, Out: *out}, nil
+	}
+	opt := &options{
+		Mode: "quick", Reps: 1, Warmup: 500 * time.Millisecond, Window: 2 * time.Second,
+		LoadSockets: *loadSockets, LoadWindow: *loadWindow, LoadBatch: *loadBatch,
+		MinAcct: 0.85, Retries: 0, Out: *out,
+		Command: "go run ./bench " + strings.Join(args, " "),
+	}
+	scs := quickScenarios
+	if *full {
+		opt.Mode, opt.Reps, opt.Warmup, opt.Window = "full", 5, time.Second, 4*time.Second
+		opt.Quiet, opt.Retries = 10*time.Second, 1
+		scs = fullScenarios
+	}
+	if *reps > 0 {
+		opt.Reps = *reps
+	}
+	if *warmup > 0 {
+		opt.Warmup = *warmup
+	}
+	if *window > 0 {
+		opt.Window = *window
+	}
+	if *quiet >= 0 {
+		opt.Quiet = *quiet
+	}
+	if *scenarios != "" {
+		scs = *scenarios
+	}
+	if opt.Warmup+opt.Window > time.Minute || opt.Reps > 50 {
+		return nil, fmt.Errorf("a run of %v + %v × %d repetitions is more than this harness allows (1 min per run, 50 repetitions)", opt.Warmup, opt.Window, opt.Reps)
+	}
+	for _, s := range strings.Split(scs, ",") {
+		sc, err := parseScenario(strings.TrimSpace(s))
+		if err != nil {
+			return nil, err
+		}
+		opt.Scenarios = append(opt.Scenarios, sc)
+	}
+	for _, s := range strings.Split(*variants, ",") {
+		v, err := parseVariant(strings.TrimSpace(s))
+		if err != nil {
+			return nil, err
+		}
+		opt.Variants = append(opt.Variants, v)
+	}
+	return opt, nil
+}
+
+// run is the whole harness: parse, measure, report.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	opt, err := parseOptions(args, stderr)
+	if err != nil {
+		return err
+	}
+	if opt.From != "" {
+		return replot(opt.From, opt.Out, stdout)
+	}
+	opt.Log = stderr
+	if opt.Out == "" {
+		if opt.Out, err = os.MkdirTemp("", "udpgate-bench-"); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	fmt.Fprintf(stderr, "bench: %s mode, %d repetition(s) of %d scenario(s) × %d server(s); results in %s\n",
+		opt.Mode, opt.Reps, len(opt.Scenarios), len(opt.Variants), opt.Out)
+	recs, err := harness(ctx, opt)
+	if err != nil {
+		return err
+	}
+	paths, err := writeReports(opt.Out, summarise(opt, recs), stdout)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "bench: done in %v; wrote %s\n", time.Since(start).Round(time.Second), strings.Join(paths, ", "))
+	return nil
+}
+
+// replot rewrites the reports of an earlier run from its JSON, with the
+// present table and chart code, into dir (default: beside the JSON).
+func replot(path, dir string, stdout io.Writer) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var rep report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if rep.Options == nil || len(rep.Runs) == 0 {
+		return fmt.Errorf("%s: not a bench-results.json", path)
+	}
+	if dir == "" {
+		dir = filepath.Dir(path)
+	}
+	// Recompute the summary, so improvements to it apply to old runs.
+	opt := rep.Options
+	fresh := summarise(opt, rep.Runs)
+	fresh.When, fresh.Machine = rep.When, rep.Machine
+	_, err = writeReports(dir, fresh, stdout)
+	return err
+}

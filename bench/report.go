@@ -1,0 +1,367 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// cell summarises one variant under one scenario over the repetitions.
+type cell struct {
+	Scenario string `json:"scenario"`
+	Variant  string `json:"variant"`
+	Runs     int    `json:"runs"`
+	// Medians over repetitions, and the range of the CPU figure.
+	PPS     float64 `json:"pps"`
+	CPUNs   float64 `json:"server_cpu_ns_per_pkt"`
+	CPUMin  float64 `json:"server_cpu_ns_min"`
+	CPUMax  float64 `json:"server_cpu_ns_max"`
+	SchedNs float64 `json:"server_schedstat_ns_per_pkt"`
+	Util    float64 `json:"server_util"`
+	LoadNs  float64 `json:"loadgen_cpu_ns_per_pkt"`
+	Acct    float64 `json:"acct"`
+	P50us   float64 `json:"rtt_p50_us"`
+	P99us   float64 `json:"rtt_p99_us"`
+	Lost    uint64  `json:"lost"` // summed over repetitions
+	// Medians of same-repetition ratios: server CPU per packet ÷ the raw
+	// echo's, and the naive server's ÷ this one's (= packets per CPU-second
+	// ÷ naive's). 0 when the baseline did not run.
+	VsEcho  float64 `json:"cpu_vs_rawecho"`
+	VsNaive float64 `json:"pkts_per_cpu_s_vs_naive"`
+	// Handshake setup (scenarios with connections), medians.
+	ConnectPerSec float64 `json:"connect_per_s,omitempty"`
+	ConnectP50us  float64 `json:"connect_p50_us,omitempty"`
+	ConnectP99us  float64 `json:"connect_p99_us,omitempty"`
+	ConnectSec    float64 `json:"connect_s,omitempty"`
+	Flagged       int     `json:"flagged,omitempty"`
+}
+
+// target is one of the issue's goals, checked against the medians.
+type target struct {
+	Name string  `json:"name"`
+	Goal string  `json:"goal"`
+	Got  float64 `json:"got"`
+	Met  bool    `json:"met"`
+}
+
+// report is everything one invocation produced.
+type report struct {
+	When    time.Time   `json:"when"`
+	Machine string      `json:"machine"`
+	Options *options    `json:"options"`
+	Cells   []cell      `json:"cells"`
+	Targets []target    `json:"targets"`
+	Runs    []runRecord `json:"runs"`
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	if len(xs)%2 == 1 {
+		return xs[len(xs)/2]
+	}
+	return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+}
+
+// baseline returns the first variant of kind, the reference for ratios.
+func baseline(vs []variant, kind string) string {
+	for _, v := range vs {
+		if v.Kind == kind {
+			return v.Spec
+		}
+	}
+	return ""
+}
+
+// summarise turns run records into cells and checks the targets.
+func summarise(opt *options, recs []runRecord) *report {
+	rep := &report{When: time.Now().UTC(), Machine: machineLine(), Options: opt, Runs: recs}
+	type key struct{ sc, v string }
+	byKey := map[key][]runRecord{}
+	byRep := map[key]map[int]runRecord{}
+	for _, r := range recs {
+		k := key{r.Scenario, r.Variant}
+		byKey[k] = append(byKey[k], r)
+		if byRep[k] == nil {
+			byRep[k] = map[int]runRecord{}
+		}
+		byRep[k][r.Rep] = r
+	}
+	echo, naive := baseline(opt.Variants, kindRawEcho), baseline(opt.Variants, kindNaive)
+	for _, sc := range opt.Scenarios {
+		for _, v := range opt.Variants {
+			rs := byKey[key{sc.Name, v.Spec}]
+			if len(rs) == 0 {
+				continue
+			}
+			c := cell{Scenario: sc.Name, Variant: v.Spec, Runs: len(rs), CPUMin: math.Inf(1)}
+			var pps, cpu, sched, util, load, acct, p50, p99, vsEcho, vsNaive, cps, cp50, cp99, csec []float64
+			for _, r := range rs {
+				pps = append(pps, r.PPS)
+				cpu = append(cpu, r.CPUNs)
+				sched = append(sched, r.SchedNs)
+				util = append(util, r.Util)
+				load = append(load, r.LoadNs)
+				acct = append(acct, r.Acct)
+				p50 = append(p50, r.P50us)
+				p99 = append(p99, r.P99us)
+				c.CPUMin = min(c.CPUMin, r.CPUNs)
+				c.CPUMax = max(c.CPUMax, r.CPUNs)
+				c.Lost += r.Lost
+				if r.Flag != "" {
+					c.Flagged++
+				}
+				if e, ok := byRep[key{sc.Name, echo}][r.Rep]; ok && echo != "" {
+					vsEcho = append(vsEcho, r.CPUNs/e.CPUNs)
+				}
+				if n, ok := byRep[key{sc.Name, naive}][r.Rep]; ok && naive != "" {
+					vsNaive = append(vsNaive, n.CPUNs/r.CPUNs)
+				}
+				if r.Connect != nil {
+					cps = append(cps, r.Connect.PerSecond)
+					cp50 = append(cp50, r.Connect.P50us)
+					cp99 = append(cp99, r.Connect.P99us)
+					csec = append(csec, r.Connect.Seconds)
+				}
+			}
+			c.PPS, c.CPUNs, c.SchedNs, c.Util = median(pps), median(cpu), median(sched), median(util)
+			c.LoadNs, c.Acct, c.P50us, c.P99us = median(load), median(acct), median(p50), median(p99)
+			c.VsEcho, c.VsNaive = median(vsEcho), median(vsNaive)
+			c.ConnectPerSec, c.ConnectP50us, c.ConnectP99us, c.ConnectSec = median(cps), median(cp50), median(cp99), median(csec)
+			rep.Cells = append(rep.Cells, c)
+		}
+	}
+	rep.Targets = targets(opt, rep.Cells, recs)
+	return rep
+}
+
+// targets checks the issue's goals for the first udpgate variant.
+func targets(opt *options, cells []cell, recs []runRecord) []target {
+	srv := baseline(opt.Variants, kindUdpgate)
+	if srv == "" {
+		return nil
+	}
+	find := func(sc string) *cell {
+		for i := range cells {
+			if cells[i].Scenario == sc && cells[i].Variant == srv {
+				return &cells[i]
+			}
+		}
+		return nil
+	}
+	var ts []target
+	for _, sc := range opt.Scenarios {
+		c := find(sc.Name)
+		if c == nil {
+			continue
+		}
+		if c.VsEcho > 0 && (sc.Kind == scChallenge || sc.Kind == scData) {
+			ts = append(ts, target{Name: sc.Name + ": server CPU per packet ÷ raw echo", Goal: "≤ 1.10", Got: c.VsEcho, Met: c.VsEcho <= 1.10})
+		}
+		if c.VsNaive > 0 {
+			ts = append(ts, target{Name: sc.Name + ": packets per CPU-second ÷ naive", Goal: "≥ 2", Got: c.VsNaive, Met: c.VsNaive >= 2})
+		}
+	}
+	// Data cost from the fewest to the most connections, same repetition.
+	var lo, hi *scenario
+	for i := range opt.Scenarios {
+		sc := &opt.Scenarios[i]
+		if sc.Kind != scData {
+			continue
+		}
+		if lo == nil || sc.Clients < lo.Clients {
+			lo = sc
+		}
+		if hi == nil || sc.Clients > hi.Clients {
+			hi = sc
+		}
+	}
+	if lo != nil && hi != nil && lo != hi {
+		if r := scaleRatio(recs, lo.Name, hi.Name, srv); r > 0 {
+			ts = append(ts, target{Name: fmt.Sprintf("data: CPU per packet at %s ÷ at %s", hi.Name, lo.Name), Goal: "≤ 1.30", Got: r, Met: r <= 1.30})
+		}
+	}
+	return ts
+}
+
+// scaleRatio is the median over repetitions of CPU per packet at scenario
+// hi ÷ at scenario lo for variant v.
+func scaleRatio(recs []runRecord, lo, hi, v string) float64 {
+	at := map[int]float64{}
+	for _, r := range recs {
+		if r.Scenario == lo && r.Variant == v {
+			at[r.Rep] = r.CPUNs
+		}
+	}
+	var xs []float64
+	for _, r := range recs {
+		if r.Scenario == hi && r.Variant == v && at[r.Rep] > 0 {
+			xs = append(xs, r.CPUNs/at[r.Rep])
+		}
+	}
+	return median(xs)
+}
+
+// machineLine describes the machine: CPU count and model, kernel, Go.
+func machineLine() string {
+	model := ""
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	kernel := ""
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = "Linux " + strings.TrimSpace(string(b))
+	}
+	return fmt.Sprintf("%d CPUs (%s), %s, %s", runtime.NumCPU(), model, kernel, runtime.Version())
+}
+
+// writeMarkdown writes the report's tables.
+func writeMarkdown(w io.Writer, rep *report) {
+	opt := rep.Options
+	fmt.Fprintf(w, "# udpgate end-to-end benchmark (%s mode)\n\n", opt.Mode)
+	fmt.Fprintf(w, "Command: `%s`  \n", opt.Command)
+	fmt.Fprintf(w, "Machine: %s  \n", rep.Machine)
+	fmt.Fprintf(w, "Date: %s\n\n", rep.When.Format(time.RFC3339))
+	fmt.Fprintf(w, "Each server runs in its own child process on 127.0.0.1; the load generator (internal/loadgen, %s) runs in the harness. "+
+		"Per run: connect the clients if needed, %v warm-up, %v measuring window; %d repetition(s), variants interleaved. "+
+		"Server CPU per packet is the child's utime+stime (/proc/PID/stat) over the window ÷ replies received in the window "+
+		"(one request in, one reply out). Figures are medians over repetitions (CPU range in brackets); ratios are medians of "+
+		"same-repetition ratios. *÷ raw echo*: server CPU per packet over the batched raw echo's (the floor: same recvmmsg/sendmmsg work, no protocol). "+
+		"*÷ naive (pkts/CPU-s)*: packets per CPU-second over the naive server's (per-packet syscalls, hmac.New per cookie, one mutex map).\n\n",
+		loadShape(opt), opt.Warmup, opt.Window, opt.Reps)
+	if opt.Mode == "quick" && scenarioList(opt.Scenarios) == quickScenarios {
+		fmt.Fprintf(w, "Quick mode stays short (for CI): one repetition, and 10k connections where the full mode (`go run ./bench -full`) uses 100k.\n\n")
+	}
+	fmt.Fprintln(w, "| scenario | server | replies/s | server CPU ns/pkt | ÷ raw echo | ÷ naive (pkts/CPU-s) | server util | loadgen ns/pkt | RTT p50 / p99 µs | lost |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, c := range rep.Cells {
+		flag := ""
+		if c.Flagged > 0 {
+			flag = fmt.Sprintf(" ⚠%d", c.Flagged)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %.0f (%.0f–%.0f)%s | %s | %s | %.2f | %.0f | %.0f / %.0f | %d |\n",
+			c.Scenario, c.Variant, thousands(c.PPS), c.CPUNs, c.CPUMin, c.CPUMax, flag,
+			ratio(c.VsEcho), ratio(c.VsNaive), c.Util, c.LoadNs, c.P50us, c.P99us, c.Lost)
+	}
+	if len(rep.Targets) > 0 {
+		fmt.Fprintf(w, "\n## Targets (%s)\n\n", baseline(opt.Variants, kindUdpgate))
+		fmt.Fprintln(w, "| target | goal | measured | met |")
+		fmt.Fprintln(w, "|---|---|---:|---|")
+		for _, t := range rep.Targets {
+			met := "yes"
+			if !t.Met {
+				met = "**no**"
+			}
+			fmt.Fprintf(w, "| %s | %s | %.2f | %s |\n", t.Name, t.Goal, t.Got, met)
+		}
+	}
+	var conn []cell
+	for _, c := range rep.Cells {
+		if c.ConnectPerSec > 0 {
+			conn = append(conn, c)
+		}
+	}
+	if len(conn) > 0 {
+		fmt.Fprintln(w, "\n## Handshake setup (every client: Initial → Challenge → Response → Ack, before the run)")
+		fmt.Fprintln(w, "\n| scenario | server | handshakes/s | time | latency p50 / p99 µs |")
+		fmt.Fprintln(w, "|---|---|---:|---:|---:|")
+		for _, c := range conn {
+			fmt.Fprintf(w, "| %s | %s | %s | %.2f s | %.0f / %.0f |\n", c.Scenario, c.Variant, thousands(c.ConnectPerSec), c.ConnectSec, c.ConnectP50us, c.ConnectP99us)
+		}
+	}
+	var flagged []string
+	for _, r := range rep.Runs {
+		if r.Flag != "" {
+			flagged = append(flagged, fmt.Sprintf("rep %d %s %s: %s", r.Rep, r.Scenario, r.Variant, r.Flag))
+		}
+	}
+	if len(flagged) > 0 {
+		fmt.Fprintln(w, "\n⚠ Runs measured while other work shared the machine (kept, but read them with care):")
+		for _, f := range flagged {
+			fmt.Fprintf(w, "- %s\n", f)
+		}
+	}
+}
+
+func scenarioList(scs []scenario) string {
+	var names []string
+	for _, sc := range scs {
+		names = append(names, sc.Name)
+	}
+	return strings.Join(names, ",")
+}
+
+func loadShape(opt *options) string {
+	s := func(v, def int) int {
+		if v == 0 {
+			return def
+		}
+		return v
+	}
+	return fmt.Sprintf("%d sockets, window %d per socket, batch %d", s(opt.LoadSockets, 2), s(opt.LoadWindow, 256), s(opt.LoadBatch, 32))
+}
+
+func ratio(x float64) string {
+	if x == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", x)
+}
+
+// thousands formats x rounded, with thin spaces between thousands.
+func thousands(x float64) string {
+	s := fmt.Sprintf("%.0f", x)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteString(" ")
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// writeReports writes bench-results.md, .json and .svg into dir and the
+// Markdown to stdout.
+func writeReports(dir string, rep *report, stdout io.Writer) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var md strings.Builder
+	writeMarkdown(&md, rep)
+	fmt.Fprintf(&md, "\n![server CPU per packet and replies per second](bench-results.svg)\n")
+	io.WriteString(stdout, md.String())
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{
+		"bench-results.md":   []byte(md.String()),
+		"bench-results.json": append(js, '\n'),
+		"bench-results.svg":  []byte(chartSVG(rep)),
+	}
+	var paths []string
+	for _, name := range []string{"bench-results.md", "bench-results.json", "bench-results.svg"} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, files[name], 0o644); err != nil {
+			return nil, err
+		}
+		paths = append(paths, p)
+	}
+	return paths, nil
+}

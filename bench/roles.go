@@ -1,0 +1,248 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/udpgate/udpgate/batchio"
+	"github.com/udpgate/udpgate/conn"
+	"github.com/udpgate/udpgate/fastpath"
+)
+
+// The servers under test run in child processes (this binary, re-executed
+// with roleEnv set), so that the CPU time read from /proc is theirs alone.
+
+const (
+	// roleEnv names the variant a child serves.
+	roleEnv = "UDPGATE_BENCH_ROLE"
+	// maxDurEnv bounds a child's life (a Go duration): it exits by itself
+	// then, whatever the harness does.
+	maxDurEnv = "UDPGATE_BENCH_MAXDUR"
+	// benchNetVersion is the NetworkVersion every server and the load
+	// generator use.
+	benchNetVersion = 1
+)
+
+// Server kinds.
+const (
+	kindUdpgate = "udpgate"
+	kindRawEcho = "rawecho"
+	kindNaive   = "naive"
+)
+
+// variant is a server under test: a kind and its socket settings, written
+// kind[/bN][/sN][/rSIZE][/gN][/df], e.g. "udpgate", "udpgate/b64/s1",
+// "rawecho/r208k", "naive/g1", "rawecho/df" (b: batch size, s: sockets, r:
+// receive and send buffer with k or m, g: the naive server's reader
+// goroutines, df: don't-fragment on the raw echo's sockets). Zero settings
+// take the server's defaults.
+type variant struct {
+	Spec       string `json:"spec"`
+	Kind       string `json:"kind"`
+	Batch      int    `json:"batch,omitempty"`
+	Sockets    int    `json:"sockets,omitempty"`
+	Buffer     int    `json:"buffer,omitempty"`
+	Goroutines int    `json:"goroutines,omitempty"`
+	// DF sets IP_MTU_DISCOVER=IP_PMTUDISC_PROBE (the don't-fragment bit,
+	// so the kernel skips choosing an IP ID per packet) on the raw echo's
+	// sockets. conn offers no socket-option hook, so udpgate cannot
+	// take it without a change there.
+	DF bool `json:"df,omitempty"`
+}
+
+func parseVariant(s string) (variant, error) {
+	parts := strings.Split(s, "/")
+	v := variant{Spec: s, Kind: parts[0]}
+	switch v.Kind {
+	case kindUdpgate, kindRawEcho, kindNaive:
+	default:
+		return v, fmt.Errorf("variant %q: unknown server %q (want udpgate, rawecho or naive)", s, v.Kind)
+	}
+	for _, p := range parts[1:] {
+		if p == "" {
+			return v, fmt.Errorf("variant %q: empty setting", s)
+		}
+		if p == "df" {
+			if v.Kind != kindRawEcho {
+				return v, fmt.Errorf("variant %q: only rawecho takes df (conn has no socket-option hook)", s)
+			}
+			v.DF = true
+			continue
+		}
+		key, val := p[0], p[1:]
+		n, err := parseSize(val)
+		if err != nil || n <= 0 {
+			return v, fmt.Errorf("variant %q: setting %q: want b<batch>, s<sockets>, r<bytes, k or m suffix> or g<goroutines>", s, p)
+		}
+		switch key {
+		case 'b':
+			v.Batch = n
+		case 's':
+			v.Sockets = n
+		case 'r':
+			v.Buffer = n
+		case 'g':
+			v.Goroutines = n
+		default:
+			return v, fmt.Errorf("variant %q: unknown setting %q (b, s, r or g)", s, p)
+		}
+	}
+	if v.Kind == kindNaive && (v.Batch != 0 || v.Sockets != 0) {
+		return v, fmt.Errorf("variant %q: the naive server has one socket and no batches", s)
+	}
+	if v.Kind != kindNaive && v.Goroutines != 0 {
+		return v, fmt.Errorf("variant %q: only the naive server takes a goroutine count", s)
+	}
+	return v, nil
+}
+
+// parseSize reads a count with an optional k (×1024) or m (×1024²) suffix.
+func parseSize(s string) (int, error) {
+	mul := 1
+	switch {
+	case strings.HasSuffix(s, "k"):
+		mul, s = 1<<10, s[:len(s)-1]
+	case strings.HasSuffix(s, "m"):
+		mul, s = 1<<20, s[:len(s)-1]
+	}
+	n, err := strconv.Atoi(s)
+	return n * mul, err
+}
+
+// echoApp is the udpgate server's application: every Data payload goes
+// back to its sender, as cmd/server's -app echo does.
+type echoApp struct{ conn.NopHandler }
+
+func (echoApp) OnPacket(c *conn.Conn, payload []byte) { c.Send(payload) }
+
+// server is a started variant.
+type server struct {
+	addr  netip.AddrPort
+	stats func() string
+	close func()
+}
+
+// startServer starts variant v on 127.0.0.1 with a kernel-chosen port.
+func startServer(v variant) (*server, error) {
+	switch v.Kind {
+	case kindUdpgate:
+		// Benchmark settings: no per-source Challenge limit and no
+		// overload control (the load comes from few ports at a rate
+		// that would trip both), and connection timers far beyond a
+		// run, so that no KeepAlive or timeout adds packets that are not
+		// answers: in the ack scenario the clients send no connection
+		// packets at all, and with the default 5 s timeout their
+		// connections would close mid-window. Housekeeping still sweeps
+		// every connection every 100 ms, and that cost is measured.
+		s, err := conn.Listen("127.0.0.1:0", conn.Config{
+			Handler:        echoApp{},
+			NetworkVersion: benchNetVersion,
+			ChallengeRate:  -1,
+			Overload:       conn.OverloadConfig{Disabled: true},
+			KeepAlive:      time.Hour,
+			Timeout:        2 * time.Hour,
+			MaxClients:     1 << 20,
+			Sockets:        v.Sockets,
+			BatchSize:      v.Batch,
+			RecvBuffer:     v.Buffer,
+			SendBuffer:     v.Buffer,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &server{addr: s.Addr(), close: func() { s.Close() }, stats: func() string {
+			st := s.Stats()
+			so := st.Sockets
+			return fmt.Sprintf("conns=%d accepted=%d conn_in=%d drops=%d rx=%d fill=%.1f rx_drops=%d tx=%d tx_calls=%d sockets=%d",
+				st.Connections, st.Accepted, st.ConnPacketsIn, st.TotalDrops(), so.RxPackets, so.RxBatchFill(),
+				so.RxDrops, so.TxPackets, so.TxCalls, len(s.SocketStats()))
+		}}, nil
+	case kindRawEcho:
+		cfg := batchio.Config{Sockets: v.Sockets, BatchSize: v.Batch, RecvBuffer: v.Buffer, SendBuffer: v.Buffer}
+		if v.DF {
+			cfg.Control = dontFragment
+		}
+		g, err := batchio.Listen("127.0.0.1:0", cfg)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range g.Sockets() {
+			go func() {
+				// As udpgate's loops do: a blocking receiver on its
+				// own thread.
+				runtime.LockOSThread()
+				b := g.NewBatch()
+				for {
+					n, err := s.Recv(b)
+					if err != nil {
+						return
+					}
+					if s.Send(b, n) != nil {
+						return
+					}
+				}
+			}()
+		}
+		return &server{addr: g.LocalAddr(), close: func() { g.Close() }, stats: func() string {
+			st := g.Stats()
+			return fmt.Sprintf("rx=%d fill=%.1f rx_drops=%d tx=%d tx_calls=%d sockets=%d",
+				st.RxPackets, st.RxBatchFill(), st.RxDrops, st.TxPackets, st.TxCalls, len(g.Sockets()))
+		}}, nil
+	case kindNaive:
+		s := newNaive(fastpath.Magic{}, benchNetVersion)
+		buf := v.Buffer
+		if buf == 0 {
+			buf = batchio.DefaultRecvBuffer
+		}
+		addr, err := s.listen(buf, v.Goroutines)
+		if err != nil {
+			return nil, err
+		}
+		return &server{addr: addr, close: s.close, stats: func() string {
+			s.mu.Lock()
+			n := len(s.conns)
+			s.mu.Unlock()
+			return fmt.Sprintf("conns=%d rx=%d replies=%d", n, s.packets.Load(), s.replies.Load())
+		}}, nil
+	}
+	return nil, fmt.Errorf("unknown server kind %q", v.Kind)
+}
+
+// childMain is a child's whole life: start the variant, say READY with the
+// port, serve until the harness closes stdin (or the maximum duration
+// passes), print STATS and exit. It returns the exit code.
+func childMain(spec string, stdin io.Reader, stdout io.Writer) int {
+	maxDur := 10 * time.Minute
+	if d, err := time.ParseDuration(os.Getenv(maxDurEnv)); err == nil && d > 0 && d < maxDur {
+		maxDur = d
+	}
+	v, err := parseVariant(spec)
+	if err != nil {
+		fmt.Fprintf(stdout, "ERROR %v\n", err)
+		return 2
+	}
+	srv, err := startServer(v)
+	if err != nil {
+		fmt.Fprintf(stdout, "ERROR %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "READY %d\n", srv.addr.Port())
+	done := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, stdin)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(maxDur):
+	}
+	fmt.Fprintf(stdout, "STATS %s\n", srv.stats())
+	// No graceful shutdown: it would only send Disconnects nobody reads.
+	return 0
+}

@@ -1,0 +1,332 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/udpgate/udpgate/conn"
+	"github.com/udpgate/udpgate/fastpath"
+)
+
+const connectSynopsis = `Connect to a server, send each line of standard input as one Data packet and
+print each payload that comes back on its own line of standard output. With
+an echo server (the default -app of cmd/server) every line comes back; its
+round-trip time goes to standard error (-quiet leaves that out).
+
+At end of input the client waits up to -wait for replies still on their way,
+then closes the connection cleanly (Disconnect, as Ctrl-C does).
+
+UDP is unreliable and this client does not resend: a line or its echo may be
+lost. Lines with no echo by the end are reported as unanswered. Empty lines
+are skipped (a Data packet carries at least one byte).`
+
+func runConnect(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlagSet("connect", connectSynopsis, stderr)
+	w := addWireFlags(fs)
+	timeout := fs.Duration("timeout", conn.DefaultConnectTimeout, "give up connecting after this long without an answer from the server")
+	wait := fs.Duration("wait", time.Second, "at end of input, wait up to this long for outstanding replies")
+	quiet := fs.Bool("quiet", false, "print only the replies: no status or RTT lines on standard error")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	server, err := w.target()
+	if err != nil {
+		return err
+	}
+	cfg, err := w.config()
+	if err != nil {
+		return err
+	}
+	if *timeout <= 0 || *wait < 0 {
+		return usagef("-timeout must be positive and -wait not negative")
+	}
+	cfg.ConnectTimeout = *timeout
+	// The server is on this host: bind the loopback address of its family,
+	// so the local address printed is the one the server sees.
+	cfg.LocalAddr = "127.0.0.1:0"
+	if server.Addr().Is6() {
+		cfg.LocalAddr = "[::1]:0"
+	}
+	m, _ := fastpath.ParseMagic(cfg.Magic) // checked by config
+	maxPayload := fastpath.DefaultMaxDatagram - fastpath.ConnLen(m, fastpath.KindData, 0)
+
+	s := &session{out: stdout, status: stderr, got: make(chan struct{}, 1)}
+	if *quiet {
+		s.status = io.Discard
+	}
+	cfg.Handler = s
+	s.statusf("connecting to %s ...", server)
+	cli, err := conn.Dial(ctx, server.String(), cfg)
+	if err != nil {
+		return explainDial(err, server, &cfg)
+	}
+	defer cli.Close() // a second Close after the clean one is harmless
+	s.statusf("connected from %s; type lines to send, end with Ctrl-D (or Ctrl-C)", cli.LocalAddr())
+
+	lines := make(chan string)
+	readErr := make(chan error, 1)
+	done := make(chan struct{})
+	defer close(done)
+	go readLines(stdin, lines, readErr, done)
+	n := 0
+	for {
+		select {
+		case <-ctx.Done():
+			s.statusf("interrupted: closing")
+			return s.finish(cli)
+		case <-cli.Done():
+			return explainEnd(cli.Err(), server)
+		case line, ok := <-lines:
+			if !ok {
+				if err := <-readErr; err != nil {
+					s.finish(cli)
+					return fmt.Errorf("reading standard input: %w", err)
+				}
+				s.awaitReplies(ctx, cli, *wait)
+				return s.finish(cli)
+			}
+			n++
+			if len(line) == 0 {
+				continue
+			}
+			if len(line) > maxPayload {
+				s.statusf("line %d not sent: %d bytes, but one packet carries at most %d: split it", n, len(line), maxPayload)
+				continue
+			}
+			s.sending(line)
+			if _, err := cli.Send([]byte(line)); err != nil {
+				s.finish(cli)
+				return fmt.Errorf("sending line %d: %w", n, err)
+			}
+		}
+	}
+}
+
+// readLines sends each line of r (without its line ending) to lines, then
+// closes lines and reports the read error, nil at end of input. It stops
+// when done closes; one blocked in Read (a terminal after Ctrl-C) is
+// abandoned, and the process exits without it.
+func readLines(r io.Reader, lines chan<- string, errc chan<- error, done <-chan struct{}) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if n := len(line); n > 0 && line[n-1] == '\r' {
+			line = line[:n-1]
+		}
+		select {
+		case lines <- line:
+		case <-done:
+			return
+		}
+	}
+	errc <- sc.Err()
+	close(lines)
+}
+
+// explainDial turns Dial's typed errors into what the user should do.
+func explainDial(err error, server netip.AddrPort, cfg *conn.Config) error {
+	var denied *conn.DeniedError
+	var version *conn.VersionError
+	switch {
+	case errors.As(err, &denied):
+		switch denied.Reason {
+		case fastpath.DeniedServerFull:
+			return fmt.Errorf("denied: the server at %s is full (its -max-clients are connected): try again later", server)
+		case fastpath.DeniedRefused:
+			return fmt.Errorf("denied: the server at %s refused this client (its application said no)", server)
+		}
+		return fmt.Errorf("denied by the server at %s (reason %d)", server, denied.Reason)
+	case errors.As(err, &version):
+		return fmt.Errorf("wrong version: the server at %s runs network version %d, features %d; this client sent version %d, features %d: run again with -network-version %d -network-features %d",
+			server, version.ServerNetworkVersion, version.ServerNetworkFeatures, cfg.NetworkVersion, cfg.NetworkFeatures,
+			version.ServerNetworkVersion, version.ServerNetworkFeatures)
+	case errors.Is(err, conn.ErrTimedOut):
+		return fmt.Errorf("timed out: no answer from %s within %v: check that the server runs there and that -magic matches its -magic (a server ignores packets with another magic header)",
+			server, cfg.ConnectTimeout)
+	case errors.Is(err, context.Canceled):
+		return fmt.Errorf("interrupted before the connection to %s was made", server)
+	}
+	return err
+}
+
+// explainEnd says why an open connection ended on its own.
+func explainEnd(err error, server netip.AddrPort) error {
+	var de *conn.DisconnectedError
+	if errors.As(err, &de) {
+		switch {
+		case de.Reason == conn.ReasonShutdown:
+			return fmt.Errorf("the server at %s is shutting down", server)
+		case de.Reason == conn.ReasonTimedOut && !de.Remote:
+			return fmt.Errorf("the connection to %s timed out: nothing came from the server for the connection timeout", server)
+		case de.Remote:
+			return fmt.Errorf("the server at %s closed the connection: %v", server, de.Reason)
+		}
+	}
+	return fmt.Errorf("the connection to %s ended: %v", server, err)
+}
+
+// maxPending bounds the lines remembered for RTT matching; older ones count
+// as unanswered.
+const maxPending = 1024
+
+// session is the connection's Handler: it prints replies as they come and
+// matches echoes to the lines sent for their round-trip time.
+type session struct {
+	conn.NopHandler
+	got chan struct{} // a reply arrived; capacity 1, never blocks
+
+	mu      sync.Mutex
+	out     io.Writer // replies
+	status  io.Writer // RTT and notices
+	pending []pendingLine
+	sent    int
+	replies int
+	dropped int // pending lines forgotten beyond maxPending
+	rtts    rttStats
+	outErr  error
+}
+
+type pendingLine struct {
+	text string
+	at   time.Time
+}
+
+type rttStats struct {
+	n             int
+	min, max, sum time.Duration
+}
+
+func (r *rttStats) add(d time.Duration) {
+	if r.n == 0 || d < r.min {
+		r.min = d
+	}
+	r.max = max(r.max, d)
+	r.sum += d
+	r.n++
+}
+
+func (s *session) statusf(format string, a ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(s.status, format+"\n", a...)
+}
+
+// sending records a line about to be sent, for RTT matching.
+func (s *session) sending(line string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sent++
+	if len(s.pending) == maxPending {
+		s.pending = s.pending[1:]
+		s.dropped++
+	}
+	s.pending = append(s.pending, pendingLine{text: line, at: time.Now()})
+}
+
+// OnPacket prints a reply and, when it echoes a pending line, the RTT. It
+// runs on the client's receive goroutine; payload is only borrowed.
+func (s *session) OnPacket(c *conn.Conn, payload []byte) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.replies++
+	if _, err := fmt.Fprintln(s.out, printable(payload)); err != nil && s.outErr == nil {
+		s.outErr = err
+	}
+	for i, p := range s.pending {
+		if p.text == string(payload) {
+			rtt := now.Sub(p.at)
+			s.rtts.add(rtt)
+			s.pending = append(s.pending[:i], s.pending[i+1:]...)
+			fmt.Fprintf(s.status, "rtt %v (smoothed %v)\n", roundRTT(rtt), roundRTT(c.RTT()))
+			break
+		}
+	}
+	select {
+	case s.got <- struct{}{}:
+	default:
+	}
+}
+
+// awaitReplies waits until every sent line has its echo, or wait passes, or
+// the connection or ctx ends.
+func (s *session) awaitReplies(ctx context.Context, cli *conn.Client, wait time.Duration) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		left := len(s.pending)
+		s.mu.Unlock()
+		if left == 0 {
+			return
+		}
+		select {
+		case <-s.got:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-cli.Done():
+			return
+		}
+	}
+}
+
+// finish closes the connection cleanly (Disconnect packets) and prints the
+// summary.
+func (s *session) finish(cli *conn.Client) error {
+	rtt := cli.RTT()
+	cli.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(s.status, "closed: sent %d, received %d, unanswered %d", s.sent, s.replies, len(s.pending)+s.dropped)
+	if r := s.rtts; r.n > 0 {
+		fmt.Fprintf(s.status, "; rtt min %v avg %v max %v, smoothed %v",
+			roundRTT(r.min), roundRTT(r.sum/time.Duration(r.n)), roundRTT(r.max), roundRTT(rtt))
+	}
+	fmt.Fprintln(s.status)
+	if s.outErr != nil {
+		return fmt.Errorf("writing replies: %w", s.outErr)
+	}
+	return nil
+}
+
+// roundRTT keeps three significant figures or so.
+func roundRTT(d time.Duration) time.Duration {
+	switch {
+	case d >= 100*time.Millisecond:
+		return d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
+}
+
+// printable returns a payload as one line: as is when it is text without
+// control characters, else quoted, so binary replies cannot break lines or
+// the terminal.
+func printable(p []byte) string {
+	if utf8.Valid(p) {
+		clean := true
+		for _, r := range string(p) {
+			if unicode.IsControl(r) && r != '\t' {
+				clean = false
+				break
+			}
+		}
+		if clean {
+			return string(p)
+		}
+	}
+	return strconv.Quote(string(p))
+}

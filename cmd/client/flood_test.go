@@ -1,0 +1,73 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/udpgate/udpgate/conn"
+	"github.com/udpgate/udpgate/fastpath"
+)
+
+// TestFloodCommand floods a real server briefly and checks the report the
+// command prints, and that the server made no connection.
+func TestFloodCommand(t *testing.T) {
+	srv, _ := startServer(t, conn.Config{NetworkVersion: 1})
+	code, out, errb := runCmd(t, "", "flood", "-server", srv.Addr().String(),
+		"-count", "20000", "-duration", "10s", "-sources", "50", "-top", "3")
+	if code != exitOK {
+		t.Fatalf("status %d; stderr:\n%s\nstdout:\n%s", code, errb, out)
+	}
+	// The report is a table: compare with single spaces.
+	flat := strings.Join(strings.Fields(out), " ")
+	for _, want := range []string{
+		"bytes out (sent to server) 20000 datagrams",
+		"bytes in (server replies)",
+		"amplification overall",
+		"amplification worst source",
+		"sources that received more than they sent none",
+		"replies by type",
+		"challenge",
+		"sources by amplification (3 of 50)",
+	} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	if st := srv.Stats(); srv.Len() != 0 || st.Accepted != 0 || st.Drops[fastpath.DropBadCookie] == 0 {
+		t.Errorf("server after the flood: %d connections, %d accepted, %d bad cookies", srv.Len(), st.Accepted, st.Drops[fastpath.DropBadCookie])
+	}
+}
+
+func TestFloodFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-count", "0"}, "-count 0 is out of range"},
+		{[]string{"-count", "10000001"}, "-count 10000001 is out of range"},
+		{[]string{"-duration", "3m"}, "-duration 3m0s is out of range"},
+		{[]string{"-duration", "0s"}, "-duration 0s is out of range"},
+		{[]string{"-sources", "0"}, "-sources 0 is out of range"},
+		{[]string{"-rate", "-5"}, "-rate -5 is negative"},
+		{[]string{"-batch", "2000"}, "-batch 2000 is out of range"},
+		{[]string{"-grace", "1m"}, "-grace 1m0s is out of range"},
+		{[]string{"-senders", "0"}, "-senders 0 is out of range"},
+		{[]string{"-sources", "2", "-senders", "3"}, "-senders 3 is out of range"},
+		{[]string{"-mix", "initial=1,nuke=2"}, `unknown kind "nuke"`},
+	} {
+		code, _, errb := runCmd(t, "", append([]string{"flood"}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(errb, tc.want) {
+			t.Errorf("flood %q: status %d, stderr %q; want %q", tc.args, code, errb, tc.want)
+		}
+	}
+}
+
+// TestFloodNoServer: with nothing listening the probe fails and the
+// command says what to check.
+func TestFloodNoServer(t *testing.T) {
+	srv, _ := startServer(t, conn.Config{Magic: "1"})
+	code, _, errb := runCmd(t, "", "flood", "-server", srv.Addr().String(), "-sources", "1")
+	if code != exitFailure || !strings.Contains(errb, "no Challenge") || !strings.Contains(errb, "-magic") {
+		t.Errorf("status %d, stderr:\n%s", code, errb)
+	}
+}

@@ -1,0 +1,292 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/loadgen"
+)
+
+const loadSynopsis = `Run -clients simulated clients against a server on this host. Each client
+has its own source address and port: -sources addresses from 127.1.0.1 up,
+each hosting one client per load socket, all over a few batched sockets.
+Every client connects (the full handshake), sends Data packets at -rate per
+second for -duration (each echoed by the server's echo application; the
+first 8 payload bytes carry the send time), then sends -disconnect
+Disconnect packets.
+
+The report gives the handshake rate and latency (first Initial to Ack,
+resends included), Data round trips per second, their latency, and losses
+(requests unanswered for -loss-timeout). A live progress line is shown when
+standard output is a terminal.
+
+Sending stops after -duration or -count Data packets, whichever comes first.
+Use the server's echo application (cmd/server -app echo, the default).`
+
+// Bounds of the load command's settings.
+const (
+	loadMaxDuration = 10 * time.Minute
+	loadMaxCount    = 1_000_000_000
+	// loadProgressEvery: how often the live progress line is redrawn.
+	loadProgressEvery = 250 * time.Millisecond
+)
+
+func runLoad(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("load", loadSynopsis, stderr)
+	w := addWireFlags(fs)
+	clients := fs.Int("clients", 1000, fmt.Sprintf("simulated clients, 1..%d", loadgen.MaxClients))
+	sources := fs.Int("sources", 0, "distinct source `addresses` (127.1.0.1 and up); 0: clients ÷ -sockets. Fewer sources mean more load sockets, one port per client at each address")
+	sockets := fs.Int("sockets", loadgen.DefaultSockets, "load sockets (ignored when -sources is set)")
+	rate := fs.Float64("rate", 10, "Data packets per second per client; 0 sends as fast as answers come back (closed loop, at most -window outstanding per socket)")
+	duration := fs.Duration("duration", 10*time.Second, fmt.Sprintf("how long to exchange Data, at most %v", loadMaxDuration))
+	count := fs.Int64("count", 10_000_000, fmt.Sprintf("stop after this many Data packets, at most %d", loadMaxCount))
+	payload := fs.Int("payload", loadgen.DefaultPayloadSize, "Data payload `bytes` (8 or more carry the send time)")
+	window := fs.Int("window", loadgen.DefaultWindow, "most requests (and, while connecting, handshakes) outstanding per socket")
+	batch := fs.Int("batch", loadgen.DefaultBatch, "datagrams per sendmmsg/recvmmsg, 1..1024")
+	connectTimeout := fs.Duration("connect-timeout", loadgen.DefaultConnectTimeout, "a handshake that makes no progress this long fails")
+	lossTimeout := fs.Duration("loss-timeout", loadgen.DefaultLossTimeout, "a Data packet unanswered this long counts as lost")
+	disconnect := fs.Int("disconnect", 5, "Disconnect packets each client sends at the end (the protocol says 5); 0 leaves the connections to time out")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	server, err := w.target()
+	if err != nil {
+		return err
+	}
+	if err := loadgen.CheckServer(server); err != nil {
+		return usagef("-server %v: the load generator needs an IPv4 loopback server (127.0.0.0/8): its many source addresses exist only there", server)
+	}
+	wire, err := w.config()
+	if err != nil {
+		return err
+	}
+	magic, _ := fastpath.ParseMagic(wire.Magic) // checked by config
+	switch {
+	case *clients < 1 || *clients > loadgen.MaxClients:
+		return usagef("-clients %d is out of range: use 1..%d", *clients, loadgen.MaxClients)
+	case *sources < 0:
+		return usagef("-sources %d is negative: use a count of addresses, or 0 for clients ÷ -sockets", *sources)
+	case *sockets < 1 || *sockets > loadgen.MaxSockets:
+		return usagef("-sockets %d is out of range: use 1..%d", *sockets, loadgen.MaxSockets)
+	case !(*rate >= 0) || *rate > 1e6:
+		return usagef("-rate %v is out of range: use packets per second per client (0..1000000), 0 for closed loop", *rate)
+	case *duration <= 0 || *duration > loadMaxDuration:
+		return usagef("-duration %v is out of range: use more than 0 and at most %v", *duration, loadMaxDuration)
+	case *count < 1 || *count > loadMaxCount:
+		return usagef("-count %d is out of range: use 1..%d", *count, loadMaxCount)
+	case *payload < 1 || fastpath.ConnLen(magic, fastpath.KindData, *payload) > fastpath.DefaultMaxDatagram:
+		return usagef("-payload %d is out of range: use 1 byte up to what fits a %d-byte datagram", *payload, fastpath.DefaultMaxDatagram)
+	case *window < 1 || *window > 1<<16:
+		return usagef("-window %d is out of range: use 1..65536", *window)
+	case *batch < 1 || *batch > 1024:
+		return usagef("-batch %d is out of range: use 1..1024", *batch)
+	case *connectTimeout <= 0 || *connectTimeout > time.Minute:
+		return usagef("-connect-timeout %v is out of range: use more than 0 and at most 1m", *connectTimeout)
+	case *lossTimeout <= 0 || *lossTimeout > 10*time.Second:
+		return usagef("-loss-timeout %v is out of range: use more than 0 and at most 10s", *lossTimeout)
+	case *disconnect < 0 || *disconnect > 10:
+		return usagef("-disconnect %d is out of range: use 0..10", *disconnect)
+	}
+	if *sources > 0 && (*clients+*sources-1)/(*sources) > loadgen.MaxSockets {
+		return usagef("-sources %d is too few for %d clients: each address can host at most %d clients (one per load socket)", *sources, *clients, loadgen.MaxSockets)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	gen, err := loadgen.New(loadgen.Config{
+		Server:          server,
+		Mode:            loadgen.ModeData,
+		Clients:         *clients,
+		Sockets:         *sockets,
+		Sources:         *sources,
+		Batch:           *batch,
+		Window:          *window,
+		PayloadSize:     *payload,
+		Rate:            *rate,
+		Magic:           magic,
+		NetworkVersion:  wire.NetworkVersion,
+		NetworkFeatures: wire.NetworkFeatures,
+		LossTimeout:     *lossTimeout,
+		ConnectTimeout:  *connectTimeout,
+		MaxPackets:      uint64(*count),
+	})
+	if err != nil {
+		return err
+	}
+	defer gen.Close()
+	cfg := gen.Config()
+	fmt.Fprintf(stdout, "load: %d clients from %d addresses (127.1.0.1 up) × %d sockets → %v, %s, %d-byte payloads, for %v\n",
+		cfg.Clients, cfg.SourcesUsed(), cfg.Sockets, server, loadRateText(*rate), cfg.PayloadSize, *duration)
+
+	live := newLoadProgress(stdout)
+	live.start(func() string {
+		c := gen.Counters()
+		return fmt.Sprintf("connecting: %d/%d connected, %d failed", c.Handshakes, cfg.Clients, c.HandshakeFailures)
+	})
+	cres, err := gen.Connect(ctx)
+	live.stop()
+	loadPrintConnect(stdout, &cres)
+	if err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return loadDisconnect(gen, *disconnect, stdout, errors.New("interrupted while connecting"))
+	}
+
+	runStart := time.Now()
+	var prev loadgen.Counters
+	prevAt := runStart
+	live.start(func() string {
+		c, now := gen.Counters(), time.Now()
+		rt := float64(c.Replies-prev.Replies) / now.Sub(prevAt).Seconds()
+		prev, prevAt = c, now
+		return fmt.Sprintf("[%5.1fs/%v] %s round trips/s  sent %d  answered %d  lost %d  closed by server %d",
+			now.Sub(runStart).Seconds(), *duration, loadThousands(rt), c.Sent, c.Replies, c.Lost, c.Closed)
+	})
+	rres, err := gen.Run(ctx, loadgen.RunSpec{Window: *duration})
+	live.stop()
+	if err != nil {
+		return err
+	}
+	loadPrintRun(stdout, &rres, cfg.Clients-cres.Failed)
+	var runErr error
+	if ctx.Err() != nil {
+		runErr = errors.New("interrupted")
+	} else if rres.Window.Replies == 0 {
+		runErr = fmt.Errorf("no Data came back from %v: is it running the echo application?", server)
+	}
+	return loadDisconnect(gen, *disconnect, stdout, runErr)
+}
+
+// loadDisconnect closes the clients' connections and returns err.
+func loadDisconnect(gen *loadgen.Generator, copies int, stdout io.Writer, err error) error {
+	if copies == 0 {
+		fmt.Fprintln(stdout, "disconnect: skipped (-disconnect 0); the server times the connections out")
+		return err
+	}
+	// A fresh context: an interrupt ends the run, but the server should
+	// still hear that the clients are gone.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, derr := gen.Disconnect(ctx, copies, 0)
+	fmt.Fprintf(stdout, "disconnect: %d Disconnect packets (%d per client)\n", n, copies)
+	return errors.Join(err, derr)
+}
+
+func loadPrintConnect(w io.Writer, r *loadgen.ConnectResult) {
+	fmt.Fprintf(w, "handshakes: %d/%d connected in %v (%s/s), latency p50 %v p99 %v max %v; %d failed; %d handshake packets sent\n",
+		r.Connected, r.Clients, r.Elapsed.Round(time.Millisecond), loadThousands(r.PerSecond()),
+		loadRound(r.Latency.P50), loadRound(r.Latency.P99), loadRound(r.Latency.Max), r.Failed, r.Packets)
+}
+
+func loadPrintRun(w io.Writer, r *loadgen.RunResult, clients int) {
+	c := r.Window
+	lossPct := 0.0
+	if c.Sent > 0 {
+		lossPct = 100 * float64(c.Lost) / float64(c.Sent)
+	}
+	fmt.Fprintf(w, "data: %d clients for %v: %d sent, %d round trips (%s/s), latency p50 %v p99 %v max %v\n",
+		clients, r.Elapsed.Round(time.Millisecond), c.Sent, c.Replies, loadThousands(r.PerSecond()),
+		loadRound(r.Latency.P50), loadRound(r.Latency.P99), loadRound(r.Latency.Max))
+	fmt.Fprintf(w, "losses: %d lost (%.3f%%), %d late, %d unanswered at the end; server-reported client→server losses %d; %d unexpected datagrams\n",
+		c.Lost, lossPct, c.Late, r.Unanswered, c.SeqLost, c.Unexpected)
+	if c.KeepAlivesIn+c.KeepAlivesOut+c.Closed > 0 {
+		fmt.Fprintf(w, "connections: %d KeepAlives sent, %d received, %d closed by the server\n", c.KeepAlivesOut, c.KeepAlivesIn, c.Closed)
+	}
+}
+
+func loadRateText(rate float64) string {
+	if rate == 0 {
+		return "closed loop"
+	}
+	return fmt.Sprintf("%g Data/s per client", rate)
+}
+
+// loadRound rounds a latency for display.
+func loadRound(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
+}
+
+// loadThousands formats x rounded, with a comma between thousands.
+func loadThousands(x float64) string {
+	s := fmt.Sprintf("%.0f", x)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 && s[i-1] != '-' {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// loadProgress redraws one status line on a terminal while a phase runs;
+// on anything else it does nothing, so logs and pipes get only the
+// summary.
+type loadProgress struct {
+	w    io.Writer
+	on   bool
+	done chan struct{}
+	quit chan struct{}
+}
+
+func newLoadProgress(w io.Writer) *loadProgress {
+	return &loadProgress{w: w, on: loadIsTerminal(w)}
+}
+
+func (p *loadProgress) start(line func() string) {
+	if !p.on {
+		return
+	}
+	p.quit, p.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(p.done)
+		t := time.NewTicker(loadProgressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.quit:
+				fmt.Fprint(p.w, "\r\033[K") // clear the line for the summary
+				return
+			case <-t.C:
+				fmt.Fprintf(p.w, "\r\033[K%s", line())
+			}
+		}
+	}()
+}
+
+func (p *loadProgress) stop() {
+	if !p.on || p.quit == nil {
+		return
+	}
+	close(p.quit)
+	<-p.done
+	p.quit = nil
+}
+
+// loadIsTerminal reports whether w is a terminal. A character device is
+// taken for one: that test is portable (cmd/client builds everywhere),
+// and the only other character device one writes to, /dev/null, does not
+// mind a progress line.
+func loadIsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok || os.Getenv("TERM") == "dumb" {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/udpgate/udpgate/conn"
+)
+
+type loadEchoApp struct{ conn.NopHandler }
+
+func (loadEchoApp) OnPacket(c *conn.Conn, p []byte) { _, _ = c.Send(p) }
+
+// loadEchoServer starts an echo server on 127.0.0.1 with a free port.
+func loadEchoServer(t *testing.T) *conn.Server {
+	t.Helper()
+	s, err := conn.Listen("127.0.0.1:0", conn.Config{
+		Handler:        loadEchoApp{},
+		NetworkVersion: 1,
+		ChallengeRate:  -1,
+		Sockets:        1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestLoadEndToEnd(t *testing.T) {
+	s := loadEchoServer(t)
+	var out, errb strings.Builder
+	err := runLoad([]string{"-server", s.Addr().String(), "-clients", "120", "-sources", "40",
+		"-rate", "50", "-duration", "600ms", "-disconnect", "2", "-loss-timeout", "1s"}, &out, &errb)
+	t.Logf("output:\n%s%s", out.String(), errb.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"120 clients from 40 addresses (127.1.0.1 up) × 3 sockets",
+		"handshakes: 120/120 connected",
+		"round trips (",
+		"latency p50",
+		"disconnect: 240 Disconnect packets (2 per client)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	// Not a terminal: no progress line, no escape sequences.
+	if strings.Contains(out.String(), "\r") || strings.Contains(out.String(), "\033") {
+		t.Error("progress line written to a non-terminal")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Len() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s.Len() != 0 {
+		t.Errorf("%d connections left after the clients disconnected", s.Len())
+	}
+}
+
+func TestLoadCountBound(t *testing.T) {
+	s := loadEchoServer(t)
+	var out strings.Builder
+	start := time.Now()
+	err := runLoad([]string{"-server", s.Addr().String(), "-clients", "10", "-rate", "0",
+		"-count", "500", "-duration", "2s", "-disconnect", "0"}, &out, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "500 sent") && !strings.Contains(out.String(), " sent, ") {
+		t.Errorf("output:\n%s", out.String())
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Errorf("took %v", time.Since(start))
+	}
+	if !strings.Contains(out.String(), "disconnect: skipped") {
+		t.Errorf("-disconnect 0 not reported:\n%s", out.String())
+	}
+}
+
+func TestLoadRefusesNonLoopback(t *testing.T) {
+	for server, want := range map[string]string{
+		"192.0.2.1:7777":         "not a loopback address",
+		"[2001:db8::1]:7777":     "not a loopback address",
+		"[::ffff:10.0.0.1]:7777": "not a loopback address",
+		"[::1]:7777":             "IPv4 loopback",
+	} {
+		var out, errb strings.Builder
+		err := runLoad([]string{"-server", server, "-duration", "100ms"}, &out, &errb)
+		var ue *usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), want) {
+			t.Errorf("-server %s: %v; want a usage error saying %q", server, err, want)
+		}
+		if out.Len() > 0 {
+			t.Errorf("-server %s: printed %q before refusing", server, out.String())
+		}
+	}
+}
+
+func TestLoadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-duration", "11m"}, "-duration"},
+		{[]string{"-duration", "0s"}, "-duration"},
+		{[]string{"-clients", "0"}, "-clients"},
+		{[]string{"-rate", "-1"}, "-rate"},
+		{[]string{"-count", "0"}, "-count"},
+		{[]string{"-payload", "5000"}, "-payload"},
+		{[]string{"-sources", "1", "-clients", "5000"}, "-sources"},
+		{[]string{"-magic", "102"}, "-magic"},
+		{[]string{"stray"}, "unexpected argument"},
+	} {
+		var out, errb strings.Builder
+		err := runLoad(tc.args, &out, &errb)
+		var ue *usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("load %q: %v; want a usage error about %s", tc.args, err, tc.want)
+		}
+	}
+	var out, errb strings.Builder
+	if err := runLoad([]string{"-h"}, &out, &errb); !errors.Is(err, flag.ErrHelp) || !strings.Contains(errb.String(), "-clients") {
+		t.Errorf("-h: %v, %q", err, errb.String())
+	}
+}
+
+func TestLoadNoServer(t *testing.T) {
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := pc.LocalAddr().String()
+	pc.Close()
+	var out, errb strings.Builder
+	err = runLoad([]string{"-server", addr, "-clients", "5", "-connect-timeout", "300ms", "-duration", "100ms"}, &out, &errb)
+	if err == nil || !strings.Contains(err.Error(), "no client connected") {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "0/5 connected") || !strings.Contains(out.String(), "5 failed") {
+		t.Errorf("output:\n%s", out.String())
+	}
+}

@@ -1,0 +1,238 @@
+package loadgen
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/udpgate/udpgate/fastpath"
+)
+
+// Mode is what the simulated clients send and what counts as an answer.
+type Mode uint8
+
+const (
+	// ModeEcho sends PacketSize raw bytes; any reply from the server is the
+	// answer. For raw echo servers (the baseline).
+	ModeEcho Mode = iota
+	// ModeInitial sends Initials; the answer is a Challenge.
+	ModeInitial
+	// ModeResponse sends, from each connected client, the Response that
+	// connected it; the answer is an Ack. Needs Connect.
+	ModeResponse
+	// ModeData sends Data packets; the answer is the echoed Data packet.
+	// Needs Connect.
+	ModeData
+	numModes
+)
+
+var modeNames = [numModes]string{"echo", "initial", "response", "data"}
+
+func (m Mode) String() string {
+	if m < numModes {
+		return modeNames[m]
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// ParseMode returns the mode named s (as Mode.String spells it).
+func ParseMode(s string) (Mode, error) {
+	for i, n := range modeNames {
+		if n == s {
+			return Mode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("loadgen: unknown mode %q (want echo, initial, response or data)", s)
+}
+
+// NeedsConnect reports whether the mode runs on connected clients, which
+// Generator.Connect makes.
+func (m Mode) NeedsConnect() bool { return m == ModeResponse || m == ModeData }
+
+// Defaults. They are tuned for this machine class (2 vCPUs shared with the
+// server under test); see tuning.md at the repository root.
+const (
+	// DefaultSockets: two load sockets, one per core, so the generator can
+	// use both cores when the server leaves room, as the 2-socket echo
+	// measurements of limits.md did.
+	DefaultSockets = 2
+	// DefaultBatch: datagrams per sendmmsg/recvmmsg. Above 32 the system
+	// call overhead is already under 3 % of the kernel's per-packet work.
+	DefaultBatch = 32
+	// DefaultWindow: outstanding requests per socket. Enough to keep a
+	// server's batches full (it reads up to 32–64 at a time per socket)
+	// without filling its 4 MiB receive buffer (≈ 5000 small datagrams).
+	DefaultWindow = 256
+	// DefaultPacketSize is ModeEcho's datagram size: a small game packet.
+	DefaultPacketSize = 48
+	// DefaultPayloadSize is ModeData's payload: 8 bytes of send time, the
+	// rest padding. With the 19-byte connection header it makes a 51-byte
+	// datagram, as small as a typical game update.
+	DefaultPayloadSize = 32
+	// DefaultLossTimeout: a request unanswered this long is lost. Loopback
+	// round trips under load are well under 10 ms.
+	DefaultLossTimeout = 100 * time.Millisecond
+	// DefaultConnectTimeout: a handshake that makes no progress for this
+	// long fails (PROTOCOL.md §6's default).
+	DefaultConnectTimeout = 10 * time.Second
+	// DefaultResendInterval: the client's handshake resend interval
+	// (PROTOCOL.md §6's default), so handshake latency percentiles include
+	// what a real client waits after a loss.
+	DefaultResendInterval = time.Second
+	// DefaultSocketBuffer: SO_RCVBUF/SO_SNDBUF of the load sockets.
+	DefaultSocketBuffer = 4 << 20
+	// DefaultFirstSource is the first simulated client address. 127.0.0.x
+	// is left to servers and other tools.
+	DefaultFirstSource = "127.1.0.1"
+
+	// MaxClients bounds a generator: in ModeData each client holds a
+	// fastpath.SeqState (about 2 KiB).
+	MaxClients = 1_000_000
+	// MaxSockets bounds the load sockets (one goroutine and thread each).
+	MaxSockets = 1024
+	// MaxPhase is the longest any phase may run, whatever the caller asks.
+	MaxPhase = 10 * time.Minute
+)
+
+// Config describes a load.
+type Config struct {
+	// Server is the address under load. It must be an IPv4 loopback
+	// address (127.0.0.0/8).
+	Server netip.AddrPort
+	Mode   Mode
+	// Clients is the number of simulated clients.
+	Clients int
+	// Sockets is the number of load sockets (0: DefaultSockets). Sources,
+	// when set, overrides it.
+	Sockets int
+	// Sources, if > 0, is the number of distinct source addresses: the
+	// generator then opens ⌈Clients/Sources⌉ sockets, one port per client
+	// at each address.
+	Sources int
+	// FirstSource is the first client address (zero: DefaultFirstSource).
+	// Addresses are taken in order, skipping those ending in .0 and .255,
+	// and must all lie in 127.0.0.0/8.
+	FirstSource netip.Addr
+	// Batch is the datagram count of each sendmmsg/recvmmsg (0: default).
+	Batch int
+	// Window is the most requests outstanding per socket (0: default).
+	// Connect uses it as the number of handshakes in flight per socket.
+	Window int
+	// PacketSize is ModeEcho's datagram size (0: default).
+	PacketSize int
+	// PayloadSize is ModeData's payload size (0: default). Payloads of 8
+	// bytes or more carry the send time, from which round-trip latency is
+	// measured; smaller ones are timed by the client's last send.
+	PayloadSize int
+	// Rate, if > 0, is the requests per second each client sends in Run; a
+	// client may then have several outstanding. 0 is closed loop: every
+	// client sends again as soon as its answer is in, within Window.
+	Rate float64
+	// Wire settings; they must match the server's.
+	Magic           fastpath.Magic
+	NetworkVersion  uint32
+	NetworkFeatures uint16
+	// LossTimeout, ConnectTimeout, ResendInterval: see the defaults.
+	LossTimeout    time.Duration
+	ConnectTimeout time.Duration
+	ResendInterval time.Duration
+	// MaxPackets bounds the requests Run sends (0: no bound beyond time).
+	MaxPackets uint64
+	// RecvBuffer and SendBuffer size the load sockets (0: default).
+	RecvBuffer int
+	SendBuffer int
+}
+
+// withDefaults validates c and fills its zero fields.
+func (c Config) withDefaults() (Config, error) {
+	if err := CheckServer(c.Server); err != nil {
+		return c, err
+	}
+	if c.Mode >= numModes {
+		return c, fmt.Errorf("loadgen: unknown mode %d", c.Mode)
+	}
+	if c.Clients < 1 || c.Clients > MaxClients {
+		return c, fmt.Errorf("loadgen: %d clients: use 1 to %d", c.Clients, MaxClients)
+	}
+	if c.Sockets < 0 || c.Sources < 0 || c.Batch < 0 || c.Window < 0 || c.PacketSize < 0 ||
+		c.PayloadSize < 0 || c.Rate < 0 || c.LossTimeout < 0 || c.ConnectTimeout < 0 ||
+		c.ResendInterval < 0 || c.RecvBuffer < 0 || c.SendBuffer < 0 {
+		return c, errors.New("loadgen: negative setting (0 takes the default)")
+	}
+	if c.Sockets == 0 {
+		c.Sockets = DefaultSockets
+	}
+	if c.Sources > 0 {
+		c.Sockets = (c.Clients + c.Sources - 1) / c.Sources
+	}
+	c.Sockets = min(c.Sockets, c.Clients)
+	if c.Sockets > MaxSockets {
+		return c, fmt.Errorf("loadgen: %d clients over %d source addresses need %d sockets (at most %d): use more sources",
+			c.Clients, c.Sources, c.Sockets, MaxSockets)
+	}
+	if !c.FirstSource.IsValid() {
+		c.FirstSource = netip.MustParseAddr(DefaultFirstSource)
+	}
+	if _, err := sourceAddr(c.FirstSource, c.perSocket(0)-1); err != nil {
+		return c, err
+	}
+	if c.Batch == 0 {
+		c.Batch = DefaultBatch
+	}
+	c.Batch = min(c.Batch, 1024)
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
+	if c.PacketSize == 0 {
+		c.PacketSize = DefaultPacketSize
+	}
+	if c.PacketSize > fastpath.MaxDatagramLimit {
+		return c, fmt.Errorf("loadgen: PacketSize %d is above %d", c.PacketSize, fastpath.MaxDatagramLimit)
+	}
+	if c.PayloadSize == 0 {
+		c.PayloadSize = DefaultPayloadSize
+	}
+	if n := fastpath.ConnLen(c.Magic, fastpath.KindData, c.PayloadSize); n > fastpath.DefaultMaxDatagram {
+		return c, fmt.Errorf("loadgen: PayloadSize %d makes %d-byte Data packets, above the server's default %d",
+			c.PayloadSize, n, fastpath.DefaultMaxDatagram)
+	}
+	if c.LossTimeout == 0 {
+		c.LossTimeout = DefaultLossTimeout
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = DefaultConnectTimeout
+	}
+	if c.ResendInterval == 0 {
+		c.ResendInterval = DefaultResendInterval
+	}
+	if c.RecvBuffer == 0 {
+		c.RecvBuffer = DefaultSocketBuffer
+	}
+	if c.SendBuffer == 0 {
+		c.SendBuffer = DefaultSocketBuffer
+	}
+	return c, nil
+}
+
+// perSocket is the number of clients socket s serves: clients s, s+S, ….
+func (c *Config) perSocket(s int) int { return (c.Clients - s + c.Sockets - 1) / c.Sockets }
+
+// SourcesUsed is the number of distinct source addresses the load uses.
+func (c *Config) SourcesUsed() int { return c.perSocket(0) }
+
+// CheckServer refuses every destination but an IPv4 loopback address: the
+// generator sends hundreds of thousands of datagrams a second and must never
+// aim them at another host.
+func CheckServer(ap netip.AddrPort) error {
+	a := ap.Addr().Unmap()
+	switch {
+	case !ap.IsValid() || ap.Port() == 0:
+		return fmt.Errorf("loadgen: server address %v is not a host:port", ap)
+	case a.Is6() && a.IsLoopback():
+		return fmt.Errorf("loadgen: server %v: IPv6 is not supported; many source addresses exist only in 127.0.0.0/8, so use an IPv4 loopback server such as 127.0.0.1:%d", ap, ap.Port())
+	case !a.Is4() || !a.IsLoopback():
+		return fmt.Errorf("loadgen: server %v is not a loopback address: load is only sent to 127.0.0.0/8 (run the server locally, e.g. -listen 127.0.0.1:%d)", ap, ap.Port())
+	}
+	return nil
+}

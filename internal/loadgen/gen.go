@@ -1,0 +1,345 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Run phases, read by the workers once per loop iteration.
+const (
+	phaseIdle int32 = iota
+	phaseWarm
+	phaseMeasure
+	phaseStop
+)
+
+// Generator is a set of load sockets and the simulated clients on them. Its
+// phases (Connect, Run, Disconnect) run one at a time; Counters may be read
+// from any goroutine at any time.
+type Generator struct {
+	cfg     Config
+	epoch   time.Time
+	src     sourceRange
+	workers []*worker
+
+	phase     atomic.Int32
+	stop      atomic.Bool // the current phase must end now
+	mu        sync.Mutex  // one phase at a time
+	connected time.Time   // end of the last Connect
+	closed    bool
+}
+
+// New opens the load sockets. Nothing is sent until a phase runs.
+func New(cfg Config) (*Generator, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	g := &Generator{cfg: cfg, epoch: time.Now()}
+	g.src = newSourceRange(cfg.FirstSource, cfg.SourcesUsed())
+	// The receive timeout is the worker's tick: how late it may notice a
+	// phase change or a due send. Paced sends need a fine tick; closed
+	// loop is driven by answers and only needs the tick after losses.
+	tick := 10 * time.Millisecond
+	if cfg.Rate > 0 {
+		tick = time.Millisecond
+	}
+	for i := range cfg.Sockets {
+		s, err := openSock(cfg.RecvBuffer, cfg.SendBuffer, tick)
+		if err != nil {
+			g.Close()
+			return nil, fmt.Errorf("loadgen: socket %d of %d: %w", i+1, cfg.Sockets, err)
+		}
+		g.workers = append(g.workers, newWorker(g, i, s))
+	}
+	return g, nil
+}
+
+// Config returns the configuration with its defaults filled in.
+func (g *Generator) Config() Config { return g.cfg }
+
+// now is the generator's monotonic clock in nanoseconds.
+func (g *Generator) now() int64 { return int64(time.Since(g.epoch)) }
+
+func (g *Generator) stopped() bool { return g.stop.Load() }
+
+// Counters returns the cumulative counters. Safe at any time.
+func (g *Generator) Counters() Counters {
+	var sum [nCounters]uint64
+	for _, w := range g.workers {
+		for i := range sum {
+			sum[i] += w.ctr.pub[i].Load()
+		}
+	}
+	return countersFrom(&sum)
+}
+
+// Connected returns the number of clients connected now.
+func (g *Generator) Connected() int {
+	n := 0
+	for _, w := range g.workers {
+		for _, s := range w.state {
+			if s == stConnected {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// begin starts a phase: it takes the phase lock and arranges for ctx's end
+// to stop the workers.
+func (g *Generator) begin(ctx context.Context) (end func(), err error) {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil, errors.New("loadgen: generator is closed")
+	}
+	g.stop.Store(false)
+	stopAfter := context.AfterFunc(ctx, func() { g.stop.Store(true) })
+	return func() {
+		stopAfter()
+		g.phase.Store(phaseIdle)
+		g.mu.Unlock()
+	}, nil
+}
+
+// each runs fn on every worker, one goroutine each, and waits.
+func (g *Generator) each(fn func(w *worker)) error {
+	var wg sync.WaitGroup
+	for _, w := range g.workers {
+		wg.Go(func() { fn(w) })
+	}
+	wg.Wait()
+	var errs []error
+	for _, w := range g.workers {
+		if w.err != nil {
+			errs = append(errs, fmt.Errorf("socket %d: %w", w.idx, w.err))
+			w.err = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ConnectResult describes a Connect.
+type ConnectResult struct {
+	Clients   int // clients that were not yet connected
+	Connected int
+	Failed    int
+	Elapsed   time.Duration
+	// Latency: from a client's first Initial to its Ack, resends included.
+	Latency Quantiles
+	// Packets: handshake datagrams sent (Initials and Responses, resends
+	// included).
+	Packets uint64
+}
+
+// PerSecond is the handshake rate: clients connected per second.
+func (r *ConnectResult) PerSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Connected) / r.Elapsed.Seconds()
+}
+
+// Connect runs the handshake (Initial, Challenge, Response, Ack) for every
+// client, at most Window per socket at a time, as fastpath.ClientHandshake
+// does it: resends every ResendInterval, failure after ConnectTimeout
+// without progress. It returns when every client has connected or failed,
+// when ctx ends, or after MaxPhase. Only ModeResponse and ModeData use
+// connections.
+func (g *Generator) Connect(ctx context.Context) (ConnectResult, error) {
+	var res ConnectResult
+	if !g.cfg.Mode.NeedsConnect() {
+		return res, fmt.Errorf("loadgen: mode %v needs no connections", g.cfg.Mode)
+	}
+	end, err := g.begin(ctx)
+	if err != nil {
+		return res, err
+	}
+	defer end()
+	before := g.Counters()
+	for _, w := range g.workers {
+		w.hist.Reset()
+	}
+	start := g.now()
+	deadline := start + int64(MaxPhase)
+	err = g.each(func(w *worker) { w.connect(deadline) })
+	res.Elapsed = time.Duration(g.now() - start)
+	g.connected = time.Now()
+	var h Histogram
+	for _, w := range g.workers {
+		h.Merge(&w.hist)
+	}
+	d := g.Counters().Sub(before)
+	res.Clients = int(d.HandshakesStarted)
+	res.Connected = int(d.Handshakes)
+	res.Failed = int(d.HandshakeFailures)
+	res.Latency = h.Summary()
+	res.Packets = d.HandshakePackets
+	if err == nil && res.Connected == 0 && res.Clients > 0 {
+		err = fmt.Errorf("loadgen: no client connected to %v (is the server running, with the same magic header and network version?)", g.cfg.Server)
+	}
+	return res, err
+}
+
+// RunSpec shapes a Run: a warm-up, then a measuring window.
+type RunSpec struct {
+	Warmup time.Duration
+	Window time.Duration
+	// Mark, if not nil, is called at the start (end false) and at the end
+	// (end true) of the window, right before the counters are sampled: the
+	// benchmark harness samples the server's CPU time there.
+	Mark func(end bool)
+}
+
+// RunResult describes a Run.
+type RunResult struct {
+	// Elapsed is the measured window's length (shorter than asked if ctx
+	// ended it).
+	Elapsed time.Duration
+	// Window counts what happened inside the window; Total the whole Run,
+	// warm-up and drain included.
+	Window Counters
+	Total  Counters
+	// Latency: request to answer, for answers inside the window.
+	Latency Quantiles
+	// Unanswered: requests still outstanding at the end of the drain.
+	Unanswered int
+}
+
+// PerSecond is the answer rate inside the window.
+func (r *RunResult) PerSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Window.Replies) / r.Elapsed.Seconds()
+}
+
+// responseLifetime bounds how long after Connect a ModeResponse run may
+// end: a cookie outlives at least one secret rotation (15 s), not two.
+const responseLifetime = 15 * time.Second
+
+// Run sends requests for Warmup + Window and measures the window: answers,
+// losses and latency. It stops by itself at the end of the window, after
+// MaxPackets requests, or when ctx ends; then it waits up to LossTimeout
+// for answers still in flight.
+func (g *Generator) Run(ctx context.Context, spec RunSpec) (RunResult, error) {
+	var res RunResult
+	if spec.Warmup < 0 || spec.Window <= 0 || spec.Warmup+spec.Window > MaxPhase {
+		return res, fmt.Errorf("loadgen: warm-up %v and window %v: the window must be positive and both together at most %v",
+			spec.Warmup, spec.Window, MaxPhase)
+	}
+	if g.cfg.Mode.NeedsConnect() {
+		if g.Connected() == 0 {
+			return res, fmt.Errorf("loadgen: mode %v runs on connected clients: Connect first", g.cfg.Mode)
+		}
+		if g.cfg.Mode == ModeResponse && time.Since(g.connected)+spec.Warmup+spec.Window > responseLifetime {
+			return res, fmt.Errorf("loadgen: mode response must end within %v of Connect (cookies expire after the server's second secret rotation)", responseLifetime)
+		}
+	}
+	end, err := g.begin(ctx)
+	if err != nil {
+		return res, err
+	}
+	defer end()
+	for _, w := range g.workers {
+		w.hist.Reset()
+	}
+	budget := ^uint64(0)
+	if g.cfg.MaxPackets > 0 {
+		budget = (g.cfg.MaxPackets + uint64(len(g.workers)) - 1) / uint64(len(g.workers))
+	}
+	first := g.Counters()
+	g.phase.Store(phaseWarm)
+	done := make(chan error, 1)
+	go func() { done <- g.each(func(w *worker) { w.run(budget) }) }()
+
+	// The coordinator: sleep through the warm-up, mark and sample, sleep
+	// through the window, mark and sample, stop.
+	var werr error
+	finished := false
+	sleep := func(d time.Duration) {
+		if finished {
+			return
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		case werr = <-done:
+			finished = true
+		}
+	}
+	sleep(spec.Warmup)
+	if spec.Mark != nil {
+		spec.Mark(false)
+	}
+	c0, t0 := g.Counters(), g.now()
+	g.phase.Store(phaseMeasure)
+	sleep(spec.Window)
+	if spec.Mark != nil {
+		spec.Mark(true)
+	}
+	c1, t1 := g.Counters(), g.now()
+	g.phase.Store(phaseStop)
+	if !finished {
+		werr = <-done
+	}
+	res.Elapsed = time.Duration(t1 - t0)
+	res.Window = c1.Sub(c0)
+	res.Total = g.Counters().Sub(first)
+	var h Histogram
+	for _, w := range g.workers {
+		h.Merge(&w.hist)
+		res.Unanswered += w.unanswered
+	}
+	res.Latency = h.Summary()
+	return res, werr
+}
+
+// Disconnect sends copies Disconnect packets (PROTOCOL.md §7 says 5) from
+// every connected client, at most perSecond datagrams a second in all (0:
+// 200 000), and forgets the connections. It returns the packets sent. Only
+// ModeData keeps the sequence state a Disconnect needs; in other modes it
+// does nothing.
+func (g *Generator) Disconnect(ctx context.Context, copies int, perSecond float64) (int, error) {
+	if g.cfg.Mode != ModeData || copies <= 0 {
+		return 0, nil
+	}
+	if perSecond <= 0 {
+		perSecond = 200_000
+	}
+	end, err := g.begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer end()
+	before := g.Counters().Disconnects
+	per := perSecond / float64(len(g.workers))
+	err = g.each(func(w *worker) { w.disconnect(copies, per) })
+	return int(g.Counters().Disconnects - before), err
+}
+
+// Close closes the load sockets. It waits for a running phase to end, so
+// cancel that phase's context first.
+func (g *Generator) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil
+	}
+	g.closed = true
+	var errs []error
+	for _, w := range g.workers {
+		if err := w.s.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

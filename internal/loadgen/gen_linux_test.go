@@ -1,0 +1,256 @@
+package loadgen
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/udpgate/udpgate/batchio"
+	"github.com/udpgate/udpgate/conn"
+)
+
+type echoApp struct{ conn.NopHandler }
+
+func (echoApp) OnPacket(c *conn.Conn, p []byte) { c.Send(p) }
+
+// listenEcho starts an udpgate server with the echo application.
+func listenEcho(t *testing.T) *conn.Server {
+	t.Helper()
+	s, err := conn.Listen("127.0.0.1:0", conn.Config{
+		Handler:       echoApp{},
+		ChallengeRate: -1,
+		Overload:      conn.OverloadConfig{Disabled: true},
+		Sockets:       1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// listenRawEcho starts a batchio echo: every datagram straight back.
+func listenRawEcho(t *testing.T) netip.AddrPort {
+	t.Helper()
+	g, err := batchio.Listen("127.0.0.1:0", batchio.Config{Sockets: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	s := g.Sockets()[0]
+	go func() {
+		b := g.NewBatch()
+		for {
+			n, err := s.Recv(b)
+			if err != nil {
+				return
+			}
+			s.Send(b, n)
+		}
+	}()
+	return g.LocalAddr()
+}
+
+// newGen makes a generator with a test-sized window and a patient loss
+// timeout: under the race detector the in-process server answers in tens of
+// milliseconds.
+func newGen(t *testing.T, cfg Config) *Generator {
+	t.Helper()
+	if cfg.Window == 0 {
+		cfg.Window = 64
+	}
+	if cfg.LossTimeout == 0 {
+		cfg.LossTimeout = time.Second
+	}
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+func checkRun(t *testing.T, r RunResult, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := r.Window
+	t.Logf("%.0f answers/s, sent %d, answers %d, lost %d, late %d, unexpected %d, unanswered %d, latency p50 %v p99 %v",
+		r.PerSecond(), w.Sent, w.Replies, w.Lost, w.Late, w.Unexpected, r.Unanswered, r.Latency.P50, r.Latency.P99)
+	if w.Replies == 0 || r.Latency.N == 0 || r.Latency.P50 <= 0 {
+		t.Fatalf("no answers measured: %+v", r)
+	}
+	// Loopback under a light test load loses nothing and answers only
+	// what was asked.
+	if r.Total.Lost > r.Total.Sent/100 || w.Unexpected != 0 {
+		t.Errorf("lost %d of %d, unexpected %d", r.Total.Lost, r.Total.Sent, w.Unexpected)
+	}
+}
+
+func TestEchoMode(t *testing.T) {
+	addr := listenRawEcho(t)
+	g := newGen(t, Config{Server: addr, Mode: ModeEcho, Clients: 300, Sockets: 2, PacketSize: 56})
+	r, err := g.Run(context.Background(), RunSpec{Warmup: 50 * time.Millisecond, Window: 200 * time.Millisecond})
+	checkRun(t, r, err)
+}
+
+func TestInitialMode(t *testing.T) {
+	s := listenEcho(t)
+	g := newGen(t, Config{Server: s.Addr(), Mode: ModeInitial, Clients: 300})
+	r, err := g.Run(context.Background(), RunSpec{Window: 200 * time.Millisecond})
+	checkRun(t, r, err)
+	if st := s.Stats(); st.Connections != 0 || st.HandshakeOut[1] == 0 {
+		t.Errorf("server: %d connections, %d Challenges", st.Connections, st.HandshakeOut[1])
+	}
+}
+
+func TestResponseMode(t *testing.T) {
+	s := listenEcho(t)
+	g := newGen(t, Config{Server: s.Addr(), Mode: ModeResponse, Clients: 300, Sockets: 3})
+	c, err := g.Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Connected != 300 || c.Failed != 0 || s.Len() != 300 {
+		t.Fatalf("connected %d, failed %d, server has %d", c.Connected, c.Failed, s.Len())
+	}
+	r, err := g.Run(context.Background(), RunSpec{Window: 200 * time.Millisecond})
+	checkRun(t, r, err)
+	if s.Len() != 300 {
+		t.Errorf("repeated Responses changed the connections: %d", s.Len())
+	}
+}
+
+func TestDataMode(t *testing.T) {
+	s := listenEcho(t)
+	g := newGen(t, Config{Server: s.Addr(), Mode: ModeData, Clients: 500, Sources: 100, PayloadSize: 40})
+	if g.Config().Sockets != 5 {
+		t.Fatalf("%d sockets, want 5", g.Config().Sockets)
+	}
+	c, err := g.Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("connect: %d in %v (%.0f/s), p50 %v p99 %v, %d packets", c.Connected, c.Elapsed, c.PerSecond(), c.Latency.P50, c.Latency.P99, c.Packets)
+	if c.Connected != 500 || c.Latency.N != 500 || s.Len() != 500 {
+		t.Fatalf("connected %d (latencies %d), server has %d", c.Connected, c.Latency.N, s.Len())
+	}
+	// Every client has its own address and port on the server.
+	seen := map[netip.AddrPort]bool{}
+	s.Range(func(c *conn.Conn) bool { seen[c.RemoteAddr()] = true; return true })
+	if len(seen) != 500 {
+		t.Fatalf("%d distinct client addresses", len(seen))
+	}
+	r, err := g.Run(context.Background(), RunSpec{Warmup: 50 * time.Millisecond, Window: 300 * time.Millisecond})
+	checkRun(t, r, err)
+	// The server publishes its counters after each batch, which may be
+	// after its echoes arrived here.
+	time.Sleep(50 * time.Millisecond)
+	if st := s.Stats(); st.ConnPacketsIn < r.Total.Replies {
+		t.Errorf("server accepted %d connection packets, generator got %d echoes", st.ConnPacketsIn, r.Total.Replies)
+	}
+	n, err := g.Disconnect(context.Background(), 2, 0)
+	if err != nil || n != 1000 {
+		t.Fatalf("disconnect: %d packets, %v", n, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Len() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s.Len() != 0 {
+		t.Errorf("%d connections left after Disconnect", s.Len())
+	}
+}
+
+func TestRateMode(t *testing.T) {
+	s := listenEcho(t)
+	g := newGen(t, Config{Server: s.Addr(), Mode: ModeData, Clients: 100, Rate: 200})
+	if _, err := g.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r, err := g.Run(context.Background(), RunSpec{Warmup: 100 * time.Millisecond, Window: 500 * time.Millisecond})
+	checkRun(t, r, err)
+	// 100 clients × 200/s = 20 000/s; pacing is good to a few percent.
+	// (Under the race detector the in-process server cannot keep up.)
+	if got := r.PerSecond(); got > 24000 || got < 16000 && !raceEnabled {
+		t.Errorf("%.0f answers/s at 100 clients × 200/s", got)
+	}
+}
+
+func TestBounds(t *testing.T) {
+	addr := listenRawEcho(t)
+	g := newGen(t, Config{Server: addr, Mode: ModeEcho, Clients: 10, MaxPackets: 1000})
+	r, err := g.Run(context.Background(), RunSpec{Window: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Total.Sent > 1000 {
+		t.Errorf("sent %d, MaxPackets 1000", r.Total.Sent)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	g2 := newGen(t, Config{Server: addr, Mode: ModeEcho, Clients: 10})
+	if _, err := g2.Run(ctx, RunSpec{Window: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Errorf("cancelled run took %v", el)
+	}
+	if _, err := g2.Run(context.Background(), RunSpec{Window: MaxPhase + time.Second}); err == nil {
+		t.Error("a run longer than MaxPhase was accepted")
+	}
+	if _, err := g2.Connect(context.Background()); err == nil {
+		t.Error("Connect in echo mode was accepted")
+	}
+}
+
+func TestRefusesNonLoopback(t *testing.T) {
+	for _, a := range []string{"10.1.2.3:7777", "192.168.0.1:7777", "[::1]:7777"} {
+		if _, err := New(Config{Server: netip.MustParseAddrPort(a), Clients: 1}); err == nil {
+			t.Errorf("%s accepted", a)
+		}
+	}
+}
+
+func TestConnectNoServer(t *testing.T) {
+	// A port nobody listens on: every handshake times out.
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := pc.LocalAddr().(*net.UDPAddr).AddrPort()
+	pc.Close()
+	g := newGen(t, Config{Server: addr, Mode: ModeData, Clients: 20, ConnectTimeout: 200 * time.Millisecond, ResendInterval: 50 * time.Millisecond})
+	c, err := g.Connect(context.Background())
+	if err == nil || c.Failed != 20 {
+		t.Fatalf("connect to nobody: %+v, %v", c, err)
+	}
+}
+
+func TestNoAllocsPerPacket(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race runtime allocates")
+	}
+	s := listenEcho(t)
+	g := newGen(t, Config{Server: s.Addr(), Mode: ModeData, Clients: 200})
+	if _, err := g.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	r, err := g.Run(context.Background(), RunSpec{Window: 300 * time.Millisecond})
+	runtime.ReadMemStats(&m1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server runs in this process too and allocates nothing per packet
+	// either; a Run allocates a fixed few objects (goroutines, timers).
+	if per := float64(m1.Mallocs-m0.Mallocs) / float64(r.Total.Replies); per > 0.01 || r.Total.Replies < 1000 {
+		t.Errorf("%d allocations for %d answers (%.3f per answer)", m1.Mallocs-m0.Mallocs, r.Total.Replies, per)
+	}
+}

@@ -1,0 +1,572 @@
+package loadgen
+
+import (
+	"encoding/binary"
+	"runtime"
+	"time"
+
+	"github.com/udpgate/udpgate/cookie"
+	"github.com/udpgate/udpgate/fastpath"
+)
+
+// Client states.
+const (
+	stIdle uint8 = iota
+	stHandshaking
+	stConnected
+	stFailed
+	stClosed
+)
+
+// connID is what a connected client's packets carry besides sequence
+// numbers.
+type connID struct {
+	tag      uint32
+	session  uint8
+	clientID uint8
+}
+
+// respStride is the room per client for its stored Response
+// (fastpath.MaxClientPacketLen rounded up).
+const respStride = 96
+
+// keepAliveNs: a connected client that has sent nothing for this long sends
+// a KeepAlive (PROTOCOL.md §7's default interval), so a slow -rate does not
+// let the server time it out.
+const keepAliveNs = int64(time.Second)
+
+// worker drives one load socket and the clients on it: clients idx,
+// idx+S, idx+2S, …, numbered locally 0..n-1, client j at source address j.
+// Only its own goroutine touches it, except the published counters.
+type worker struct {
+	g   *Generator
+	cfg *Config
+	idx int
+	s   *sock
+	n   int
+	tx  *txBatch
+	rx  *rxBatch
+
+	// Per client, indexed by local number.
+	state    []uint8
+	inflight []uint16
+	sentAt   []int64 // last request (or, in Connect, handshake start)
+	ids      []connID
+	seqs     []fastpath.SeqState // ModeData
+	resp     []byte              // ModeResponse: respStride bytes per client
+	respLen  []uint8
+
+	out      int // outstanding requests: the sum of inflight
+	cursor   int
+	template []byte // ModeEcho and ModeInitial: the same datagram for all
+
+	serverAddr [4]byte
+	serverPort uint16
+	payOff     int // ModeData: where the payload starts in a packet
+
+	hs   fastpath.Handshake
+	hdr  fastpath.ConnHeader
+	rep  fastpath.AckReport
+	hist Histogram
+	ctr  counters
+
+	unanswered int
+	err        error
+}
+
+func newWorker(g *Generator, idx int, s *sock) *worker {
+	cfg := &g.cfg
+	n := cfg.perSocket(idx)
+	w := &worker{
+		g: g, cfg: cfg, idx: idx, s: s, n: n,
+		tx:         newTxBatch(cfg.Batch, cfg.Server),
+		rx:         newRxBatch(cfg.Batch),
+		state:      make([]uint8, n),
+		inflight:   make([]uint16, n),
+		sentAt:     make([]int64, n),
+		serverAddr: cfg.Server.Addr().As4(),
+		serverPort: cfg.Server.Port(),
+		payOff:     fastpath.ConnHeaderOffset(cfg.Magic) + fastpath.ConnHeaderBytes,
+	}
+	switch cfg.Mode {
+	case ModeEcho:
+		w.template = make([]byte, cfg.PacketSize)
+		for i := range w.template {
+			w.template[i] = byte(i)
+		}
+	case ModeInitial:
+		h := fastpath.Handshake{
+			ClientID: uint8(idx) & 7, MinVersion: fastpath.MinHandshakeVersion, CurVersion: fastpath.CurHandshakeVersion,
+			Type: fastpath.TypeInitial, NetworkVersion: cfg.NetworkVersion, NetworkFeatures: cfg.NetworkFeatures,
+			RandomLen: fastpath.MaxRandomBytes,
+		}
+		r := fastpath.NewRand(uint64(idx) + 1)
+		r.Fill(h.Random[:])
+		buf := make([]byte, fastpath.MaxClientPacketLen)
+		w.template = buf[:fastpath.EncodeHandshake(buf, cfg.Magic, &h)]
+	case ModeResponse:
+		w.ids = make([]connID, n)
+		w.resp = make([]byte, n*respStride)
+		w.respLen = make([]uint8, n)
+	case ModeData:
+		w.ids = make([]connID, n)
+		w.seqs = make([]fastpath.SeqState, n)
+	}
+	return w
+}
+
+// client maps a received datagram to its client: it must come from the
+// server and be addressed to one of this socket's client addresses.
+func (w *worker) client(i int) (p []byte, j int, ok bool) {
+	p, from, to, ok := w.rx.msg(i)
+	if !ok || from.Addr != w.serverAddr || rawPort(&from) != w.serverPort {
+		return nil, 0, false
+	}
+	j, ok = w.g.src.index(to)
+	if !ok || j >= w.n {
+		return nil, 0, false
+	}
+	return p, j, true
+}
+
+// slot returns the buffer of the next outgoing message, sending the batch
+// first if it is full.
+func (w *worker) slot() []byte {
+	if w.tx.full() {
+		w.flush()
+	}
+	return w.tx.next()
+}
+
+// send queues p from client j; p is a slot from w.slot or a template.
+func (w *worker) send(p []byte, j int) {
+	if w.tx.full() {
+		w.flush()
+	}
+	w.tx.add(p, w.g.src.addr4(j))
+}
+
+func (w *worker) flush() {
+	if w.tx.n == 0 {
+		return
+	}
+	_, refused, err := w.s.flush(w.tx)
+	w.ctr.loc[cRefused] += uint64(refused)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+}
+
+// ---- Connect ----
+
+// connect runs the handshake of every client on this socket, at most
+// Window at a time, until all have connected or failed, or the phase ends.
+func (w *worker) connect(deadline int64) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cfg := w.cfg
+	hs := make([]fastpath.ClientHandshake, w.n)
+	pending := make([]int32, 0, 2*cfg.Window)
+	ccfg := fastpath.ClientConfig{
+		Magic:           cfg.Magic,
+		NetworkVersion:  cfg.NetworkVersion,
+		NetworkFeatures: cfg.NetworkFeatures,
+		ResendInterval:  cfg.ResendInterval.Seconds(),
+		ConnectTimeout:  cfg.ConnectTimeout.Seconds(),
+	}
+	pollEvery := min(int64(cfg.ResendInterval)/4, int64(10*time.Millisecond))
+	next, active := 0, 0
+	lastPoll := w.g.now()
+	for (next < w.n || active > 0) && w.err == nil {
+		now := w.g.now()
+		if now > deadline || w.g.stopped() {
+			break
+		}
+		sec := seconds(now)
+		for active < cfg.Window && next < w.n {
+			j := next
+			next++
+			c := ccfg
+			// Any ClientID will do; varying it exercises the field.
+			c.ClientID = uint8(j+w.idx) & 7
+			hs[j] = fastpath.NewClientHandshake(c, uint64(j)*uint64(w.cfg.Sockets)+uint64(w.idx)+1)
+			hs[j].Start(sec)
+			w.state[j] = stHandshaking
+			w.sentAt[j] = now
+			active++
+			pending = append(pending, int32(j))
+			w.ctr.loc[cHandshakesStarted]++
+			active -= w.pollHandshake(&hs[j], j, sec, now)
+		}
+		w.flush()
+		nr, err := w.s.recv(w.rx)
+		if err != nil {
+			w.err = err
+			break
+		}
+		now = w.g.now()
+		sec = seconds(now)
+		for i := range nr {
+			p, j, ok := w.client(i)
+			if !ok || w.state[j] != stHandshaking {
+				w.ctr.loc[cUnexpected]++
+				continue
+			}
+			buf := w.slot()
+			k, ev, drop := hs[j].Receive(sec, p, buf)
+			if k > 0 {
+				w.sendHandshake(j, buf[:k])
+			}
+			if drop != fastpath.DropNone {
+				w.ctr.loc[cUnexpected]++
+			}
+			active -= w.handshakeEvent(&hs[j], j, ev, now)
+		}
+		if now-lastPoll >= pollEvery {
+			lastPoll = now
+			live := pending[:0]
+			for _, j := range pending {
+				if w.state[j] != stHandshaking {
+					continue
+				}
+				active -= w.pollHandshake(&hs[j], int(j), sec, now)
+				if w.state[j] == stHandshaking {
+					live = append(live, j)
+				}
+			}
+			pending = live
+		}
+		w.flush()
+		w.ctr.publish()
+	}
+	// Whatever did not finish in time failed.
+	for _, j := range pending {
+		if w.state[j] == stHandshaking {
+			w.state[j] = stFailed
+			w.ctr.loc[cHandshakeFailures]++
+		}
+	}
+	w.ctr.publish()
+}
+
+// pollHandshake sends what client j's handshake has due (an Initial, a
+// resend) and applies its timeout; it returns 1 if the handshake ended.
+func (w *worker) pollHandshake(h *fastpath.ClientHandshake, j int, sec float64, now int64) int {
+	buf := w.slot()
+	k, ev := h.Poll(sec, buf)
+	if k > 0 {
+		w.sendHandshake(j, buf[:k])
+	}
+	return w.handshakeEvent(h, j, ev, now)
+}
+
+// sendHandshake queues a handshake packet of client j. A Response is also
+// kept in ModeResponse: it is what the client repeats in Run.
+func (w *worker) sendHandshake(j int, p []byte) {
+	if w.cfg.Mode == ModeResponse && len(p) <= respStride &&
+		fastpath.DecodeHandshake(w.cfg.Magic, p, &w.hs) == fastpath.DropNone && w.hs.Type == fastpath.TypeResponse {
+		w.respLen[j] = uint8(copy(w.resp[j*respStride:], p))
+	}
+	w.send(p, j)
+	w.ctr.loc[cHandshakePackets]++
+}
+
+// handshakeEvent applies a handshake's state change to client j and
+// returns 1 if the handshake ended (connected or failed).
+func (w *worker) handshakeEvent(h *fastpath.ClientHandshake, j int, ev fastpath.ClientEvent, now int64) int {
+	switch ev {
+	case fastpath.EventConnected:
+		w.state[j] = stConnected
+		w.ctr.loc[cHandshakes]++
+		w.hist.Record(time.Duration(now - w.sentAt[j]))
+		ck := h.Cookie()
+		if w.ids != nil {
+			w.ids[j] = connID{tag: cookie.SessionTag(&ck), session: h.SessionID(), clientID: uint8(j+w.idx) & 7}
+		}
+		if w.seqs != nil {
+			s, c := cookie.Sequences(&ck)
+			w.seqs[j].Init(c, s, seconds(now))
+		}
+		w.sentAt[j] = now
+		return 1
+	case fastpath.EventDenied, fastpath.EventWrongVersion, fastpath.EventTimedOut:
+		w.state[j] = stFailed
+		w.ctr.loc[cHandshakeFailures]++
+		return 1
+	}
+	return 0
+}
+
+// ---- Run ----
+
+// run sends requests and counts answers until the phase ends, then drains
+// answers still on their way for up to LossTimeout.
+func (w *worker) run(budget uint64) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cfg := w.cfg
+	closedLoop := cfg.Rate == 0
+	rate := cfg.Rate * float64(w.n) // this socket's requests per second
+	// Tokens may pile up to two batches or 20 ms of sending, so a late
+	// wake-up is made up: SO_RCVTIMEO counts in jiffies (4 ms at HZ=250),
+	// so an idle worker may sleep several milliseconds past its tick. The
+	// window still bounds the burst.
+	tokenCap := max(2*float64(cfg.Batch), rate*0.020)
+	tokens := 0.0
+	lossNs := int64(cfg.LossTimeout)
+	scanEvery := max(lossNs/4, int64(5*time.Millisecond))
+	last := w.g.now()
+	lastScan := last
+	for w.err == nil {
+		now := w.g.now()
+		ph := w.g.phase.Load()
+		if ph == phaseStop || w.g.stopped() {
+			break
+		}
+		allow := cfg.Window - w.out
+		if !closedLoop {
+			tokens = min(tokens+float64(now-last)*1e-9*rate, tokenCap)
+			allow = min(allow, int(tokens))
+		}
+		last = now
+		if uint64(max(allow, 0)) > budget {
+			allow = int(budget)
+		}
+		if allow > 0 {
+			k := w.fill(now, allow, closedLoop)
+			tokens -= float64(k)
+			budget -= uint64(k)
+		}
+		nr, err := w.s.recv(w.rx)
+		if err != nil {
+			w.err = err
+			break
+		}
+		now = w.g.now()
+		measuring := w.g.phase.Load() == phaseMeasure
+		for i := range nr {
+			w.answer(i, now, measuring)
+		}
+		if now-lastScan >= scanEvery {
+			lastScan = now
+			w.scan(now)
+		}
+		w.ctr.publish()
+	}
+	// Drain: answers in flight still count in the totals, not the window.
+	end := w.g.now() + lossNs
+	for w.out > 0 && w.err == nil {
+		now := w.g.now()
+		if now > end {
+			break
+		}
+		nr, err := w.s.recv(w.rx)
+		if err != nil {
+			w.err = err
+			break
+		}
+		now = w.g.now()
+		for i := range nr {
+			w.answer(i, now, false)
+		}
+	}
+	w.unanswered = w.out
+	clear(w.inflight)
+	w.out = 0
+	w.ctr.publish()
+}
+
+// fill sends up to allow requests, taking clients round-robin; in closed
+// loop it skips clients that are waiting for an answer. It returns the
+// number sent.
+func (w *worker) fill(now int64, allow int, closedLoop bool) int {
+	sent := 0
+	needConn := w.cfg.Mode.NeedsConnect()
+	for tries := 0; sent < allow && tries < w.n; tries++ {
+		j := w.cursor
+		if w.cursor++; w.cursor == w.n {
+			w.cursor = 0
+		}
+		if closedLoop && w.inflight[j] != 0 || needConn && w.state[j] != stConnected {
+			continue
+		}
+		var p []byte
+		switch w.cfg.Mode {
+		case ModeEcho, ModeInitial:
+			p = w.template
+		case ModeResponse:
+			if w.respLen[j] == 0 {
+				continue
+			}
+			p = w.resp[j*respStride : j*respStride+int(w.respLen[j])]
+		case ModeData:
+			p = w.buildConn(j, now, fastpath.KindData)
+		}
+		w.send(p, j)
+		w.inflight[j]++
+		w.sentAt[j] = now
+		w.out++
+		sent++
+	}
+	w.flush()
+	w.ctr.loc[cSent] += uint64(sent)
+	return sent
+}
+
+// buildConn writes client j's next connection packet of kind into the next
+// slot: Data carries the send time in its first 8 payload bytes, a
+// Disconnect reason 1 (closed by the application), a KeepAlive no payload.
+func (w *worker) buildConn(j int, now int64, kind fastpath.Kind) []byte {
+	buf := w.slot()
+	st := &w.seqs[j]
+	id := &w.ids[j]
+	seq, ack, ackBits, _, _ := st.Send(seconds(now))
+	h := fastpath.ConnHeader{SessionID: id.session, ClientID: id.clientID, Tag: id.tag,
+		Seq: seq, Ack: ack, AckBits: ackBits, Kind: kind}
+	var payload []byte
+	switch kind {
+	case fastpath.KindData:
+		payload = buf[w.payOff : w.payOff+w.cfg.PayloadSize]
+		if len(payload) >= 8 {
+			binary.LittleEndian.PutUint64(payload, uint64(now))
+		}
+	case fastpath.KindDisconnect:
+		payload = buf[w.payOff : w.payOff+1]
+		payload[0] = fastpath.DisconnectClosed
+	}
+	return buf[:fastpath.EncodeConn(buf, w.cfg.Magic, &h, payload)]
+}
+
+// answer handles received datagram i.
+func (w *worker) answer(i int, now int64, measuring bool) {
+	p, j, ok := w.client(i)
+	if !ok {
+		w.ctr.loc[cUnexpected]++
+		return
+	}
+	switch w.cfg.Mode {
+	case ModeEcho:
+		w.answered(j, now, w.sentAt[j], measuring)
+	case ModeInitial:
+		if fastpath.DecodeHandshake(w.cfg.Magic, p, &w.hs) == fastpath.DropNone && w.hs.Type == fastpath.TypeChallenge {
+			w.answered(j, now, w.sentAt[j], measuring)
+			return
+		}
+		w.ctr.loc[cUnexpected]++
+	case ModeResponse:
+		if fastpath.DecodeHandshake(w.cfg.Magic, p, &w.hs) == fastpath.DropNone && w.hs.Type == fastpath.TypeAck && w.hs.Timestamp < 0 {
+			w.answered(j, now, w.sentAt[j], measuring)
+			return
+		}
+		w.ctr.loc[cUnexpected]++
+	case ModeData:
+		w.connIn(j, p, now, measuring)
+	}
+}
+
+// connIn handles a connection packet for client j.
+func (w *worker) connIn(j int, p []byte, now int64, measuring bool) {
+	payload, r := fastpath.DecodeConn(w.cfg.Magic, p, &w.hdr)
+	if r != fastpath.DropNone || w.state[j] != stConnected || w.hdr.Tag != w.ids[j].tag {
+		w.ctr.loc[cUnexpected]++
+		return
+	}
+	h := &w.hdr
+	if w.seqs[j].Receive(h.Seq, h.Ack, h.AckBits, seconds(now), &w.rep) != fastpath.DropNone {
+		w.ctr.loc[cUnexpected]++
+		return
+	}
+	w.ctr.loc[cSeqLost] += uint64(w.rep.NumLost)
+	switch h.Kind {
+	case fastpath.KindData:
+		sent := w.sentAt[j]
+		if len(payload) >= 8 {
+			sent = int64(binary.LittleEndian.Uint64(payload))
+		}
+		w.answered(j, now, sent, measuring)
+	case fastpath.KindKeepAlive:
+		w.ctr.loc[cKeepAlivesIn]++
+	case fastpath.KindDisconnect:
+		w.state[j] = stClosed
+		w.out -= int(w.inflight[j])
+		w.inflight[j] = 0
+		w.ctr.loc[cClosed]++
+	}
+}
+
+// answered counts an answer to client j's request sent at sent.
+func (w *worker) answered(j int, now, sent int64, measuring bool) {
+	if w.inflight[j] == 0 {
+		w.ctr.loc[cLate]++
+		return
+	}
+	w.inflight[j]--
+	w.out--
+	w.ctr.loc[cReplies]++
+	if measuring {
+		w.hist.Record(time.Duration(now - sent))
+	}
+}
+
+// scan writes off requests unanswered for LossTimeout, so a dropped packet
+// frees its place in the window, and (ModeData) sends a KeepAlive for each
+// connected client idle for the keepalive interval.
+func (w *worker) scan(now int64) {
+	lossNs := int64(w.cfg.LossTimeout)
+	data := w.cfg.Mode == ModeData
+	for j, c := range w.inflight {
+		if c != 0 {
+			if now-w.sentAt[j] > lossNs {
+				w.ctr.loc[cLost] += uint64(c)
+				w.out -= int(c)
+				w.inflight[j] = 0
+			}
+			continue
+		}
+		if data && now-w.sentAt[j] >= keepAliveNs && w.state[j] == stConnected {
+			w.send(w.buildConn(j, now, fastpath.KindKeepAlive), j)
+			w.sentAt[j] = now
+			w.ctr.loc[cKeepAlivesOut]++
+		}
+	}
+	w.flush()
+}
+
+// ---- Disconnect ----
+
+// disconnect sends copies Disconnect packets from every connected client
+// (ModeData), at most perSecond datagrams a second, and marks them closed.
+func (w *worker) disconnect(copies int, perSecond float64) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start := w.g.now()
+	sent := 0
+	for j := range w.n {
+		if w.state[j] != stConnected {
+			continue
+		}
+		if w.g.stopped() || w.err != nil {
+			break
+		}
+		for range copies {
+			now := w.g.now()
+			w.send(w.buildConn(j, now, fastpath.KindDisconnect), j)
+			sent++
+			if w.tx.full() {
+				w.flush()
+				// Pace: a burst would only overflow the server's buffer.
+				if ahead := time.Duration(float64(sent)/perSecond*1e9) - time.Duration(now-start); ahead > 0 {
+					time.Sleep(ahead)
+				}
+			}
+		}
+		w.state[j] = stClosed
+	}
+	w.flush()
+	w.ctr.loc[cDisconnects] += uint64(sent)
+	w.ctr.publish()
+}
+
+// seconds converts generator time (ns since New) to the protocol's
+// seconds. Only differences matter to the client's state machines.
+func seconds(ns int64) float64 { return float64(ns) * 1e-9 }
