@@ -240,7 +240,8 @@ func TestFloodServerProcess(t *testing.T) {
 		t.Skip("runs as TestFloodWithLegitimateClients's server process")
 	}
 	app := &counter{got: map[*Conn]int{}}
-	s, err := Listen("127.0.0.1:0", Config{Handler: app})
+	// Overload control on, as an internet-facing server should run.
+	s, err := Listen("127.0.0.1:0", Config{Handler: app, Overload: OverloadConfig{Enabled: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,9 +47,12 @@ func (l OverloadLevel) String() string {
 // OverloadConfig tunes overload control. Zero fields take the defaults of
 // params.go.
 type OverloadConfig struct {
-	// Disabled turns overload control off (benchmarks of the raw handshake
-	// rate).
-	Disabled bool
+	// Enabled turns overload control on. It is off by default because the
+	// protocol's default is that RestartHandshake and Challenge replies
+	// are capped by overload control only when an operator asks for it
+	// (PROTOCOL.md §5: "unlimited by default"); per-source rate limits
+	// apply either way. Internet-facing servers should enable it.
+	Enabled bool
 	// Thresholds are the connectionless datagrams per second, summed over
 	// all sockets, at which LevelBurst, LevelFlood and LevelSevere begin.
 	Thresholds [3]float64

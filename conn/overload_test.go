@@ -60,7 +60,7 @@ func TestOverloadLevels(t *testing.T) {
 // budget refills with time.
 func TestOverloadCapsChallenges(t *testing.T) {
 	s := listen(t, Config{Sockets: 1, ChallengeRate: -1,
-		Overload: OverloadConfig{ChallengeCaps: [2]float64{100, 10}}})
+		Overload: OverloadConfig{Enabled: true, ChallengeCaps: [2]float64{100, 10}}})
 	s.ov.level.Store(int32(LevelFlood))
 	l := newLoop(s, 0, s.group.Sockets()[0], 64, seconds(time.Now()))
 	p := newRawPeer(t, s, "127.0.0.1:0")

@@ -198,7 +198,7 @@ func (s *Server) housekeeping() {
 // checkOverload moves the overload level from the loops' connectionless
 // counters and logs changes, at most one line per overloadLogEvery.
 func (s *Server) checkOverload(now time.Time) {
-	if s.ov.cfg.Disabled {
+	if !s.ov.cfg.Enabled {
 		return
 	}
 	var n uint64

@@ -43,6 +43,7 @@ type values struct {
 	networkFeatures uint
 	timeout         time.Duration
 	challengeRate   float64
+	overload        bool
 	app             string
 	logLevel        string
 	summary         time.Duration
@@ -96,6 +97,7 @@ func (o *options) newFlagSet() *flag.FlagSet {
 	fs.UintVar(&o.networkFeatures, "network-features", 0, "network features clients must match (0..65535)")
 	fs.DurationVar(&o.timeout, "timeout", conn.DefaultTimeout, "close a connection silent for this long (longer than the 1s keepalive)")
 	fs.Float64Var(&o.challengeRate, "challenge-rate", 32, "Challenge replies per second per source address (0: unlimited, for benchmarks)")
+	fs.BoolVar(&o.overload, "overload", false, "overload control: under connectionless floods shed RestartHandshake/VersionUpgrade, then cap Challenges per socket (off: the protocol default, replies limited per source only)")
 	fs.StringVar(&o.app, "app", "echo", "application: echo (send each Data payload back) or discard")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&o.summary, "summary", 10*time.Second, "interval of the summary log line (0: off)")
@@ -479,7 +481,7 @@ func settingOrder(fs *flag.FlagSet) []string {
 var definitionOrder = []string{
 	"listen", "sockets", "batch", "max-clients",
 	"magic", "session-id", "network-version", "network-features",
-	"timeout", "challenge-rate", "app", "log-level", "summary", "metrics",
+	"timeout", "challenge-rate", "overload", "app", "log-level", "summary", "metrics",
 }
 
 // tomlValue formats a setting's value as TOML.

@@ -154,6 +154,7 @@ func (o *options) config(logger *slog.Logger) conn.Config {
 		MaxClients:      o.maxClients,
 		Timeout:         o.timeout,
 		ChallengeRate:   rate,
+		Overload:        conn.OverloadConfig{Enabled: o.overload},
 		Handler:         h,
 		Logger:          logger,
 	}

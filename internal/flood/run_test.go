@@ -39,7 +39,7 @@ func TestFloodAgainstServer(t *testing.T) {
 	// Overload control would, under this rate, stop RestartHandshakes
 	// altogether; it has its own tests. Here the per-source limits and
 	// the protocol's checks are what is measured.
-	srv := listen(t, conn.Config{Magic: magic, NetworkVersion: 3, SessionID: 1, Overload: conn.OverloadConfig{Disabled: true}})
+	srv := listen(t, conn.Config{Magic: magic, NetworkVersion: 3, SessionID: 1}) // overload control is off by default
 
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()

@@ -22,8 +22,8 @@ func listenEcho(t *testing.T) *conn.Server {
 	s, err := conn.Listen("127.0.0.1:0", conn.Config{
 		Handler:       echoApp{},
 		ChallengeRate: -1,
-		Overload:      conn.OverloadConfig{Disabled: true},
-		Sockets:       1,
+		// overload control is off by default
+		Sockets: 1,
 	})
 	if err != nil {
 		t.Fatal(err)
