@@ -40,6 +40,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/udpgate/udpgate/internal/procstat"
 	"io"
 	"net"
 	"net/netip"
@@ -178,66 +179,10 @@ func startEchoServer(variant string, batch int) (int, func() string, error) {
 	}, nil
 }
 
-// procCPU returns a process's CPU time: the sum of its threads' schedstat
-// on-CPU time, and utime+stime from /proc/pid/stat.
+// procCPU returns pid's schedstat and stat CPU times (0 when unreadable).
 func procCPU(pid int) (sched, stat time.Duration) {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	for _, f := range tasks {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		if fields := strings.Fields(string(b)); len(fields) > 0 {
-			ns, _ := strconv.ParseInt(fields[0], 10, 64)
-			sched += time.Duration(ns)
-		}
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err == nil {
-		s := string(b)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		ut, _ := strconv.ParseInt(fields[11], 10, 64)
-		st, _ := strconv.ParseInt(fields[12], 10, 64)
-		stat = time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ = 100
-	}
-	return sched, stat
-}
-
-// machineBusy returns the CPU time all CPUs spent not idle, from
-// /proc/stat.
-func machineBusy() time.Duration {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	var busy int64
-	for i, f := range strings.Fields(line)[1:] {
-		v, _ := strconv.ParseInt(f, 10, 64)
-		if i != 3 && i != 4 && i != 7 { // idle, iowait, steal
-			busy += v
-		}
-	}
-	return time.Duration(busy) * 10 * time.Millisecond
-}
-
-// waitQuiet waits, up to max, until the machine is nearly idle (under 10 %
-// of its CPUs busy over 300 ms), so that other processes do not distort a
-// run. It reports whether it saw the machine quiet.
-func waitQuiet(max time.Duration) bool {
-	deadline := time.Now().Add(max)
-	for {
-		m0, w0 := machineBusy(), time.Now()
-		time.Sleep(300 * time.Millisecond)
-		busy := float64(machineBusy()-m0) / float64(time.Since(w0)) / float64(runtime.NumCPU())
-		if busy < 0.10 {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(time.Second)
-	}
+	c, _ := procstat.Process(pid)
+	return c.Sched, c.Stat
 }
 
 // softirqThreads returns the CPU time of the ksoftirqd threads, which take
@@ -297,7 +242,7 @@ func TestEchoCompare(t *testing.T) {
 			// machine's busy time.
 			var r echoResult
 			for try := 0; try < 3; try++ {
-				if !waitQuiet(quietWait) {
+				if !procstat.WaitQuiet(context.Background(), quietWait) {
 					t.Logf("machine still busy with other work after %v; measuring anyway", quietWait)
 				}
 				var err error
@@ -430,13 +375,13 @@ func runEcho(variant string, dur time.Duration) (echoResult, error) {
 	s0, t0 := procCPU(pid)
 	l0, _ := procCPU(os.Getpid())
 	k0 := softirqThreads()
-	m0 := machineBusy()
+	m0 := procstat.MachineBusy()
 	w0 := time.Now()
 	time.Sleep(time.Until(winEnd))
 	s1, t1 := procCPU(pid)
 	l1, _ := procCPU(os.Getpid())
 	k1 := softirqThreads()
-	m1 := machineBusy()
+	m1 := procstat.MachineBusy()
 	w1 := time.Now()
 	wg.Wait()
 	close(errs)

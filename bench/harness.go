@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/udpgate/udpgate/internal/procstat"
 	"io"
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -172,7 +172,7 @@ func harness(ctx context.Context, opt *options) ([]runRecord, error) {
 				var rec runRecord
 				var err error
 				for try := 0; ; try++ {
-					if opt.Quiet > 0 && !waitQuiet(ctx, opt.Quiet) {
+					if opt.Quiet > 0 && !procstat.WaitQuiet(ctx, opt.Quiet) {
 						fmt.Fprintf(opt.Log, "machine still busy after %v; measuring anyway\n", opt.Quiet)
 					}
 					rec, err = runOne(ctx, opt, sc, v, rep)
@@ -209,7 +209,7 @@ func logRun(w io.Writer, r *runRecord) {
 
 // sample is everything read at one edge of the measuring window.
 type sample struct {
-	server, self cpuTimes
+	server, self procstat.CPU
 	busy         time.Duration
 	at           time.Time
 	err          error
@@ -217,9 +217,9 @@ type sample struct {
 
 func takeSample(pid int) sample {
 	var s sample
-	s.server, s.err = procCPU(pid)
-	s.self, _ = procCPU(os.Getpid())
-	s.busy = machineBusy()
+	s.server, s.err = procstat.Process(pid)
+	s.self, _ = procstat.Process(os.Getpid())
+	s.busy = procstat.MachineBusy()
 	s.at = time.Now()
 	return s
 }
@@ -291,16 +291,16 @@ func runOne(ctx context.Context, opt *options, sc scenario, v variant, rep int) 
 	}
 	n := float64(w.Replies)
 	wall := s1.at.Sub(s0.at)
-	server := s1.server.stat - s0.server.stat
+	server := s1.server.Stat - s0.server.Stat
 	rec.Seconds = r.Elapsed.Seconds()
 	rec.Replies = w.Replies
 	rec.PPS = r.PerSecond()
 	rec.CPUNs = float64(server) / n
-	rec.SchedNs = float64(s1.server.sched-s0.server.sched) / n
-	rec.Util = float64(s1.server.sched-s0.server.sched) / float64(wall)
-	rec.LoadNs = float64(s1.self.stat-s0.self.stat) / n
+	rec.SchedNs = float64(s1.server.Sched-s0.server.Sched) / n
+	rec.Util = float64(s1.server.Sched-s0.server.Sched) / float64(wall)
+	rec.LoadNs = float64(s1.self.Stat-s0.self.Stat) / n
 	if busy := s1.busy - s0.busy; busy > 0 {
-		rec.Acct = float64(server+s1.self.stat-s0.self.stat) / float64(busy)
+		rec.Acct = float64(server+s1.self.Stat-s0.self.Stat) / float64(busy)
 	}
 	rec.Lost, rec.Late, rec.Unexpected = w.Lost, w.Late, w.Unexpected
 	rec.P50us, rec.P99us = us(r.Latency.P50), us(r.Latency.P99)
@@ -308,25 +308,6 @@ func runOne(ctx context.Context, opt *options, sc scenario, v variant, rep int) 
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-
-// waitQuiet waits, up to max, until the machine is nearly idle (under 10 %
-// of its CPUs busy over 300 ms). It reports whether it saw it so.
-func waitQuiet(ctx context.Context, max time.Duration) bool {
-	deadline := time.Now().Add(max)
-	for ctx.Err() == nil {
-		b0, t0 := machineBusy(), time.Now()
-		time.Sleep(300 * time.Millisecond)
-		busy := float64(machineBusy()-b0) / float64(time.Since(t0)) / float64(runtime.NumCPU())
-		if busy < 0.10 {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	return false
-}
 
 // child is a server variant running in a child process.
 type child struct {

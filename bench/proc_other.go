@@ -6,19 +6,10 @@ import (
 	"errors"
 	"os/exec"
 	"syscall"
-	"time"
 )
 
 // The harness reads CPU times from /proc and loads servers with
 // internal/loadgen, both Linux-only.
-
-type cpuTimes struct{ stat, sched time.Duration }
-
-func procCPU(pid int) (cpuTimes, error) {
-	return cpuTimes{}, errors.New("bench: CPU accounting needs Linux /proc")
-}
-
-func machineBusy() time.Duration { return 0 }
 
 func childAttr(cmd *exec.Cmd) {}
 

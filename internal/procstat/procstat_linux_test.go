@@ -1,0 +1,37 @@
+package procstat
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+// Burning CPU shows in both of the process's figures and in the machine's.
+func TestProcessCPU(t *testing.T) {
+	c0, err := Process(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m0 := MachineBusy()
+	x := 0
+	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); {
+		x++
+	}
+	c1, err := Process(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c1.Sched - c0.Sched; d < 100*time.Millisecond {
+		t.Errorf("schedstat grew %v over 200 ms of spinning", d)
+	}
+	if d := c1.Stat - c0.Stat; d < 50*time.Millisecond {
+		t.Errorf("utime+stime grew %v over 200 ms of spinning", d)
+	}
+	if MachineBusy()-m0 < 50*time.Millisecond {
+		t.Error("the machine's busy time did not grow")
+	}
+	if _, err := Process(1 << 30); err == nil {
+		t.Error("no error for a missing process")
+	}
+	_ = x
+}
