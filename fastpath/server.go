@@ -225,12 +225,7 @@ func (s *Server) Handle(d *Decision, src netip.AddrPort, pkt []byte, now float64
 	case TypeInitial:
 		s.handleInitial(d, src, &h, now, peer, out)
 	case TypeResponse:
-		if h.SessionID != s.cfg.SessionID {
-			d.Drop = DropSessionMismatch
-			return
-		}
-		if r := s.verify(&h, src, now); r != DropNone {
-			d.Drop = r
+		if !s.proven(d, &h, src, now) {
 			return
 		}
 		if peer.Known && peer.ClientID == h.ClientID {
@@ -244,12 +239,7 @@ func (s *Server) Handle(d *Decision, src netip.AddrPort, pkt []byte, now float64
 		d.Cookie = h.Cookie
 		d.Replaces = peer.Known
 	case TypeRestartResponse:
-		if h.SessionID != s.cfg.SessionID {
-			d.Drop = DropSessionMismatch
-			return
-		}
-		if r := s.verify(&h, src, now); r != DropNone {
-			d.Drop = r
+		if !s.proven(d, &h, src, now) {
 			return
 		}
 		d.Action = ActMigrate
@@ -374,6 +364,18 @@ func (s *Server) compatible(h *Handshake) bool {
 		return false
 	}
 	return h.NetworkFeatures == s.cfg.NetworkFeatures
+}
+
+// proven reports whether a Response or RestartResponse carries the server's
+// SessionID and a valid cookie for its source, recording the drop reason
+// when not.
+func (s *Server) proven(d *Decision, h *Handshake, src netip.AddrPort, now float64) bool {
+	if h.SessionID != s.cfg.SessionID {
+		d.Drop = DropSessionMismatch
+		return false
+	}
+	d.Drop = s.verify(h, src, now)
+	return d.Drop == DropNone
 }
 
 // verify checks a Response's or RestartResponse's cookie against the source
