@@ -149,7 +149,9 @@ func (l *loop) handle(m *batchio.Message, c *Conn, now time.Time) {
 	var peer fastpath.Peer
 	if c != nil {
 		peer = fastpath.Peer{Known: true, ClientID: c.clientID, Tag: c.tag, Cookie: c.cookie}
-	} else {
+	} else if p, r := fastpath.DecodePrefix(s.fc.Magic, m.Buf[:m.N]); r == fastpath.DropNone && !p.Handshake {
+		// Only a connection packet asks whether its address closed
+		// recently; handshakes skip that lookup.
 		peer.RecentlyClosed = s.isRecent(m.Addr, now.UnixNano())
 	}
 	dst := l.slot()

@@ -46,10 +46,6 @@ const (
 	// promotionBatch bounds the proven clients one loop hands over per
 	// receive batch (one pool submission per batch).
 	promotionBatch = 256
-
-	// restartMinInterval: a client honours at most one RestartHandshake per
-	// this interval (§6).
-	restartMinInterval = 1.1
 )
 
 // Overload control (overload.go). Connectionless datagrams are those from
