@@ -502,3 +502,40 @@ func BenchmarkMove(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGetBatch compares a receive loop's two ways to find a batch's
+// connections: a Get per datagram, and one GetBatch for all 64. One op is
+// one address.
+func BenchmarkGetBatch(b *testing.B) {
+	const batch = 64
+	for si, size := range benchSizes {
+		b.Run(size.name, func(b *testing.B) {
+			s := getBenchSet(si)
+			q := s.hits
+			out := make([]*conn, batch)
+			b.Run("get", func(b *testing.B) {
+				b.ReportAllocs()
+				m, n := s.dual, 0
+				for i := 0; b.Loop(); i++ {
+					if v, _ := m.Get(q[i&(len(q)-1)]); v != nil {
+						n++
+					}
+				}
+				sink.Add(int64(n))
+			})
+			b.Run("batch", func(b *testing.B) {
+				b.ReportAllocs()
+				m, n := s.dual, 0
+				for i := 0; b.Loop(); i += batch {
+					lo := i & (len(q) - 1)
+					m.GetBatch(q[lo:lo+batch], out)
+					if out[0] != nil {
+						n++
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/addr")
+				sink.Add(int64(n))
+			})
+		})
+	}
+}

@@ -19,9 +19,19 @@ import (
 // entries. Uncommon cases (zoned addresses, a netip layout other than the
 // expected one, a concurrent write) leave through calls.
 func getAddr[T any](z *zoneTable, seed uint64, shards []shard[T], a netip.AddrPort) (*T, bool) {
+	k, h, ok := addrKeyHash(z, seed, a)
+	if !ok {
+		return nil, false
+	}
+	v := probeAddr(&shards[shardIndex(h, len(shards))], &k, h)
+	return v, v != nil
+}
+
+// addrKeyHash returns a's key and XXH64(seed, As16 ‖ port), as hashAddr
+// does; ok is false for a zoned address whose zone no entry has.
+func addrKeyHash(z *zoneTable, seed uint64, a netip.AddrPort) (k addrKey, h uint64, ok bool) {
 	ip := a.Addr()
 	port := a.Port()
-	var k addrKey
 	if fastKeys {
 		w := (*addrLayout)(unsafe.Pointer(&ip))
 		k.hi, k.lo = w.hi, w.lo
@@ -34,20 +44,15 @@ func getAddr[T any](z *zoneTable, seed uint64, shards []shard[T], a netip.AddrPo
 		}
 		k.meta = (v4*famV4|v6*famV6)<<famShift | uint64(port)<<portShift
 		if v4|v6 == 0 && w.z != 0 {
-			var ok bool
 			if k, ok = z.key(a, false); !ok {
-				return nil, false
+				return k, 0, false
 			}
 		}
-	} else {
-		var ok bool
-		if k, ok = z.key(a, false); !ok {
-			return nil, false
-		}
+	} else if k, ok = z.key(a, false); !ok {
+		return k, 0, false
 	}
 
-	// XXH64(seed, As16 ‖ port), as hashAddr.
-	h := seed + prime5 + AddrKeySize
+	h = seed + prime5 + AddrKeySize
 	h ^= round0(bits.ReverseBytes64(k.hi))
 	h = bits.RotateLeft64(h, 27)*prime1 + prime4
 	h ^= round0(bits.ReverseBytes64(k.lo))
@@ -56,9 +61,11 @@ func getAddr[T any](z *zoneTable, seed uint64, shards []shard[T], a netip.AddrPo
 	h = bits.RotateLeft64(h, 11) * prime1
 	h ^= uint64(port&0xff) * prime5
 	h = bits.RotateLeft64(h, 11) * prime1
-	h = avalanche(h)
+	return k, avalanche(h), true
+}
 
-	s := &shards[shardIndex(h, len(shards))]
+// probeAddr is the optimistic probe of shard s for key k with hash h.
+func probeAddr[T any](s *shard[T], k *addrKey, h uint64) *T {
 	want := k.meta | h&addrHashMask
 	h2x8 := bitsetLSB * (h >> h2Shift & 0x7f)
 	for {
@@ -85,8 +92,42 @@ func getAddr[T any](z *zoneTable, seed uint64, shards []shard[T], a netip.AddrPo
 			g = (g + step + 1) & gmask
 		}
 		if seq&1 == 0 && s.seq.Load() == seq {
-			return v, v != nil
+			return v
 		}
 		s.waitWrite(seq)
+	}
+}
+
+// getBatchChunk bounds the keys getAddrs hashes ahead of its probes: their
+// keys and hashes live on the stack.
+const getBatchChunk = 64
+
+// getAddrs looks up every address of addrs into out (nil: none), in two
+// passes per chunk: hash every key and load its home control word, then
+// probe. Each pass is a short loop whose iterations do not depend on each
+// other, so the CPU overlaps their cache misses; one Get after another, with
+// the hashing and probing of each in between, pays them nearly one by one.
+func getAddrs[T any](z *zoneTable, seed uint64, shards []shard[T], addrs []netip.AddrPort, out []*T) {
+	out = out[:len(addrs)]
+	var keys [getBatchChunk]addrKey
+	var hashes [getBatchChunk]uint64
+	var oks [getBatchChunk]bool
+	for len(addrs) > 0 {
+		n := min(len(addrs), getBatchChunk)
+		for i, a := range addrs[:n] {
+			k, h, ok := addrKeyHash(z, seed, a)
+			keys[i], hashes[i], oks[i] = k, h, ok
+			s := &shards[shardIndex(h, len(shards))]
+			g := (k.meta | h&addrHashMask) & s.gmask.Load()
+			// An atomic load is never optimised away, used or not.
+			(*atomic.Uint64)(unsafe.Add(unsafe.Pointer(s.ctrl.Load()), g*8)).Load()
+		}
+		for i := range n {
+			out[i] = nil
+			if oks[i] {
+				out[i] = probeAddr(&shards[shardIndex(hashes[i], len(shards))], &keys[i], hashes[i])
+			}
+		}
+		addrs, out = addrs[n:], out[n:]
 	}
 }

@@ -113,6 +113,14 @@ func (m *Map[T]) Get(a netip.AddrPort) (*T, bool) {
 	return getAddr(&m.zones, m.seedA, m.addrs, a)
 }
 
+// GetBatch looks up every address in addrs, storing each entry's value (or
+// nil) at the same index of out, which must be at least as long. For a batch
+// of datagrams it is faster than a Get per address when the map is larger
+// than the CPU's caches: it overlaps the lookups' cache misses.
+func (m *Map[T]) GetBatch(addrs []netip.AddrPort, out []*T) {
+	getAddrs(&m.zones, m.seedA, m.addrs, addrs, out)
+}
+
 // GetByCookie returns the value and address of the entry with cookie c.
 func (m *Map[T]) GetByCookie(c *[20]byte) (*T, netip.AddrPort, bool) {
 	w0, w1, w2 := cookieKey(c)

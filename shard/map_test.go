@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -283,7 +284,9 @@ func TestMapAllocs(t *testing.T) {
 	other := cookies[501]
 	miss, mc := netip.MustParseAddrPort("9.9.9.9:9"), ck(9)
 	away := netip.MustParseAddrPort("9.9.9.9:10")
+	out := make([]*tconn, 200)
 	for name, f := range map[string]func(){
+		"GetBatch":            func() { m.GetBatch(addrs[300:500], out) },
 		"Get hit":             func() { m.Get(hit) },
 		"Get miss":            func() { m.Get(miss) },
 		"GetByCookie hit":     func() { m.GetByCookie(&hc) },
@@ -300,5 +303,62 @@ func TestMapAllocs(t *testing.T) {
 		if n := testing.AllocsPerRun(100, f); n != 0 {
 			t.Errorf("%s: %v allocs", name, n)
 		}
+	}
+}
+
+// GetBatch answers exactly what a Get per address answers: hits, misses,
+// zoned addresses (registered zone or not), IPv4-mapped and IPv6 forms, and
+// batches longer than one hashing chunk.
+func TestMapGetBatch(t *testing.T) {
+	m := NewMap[tconn](4)
+	rng := rand.New(rand.NewPCG(5, 6))
+	var addrs []netip.AddrPort
+	for i := range 300 {
+		var a netip.AddrPort
+		switch i % 4 {
+		case 0:
+			a = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), uint16(i))
+		case 1:
+			v4 := netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
+			a = netip.AddrPortFrom(netip.AddrFrom16(v4.As16()), uint16(i)) // ::ffff:10.0.x.y
+		case 2:
+			a = netip.MustParseAddrPort(fmt.Sprintf("[2001:db8::%x]:%d", i, i))
+		case 3:
+			zone := "eth0"
+			if i%8 == 7 {
+				zone = "never-registered"
+			}
+			a = netip.MustParseAddrPort(fmt.Sprintf("[fe80::%x%%%s]:%d", i, zone, i))
+		}
+		addrs = append(addrs, a)
+		// Store two of every three; the zone never registered is never
+		// stored, so its lookups must miss without registering it.
+		if i%3 != 0 && !(i%8 == 7) {
+			var c [20]byte
+			binary.LittleEndian.PutUint64(c[:], rng.Uint64())
+			binary.LittleEndian.PutUint64(c[8:], uint64(i))
+			if !m.InsertNew(a, c, &tconn{id: i}) {
+				t.Fatalf("insert %v failed", a)
+			}
+		}
+	}
+	rng.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
+	out := make([]*tconn, len(addrs))
+	for i := range out {
+		out[i] = &tconn{id: -1} // GetBatch must overwrite misses with nil
+	}
+	m.GetBatch(addrs, out)
+	hits := 0
+	for i, a := range addrs {
+		want, _ := m.Get(a)
+		if out[i] != want {
+			t.Errorf("GetBatch(%v) = %v, Get = %v", a, out[i], want)
+		}
+		if want != nil {
+			hits++
+		}
+	}
+	if hits == 0 || hits == len(addrs) {
+		t.Fatalf("%d hits of %d: the test needs both hits and misses", hits, len(addrs))
 	}
 }
