@@ -88,6 +88,9 @@ type settings struct {
 	timeout    float64
 	connectTO  float64
 	maxClients int
+	// delivery is Handler as a DeliveryHandler, or nil: asserted once,
+	// not per packet.
+	delivery DeliveryHandler
 }
 
 func (c Config) settings() (settings, error) {
@@ -152,6 +155,7 @@ func (c Config) settings() (settings, error) {
 	if s.Handler == nil {
 		s.Handler = NopHandler{}
 	}
+	s.delivery, _ = s.Handler.(DeliveryHandler)
 	s.Overload = s.Overload.withDefaults()
 	s.keepAlive = s.KeepAlive.Seconds()
 	s.timeout = s.Timeout.Seconds()

@@ -499,8 +499,13 @@ func TestCleanDisconnect(t *testing.T) {
 		c := dial(t, s, Config{})
 		eventually(t, "connect", func() bool { return rec.connects() == 1 })
 		c.Close()
-		eventually(t, "server sees disconnect", func() bool { return s.Len() == 0 })
-		r, remote, _ := rec.disconnect(rec.at(t, 0))
+		// The count drops before OnDisconnect runs: wait for the latter.
+		sc := rec.at(t, 0)
+		eventually(t, "server sees disconnect", func() bool { _, _, ok := rec.disconnect(sc); return ok })
+		if s.Len() != 0 {
+			t.Fatalf("%d connections after the disconnect", s.Len())
+		}
+		r, remote, _ := rec.disconnect(sc)
 		if r != ReasonClosed || !remote {
 			t.Fatalf("reason %v remote %v", r, remote)
 		}

@@ -22,8 +22,11 @@ type loop struct {
 	rb   *batchio.Batch
 	sb   *batchio.Batch
 	rnd  fastpath.Rand
-	d    fastpath.Decision
-	rep  fastpath.AckReport
+	// now is the batch's clock reading, which Sends from handlers on this
+	// loop reuse.
+	now time.Time
+	d   fastpath.Decision
+	rep fastpath.AckReport
 	// out counts the send batch's messages so far (replies, and Sends
 	// from handlers running on this loop).
 	out int
@@ -34,6 +37,12 @@ type loop struct {
 	// deferred: indexes of this batch's datagrams from unconnected
 	// addresses, handled after the connected ones.
 	deferred []int32
+	// conns: this batch's connection per datagram (nil: none), addrs:
+	// the batch's source addresses for the lookup, and sink,
+	// where the touch pass leaves its loads.
+	conns []*Conn
+	addrs []netip.AddrPort
+	sink  uint64
 	// Challenge token bucket under overload.
 	chTokens float64
 	budget   int
@@ -51,6 +60,8 @@ func newLoop(s *Server, idx int, sock *batchio.Socket, size int, now float64) *l
 		rnd:      fastpath.NewRand(0),
 		pending:  s.promos.Get().(*promoBatch),
 		deferred: make([]int32, 0, size),
+		conns:    make([]*Conn, size),
+		addrs:    make([]netip.AddrPort, size),
 		budget:   -1,
 	}
 }
@@ -76,18 +87,50 @@ func (l *loop) run() {
 // addresses are handled first, so an attack in the same batch cannot delay
 // them, and overload control sheds only the connectionless rest.
 func (l *loop) batch(n int, now time.Time) {
+	l.process(n, now)
+	l.flush()
+	l.handOff()
+	l.cnt.publish()
+}
+
+// process handles a received batch up to the send: the replies it makes
+// wait in the send batch for flush.
+func (l *loop) process(n int, now time.Time) {
 	s := l.s
+	l.now = now
 	l.shed(now)
 	l.out = 0
 	deferred := l.deferred[:0]
-	for i := range n {
+	// Three passes over the batch: look up every address, touch every
+	// connection found, then handle. With many connections each lookup and
+	// each connection is a cache miss; in separate short loops the CPU
+	// overlaps them, where one loop doing all three pays them one by one.
+	conns, addrs := l.conns[:n], l.addrs[:n]
+	for i := range addrs {
+		addrs[i] = l.rb.Msgs[i].Addr
+	}
+	s.conns.GetBatch(addrs, conns)
+	var sink uint64
+	for _, c := range conns {
+		if c != nil {
+			// tag, lastSend and Touch's loads hit each cache line the
+			// packet path uses (TestConnLayout keeps them there). Touch
+			// reads seq without c.mu: a deliberate race whose values only
+			// warm the cache, left out of race builds.
+			sink += uint64(c.tag) ^ uint64(c.lastSend.Load())
+			if !raceBuild {
+				sink += c.seq.Touch()
+			}
+		}
+	}
+	l.sink = sink
+	for i, c := range conns {
 		m := &l.rb.Msgs[i]
 		if m.Truncated || m.N > s.st.MaxDatagram {
 			l.cnt.add(cDrop+int(fastpath.DropTooLarge), 1)
 			continue
 		}
-		c, known := s.conns.Get(m.Addr)
-		if !known {
+		if c == nil {
 			deferred = append(deferred, int32(i))
 			continue
 		}
@@ -100,7 +143,12 @@ func (l *loop) batch(n int, now time.Time) {
 		}
 	}
 	l.deferred = deferred
-	l.flush()
+}
+
+// handOff submits the batch's proven clients to the promotion pool, once
+// per batch, and settles the overload Challenge budget.
+func (l *loop) handOff() {
+	s := l.s
 	if len(l.pending.items) > 0 {
 		pb := l.pending
 		l.pending = s.promos.Get().(*promoBatch)
@@ -114,7 +162,6 @@ func (l *loop) batch(n int, now time.Time) {
 	if l.budget >= 0 {
 		l.chTokens -= float64(l.budget - l.fp.Shed.ChallengeBudget)
 	}
-	l.cnt.publish()
 }
 
 // shed applies the overload level to this batch: which optional replies to
@@ -257,6 +304,12 @@ func (l *loop) migrate(addr netip.AddrPort, now time.Time) {
 		c.addr = addr
 		c.link.sock = l.sock
 		c.mu.Unlock()
+		if c.closed.Load() {
+			// It closed while moving: its shutdown may have looked for
+			// it at the old address. closed was set before that lookup
+			// read c.addr, so one of the two removals finds the entry.
+			s.forget(c)
+		}
 		s.clearRecent(addr)
 		if displaced != nil && displaced != c {
 			s.count.Add(-1)

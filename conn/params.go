@@ -28,10 +28,18 @@ const (
 	// DefaultMaxClients bounds connections; a full server answers Denied(1).
 	DefaultMaxClients = 100_000
 
-	// DefaultSweepInterval is how often housekeeping walks the connection
-	// shards for keepalives, timeouts and expiry. A keepalive is late by at
-	// most this much; 100k connections cost about 1 ms of CPU per sweep.
+	// DefaultSweepInterval is how often housekeeping advances the timer
+	// wheel (keepalives, timeouts) and expires leftovers. A keepalive is
+	// late by at most this much. Each connection is visited about once per
+	// KeepAlive, not once per sweep.
 	DefaultSweepInterval = 100 * time.Millisecond
+
+	// wheelSlots is the timer wheel's size in SweepIntervals (102.4 s at
+	// the default): deadlines further off wait a turn and are recomputed.
+	wheelSlots = 1024
+	// timerShards splits the wheel so that adding and removing a
+	// connection waits for at most one shard's share of a tick.
+	timerShards = 16
 
 	// maxRecentFactor caps the recently-disconnected table at this many
 	// entries per allowed client, so churn cannot grow memory without bound;

@@ -106,6 +106,7 @@ func (s *Server) promoteOne(p *promotion, rnd *fastpath.Rand, now time.Time, buf
 	}
 	s.clearRecent(p.addr)
 	s.promoMu.Unlock()
+	s.timers.add(c)
 
 	if replaced {
 		// The map already points at c, so prev's close removes nothing and

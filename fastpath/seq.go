@@ -355,6 +355,17 @@ func (s *SeqState) pendingRun(seq uint16) uint64 {
 	return run
 }
 
+// Touch reads the cache lines the next Receive and Send will use, the
+// scalars and the ring slot of the next send, and returns a value made from
+// them so the loads are not optimised away. A receive loop calls it for a
+// whole batch of connections before handling any, so that with many
+// connections their cache misses overlap instead of stalling one by one.
+// It may run without the lock that guards s, racing a writer: the values are
+// meaningless then, and only the cache lines matter.
+func (s *SeqState) Touch() uint64 {
+	return s.recvHistory ^ s.pending[0] ^ s.stats.Sent ^ uint64(s.sentAt[s.nextSeq&ringMask])
+}
+
 // InFlight is how many sent packets are not reported yet.
 func (s *SeqState) InFlight() int {
 	n := 0

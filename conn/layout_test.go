@@ -1,0 +1,43 @@
+package conn
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/udpgate/udpgate/fastpath"
+)
+
+// The packet path touches Conn's fields up to the end of seq's scalars and
+// one slot of seq's ring; the loop's touch pass loads one word from each of
+// those cache lines (tag, lastSend, SeqState.Touch) before handling a
+// batch. This test keeps the layout that pass relies on: the hot fields in
+// the first five lines (the fifth only for drop counters), before the ring,
+// with tag and lastSend on the two lines that seq's scalars do not reach.
+func TestConnLayout(t *testing.T) {
+	var c Conn
+	const line = 64
+	hot := map[string]uintptr{
+		"mu": unsafe.Offsetof(c.mu), "inLoop": unsafe.Offsetof(c.inLoop),
+		"st": unsafe.Offsetof(c.st), "closed": unsafe.Offsetof(c.closed),
+		"tag": unsafe.Offsetof(c.tag), "cookie": unsafe.Offsetof(c.cookie),
+		"lastRecv": unsafe.Offsetof(c.lastRecv), "lastSend": unsafe.Offsetof(c.lastSend),
+		"addr": unsafe.Offsetof(c.addr), "bytesIn": unsafe.Offsetof(c.bytesIn),
+		"bytesOut": unsafe.Offsetof(c.bytesOut),
+	}
+	for name, off := range hot {
+		if off >= unsafe.Offsetof(c.seq) {
+			t.Errorf("%s at %d: after seq, past the hot lines", name, off)
+		}
+	}
+	if l := unsafe.Offsetof(c.tag) / line; l != 0 {
+		t.Errorf("tag on line %d, want 0", l)
+	}
+	if l := unsafe.Offsetof(c.lastSend) / line; l != 1 {
+		t.Errorf("lastSend on line %d, want 1", l)
+	}
+	// seq's scalars: SeqState less its ring of send times.
+	scalars := unsafe.Sizeof(c.seq) - unsafe.Sizeof(float64(0))*fastpath.SeqRingSize
+	if end := unsafe.Offsetof(c.seq) + scalars; end > 5*line {
+		t.Errorf("hot fields end at %d bytes: more than five cache lines", end)
+	}
+}

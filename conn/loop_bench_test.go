@@ -1,0 +1,93 @@
+package conn
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/udpgate/udpgate/cookie"
+	"github.com/udpgate/udpgate/fastpath"
+)
+
+type benchEcho struct{ NopHandler }
+
+func (benchEcho) OnPacket(c *Conn, p []byte) { _, _ = c.Send(p) }
+
+// BenchmarkLoopData times the receive loop's user-space work for Data on
+// established connections, as the end-to-end bench's data-N scenarios
+// drive it: batches of 64 datagrams from clients in random order, each
+// echoed by the handler into the loop's send batch. The system calls are
+// left out (the batch is never flushed), so this is the part of the
+// server's cost per packet that udpgate adds to a raw echo, including the
+// cache misses of N connections.
+func BenchmarkLoopData(b *testing.B) {
+	for _, n := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("conns=%d", n), func(b *testing.B) { benchLoopData(b, n) })
+	}
+}
+
+func benchLoopData(b *testing.B, nconns int) {
+	s, err := Listen("127.0.0.1:0", Config{Sockets: 1, Handler: benchEcho{},
+		KeepAlive: time.Hour, Timeout: 2 * time.Hour, MaxClients: nconns})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	sock := s.group.Sockets()[0]
+	rng := rand.New(rand.NewPCG(1, 2))
+	type client struct {
+		addr netip.AddrPort
+		hdr  fastpath.ConnHeader
+	}
+	clients := make([]client, nconns)
+	for i := range clients {
+		var p promotion
+		p.addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 1, byte(i >> 8), byte(i)}), uint16(10000+i>>16))
+		for j := range p.cookie {
+			p.cookie[j] = byte(rng.Uint32())
+		}
+		p.to.ClientID = 1
+		c := s.newConn(&p, sock, now)
+		if _, ok := s.conns.Insert(p.addr, p.cookie, c); !ok {
+			b.Fatal("insert failed")
+		}
+		s.count.Add(1)
+		serverSeq, clientSeq := cookie.Sequences(&p.cookie)
+		clients[i] = client{addr: p.addr, hdr: fastpath.ConnHeader{SessionID: s.st.SessionID,
+			ClientID: 1, Tag: c.tag, Seq: clientSeq,
+			Ack: (serverSeq + fastpath.SeqModulus - 1) % fastpath.SeqModulus, Kind: fastpath.KindData}}
+	}
+	const batch = 64
+	l := newLoop(s, 0, sock, batch, seconds(now))
+	payload := make([]byte, 32)
+	fill := func() {
+		for i := range batch {
+			cl := &clients[rng.IntN(nconns)]
+			m := &l.rb.Msgs[i]
+			m.N = fastpath.EncodeConn(m.Buf, s.st.magic, &cl.hdr, payload)
+			m.Addr = cl.addr
+			// The client acks every echo so far, as the load
+			// generator's SeqState does.
+			cl.hdr.Seq = (cl.hdr.Seq + 1) % fastpath.SeqModulus
+			cl.hdr.Ack = (cl.hdr.Ack + 1) % fastpath.SeqModulus
+			cl.hdr.AckBits = ^uint64(0)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; done += batch {
+		b.StopTimer()
+		fill()
+		b.StartTimer()
+		l.process(batch, now)
+		l.out = 0
+		now = now.Add(time.Millisecond)
+	}
+	b.StopTimer()
+	if got := l.cnt.local[cConnIn]; got < uint64(b.N) {
+		b.Fatalf("only %d of %d packets accepted", got, b.N)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package conn
+
+const raceBuild = false
