@@ -37,6 +37,7 @@ type values struct {
 	sockets         int
 	batch           int
 	maxClients      int
+	maxDatagram     int
 	magic           string
 	sessionID       uint
 	networkVersion  uint
@@ -91,6 +92,7 @@ func (o *options) newFlagSet() *flag.FlagSet {
 	fs.IntVar(&o.sockets, "sockets", 0, "SO_REUSEPORT sockets, one receive loop each (0: GOMAXPROCS)")
 	fs.IntVar(&o.batch, "batch", 0, "datagrams per recvmmsg/sendmmsg batch (0: default)")
 	fs.IntVar(&o.maxClients, "max-clients", conn.DefaultMaxClients, "maximum connections; beyond it clients are denied (server full)")
+	fs.IntVar(&o.maxDatagram, "max-datagram", fastpath.DefaultMaxDatagram, "largest datagram accepted, in bytes; longer ones are dropped as too large (clients must agree)")
 	fs.StringVar(&o.magic, "magic", "", "magic header: up to 32 characters of 0 and 1 (empty: none)")
 	fs.UintVar(&o.sessionID, "session-id", 0, "session ID 0..3; change it to invalidate clients of an earlier run")
 	fs.UintVar(&o.networkVersion, "network-version", 1, "network version clients must match")
@@ -390,6 +392,9 @@ func (o *options) validate() error {
 	if o.maxClients < 1 {
 		bad("max-clients", "must be at least 1")
 	}
+	if o.maxDatagram < fastpath.MinConnLen(fastpath.Magic{})+1 || o.maxDatagram > fastpath.MaxDatagramLimit {
+		bad("max-datagram", "must be %d..%d bytes (default %d)", fastpath.MinConnLen(fastpath.Magic{})+1, fastpath.MaxDatagramLimit, fastpath.DefaultMaxDatagram)
+	}
 	if _, err := fastpath.ParseMagic(o.magic); err != nil {
 		// fastpath's message says what is wrong and what to use.
 		bad("magic", "%s", strings.TrimPrefix(err.Error(), "fastpath: "))
@@ -479,7 +484,7 @@ func settingOrder(fs *flag.FlagSet) []string {
 
 // definitionOrder is the order of -print-config and -h's settings.
 var definitionOrder = []string{
-	"listen", "sockets", "batch", "max-clients",
+	"listen", "sockets", "batch", "max-clients", "max-datagram",
 	"magic", "session-id", "network-version", "network-features",
 	"timeout", "challenge-rate", "overload", "app", "log-level", "summary", "metrics",
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/conn"
+	"github.com/udpgate/udpgate/fastpath"
 )
 
 // env is an environment for load and run.
@@ -41,8 +42,9 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := values{
-		listen: "0.0.0.0:7777", maxClients: conn.DefaultMaxClients, networkVersion: 1,
-		timeout: conn.DefaultTimeout, challengeRate: 32, app: "echo", logLevel: "info",
+		listen: "0.0.0.0:7777", maxClients: conn.DefaultMaxClients, maxDatagram: fastpath.DefaultMaxDatagram,
+		networkVersion: 1,
+		timeout:        conn.DefaultTimeout, challengeRate: 32, app: "echo", logLevel: "info",
 		summary: 10 * time.Second,
 	}
 	if o.values != want {

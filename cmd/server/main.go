@@ -152,6 +152,7 @@ func (o *options) config(logger *slog.Logger) conn.Config {
 		Sockets:         o.sockets,
 		BatchSize:       o.batch,
 		MaxClients:      o.maxClients,
+		MaxDatagram:     o.maxDatagram,
 		Timeout:         o.timeout,
 		ChallengeRate:   rate,
 		Overload:        conn.OverloadConfig{Enabled: o.overload},
