@@ -196,10 +196,13 @@ func (l *loop) handle(m *batchio.Message, c *Conn, now time.Time) {
 	var peer fastpath.Peer
 	if c != nil {
 		peer = fastpath.Peer{Known: true, ClientID: c.clientID, Tag: c.tag, Cookie: c.cookie}
-	} else if p, r := fastpath.DecodePrefix(s.fc.Magic, m.Buf[:m.N]); r == fastpath.DropNone && !p.Handshake {
+	} else if s.nRecent.Load() > 0 {
 		// Only a connection packet asks whether its address closed
-		// recently; handshakes skip that lookup.
-		peer.RecentlyClosed = s.isRecent(m.Addr, now.UnixNano())
+		// recently; handshakes skip that lookup, and everything skips the
+		// prefix decode while no address is remembered.
+		if p, r := fastpath.DecodePrefix(s.fc.Magic, m.Buf[:m.N]); r == fastpath.DropNone && !p.Handshake {
+			peer.RecentlyClosed = s.isRecent(m.Addr, now.UnixNano())
+		}
 	}
 	dst := l.slot()
 	l.fp.Handle(d, m.Addr, m.Buf[:m.N], seconds(now), &peer, dst.Buf[:cap(dst.Buf)])
