@@ -633,3 +633,23 @@ func TestConfigErrors(t *testing.T) {
 		t.Fatal("second listen on the same port succeeded")
 	}
 }
+
+// greeter sends a greeting from OnConnect.
+type greeter struct{ NopHandler }
+
+func (greeter) OnConnect(c *Conn) { _, _ = c.Send([]byte("welcome")) }
+
+// A Send from OnConnect reaches the client: promotion answers Ack before it
+// tells the Handler, so the greeting never arrives ahead of the Ack (a
+// client still handshaking drops connection packets).
+func TestGreetingFromOnConnect(t *testing.T) {
+	s := listen(t, Config{Handler: greeter{}})
+	for i := range 20 {
+		rec := &clientRecorder{ch: make(chan []byte, 4)}
+		c := dial(t, s, Config{Handler: rec, LocalAddr: fmt.Sprintf("127.0.5.%d:0", 1+i)})
+		if p := recvOne(t, rec.ch); string(p) != "welcome" {
+			t.Fatalf("client %d: first packet %q, want the greeting", i, p)
+		}
+		c.Close()
+	}
+}

@@ -1,9 +1,12 @@
 package conn
 
 import (
+	"errors"
+	"net"
 	"net/netip"
 	"time"
 
+	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
 )
@@ -17,32 +20,71 @@ type promotion struct {
 	sock   int
 }
 
-type promoBatch struct{ items []promotion }
+// promoBatch is one loop's proven clients of one receive batch, and the
+// worker's scratch for answering them: their Acks and Denieds leave in one
+// sendmmsg, not one system call each.
+type promoBatch struct {
+	items []promotion
+	out   *batchio.Batch // replies, out.Msgs[:n]
+	n     int
+	sock  *batchio.Socket
+	made  []*Conn // new connections, told to the Handler after their Acks left
+}
+
+func newPromoBatch() *promoBatch {
+	return &promoBatch{
+		items: make([]promotion, 0, promotionBatch),
+		out:   batchio.NewBatch(promotionBatch, fastpath.MaxReplyLen),
+	}
+}
 
 // promoteBatch runs in a pool worker: it turns each proven client into a
 // connection and answers Ack, or Denied.
 func (s *Server) promoteBatch(pb *promoBatch) {
 	rnd := fastpath.NewRand(s.seedCount.Add(0x9e3779b97f4a7c15) | 1)
 	now := s.st.Now()
-	var buf [fastpath.MaxReplyLen]byte
 	for i := range pb.items {
-		s.promoteOne(&pb.items[i], &rnd, now, buf[:])
+		s.promoteOne(pb, &pb.items[i], &rnd, now)
 	}
+	s.flushReplies(pb)
+	for _, c := range pb.made {
+		s.st.Handler.OnConnect(c)
+	}
+	clear(pb.made)
+	pb.made = pb.made[:0]
 	clear(pb.items)
 	pb.items = pb.items[:0]
 	s.promos.Put(pb)
 }
 
-func (s *Server) promoteOne(p *promotion, rnd *fastpath.Rand, now time.Time, buf []byte) {
+// flushReplies sends the batch's replies so far.
+func (s *Server) flushReplies(pb *promoBatch) {
+	if pb.n > 0 {
+		if err := pb.sock.Send(pb.out, pb.n); err != nil && !errors.Is(err, net.ErrClosed) {
+			s.st.Logger.Warn("sending handshake replies failed", "err", err)
+		}
+		pb.n = 0
+	}
+}
+
+func (s *Server) promoteOne(pb *promoBatch, p *promotion, rnd *fastpath.Rand, now time.Time) {
 	if s.closing.Load() {
 		return
 	}
-	sock := s.group.Sockets()[p.sock]
-	deny := func(reason uint8) {
-		n := s.fc.BuildDenied(buf, &p.to, reason, &p.cookie, rnd)
+	if sock := s.group.Sockets()[p.sock]; sock != pb.sock {
+		s.flushReplies(pb) // one batch comes from one loop: never, in practice
+		pb.sock = sock
+	}
+	reply := func(n int) {
 		if n > 0 {
-			_ = sock.WriteTo(buf[:n], p.addr)
+			m := &pb.out.Msgs[pb.n]
+			m.N, m.Addr = n, p.addr
+			pb.n++
 		}
+	}
+	slot := func() []byte { return pb.out.Msgs[pb.n].Buf[:cap(pb.out.Msgs[pb.n].Buf)] }
+	deny := func(reason uint8) {
+		reply(s.fc.BuildDenied(slot(), &p.to, reason, &p.cookie, rnd))
 		if reason == fastpath.DeniedServerFull {
 			s.ev.deniedFull.Add(1)
 		} else {
@@ -50,8 +92,8 @@ func (s *Server) promoteOne(p *promotion, rnd *fastpath.Rand, now time.Time, buf
 		}
 	}
 	ack := func(ck *cookie.Cookie) {
-		if n := s.fc.BuildAck(buf, &p.to, ck, rnd); n > 0 {
-			_ = sock.WriteTo(buf[:n], p.addr)
+		if n := s.fc.BuildAck(slot(), &p.to, ck, rnd); n > 0 {
+			reply(n)
 			s.ev.acks.Add(1)
 		}
 	}
@@ -62,6 +104,8 @@ func (s *Server) promoteOne(p *promotion, rnd *fastpath.Rand, now time.Time, buf
 		return
 	}
 	if s.st.Accept != nil && !(hasOld && old.clientID == p.to.ClientID) {
+		// The hook may be slow: replies made so far go first.
+		s.flushReplies(pb)
 		if err := s.st.Accept(p.addr); err != nil {
 			s.st.Logger.Debug("client refused by the application", "addr", p.addr, "err", err)
 			deny(fastpath.DeniedRefused)
@@ -91,7 +135,7 @@ func (s *Server) promoteOne(p *promotion, rnd *fastpath.Rand, now time.Time, buf
 		deny(fastpath.DeniedServerFull)
 		return
 	}
-	c := s.newConn(p, sock, now)
+	c := s.newConn(p, pb.sock, now)
 	// Insert's answer is the truth: a migration may have moved another
 	// connection onto this address since the Get above.
 	prev, ok := s.conns.Insert(p.addr, p.cookie, c)
@@ -115,5 +159,5 @@ func (s *Server) promoteOne(p *promotion, rnd *fastpath.Rand, now time.Time, buf
 	}
 	ack(&p.cookie)
 	s.ev.accepted.Add(1)
-	s.st.Handler.OnConnect(c)
+	pb.made = append(pb.made, c)
 }

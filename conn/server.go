@@ -89,7 +89,7 @@ func Listen(addr string, cfg Config) (*Server, error) {
 		ov:      overload{cfg: st.Overload},
 	}
 	s.timers.init(st.SweepInterval, now)
-	s.promos.New = func() any { return &promoBatch{items: make([]promotion, 0, promotionBatch)} }
+	s.promos.New = func() any { return newPromoBatch() }
 	s.pool, err = ants.NewPoolWithFuncGeneric(st.PromotionWorkers, s.promoteBatch,
 		ants.WithNonblocking(true),
 		ants.WithPanicHandler(func(p any) {
