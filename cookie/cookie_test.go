@@ -3,7 +3,9 @@ package cookie
 import (
 	"crypto/hmac"
 	"crypto/sha1"
+	"encoding/binary"
 	"encoding/hex"
+	"math"
 	"net/netip"
 	"testing"
 )
@@ -97,6 +99,30 @@ func TestInputAddressForms(t *testing.T) {
 	Input(&b, 1, plain)
 	if a != b {
 		t.Errorf("zone changed the input:\n%x\n%x", a, b)
+	}
+}
+
+// TestInputAs16: Input's IPv4 shortcut writes what the 16-byte form does,
+// for every kind of address.
+func TestInputAs16(t *testing.T) {
+	for _, s := range []string{"127.0.0.1:7777", "0.0.0.0:0", "255.255.255.255:65535", "[::ffff:10.1.2.3]:9",
+		"[::ffff:10.1.2.3%eth0]:9", "[2001:db8::42]:50000", "[::]:1", "[::1]:2", "[fe80::1%lo]:3",
+		"[::fffe:10.1.2.3]:4", "[0:0:0:0:1:ffff:a01:203]:5"} {
+		addr := netip.MustParseAddrPort(s)
+		var got, want [InputSize]byte
+		Input(&got, 1.25, addr)
+		binary.LittleEndian.PutUint64(want[0:8], math.Float64bits(1.25))
+		a16 := addr.Addr().As16()
+		copy(want[8:24], a16[:])
+		binary.LittleEndian.PutUint16(want[24:26], addr.Port())
+		if got != want {
+			t.Errorf("%s:\n got %x\nwant %x", s, got, want)
+		}
+	}
+	var zero, want [InputSize]byte
+	Input(&zero, 0, netip.AddrPort{})
+	if zero != want {
+		t.Errorf("zero AddrPort: %x", zero)
 	}
 }
 

@@ -3,10 +3,13 @@ package cookie
 import (
 	"crypto/hmac"
 	"crypto/sha1"
+	"crypto/sha256"
 	"encoding/hex"
+	"hash"
 	"math"
 	"math/rand/v2"
 	"net/netip"
+	"reflect"
 	"sync"
 	"testing"
 )
@@ -295,5 +298,87 @@ func BenchmarkVerifyHMACReset(b *testing.B) {
 		if !hmac.Equal(m.Sum(sum[:0]), c[:]) {
 			b.Fatal("invalid")
 		}
+	}
+}
+
+// TestDirectPath: on this toolchain crypto/sha1's digest is laid out as
+// Signer expects, so the fast path is on. If this fails after a Go upgrade,
+// cookies are still right (the textbook path) but slower: update
+// sha1Digest.
+func TestDirectPath(t *testing.T) {
+	if reflect.TypeOf(sha1.New()).String() != "*sha1.digest" {
+		t.Skipf("sha1.New returns %T (boringcrypto or FIPS build): the textbook path is expected", sha1.New())
+	}
+	if !signerDirectOK() {
+		t.Fatal("crypto/sha1's digest failed the layout or HMAC check; Signer falls back to the textbook path")
+	}
+	if g := NewSigner(NewSecretsFrom(vecSnapshot(t))); g.d == nil {
+		t.Fatal("NewSigner did not take the direct path")
+	}
+}
+
+// TestTextbookPath: the fallback gives the same cookies and verdicts, with
+// no allocation either.
+func TestTextbookPath(t *testing.T) {
+	s := NewSecretsFrom(vecSnapshot(t))
+	g := newSigner(s, false)
+	if g.d != nil {
+		t.Fatal("newSigner(direct=false) took the direct path")
+	}
+	fast := NewSigner(s)
+	snap := g.Snapshot()
+	for _, v := range vecCookies {
+		addr := netip.MustParseAddrPort(v.addr)
+		c := g.GenerateWith(v.secretID, v.ts, addr)
+		if got := hex.EncodeToString(c[:]); got != v.cookie {
+			t.Errorf("%s secret %d: cookie %s, want %s", v.addr, v.secretID, got, v.cookie)
+		}
+	}
+	r := rand.New(rand.NewPCG(5, 5))
+	for range 200 {
+		var ip [16]byte
+		for i := range ip {
+			ip[i] = byte(r.Uint32())
+		}
+		addr := netip.AddrPortFrom(netip.AddrFrom16(ip), uint16(r.Uint32()))
+		ts := vecT0 + r.Float64()*30
+		id := uint8(r.IntN(2))
+		want := refCookie(&snap.Secrets[id], ts, addr)
+		if c := g.GenerateWith(id, ts, addr); c != want {
+			t.Fatalf("textbook %v id %d ts %v: %x, want %x", addr, id, ts, c, want)
+		}
+		if c := fast.GenerateWith(id, ts, addr); c != want {
+			t.Fatalf("NewSigner %v id %d ts %v: %x, want %x", addr, id, ts, c, want)
+		}
+		if res := g.Verify(id, ts, addr, &want, ts+1); id == snap.Active && res != Valid {
+			t.Fatalf("textbook Verify: %v", res)
+		}
+	}
+	if raceEnabled {
+		return
+	}
+	if n := testing.AllocsPerRun(100, func() { g.Generate(testTS, testAddr) }); n != 0 {
+		t.Errorf("textbook Generate: %v allocs", n)
+	}
+}
+
+// notSHA1 is a hash.Hash that is not crypto/sha1's digest.
+type notSHA1 struct{ hash.Hash }
+
+func TestDigestOfRefusesOtherHashes(t *testing.T) {
+	for _, h := range []hash.Hash{notSHA1{sha1.New()}, &notSHA1{sha1.New()}, sha256.New(), (*notSHA1)(nil),
+		hmac.New(sha1.New, make([]byte, 64))} {
+		if digestOf(h) != nil {
+			t.Errorf("digestOf(%T) accepted it", h)
+		}
+	}
+}
+
+func BenchmarkGenerateTextbook(b *testing.B) {
+	g := newSigner(NewSecretsFrom(vecSnapshot(b)), false)
+	g.sync()
+	b.ReportAllocs()
+	for b.Loop() {
+		g.Generate(testTS, testAddr)
 	}
 }

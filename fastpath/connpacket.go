@@ -118,6 +118,12 @@ func DecodeConn(m Magic, b []byte, h *ConnHeader) (payload []byte, r DropReason)
 	if r != DropNone {
 		return nil, r
 	}
+	return decodeConn(m, b, pw, h)
+}
+
+// decodeConn is DecodeConn after the prefix checks, for a caller that has
+// decoded the prefix word pw already (decodePrefixWord accepted b).
+func decodeConn(m Magic, b []byte, pw uint64, h *ConnHeader) (payload []byte, r DropReason) {
 	if pw>>5&1 != 0 {
 		return nil, DropUnexpectedType
 	}

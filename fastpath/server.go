@@ -186,18 +186,19 @@ func (s *Server) Handle(d *Decision, src netip.AddrPort, pkt []byte, now float64
 		d.Drop = DropTooLarge
 		return
 	}
-	p, r := DecodePrefix(s.cfg.Magic, pkt)
+	// One prefix decode serves both packet decoders.
+	pw, pb, r := decodePrefixWord(s.cfg.Magic, pkt)
 	if r != DropNone {
 		d.Drop = r
 		return
 	}
-	if !p.Handshake {
-		s.handleConn(d, src, pkt, now, peer, out)
+	if pw>>5&1 == 0 {
+		s.handleConn(d, src, pkt, pw, now, peer, out)
 		return
 	}
 
-	var h Handshake
-	if r := DecodeHandshake(s.cfg.Magic, pkt, &h); r != DropNone {
+	var h request
+	if r := decodeRequest(s.cfg.Magic, pkt, pw, pb, &h); r != DropNone {
 		d.Drop = r
 		return
 	}
@@ -213,13 +214,14 @@ func (s *Server) Handle(d *Decision, src netip.AddrPort, pkt []byte, now float64
 		d.Drop = DropBadVersion
 		return
 	}
-	d.To = ReplyTo{
-		ClientID:   h.ClientID,
-		SentCount:  h.SentCount,
-		CurVersion: min(CurHandshakeVersion, h.CurVersion),
-		RandomLen:  h.RandomLen,
-		Len:        len(pkt),
-	}
+	// Field by field into the zeroed Decision: a composite literal would
+	// be built with byte stores and copied with a 16-byte load that the
+	// CPU cannot forward from them.
+	d.To.ClientID = h.ClientID
+	d.To.SentCount = h.SentCount
+	d.To.CurVersion = min(CurHandshakeVersion, h.CurVersion)
+	d.To.RandomLen = h.RandomLen
+	d.To.Len = len(pkt)
 
 	switch h.Type {
 	case TypeInitial:
@@ -236,19 +238,19 @@ func (s *Server) Handle(d *Decision, src netip.AddrPort, pkt []byte, now float64
 			return
 		}
 		d.Action = ActPromote
-		d.Cookie = h.Cookie
+		copyCookie(&d.Cookie, &h.Cookie)
 		d.Replaces = peer.Known
 	case TypeRestartResponse:
 		if !s.proven(d, &h, src, now) {
 			return
 		}
 		d.Action = ActMigrate
-		d.Cookie = h.Cookie
-		d.OrigCookie = h.OrigCookie
+		copyCookie(&d.Cookie, &h.Cookie)
+		copyCookie(&d.OrigCookie, &h.OrigCookie)
 	}
 }
 
-func (s *Server) handleInitial(d *Decision, src netip.AddrPort, h *Handshake, now float64, peer *Peer, out []byte) {
+func (s *Server) handleInitial(d *Decision, src netip.AddrPort, h *request, now float64, peer *Peer, out []byte) {
 	newAttempt := !peer.Known || peer.ClientID != h.ClientID
 	if newAttempt && !s.compatible(h) {
 		if h.CurVersion < CurHandshakeVersion {
@@ -259,9 +261,8 @@ func (s *Server) handleInitial(d *Decision, src netip.AddrPort, h *Handshake, no
 			d.Drop = DropOverload
 			return
 		}
-		var rep Handshake
-		s.cfg.header(&rep, &d.To, TypeVersionUpgrade)
-		if !s.cfg.fits(&rep, &d.To) {
+		hi := s.cfg.maxRandom(TypeVersionUpgrade, &d.To)
+		if hi < MinRandomBytes {
 			d.Drop = DropAmplification
 			return
 		}
@@ -269,7 +270,7 @@ func (s *Server) handleInitial(d *Decision, src netip.AddrPort, h *Handshake, no
 			d.Drop = DropRateLimited
 			return
 		}
-		d.ReplyLen = s.cfg.encodeReply(out, &rep, &d.To, &s.rnd)
+		d.ReplyLen = s.cfg.writeReply(out, &reply{Type: TypeVersionUpgrade}, &d.To, hi, &s.rnd)
 		s.replied(d, TypeVersionUpgrade)
 		return
 	}
@@ -277,9 +278,8 @@ func (s *Server) handleInitial(d *Decision, src netip.AddrPort, h *Handshake, no
 		d.Drop = DropOverload
 		return
 	}
-	var rep Handshake
-	s.cfg.header(&rep, &d.To, TypeChallenge)
-	if !s.cfg.fits(&rep, &d.To) {
+	hi := s.cfg.maxRandom(TypeChallenge, &d.To)
+	if hi < MinRandomBytes {
 		d.Drop = DropAmplification
 		return
 	}
@@ -290,17 +290,18 @@ func (s *Server) handleInitial(d *Decision, src netip.AddrPort, h *Handshake, no
 	if s.Shed.ChallengeBudget > 0 {
 		s.Shed.ChallengeBudget--
 	}
-	rep.Timestamp = now
-	rep.SecretID, rep.Cookie = s.signer.Generate(now, src)
-	d.ReplyLen = s.cfg.encodeReply(out, &rep, &d.To, &s.rnd)
+	var ck cookie.Cookie
+	rep := reply{Type: TypeChallenge, Timestamp: now, Cookie: &ck}
+	rep.SecretID = s.signer.GenerateTo(&ck, now, src)
+	d.ReplyLen = s.cfg.writeReply(out, &rep, &d.To, hi, &s.rnd)
 	s.replied(d, TypeChallenge)
 }
 
 // handleConn handles a connection packet: checked and handed over for a
 // known address, answered with RestartHandshake (the client moved) for an
 // unknown one.
-func (s *Server) handleConn(d *Decision, src netip.AddrPort, pkt []byte, now float64, peer *Peer, out []byte) {
-	payload, r := DecodeConn(s.cfg.Magic, pkt, &d.Conn)
+func (s *Server) handleConn(d *Decision, src netip.AddrPort, pkt []byte, pw uint64, now float64, peer *Peer, out []byte) {
+	payload, r := decodeConn(s.cfg.Magic, pkt, pw, &d.Conn)
 	if r != DropNone {
 		d.Drop = r
 		return
@@ -333,10 +334,8 @@ func (s *Server) handleConn(d *Decision, src netip.AddrPort, pkt []byte, now flo
 	// CurVersion 4 and SentCount 0 (PROTOCOL.md §5), and no more RandomData
 	// than keeps it within the connection packet's size.
 	d.To = ReplyTo{ClientID: d.Conn.ClientID, CurVersion: CurHandshakeVersion, RandomLen: MaxRandomBytes, Len: len(pkt)}
-	var rep Handshake
-	s.cfg.header(&rep, &d.To, TypeRestartHandshake)
-	rep.Restart = true
-	if !s.cfg.fits(&rep, &d.To) {
+	hi := s.cfg.maxRandom(TypeRestartHandshake, &d.To)
+	if hi < MinRandomBytes {
 		d.Drop = DropAmplification
 		return
 	}
@@ -344,13 +343,14 @@ func (s *Server) handleConn(d *Decision, src netip.AddrPort, pkt []byte, now flo
 		d.Drop = DropRateLimited
 		return
 	}
-	d.ReplyLen = s.cfg.encodeReply(out, &rep, &d.To, &s.rnd)
+	d.ReplyLen = s.cfg.writeReply(out, &reply{Type: TypeRestartHandshake, Restart: true}, &d.To, hi, &s.rnd)
 	s.replied(d, TypeRestartHandshake)
 }
 
 func (s *Server) replied(d *Decision, t PacketType) {
 	if d.ReplyLen == 0 {
-		// Unreachable while fits() is checked first; never send garbage.
+		// Unreachable while maxRandom is checked first; never send
+		// garbage.
 		d.Drop = DropAmplification
 		return
 	}
@@ -359,7 +359,7 @@ func (s *Server) replied(d *Decision, t PacketType) {
 }
 
 // compatible is the network compatibility check of an Initial (§3).
-func (s *Server) compatible(h *Handshake) bool {
+func (s *Server) compatible(h *request) bool {
 	if !s.cfg.IgnoreNetworkVersion && h.NetworkVersion != s.cfg.NetworkVersion {
 		return false
 	}
@@ -369,7 +369,7 @@ func (s *Server) compatible(h *Handshake) bool {
 // proven reports whether a Response or RestartResponse carries the server's
 // SessionID and a valid cookie for its source, recording the drop reason
 // when not.
-func (s *Server) proven(d *Decision, h *Handshake, src netip.AddrPort, now float64) bool {
+func (s *Server) proven(d *Decision, h *request, src netip.AddrPort, now float64) bool {
 	if h.SessionID != s.cfg.SessionID {
 		d.Drop = DropSessionMismatch
 		return false
@@ -380,7 +380,7 @@ func (s *Server) proven(d *Decision, h *Handshake, src netip.AddrPort, now float
 
 // verify checks a Response's or RestartResponse's cookie against the source
 // (§4 rules 1–3).
-func (s *Server) verify(h *Handshake, src netip.AddrPort, now float64) DropReason {
+func (s *Server) verify(h *request, src netip.AddrPort, now float64) DropReason {
 	switch s.signer.Verify(h.SecretID, h.Timestamp, src, &h.Cookie, now) {
 	case cookie.Valid:
 		return DropNone
@@ -406,65 +406,20 @@ const MaxReplyLen = (MaxMagicBits + IDBits + BaseBits + 225 + 8*MaxRandomBytes +
 // Response or a RestartResponse) carrying authorised cookie c. It returns 0
 // when the reply cannot be made no larger than the request.
 func (c *ServerConfig) BuildAck(out []byte, to *ReplyTo, ck *cookie.Cookie, rnd *Rand) int {
-	var rep Handshake
-	c.header(&rep, to, TypeAck)
-	rep.SecretID = 1
-	rep.Timestamp = -1
-	rep.Cookie = *ck
-	return c.encodeReply(out, &rep, to, rnd)
+	return c.encodeReply(out, &reply{Type: TypeAck, SecretID: 1, Timestamp: -1, Cookie: ck}, to, rnd)
 }
 
 // BuildDenied writes a Denied with reason, echoing the Response's cookie.
 func (c *ServerConfig) BuildDenied(out []byte, to *ReplyTo, reason uint8, ck *cookie.Cookie, rnd *Rand) int {
-	var rep Handshake
-	c.header(&rep, to, TypeDenied)
-	rep.Reason = reason
-	rep.Cookie = *ck
-	return c.encodeReply(out, &rep, to, rnd)
+	return c.encodeReply(out, &reply{Type: TypeDenied, Reason: reason, Cookie: ck}, to, rnd)
 }
 
-// header fills what every server reply carries (§5): the server's SessionID,
-// MinVersion 3, CurVersion min(4, RemoteCur), the server's NetworkVersion and
-// NetworkFeatures, and the request's ClientID and SentCount.
-func (c *ServerConfig) header(h *Handshake, to *ReplyTo, t PacketType) {
-	h.SessionID = c.SessionID
-	h.ClientID = to.ClientID
-	h.MinVersion = MinHandshakeVersion
-	h.CurVersion = to.CurVersion
-	h.Type = t
-	h.SentCount = to.SentCount
-	h.NetworkVersion = c.NetworkVersion
-	h.NetworkFeatures = c.NetworkFeatures
-}
-
-// maxRandom is the longest RandomData a reply of type t may carry: no
-// longer than the request's, and short enough that the reply is no more
-// bytes than the request. This is the no-amplification rule (§5), enforced
-// here for every reply the server makes; below MinRandomBytes the reply is
-// impossible.
-func (c *ServerConfig) maxRandom(t PacketType, to *ReplyTo) int {
-	r := min(int(to.RandomLen), MaxRandomBytes)
-	for ; r >= MinRandomBytes; r-- {
-		if HandshakeLen(c.Magic, t, r) <= to.Len {
-			break
-		}
-	}
-	return r
-}
-
-func (c *ServerConfig) fits(h *Handshake, to *ReplyTo) bool {
-	return c.maxRandom(h.Type, to) >= MinRandomBytes
-}
-
-// encodeReply picks the RandomData length uniformly in [8, maxRandom], fills
-// it and encodes h into out. It returns 0 if no length fits.
-func (c *ServerConfig) encodeReply(out []byte, h *Handshake, to *ReplyTo, rnd *Rand) int {
-	hi := c.maxRandom(h.Type, to)
+// encodeReply is writeReply with its own no-amplification check: it returns
+// 0 if no RandomData length fits.
+func (c *ServerConfig) encodeReply(out []byte, rep *reply, to *ReplyTo, rnd *Rand) int {
+	hi := c.maxRandom(rep.Type, to)
 	if hi < MinRandomBytes {
 		return 0
 	}
-	n := MinRandomBytes + rnd.Intn(hi-MinRandomBytes+1)
-	h.RandomLen = uint8(n)
-	rnd.Fill(h.Random[:n])
-	return EncodeHandshake(out, c.Magic, h)
+	return c.writeReply(out, rep, to, hi, rnd)
 }

@@ -662,10 +662,16 @@ func TestServerAllocs(t *testing.T) {
 	var d Decision
 	peer := Peer{}
 	known := Peer{Known: true, ClientID: 1, Tag: 3}
+	connected := Peer{Known: true, ClientID: 1, Cookie: vecCookie}
+	to := ReplyTo{ClientID: 1, CurVersion: 4, RandomLen: 16, Len: 100}
+	rnd := NewRand(1)
 	for name, f := range map[string]func(){
 		"initial->challenge": func() { s.Handle(&d, vecAddr, initial, vecTS, &peer, out) },
 		"response->promote":  func() { s.Handle(&d, vecAddr, resp, vecTS+1, &peer, out) },
+		"response->ack":      func() { s.Handle(&d, vecAddr, resp, vecTS+1, &connected, out) },
 		"data":               func() { s.Handle(&d, vecAddr, data, vecTS, &known, out) },
+		"BuildAck":           func() { s.Config().BuildAck(out, &to, &vecCookie, &rnd) },
+		"BuildDenied":        func() { s.Config().BuildDenied(out, &to, DeniedServerFull, &vecCookie, &rnd) },
 	} {
 		if n := testing.AllocsPerRun(200, f); n != 0 {
 			t.Errorf("%s: %v allocs", name, n)
