@@ -195,7 +195,10 @@ func (l *loop) handle(m *batchio.Message, c *Conn, now time.Time) {
 	d := &l.d
 	var peer fastpath.Peer
 	if c != nil {
-		peer = fastpath.Peer{Known: true, ClientID: c.clientID, Tag: c.tag, Cookie: c.cookie}
+		// Field by field: a composite literal builds a temporary and
+		// copies it.
+		peer.Known, peer.ClientID, peer.Tag = true, c.clientID, c.tag
+		peer.Cookie = c.cookie
 	} else if s.nRecent.Load() > 0 {
 		// Only a connection packet asks whether its address closed
 		// recently; handshakes skip that lookup, and everything skips the

@@ -107,6 +107,9 @@ func Listen(addr string, cfg Config) (*Server, error) {
 	for _, w := range group.Warnings() {
 		st.Logger.Warn(w)
 	}
+	if !cookie.Accelerated() {
+		st.Logger.Warn("handshake cookies use the slower textbook HMAC: this Go's crypto/sha1 no longer matches what package cookie expects; cookies stay correct, and a udpgate built for this Go restores the speed")
+	}
 	s.wg.Add(len(s.loops) + 1)
 	for _, l := range s.loops {
 		go l.run()
