@@ -83,6 +83,11 @@ func TestZeroAllocs(t *testing.T) {
 			}); a != 0 {
 				t.Errorf("WriteTo: %v allocs, want 0", a)
 			}
+			// Stats asks the kernel for the drop count; a metrics
+			// scrape should not allocate for it.
+			if a := testing.AllocsPerRun(100, func() { _ = s.Stats() }); a != 0 {
+				t.Errorf("Stats: %v allocs, want 0", a)
+			}
 		})
 	}
 }

@@ -29,8 +29,8 @@ type Message struct {
 }
 
 // Batch is a reusable set of message slots together with the kernel
-// structures (iovecs, mmsghdrs, socket addresses, control buffers) that
-// describe them, so that receiving or sending a batch allocates nothing.
+// structures (iovecs, mmsghdrs, socket addresses) that describe them, so
+// that receiving or sending a batch allocates nothing.
 //
 // A Batch may be used with any Socket but by one goroutine at a time.
 type Batch struct {

@@ -176,3 +176,24 @@ func TestWriteToErrors(t *testing.T) {
 		t.Errorf("Recv after Close: %v", err)
 	}
 }
+
+// TestNoteDrops: the kernel's drop counter is a wrapping uint32; the
+// published count must keep growing across the wrap.
+func TestNoteDrops(t *testing.T) {
+	var c counters
+	for _, step := range []struct {
+		cum  uint32
+		want uint64
+	}{
+		{0, 0},
+		{7, 7},
+		{7, 7},
+		{0xFFFFFFF0, 0xFFFFFFF0},
+		{0x10, 0x100000010},
+	} {
+		c.noteDrops(step.cum)
+		if got := c.snapshot().RxDrops; got != step.want {
+			t.Fatalf("after %#x: RxDrops %#x, want %#x", step.cum, got, step.want)
+		}
+	}
+}

@@ -73,9 +73,38 @@ type Config struct {
 	RecvBuffer int
 	SendBuffer int
 
+	// AllowFragmentation, if true, leaves the kernel's path-MTU discovery
+	// default alone, so IPv4 datagrams go out without the don't-fragment
+	// bit. By default batchio sets DF for IPv4 traffic, as QUIC does
+	// (IP_PMTUDISC_PROBE on IPv4 and dual-stack sockets; the figures are
+	// in params.go): without DF, Linux picks an IP ID for every IPv4
+	// datagram from a table hashed by destination, a cache miss per packet
+	// once there are many peers. IPv6 is left alone: it has no per-packet
+	// ID to save, and DF there would refuse datagrams of 1453-1472 bytes
+	// on a 1500-byte link.
+	//
+	// DF costs nothing for datagrams that fit the path: up to 1472 bytes
+	// of payload fit a 1500-byte MTU. The price is for larger ones: a
+	// datagram larger than the outgoing interface's MTU is refused by the
+	// kernel (EMSGSIZE, counted in Stats.TxErrors) instead of being
+	// fragmented, and one larger than a smaller MTU further along the path
+	// (a tunnel, PPPoE) is dropped there. PROBE rather than DO because it
+	// ignores the path MTU cached from ICMP reports, so a forged or stale
+	// report cannot make sends to a peer fail locally. Set it if the
+	// server sends IPv4 datagrams larger than some path's MTU allows.
+	// Linux only: the portable fallback leaves the system default.
+	AllowFragmentation bool
+
 	// Control, if not nil, is called for every socket after batchio has
 	// set its own options and before bind, like net.ListenConfig.Control.
 	// network is "udp4" or "udp6"; address is the address being bound.
+	//
+	// Control messages it enables (IP_PKTINFO, timestamps, …) are not
+	// delivered: Recv passes the kernel no control buffer, because
+	// filling one for every datagram costs measurable CPU and Message
+	// has nowhere to put them. The kernel discards them (and sets
+	// MSG_CTRUNC, which batchio ignores), so enabling them only adds
+	// kernel work per datagram.
 	Control func(network, address string, c syscall.RawConn) error
 
 	// Logger, if not nil, receives the Group's warnings (also available

@@ -27,13 +27,21 @@ package batchio
 // "plain,netpoll,blocking"), BATCHIO_ECHO_REPS (3), BATCHIO_ECHO_DUR (3s),
 // BATCHIO_ECHO_SOURCES (16), BATCHIO_ECHO_WINDOW (128),
 // BATCHIO_ECHO_BATCH (server BatchSize, DefaultBatchSize), BATCHIO_ECHO_QUIET (30s: how
-// long to wait for other processes to leave the CPUs idle before each run).
+// long to wait for other processes to leave the CPUs idle before each run),
+// BATCHIO_ECHO_BASE (the variant ratios are taken against, default plain),
+// BATCHIO_ECHO_PREDROP (set: overflow every batchio socket once before the
+// run, see overflowSockets).
 //
 // Variants: plain (one socket, one goroutine, standard library), plain2
 // (the same ×2 SO_REUSEPORT), netpoll and blocking (batchio, one loop per
 // socket, GOMAXPROCS sockets; blocking loops lock their thread),
-// blocking-nolock (loops do not lock their thread). A "/bN" suffix sets the
-// server's batch size for that variant, e.g. "blocking/b64".
+// blocking-nolock (loops do not lock their thread). Suffixes: "/bN" sets
+// the server's batch size for that variant, e.g. "blocking/b64"; "/frag"
+// sets Config.AllowFragmentation. "@binary" runs the variant's server from
+// another test binary, such as one built from an older commit
+// (go test -c -o /tmp/old.test ./batchio/), so before and after are
+// interleaved in one run: "blocking@/tmp/old.test,blocking" with
+// BATCHIO_ECHO_BASE=blocking@/tmp/old.test.
 
 import (
 	"bufio"
@@ -131,16 +139,26 @@ func startEchoServer(variant string, batch int) (int, func() string, error) {
 		}
 		return port, func() string { return fmt.Sprintf("rx=%d fill=1", pkts.Load()) }, nil
 	}
-	// "mode/bN" overrides the batch size, so batch sizes can be
-	// interleaved in one run.
-	if v, b, ok := strings.Cut(variant, "/b"); ok {
-		n, err := strconv.Atoi(b)
-		if err != nil {
-			return 0, nil, fmt.Errorf("variant %q: bad batch size", variant)
-		}
-		variant, batch = v, n
-	}
+	// Suffixes override the batch size ("/bN") and the don't-fragment
+	// default ("/frag"), so they can be interleaved in one run.
+	name, opts, _ := strings.Cut(variant, "/")
 	cfg := Config{BatchSize: batch}
+	for o := range strings.SplitSeq(opts, "/") {
+		switch {
+		case o == "":
+		case o == "frag":
+			cfg.AllowFragmentation = true
+		case strings.HasPrefix(o, "b"):
+			n, err := strconv.Atoi(o[1:])
+			if err != nil {
+				return 0, nil, fmt.Errorf("variant %q: bad batch size", variant)
+			}
+			cfg.BatchSize = n
+		default:
+			return 0, nil, fmt.Errorf("variant %q: unknown suffix %q", variant, o)
+		}
+	}
+	variant = name
 	lock := false
 	switch variant {
 	case "netpoll":
@@ -155,6 +173,11 @@ func startEchoServer(variant string, batch int) (int, func() string, error) {
 	g, err := Listen("127.0.0.1:0", cfg)
 	if err != nil {
 		return 0, nil, err
+	}
+	if os.Getenv("BATCHIO_ECHO_PREDROP") != "" {
+		if err := overflowSockets(g); err != nil {
+			return 0, nil, err
+		}
 	}
 	for _, s := range g.Sockets() {
 		go func() {
@@ -178,6 +201,55 @@ func startEchoServer(variant string, batch int) (int, func() string, error) {
 		return fmt.Sprintf("rx=%d fill=%.1f drops=%d txcalls=%d sockets=%d", st.RxPackets, st.RxBatchFill(), st.RxDrops, st.TxCalls, len(g.Sockets()))
 	}, nil
 }
+
+// overflowSockets makes the kernel drop datagrams on every socket of g
+// before its loops start, so the measured traffic arrives at sockets that
+// have dropped before, like a server's after its first overload: from then
+// on SO_RXQ_OVFL, where enabled, attaches a control message to every
+// datagram. The junk is echoed during the warm-up.
+func overflowSockets(g *Group) error {
+	drops := func(s *Socket) uint32 {
+		// Straight from the kernel: the version under test may count
+		// drops only as datagrams arrive.
+		var mem [unix.SK_MEMINFO_VARS]uint32
+		n := uint32(len(mem) * 4)
+		s.sys.rc.Control(func(fd uintptr) {
+			unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_MEMINFO,
+				uintptr(unsafe.Pointer(&mem[0])), uintptr(unsafe.Pointer(&n)), 0)
+		})
+		return mem[unix.SK_MEMINFO_DROPS]
+	}
+	var clients []*net.UDPConn
+	for range 32 { // sources on many ports reach every socket of the group
+		c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(g.LocalAddr()))
+		if err != nil {
+			return err
+		}
+		clients = append(clients, c)
+	}
+	// The echoes of the junk land in these sockets' buffers; keep them
+	// open until the process exits so no ICMP goes back.
+	overflowClients = clients
+	p := make([]byte, 48)
+	for range 100 {
+		done := true
+		for _, s := range g.Sockets() {
+			done = done && drops(s) > 0
+		}
+		if done {
+			return nil
+		}
+		for _, c := range clients {
+			for range 1000 {
+				c.Write(p)
+			}
+		}
+	}
+	return errors.New("could not overflow every socket")
+}
+
+// overflowClients keeps overflowSockets' sources open.
+var overflowClients []*net.UDPConn
 
 // procCPU returns pid's schedstat and stat CPU times (0 when unreadable).
 func procCPU(pid int) (sched, stat time.Duration) {
@@ -233,6 +305,7 @@ func TestEchoCompare(t *testing.T) {
 	if d, err := time.ParseDuration(os.Getenv("BATCHIO_ECHO_QUIET")); err == nil && d >= 0 && d <= 10*time.Minute {
 		quietWait = d
 	}
+	base := cmpOr(os.Getenv("BATCHIO_ECHO_BASE"), "plain")
 	results := map[string][]echoResult{}
 	for rep := range reps {
 		for _, v := range variants {
@@ -269,10 +342,10 @@ func TestEchoCompare(t *testing.T) {
 		}
 		return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
 	}
-	t.Logf("medians over runs with acct ≥ %.2f; ratios within a repetition", minAcct)
-	t.Logf("%-16s %9s %22s %9s %6s %5s", "variant", "echoes/s", "server ns/pkt (range)", "÷ plain", "util", "runs")
+	t.Logf("medians over runs with acct ≥ %.2f; ratios to %s within a repetition (range)", minAcct, base)
+	t.Logf("%-16s %9s %22s %18s %18s %6s %5s", "variant", "echoes/s", "server ns/pkt (range)", "ns/pkt ÷ base", "echoes/s ÷ base", "util", "runs")
 	for _, v := range variants {
-		var pps, ns, ratio, util []float64
+		var pps, ns, ratio, ppsRatio, util []float64
 		for i, r := range results[v] {
 			if r.acct < minAcct {
 				continue
@@ -280,19 +353,23 @@ func TestEchoCompare(t *testing.T) {
 			pps = append(pps, r.pps)
 			ns = append(ns, r.schedNs)
 			util = append(util, r.util)
-			if base, ok := results["plain"]; ok && base[i].acct >= minAcct {
-				ratio = append(ratio, r.schedNs/base[i].schedNs)
+			if b, ok := results[base]; ok && b[i].acct >= minAcct {
+				ratio = append(ratio, r.schedNs/b[i].schedNs)
+				ppsRatio = append(ppsRatio, r.pps/b[i].pps)
 			}
 		}
 		if len(ns) == 0 {
 			t.Logf("%-16s no clean run", v)
 			continue
 		}
-		rs := "-"
-		if len(ratio) > 0 {
-			rs = fmt.Sprintf("%.2f", median(ratio))
+		ratioString := func(xs []float64) string {
+			if len(xs) == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.3f (%.2f–%.2f)", median(xs), slices.Min(xs), slices.Max(xs))
 		}
-		t.Logf("%-16s %9.0f %6.0f (%5.0f–%5.0f) %9s %6.2f %5d", v, median(pps), median(ns), slices.Min(ns), slices.Max(ns), rs, median(util), len(ns))
+		t.Logf("%-16s %9.0f %6.0f (%5.0f–%5.0f) %18s %18s %6.2f %5d", v, median(pps), median(ns), slices.Min(ns), slices.Max(ns),
+			ratioString(ratio), ratioString(ppsRatio), median(util), len(ns))
 	}
 }
 
@@ -311,7 +388,11 @@ func cmpOr(a, b string) string {
 // and dur of measurement, and stops it.
 func runEcho(variant string, dur time.Duration) (echoResult, error) {
 	res := echoResult{variant: variant}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestEchoChild$", "-test.count=1")
+	bin := os.Args[0]
+	if v, b, ok := strings.Cut(variant, "@"); ok {
+		variant, bin = v, b
+	}
+	cmd := exec.Command(bin, "-test.run=^TestEchoChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "BATCHIO_ECHO_CHILD="+variant)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -17,11 +17,6 @@ const autoMode = ModeBlocking
 // with MSG_TRUNC, so none is needed.
 const slotPad = 0
 
-// ctrlSize is the control buffer per message: room for one SO_RXQ_OVFL
-// message (a uint32). Control messages enabled through Config.Control do
-// not fit and arrive truncated (MSG_CTRUNC); batchio ignores them.
-var ctrlSize = unix.CmsgSpace(4)
-
 // sendmmsgHook, when set by tests, replaces the sendmmsg system call so
 // that partial sends, EAGAIN and per-message errors can be injected.
 var sendmmsgHook func(fd uintptr, hdrs []unix.Mmsghdr) (int, syscall.Errno)
@@ -29,11 +24,14 @@ var sendmmsgHook func(fd uintptr, hdrs []unix.Mmsghdr) (int, syscall.Errno)
 // batchSys holds a batch's kernel structures and the state of the call in
 // progress. The callbacks handed to syscall.RawConn are method values bound
 // once in init, so a Recv or Send allocates nothing.
+//
+// Headers carry no control buffer, in either direction: batchio needs no
+// control message (kernel drops are read with Socket.Stats), and without a
+// buffer the kernel has none to fill per datagram (see Config.Control).
 type batchSys struct {
 	hdrs  []unix.Mmsghdr
 	iovs  []unix.Iovec
 	names []rawSockaddr
-	ctrl  []byte // ctrlSize bytes per message
 
 	// dirty is the number of leading entries whose headers may differ
 	// from the receive layout (the kernel rewrote lengths, or Send
@@ -58,15 +56,13 @@ func (bs *batchSys) init(b *Batch) {
 	bs.hdrs = make([]unix.Mmsghdr, size)
 	bs.iovs = make([]unix.Iovec, size)
 	bs.names = make([]rawSockaddr, size)
-	bs.ctrl = make([]byte, size*ctrlSize)
 	bs.dirty = size
 	bs.recvFn = b.recvmmsg
 	bs.sendFn = b.sendmmsg
 }
 
 // resetRecv restores the receive layout of the entries a previous call
-// changed: every slot at full size, the name and control buffers at full
-// length.
+// changed: every slot at full size, the name buffer at full length.
 func (b *Batch) resetRecv() {
 	bs := &b.sys
 	for i := range bs.dirty {
@@ -79,8 +75,6 @@ func (b *Batch) resetRecv() {
 		h.Namelen = unix.SizeofSockaddrInet6
 		h.Iov = iov
 		h.SetIovlen(1)
-		h.Control = &bs.ctrl[i*ctrlSize]
-		h.SetControllen(ctrlSize)
 		b.Msgs[i].Buf = b.slots[off : off+b.msgSize : off+b.msgSize]
 	}
 	bs.dirty = 0
@@ -131,8 +125,6 @@ func (s *Socket) Recv(b *Batch) (int, error) {
 	n := bs.rn
 	bs.dirty = n
 	var rx rxBatch
-	var drops uint32
-	haveDrops := false
 	for i := range n {
 		h := &bs.hdrs[i]
 		m := &b.Msgs[i]
@@ -143,36 +135,10 @@ func (s *Socket) Recv(b *Batch) (int, error) {
 			rx.truncated++
 		}
 		rx.bytes += uint64(h.Len)
-		if h.Hdr.Controllen != 0 {
-			// The kernel attaches the socket's cumulative drop count to
-			// every datagram once any drop has happened; the last one of
-			// the batch is the newest.
-			if d, ok := parseDrops(bs.ctrl[i*ctrlSize : i*ctrlSize+int(h.Hdr.Controllen)]); ok {
-				drops, haveDrops = d, true
-			}
-		}
 	}
 	rx.packets = uint64(n)
 	s.ctr.publishRx(rx)
-	if haveDrops {
-		s.ctr.noteDrops(drops)
-	}
 	return n, nil
-}
-
-// parseDrops finds the SO_RXQ_OVFL value in a control buffer.
-func parseDrops(c []byte) (uint32, bool) {
-	for len(c) > 0 {
-		h, data, rest, err := unix.ParseOneSocketControlMessage(c)
-		if err != nil {
-			return 0, false
-		}
-		if h.Level == unix.SOL_SOCKET && h.Type == unix.SO_RXQ_OVFL && len(data) >= 4 {
-			return *(*uint32)(unsafe.Pointer(&data[0])), true
-		}
-		c = rest
-	}
-	return 0, false
 }
 
 // recvmmsg is the RawConn.Read callback. Returning false asks the netpoller
@@ -272,8 +238,6 @@ func (b *Batch) prepareSend(n, family int) (count int, bad uint64) {
 		h.Namelen = namelen
 		h.Iov = iov
 		h.SetIovlen(1)
-		h.Control = nil
-		h.SetControllen(0)
 		j++
 	}
 	bs.dirty = max(bs.dirty, j)

@@ -14,7 +14,10 @@ import (
 // This is the portable fallback: one socket (SO_REUSEPORT does not spread
 // unicast datagrams outside Linux), received and sent one datagram per
 // system call through the standard library. It is correct everywhere and
-// fast nowhere; the server's production platform is Linux.
+// fast nowhere; the server's production platform is Linux. It sets no
+// options of its own: Config.AllowFragmentation has no effect (the
+// don't-fragment default answers a Linux cost, the per-datagram IP ID) and
+// Stats.RxDrops stays 0.
 
 const reusePortBalances = false
 
@@ -31,6 +34,10 @@ type socketSys struct {
 }
 
 func (s *socketSys) close() error { return s.conn.Close() }
+
+// readDrops: the standard library exposes no kernel drop count, so
+// Stats.RxDrops stays 0.
+func (s *socketSys) readDrops(*counters) bool { return false }
 
 type batchSys struct{}
 

@@ -37,8 +37,13 @@ func (s *Socket) LocalAddr() netip.AddrPort { return s.local }
 // Mode returns the socket's effective receive mode.
 func (s *Socket) Mode() Mode { return s.mode }
 
-// Stats returns the socket's counters.
-func (s *Socket) Stats() Stats { return s.ctr.snapshot() }
+// Stats returns the socket's counters. It asks the kernel for the drop
+// count (one getsockopt), so the loops pay nothing for it; after Close it
+// returns the count read at Close.
+func (s *Socket) Stats() Stats {
+	s.sys.readDrops(&s.ctr)
+	return s.ctr.snapshot()
+}
 
 // close marks the socket closed, fails queued and future WriteTo calls,
 // wakes a blocked Recv and releases the descriptor once no call uses it.
@@ -47,5 +52,7 @@ func (s *Socket) close() error {
 		return net.ErrClosed
 	}
 	s.q.close()
+	// The descriptor is about to go: keep its last drop count for Stats.
+	s.sys.readDrops(&s.ctr)
 	return s.sys.close()
 }

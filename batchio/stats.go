@@ -18,9 +18,13 @@ type Stats struct {
 	// RxTruncated counts datagrams larger than their slot.
 	RxTruncated uint64
 	// RxDrops counts datagrams the kernel dropped because the receive
-	// buffer was full, as reported by SO_RXQ_OVFL. The kernel reports the
-	// count with the next datagram it delivers, so drops show up when
-	// traffic resumes. Always 0 where SO_RXQ_OVFL does not exist.
+	// buffer was full (the kernel counter it comes from, the socket's
+	// sk_drops, also takes the rare datagram with a bad checksum or
+	// refused by a socket filter). It is read from the kernel
+	// (SO_MEMINFO) when Stats is called, so it is current even while no
+	// traffic arrives and costs the receive path nothing. Always 0 where
+	// SO_MEMINFO does not exist: Linux before 4.12 (Listen warns) and the
+	// portable fallback.
 	RxDrops uint64
 	// RxErrors counts receive errors that were retried (for example a
 	// pending ICMP error reported by the kernel).
@@ -77,17 +81,16 @@ func (s *Stats) add(o Stats) {
 // variables and publish once per batch, so the atomics are touched once per
 // system call, not once per datagram. Receive and send counters sit on
 // separate cache lines because they are written by different goroutines
-// (the receiving loop; the loop's Send and WriteTo flushers), and the pads
-// keep neighbouring sockets' counters off each other's lines.
+// (the receiving loop; the loop's Send and WriteTo flushers), the drop
+// counters on a third because Stats callers write them, and the pads keep
+// neighbouring sockets' counters off each other's lines.
 type counters struct {
 	_           cpu.CacheLinePad
 	rxPackets   atomic.Uint64
 	rxBytes     atomic.Uint64
 	rxBatches   atomic.Uint64
 	rxTruncated atomic.Uint64
-	rxDrops     atomic.Uint64
 	rxErrors    atomic.Uint64
-	rxDropsSeen atomic.Uint32 // last cumulative SO_RXQ_OVFL value seen
 	_           cpu.CacheLinePad
 	txPackets   atomic.Uint64
 	txBytes     atomic.Uint64
@@ -96,6 +99,9 @@ type counters struct {
 	txPartial   atomic.Uint64
 	txWaits     atomic.Uint64
 	queueWaits  atomic.Uint64
+	_           cpu.CacheLinePad
+	rxDrops     atomic.Uint64
+	rxDropsSeen atomic.Uint32 // last cumulative kernel value seen
 	_           cpu.CacheLinePad
 }
 
@@ -113,9 +119,10 @@ func (c *counters) publishRx(r rxBatch) {
 	}
 }
 
-// noteDrops records a cumulative kernel drop count seen on a datagram. The
+// noteDrops records the socket's cumulative kernel drop count. The
 // kernel's counter is a wrapping uint32, so the difference to the last
-// value seen is added, modulo 2³².
+// value seen is added, modulo 2³²; callers must hand values in the order
+// the kernel reported them (socketSys.readDrops serializes).
 func (c *counters) noteDrops(cum uint32) {
 	if prev := c.rxDropsSeen.Swap(cum); cum != prev {
 		c.rxDrops.Add(uint64(cum - prev))
