@@ -329,6 +329,9 @@ func startChild(v variant, life time.Duration) (*child, error) {
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), roleEnv+"="+v.Spec, maxDurEnv+"="+life.String())
+	if v.Procs > 0 {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("GOMAXPROCS=%d", v.Procs))
+	}
 	cmd.Stderr = os.Stderr
 	childAttr(cmd)
 	stdin, err := cmd.StdinPipe()

@@ -113,14 +113,15 @@ func TestParseVariant(t *testing.T) {
 		"rawecho/r4m":         {Spec: "rawecho/r4m", Kind: kindRawEcho, Buffer: 4 << 20},
 		"naive/r1m":           {Spec: "naive/r1m", Kind: kindNaive, Buffer: 1 << 20},
 		"naive/g1":            {Spec: "naive/g1", Kind: kindNaive, Goroutines: 1},
-		"rawecho/df/b8":       {Spec: "rawecho/df/b8", Kind: kindRawEcho, DF: true, Batch: 8},
+		"rawecho/frag/b8":     {Spec: "rawecho/frag/b8", Kind: kindRawEcho, Frag: true, Batch: 8},
+		"udpgate/p3/s2":       {Spec: "udpgate/p3/s2", Kind: kindUdpgate, Procs: 3, Sockets: 2},
 	} {
 		got, err := parseVariant(in)
 		if err != nil || got != want {
 			t.Errorf("parseVariant(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "nginx", "udpgate/", "udpgate/x3", "udpgate/b", "udpgate/b0", "naive/b8", "rawecho/r-1", "udpgate/g2", "udpgate/df"} {
+	for _, bad := range []string{"", "nginx", "udpgate/", "udpgate/x3", "udpgate/b", "udpgate/b0", "naive/b8", "rawecho/r-1", "udpgate/g2", "naive/frag", "udpgate/p0"} {
 		if _, err := parseVariant(bad); err == nil {
 			t.Errorf("parseVariant(%q) accepted", bad)
 		}

@@ -75,7 +75,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	warmup := fs.Duration("warmup", 0, "warm-up before each window (0: the mode's)")
 	window := fs.Duration("window", 0, "measuring window (0: the mode's)")
 	scenarios := fs.String("scenarios", "", "comma-separated kind-clients list: challenge, ack, data; e.g. data-100k (default: the mode's)")
-	variants := fs.String("variants", defaultServers, "comma-separated servers: udpgate, rawecho, naive, each with optional /bN /sN /rSIZE")
+	variants := fs.String("variants", defaultServers, "comma-separated servers: udpgate, rawecho, naive, each with optional /bN /sN /rSIZE /pN (GOMAXPROCS)")
 	out := fs.String("out", "", "directory for bench-results.{md,json,svg} (default: a new temporary directory)")
 	loadSockets := fs.Int("load-sockets", 0, "load generator sockets (0: 2)")
 	loadWindow := fs.Int("load-window", 0, "outstanding requests per load socket (0: 256)")

@@ -37,11 +37,11 @@ const (
 )
 
 // variant is a server under test: a kind and its socket settings, written
-// kind[/bN][/sN][/rSIZE][/gN][/df], e.g. "udpgate", "udpgate/b64/s1",
-// "rawecho/r208k", "naive/g1", "rawecho/df" (b: batch size, s: sockets, r:
-// receive and send buffer with k or m, g: the naive server's reader
-// goroutines, df: don't-fragment on the raw echo's sockets). Zero settings
-// take the server's defaults.
+// kind[/bN][/sN][/rSIZE][/gN][/pN][/frag], e.g. "udpgate", "udpgate/b64/s1",
+// "rawecho/r208k", "naive/g1", "rawecho/frag" (b: batch size, s: sockets,
+// r: receive and send buffer with k or m, g: the naive server's reader
+// goroutines, p: the child's GOMAXPROCS, frag: no don't-fragment bit).
+// Zero settings take the server's defaults.
 type variant struct {
 	Spec       string `json:"spec"`
 	Kind       string `json:"kind"`
@@ -49,11 +49,13 @@ type variant struct {
 	Sockets    int    `json:"sockets,omitempty"`
 	Buffer     int    `json:"buffer,omitempty"`
 	Goroutines int    `json:"goroutines,omitempty"`
-	// DF sets IP_MTU_DISCOVER=IP_PMTUDISC_PROBE (the don't-fragment bit,
-	// so the kernel skips choosing an IP ID per packet) on the raw echo's
-	// sockets. conn offers no socket-option hook, so udpgate cannot
-	// take it without a change there.
-	DF bool `json:"df,omitempty"`
+	// Procs is the child's GOMAXPROCS (0: the machine's CPUs). Sockets
+	// default to GOMAXPROCS, so /pN usually comes with /sN.
+	Procs int `json:"procs,omitempty"`
+	// Frag clears the don't-fragment bit udpgate and batchio set on IPv4
+	// by default (AllowFragmentation), so the kernel picks an IP ID per
+	// datagram again: the cost the default saves.
+	Frag bool `json:"frag,omitempty"`
 }
 
 func parseVariant(s string) (variant, error) {
@@ -68,17 +70,17 @@ func parseVariant(s string) (variant, error) {
 		if p == "" {
 			return v, fmt.Errorf("variant %q: empty setting", s)
 		}
-		if p == "df" {
-			if v.Kind != kindRawEcho {
-				return v, fmt.Errorf("variant %q: only rawecho takes df (conn has no socket-option hook)", s)
+		if p == "frag" {
+			if v.Kind == kindNaive {
+				return v, fmt.Errorf("variant %q: the naive server keeps the system default (fragmentation allowed) already", s)
 			}
-			v.DF = true
+			v.Frag = true
 			continue
 		}
 		key, val := p[0], p[1:]
 		n, err := parseSize(val)
 		if err != nil || n <= 0 {
-			return v, fmt.Errorf("variant %q: setting %q: want b<batch>, s<sockets>, r<bytes, k or m suffix> or g<goroutines>", s, p)
+			return v, fmt.Errorf("variant %q: setting %q: want b<batch>, s<sockets>, r<bytes, k or m suffix>, g<goroutines> or p<GOMAXPROCS>", s, p)
 		}
 		switch key {
 		case 'b':
@@ -89,8 +91,10 @@ func parseVariant(s string) (variant, error) {
 			v.Buffer = n
 		case 'g':
 			v.Goroutines = n
+		case 'p':
+			v.Procs = n
 		default:
-			return v, fmt.Errorf("variant %q: unknown setting %q (b, s, r or g)", s, p)
+			return v, fmt.Errorf("variant %q: unknown setting %q (b, s, r, g or p)", s, p)
 		}
 	}
 	if v.Kind == kindNaive && (v.Batch != 0 || v.Sockets != 0) {
@@ -153,6 +157,8 @@ func startServer(v variant) (*server, error) {
 			BatchSize:  v.Batch,
 			RecvBuffer: v.Buffer,
 			SendBuffer: v.Buffer,
+
+			AllowFragmentation: v.Frag,
 		})
 		if err != nil {
 			return nil, err
@@ -165,10 +171,8 @@ func startServer(v variant) (*server, error) {
 				so.RxDrops, so.TxPackets, so.TxCalls, len(s.SocketStats()))
 		}}, nil
 	case kindRawEcho:
-		cfg := batchio.Config{Sockets: v.Sockets, BatchSize: v.Batch, RecvBuffer: v.Buffer, SendBuffer: v.Buffer}
-		if v.DF {
-			cfg.Control = dontFragment
-		}
+		cfg := batchio.Config{Sockets: v.Sockets, BatchSize: v.Batch, RecvBuffer: v.Buffer, SendBuffer: v.Buffer,
+			AllowFragmentation: v.Frag}
 		g, err := batchio.Listen("127.0.0.1:0", cfg)
 		if err != nil {
 			return nil, err

@@ -38,6 +38,12 @@ type Config struct {
 	BatchSize  int
 	RecvBuffer int
 	SendBuffer int
+	// AllowFragmentation clears the don't-fragment bit the server sets on
+	// IPv4 datagrams (batchio.Config.AllowFragmentation: DF spares the
+	// kernel a per-datagram IP ID, −6 % CPU per packet on the bench). Set
+	// it only if clients sit behind paths whose MTU cannot carry
+	// MaxDatagram bytes plus 28 of headers.
+	AllowFragmentation bool
 
 	// MaxClients bounds connections (0: DefaultMaxClients); beyond it a
 	// proven client is answered Denied(1).

@@ -70,6 +70,8 @@ func Listen(addr string, cfg Config) (*Server, error) {
 		BatchSize:  st.BatchSize,
 		RecvBuffer: st.RecvBuffer,
 		SendBuffer: st.SendBuffer,
+		// DF on IPv4 unless asked otherwise (see Config).
+		AllowFragmentation: st.AllowFragmentation,
 		// One byte more than the largest datagram accepted, so a longer
 		// one shows as truncated and is dropped as too large.
 		MessageSize: st.MaxDatagram + 1,

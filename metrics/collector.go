@@ -92,7 +92,7 @@ func NewCollector(srv *conn.Server) *Collector {
 		rxFill:      d("receive_batch_fill", "Average datagrams per receive call since start; for a recent figure divide the rates of received_packets_total and receive_batches_total."),
 		rxTruncated: d("received_truncated_total", "Datagrams larger than a receive slot (dropped as too_large)."),
 		rxErrors:    d("receive_errors_total", "Receive errors that were retried (e.g. a pending ICMP error)."),
-		kernelDrops: d("kernel_drops_total", "Datagrams the kernel dropped because a socket's receive buffer was full (SO_RXQ_OVFL); counted when traffic resumes."),
+		kernelDrops: d("kernel_drops_total", "Datagrams the kernel dropped because a socket's receive buffer was full (SO_MEMINFO, read at scrape time)."),
 		txPackets:   d("sent_packets_total", "Datagrams handed to the kernel."),
 		txBytes:     d("sent_bytes_total", "Bytes of the datagrams sent."),
 		txCalls:     d("send_calls_total", "Send calls (sendmmsg); sent_packets_total / send_calls_total is the send batch."),
