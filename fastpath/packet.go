@@ -151,6 +151,27 @@ func EncodeHandshake(dst []byte, m Magic, h *Handshake) int {
 	return n
 }
 
+// checkShape applies the rules on a handshake's random bytes and Restart
+// flag that DecodeHandshake and the server's decodeRequest share: the
+// random part is whole bytes within bounds, and only the restart types (and
+// not VersionUpgrade) carry Restart.
+func checkShape(t PacketType, randomBits int, restart bool) DropReason {
+	if randomBits < 8*MinRandomBytes || randomBits > 8*MaxRandomBytes || randomBits&7 != 0 {
+		return DropBadSize
+	}
+	switch t {
+	case TypeRestartHandshake, TypeRestartResponse:
+		if !restart {
+			return DropBadBody
+		}
+	case TypeVersionUpgrade:
+		if restart {
+			return DropBadBody
+		}
+	}
+	return DropNone
+}
+
 // DecodeHandshake parses b as a handshake packet under magic header m into
 // *h, applying every structural rule of §1–§3. On DropNone every field of h
 // is set: fields the type does not carry are zero, Random[RandomLen:] is
@@ -195,19 +216,9 @@ func DecodeHandshake(m Magic, b []byte, h *Handshake) DropReason {
 		return DropUnknownType
 	}
 	random := br.Left() - t.BodyBits()
-	if random < 8*MinRandomBytes || random > 8*MaxRandomBytes || random&7 != 0 {
-		return DropBadSize
-	}
 	restart := v&1 != 0
-	switch t {
-	case TypeRestartHandshake, TypeRestartResponse:
-		if !restart {
-			return DropBadBody
-		}
-	case TypeVersionUpgrade:
-		if restart {
-			return DropBadBody
-		}
+	if r := checkShape(t, random, restart); r != DropNone {
+		return r
 	}
 
 	// The size rule guarantees every read below is in bounds.

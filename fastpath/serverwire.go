@@ -120,19 +120,9 @@ func decodeRequest(m Magic, b []byte, pw uint64, pb int, q *request) DropReason 
 		return DropUnknownType
 	}
 	random := pb - body - bodyBits[t]
-	if random < 8*MinRandomBytes || random > 8*MaxRandomBytes || random&7 != 0 {
-		return DropBadSize
-	}
 	restart := v&1 != 0
-	switch t {
-	case TypeRestartHandshake, TypeRestartResponse:
-		if !restart {
-			return DropBadBody
-		}
-	case TypeVersionUpgrade:
-		if restart {
-			return DropBadBody
-		}
+	if r := checkShape(t, random, restart); r != DropNone {
+		return r
 	}
 	// Field by field, not *q = request{...}: a composite literal is built
 	// on the stack with narrow stores and copied with 16-byte loads,
