@@ -73,6 +73,10 @@ const (
 	// DropWrongCookie: an Ack or Denied whose cookie is not the one the client
 	// answered with (client side).
 	DropWrongCookie
+	// DropReplayedCookie: a Response whose cookie already made a connection,
+	// or is older than the newest cookie proven at its address: a replay.
+	// The server remembers spent cookies for the cookie lifetime (§5).
+	DropReplayedCookie
 
 	NumDropReasons
 )
@@ -103,6 +107,7 @@ var dropNames = [NumDropReasons]string{
 	DropPromotionFull:        "promotion_full",
 	DropWrongClientID:        "wrong_client_id",
 	DropWrongCookie:          "wrong_cookie",
+	DropReplayedCookie:       "replayed_cookie",
 }
 
 // String returns the reason's metric label (snake_case, stable).

@@ -116,7 +116,11 @@ type Decision struct {
 	// ActPromote, ActMigrate.
 	Cookie     cookie.Cookie
 	OrigCookie cookie.Cookie
-	To         ReplyTo
+	// Timestamp is the proven cookie's Timestamp: cookies of one address
+	// are ordered by it, so an older one is a replay (conn keeps the newest
+	// per address).
+	Timestamp float64
+	To        ReplyTo
 	// Replaces: the address is held by a connection with another ClientID
 	// (a restarted client); promotion replaces it (reason 4).
 	Replaces bool
@@ -238,6 +242,7 @@ func (s *Server) Handle(d *Decision, src netip.AddrPort, pkt []byte, now float64
 			return
 		}
 		d.Action = ActPromote
+		d.Timestamp = h.Timestamp
 		copyCookie(&d.Cookie, &h.Cookie)
 		d.Replaces = peer.Known
 	case TypeRestartResponse:
@@ -245,6 +250,7 @@ func (s *Server) Handle(d *Decision, src netip.AddrPort, pkt []byte, now float64
 			return
 		}
 		d.Action = ActMigrate
+		d.Timestamp = h.Timestamp
 		copyCookie(&d.Cookie, &h.Cookie)
 		copyCookie(&d.OrigCookie, &h.OrigCookie)
 	}
