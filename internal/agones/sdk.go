@@ -118,9 +118,15 @@ func (s *SDK) PlayerDisconnect(ctx context.Context, id string) (bool, error) {
 
 // The request and response bodies of the REST interface.
 type (
-	count      struct{ Count string `json:"count"` }
-	playerID   struct{ ID string `json:"playerID"` }
-	boolResult struct{ Bool bool `json:"bool"` }
+	count struct {
+		Count string `json:"count"`
+	}
+	playerID struct {
+		ID string `json:"playerID"`
+	}
+	boolResult struct {
+		Bool bool `json:"bool"`
+	}
 )
 
 // call sends one JSON request and decodes the answer into out (nil: the
