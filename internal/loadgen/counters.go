@@ -1,9 +1,15 @@
 package loadgen
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"unsafe"
 
-// Counter indexes. Workers count into plain fields and publish the changed
-// ones once per loop iteration, so sampling costs the hot path nothing.
+	"github.com/udpgate/udpgate/fastpath"
+)
+
+// Counter indexes, in the order of the Counters fields (counters_test.go
+// checks it). Workers count into plain fields and publish the changed ones
+// once per loop iteration, so sampling costs the hot path nothing.
 const (
 	cSent = iota
 	cReplies
@@ -20,10 +26,26 @@ const (
 	cHandshakeFailures
 	cHandshakePackets
 	cDisconnects
+	cDeniedFull
+	cDeniedRefused
+	cDeniedOther
+	cTimedOut
+	cWrongVersion
+	cResent
+	cClosedApp
+	cClosedShutdown
+	cClosedTimedOut
+	cClosedReplaced
+	cClosedOther
+	cRestartHandshakes
+	cRestarts
+	cReconnects
+	cRestartsFailed
 	nCounters
 )
 
-// Counters are cumulative since New, summed over the sockets.
+// Counters are cumulative since New, summed over the sockets. Every field
+// is a uint64, in the order of the counter indexes.
 type Counters struct {
 	// Sent: requests sent by Run (Initials, Responses, Data or raw
 	// datagrams; KeepAlives are counted apart).
@@ -44,13 +66,15 @@ type Counters struct {
 	// server and sent by idle clients (ModeData).
 	KeepAlivesIn  uint64
 	KeepAlivesOut uint64
-	// Closed: connections the server ended with a Disconnect.
+	// Closed: connections the server ended with a Disconnect; the
+	// Closed* fields below split it by reason.
 	Closed uint64
 	// SeqLost: client packets the server's acks reported lost (the
 	// client-to-server direction, from fastpath.SeqState; ModeData).
 	SeqLost uint64
 	// HandshakesStarted, Handshakes, HandshakeFailures: Connect's clients
-	// started, connected, and failed (timed out, denied, wrong version).
+	// started, connected, and failed. DeniedFull … WrongVersion split
+	// HandshakeFailures by cause.
 	HandshakesStarted uint64
 	Handshakes        uint64
 	HandshakeFailures uint64
@@ -59,31 +83,128 @@ type Counters struct {
 	HandshakePackets uint64
 	// Disconnects: Disconnect packets sent.
 	Disconnects uint64
+
+	// Why handshakes failed. Denied by the server's reason (PROTOCOL.md
+	// §3: 1 server full, 2 refused by the application, anything else);
+	// TimedOut: no progress within ConnectTimeout, or still handshaking
+	// when the phase ended; WrongVersion: the server sent VersionUpgrade.
+	DeniedFull    uint64
+	DeniedRefused uint64
+	DeniedOther   uint64
+	TimedOut      uint64
+	WrongVersion  uint64
+	// Resent: clients that connected only after resending an Initial or a
+	// Response (a request or its answer was lost, or came after the 1 s
+	// resend interval).
+	Resent uint64
+
+	// Connections the server closed, by the Disconnect's reason (PROTOCOL.md
+	// §7: 1 closed by the application, 2 shutdown, 3 timed out, 4
+	// replaced; ClosedOther: any other reason byte, or none).
+	ClosedApp      uint64
+	ClosedShutdown uint64
+	ClosedTimedOut uint64
+	ClosedReplaced uint64
+	ClosedOther    uint64
+
+	// Restarts (PROTOCOL.md §6, "Restart"; ModeData): RestartHandshakes
+	// received by connected clients; Restarts honoured (at most one per
+	// client per 1.1 s: a restart Initial went out); Reconnects: restarts
+	// the server completed with an Ack (the connection goes on, sequences
+	// unchanged); RestartsFailed: restarts that timed out, which lose the
+	// connection (the client stops).
+	RestartHandshakes uint64
+	Restarts          uint64
+	Reconnects        uint64
+	RestartsFailed    uint64
 }
 
+// Counters must be exactly the counter array, field for index.
+var (
+	_ [unsafe.Sizeof(Counters{}) - nCounters*8]byte
+	_ [nCounters*8 - unsafe.Sizeof(Counters{})]byte
+)
+
+func (c *Counters) array() *[nCounters]uint64 { return (*[nCounters]uint64)(unsafe.Pointer(c)) }
+
 func countersFrom(a *[nCounters]uint64) Counters {
-	return Counters{
-		Sent: a[cSent], Replies: a[cReplies], Lost: a[cLost], Late: a[cLate],
-		Unexpected: a[cUnexpected], Refused: a[cRefused],
-		KeepAlivesIn: a[cKeepAlivesIn], KeepAlivesOut: a[cKeepAlivesOut],
-		Closed: a[cClosed], SeqLost: a[cSeqLost],
-		HandshakesStarted: a[cHandshakesStarted], Handshakes: a[cHandshakes],
-		HandshakeFailures: a[cHandshakeFailures], HandshakePackets: a[cHandshakePackets],
-		Disconnects: a[cDisconnects],
-	}
+	var c Counters
+	*c.array() = *a
+	return c
 }
 
 // Sub returns c − o, field by field: the counts between two samples.
 func (c Counters) Sub(o Counters) Counters {
-	return Counters{
-		Sent: c.Sent - o.Sent, Replies: c.Replies - o.Replies, Lost: c.Lost - o.Lost,
-		Late: c.Late - o.Late, Unexpected: c.Unexpected - o.Unexpected, Refused: c.Refused - o.Refused,
-		KeepAlivesIn: c.KeepAlivesIn - o.KeepAlivesIn, KeepAlivesOut: c.KeepAlivesOut - o.KeepAlivesOut,
-		Closed: c.Closed - o.Closed, SeqLost: c.SeqLost - o.SeqLost,
-		HandshakesStarted: c.HandshakesStarted - o.HandshakesStarted, Handshakes: c.Handshakes - o.Handshakes,
-		HandshakeFailures: c.HandshakeFailures - o.HandshakeFailures,
-		HandshakePackets:  c.HandshakePackets - o.HandshakePackets, Disconnects: c.Disconnects - o.Disconnects,
+	a, b := c.array(), o.array()
+	for i := range a {
+		a[i] -= b[i]
 	}
+	return c
+}
+
+// Ending is one way clients ended, with its count.
+type Ending struct {
+	What  string
+	Count uint64
+}
+
+// Endings lists, in a fixed order, every way clients ended that happened at
+// least once: handshakes denied (by reason), timed out or refused for the
+// version; connections closed by the server (by reason), lost after a
+// failed restart. Empty when every client is still connected (or was
+// disconnected by the generator itself).
+func (c Counters) Endings() []Ending {
+	var out []Ending
+	for _, e := range [...]Ending{
+		{"handshake denied: server full", c.DeniedFull},
+		{"handshake denied: refused by the application", c.DeniedRefused},
+		{"handshake denied: other reason", c.DeniedOther},
+		{"handshake timed out", c.TimedOut},
+		{"handshake refused: wrong version", c.WrongVersion},
+		{"closed by the server: application", c.ClosedApp},
+		{"closed by the server: shutdown", c.ClosedShutdown},
+		{"closed by the server: timed out", c.ClosedTimedOut},
+		{"closed by the server: replaced", c.ClosedReplaced},
+		{"closed by the server: other reason", c.ClosedOther},
+		{"restart failed (connection lost)", c.RestartsFailed},
+	} {
+		if e.Count > 0 {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Ended is the number of clients that ended other than by the generator's
+// own Disconnect: the sum of Endings.
+func (c Counters) Ended() uint64 {
+	return c.HandshakeFailures + c.Closed + c.RestartsFailed
+}
+
+// deniedCounter is the counter for a Denied reason.
+func deniedCounter(reason uint8) int {
+	switch reason {
+	case fastpath.DeniedServerFull:
+		return cDeniedFull
+	case fastpath.DeniedRefused:
+		return cDeniedRefused
+	}
+	return cDeniedOther
+}
+
+// closedCounter is the counter for a Disconnect reason.
+func closedCounter(reason uint8) int {
+	switch reason {
+	case fastpath.DisconnectClosed:
+		return cClosedApp
+	case fastpath.DisconnectShutdown:
+		return cClosedShutdown
+	case fastpath.DisconnectTimedOut:
+		return cClosedTimedOut
+	case fastpath.DisconnectReplaced:
+		return cClosedReplaced
+	}
+	return cClosedOther
 }
 
 // counters is a worker's private counts and their published copy, on cache

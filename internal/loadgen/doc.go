@@ -53,6 +53,17 @@
 //     with a Data packet carrying the same payload, whose first 8 bytes hold
 //     the send time.
 //
+// # Connecting, storms and restarts
+//
+// Connect runs each client's handshake with fastpath.ClientHandshake, at
+// most Window per socket at a time; Storm starts every client at once (a
+// login storm). Both report how many connected, how fast, and why the others
+// failed (Denied by reason, timed out, wrong version). In ModeData a
+// connected client keeps its handshake and follows the server's
+// RestartHandshake as PROTOCOL.md §6 says; a restart that times out loses
+// the connection. Counters say why clients ended (Counters.Endings): denied,
+// timed out, closed by the server (by Disconnect reason), restart failed.
+//
 // Only IPv4 loopback servers are accepted: the generator never sends
 // anywhere else.
 package loadgen

@@ -125,34 +125,67 @@ func (g *Generator) each(fn func(w *worker)) error {
 	return errors.Join(errs...)
 }
 
-// ConnectResult describes a Connect.
+// ConnectResult describes a Connect or a Storm.
 type ConnectResult struct {
 	Clients   int // clients that were not yet connected
 	Connected int
 	Failed    int
-	Elapsed   time.Duration
+	// Failed by cause (they sum to Failed): Denied by reason (server
+	// full, refused by the application, any other reason), timed out (no
+	// progress within ConnectTimeout, or unfinished when the phase ended),
+	// and wrong version (the server sent VersionUpgrade).
+	DeniedFull    int
+	DeniedRefused int
+	DeniedOther   int
+	TimedOut      int
+	WrongVersion  int
+	// Resent: connected clients that had to resend an Initial or a
+	// Response (something was lost, or slower than ResendInterval).
+	Resent int
+	// Elapsed: the whole phase, waiting for the last failure included.
+	// AllIn: from the phase's first Initial to its last Ack.
+	Elapsed time.Duration
+	AllIn   time.Duration
 	// Latency: from a client's first Initial to its Ack, resends included.
-	Latency Quantiles
+	// SinceStart: from the phase's first Initial to each client's Ack; in
+	// a Storm, where every client starts at once, this is each client's
+	// time to connect.
+	Latency    Quantiles
+	SinceStart Quantiles
 	// Packets: handshake datagrams sent (Initials and Responses, resends
 	// included).
 	Packets uint64
 }
 
-// PerSecond is the handshake rate: clients connected per second.
+// PerSecond is the handshake rate: clients connected ÷ AllIn.
 func (r *ConnectResult) PerSecond() float64 {
-	if r.Elapsed <= 0 {
+	if r.AllIn <= 0 {
 		return 0
 	}
-	return float64(r.Connected) / r.Elapsed.Seconds()
+	return float64(r.Connected) / r.AllIn.Seconds()
 }
 
 // Connect runs the handshake (Initial, Challenge, Response, Ack) for every
-// client, at most Window per socket at a time, as fastpath.ClientHandshake
-// does it: resends every ResendInterval, failure after ConnectTimeout
-// without progress. It returns when every client has connected or failed,
-// when ctx ends, or after MaxPhase. Only ModeResponse and ModeData use
-// connections.
+// client not connected yet, at most Window per socket at a time, as
+// fastpath.ClientHandshake does it: resends every ResendInterval, failure
+// after ConnectTimeout without progress. It returns when every client has
+// connected or failed, when ctx ends, or after MaxPhase. Only ModeResponse
+// and ModeData use connections.
 func (g *Generator) Connect(ctx context.Context) (ConnectResult, error) {
+	return g.connect(ctx, false)
+}
+
+// Storm is Connect with every client starting at once, as when a match
+// starts or a server comes back: open loop, each socket sends its clients'
+// Initials back to back in batches (reading replies between batches, so the
+// generator does not drop them), and each client then follows the protocol
+// (Response on Challenge, resends every ResendInterval) until it is
+// connected or fails.
+func (g *Generator) Storm(ctx context.Context) (ConnectResult, error) {
+	return g.connect(ctx, true)
+}
+
+func (g *Generator) connect(ctx context.Context, open bool) (ConnectResult, error) {
 	var res ConnectResult
 	if !g.cfg.Mode.NeedsConnect() {
 		return res, fmt.Errorf("loadgen: mode %v needs no connections", g.cfg.Mode)
@@ -165,21 +198,30 @@ func (g *Generator) Connect(ctx context.Context) (ConnectResult, error) {
 	before := g.Counters()
 	for _, w := range g.workers {
 		w.hist.Reset()
+		w.since.Reset()
+		w.lastAck = 0
 	}
 	start := g.now()
 	deadline := start + int64(MaxPhase)
-	err = g.each(func(w *worker) { w.connect(deadline) })
+	err = g.each(func(w *worker) { w.connect(start, deadline, open) })
 	res.Elapsed = time.Duration(g.now() - start)
 	g.connected = time.Now()
-	var h Histogram
+	var h, since Histogram
+	lastAck := start
 	for _, w := range g.workers {
 		h.Merge(&w.hist)
+		since.Merge(&w.since)
+		lastAck = max(lastAck, w.lastAck)
 	}
 	d := g.Counters().Sub(before)
 	res.Clients = int(d.HandshakesStarted)
 	res.Connected = int(d.Handshakes)
 	res.Failed = int(d.HandshakeFailures)
+	res.DeniedFull, res.DeniedRefused, res.DeniedOther = int(d.DeniedFull), int(d.DeniedRefused), int(d.DeniedOther)
+	res.TimedOut, res.WrongVersion, res.Resent = int(d.TimedOut), int(d.WrongVersion), int(d.Resent)
+	res.AllIn = time.Duration(lastAck - start)
 	res.Latency = h.Summary()
+	res.SinceStart = since.Summary()
 	res.Packets = d.HandshakePackets
 	if err == nil && res.Connected == 0 && res.Clients > 0 {
 		err = fmt.Errorf("loadgen: no client connected to %v (is the server running, with the same magic header and network version?)", g.cfg.Server)

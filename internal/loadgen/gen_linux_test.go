@@ -254,3 +254,33 @@ func TestNoAllocsPerPacket(t *testing.T) {
 		t.Errorf("%d allocations for %d answers (%.3f per answer)", m1.Mallocs-m0.Mallocs, r.Total.Replies, per)
 	}
 }
+
+// TestStorm: every client starts at once and all connect; the result
+// times each from the storm's start and counts resends.
+func TestStorm(t *testing.T) {
+	s := listenEcho(t)
+	const clients = 2000
+	g := newGen(t, Config{Server: s.Addr(), Mode: ModeData, Clients: clients, Sockets: 2})
+	c, err := g.Storm(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("storm: %d in %v (%.0f/s), since start p50 %v p99 %v, %d resent, %d packets",
+		c.Connected, c.AllIn, c.PerSecond(), c.SinceStart.P50, c.SinceStart.P99, c.Resent, c.Packets)
+	if c.Connected != clients || c.Failed != 0 || s.Len() != clients || c.SinceStart.N != clients {
+		t.Fatalf("storm: %+v, server has %d", c, s.Len())
+	}
+	if c.AllIn <= 0 || c.AllIn > c.Elapsed || c.SinceStart.Max > c.AllIn || c.PerSecond() <= 0 {
+		t.Errorf("storm timing: all in %v, elapsed %v, slowest %v", c.AllIn, c.Elapsed, c.SinceStart.Max)
+	}
+	// Each client sent an Initial and a Response, plus one pair per resend
+	// at most.
+	if c.Packets < 2*clients || c.Packets > uint64(2*clients+4*c.Resent) {
+		t.Errorf("%d handshake packets for %d clients, %d resent", c.Packets, clients, c.Resent)
+	}
+	// A second storm finds everyone connected and starts nobody.
+	c2, err := g.Storm(context.Background())
+	if c2.Clients != 0 || c2.Connected != 0 {
+		t.Errorf("second storm: %+v, %v", c2, err)
+	}
+}

@@ -204,7 +204,12 @@ func newRxBatch(size int) *rxBatch {
 
 // recv waits up to the socket's tick for datagrams and returns how many
 // arrived (0 on timeout).
-func (s *sock) recv(b *rxBatch) (int, error) {
+func (s *sock) recv(b *rxBatch) (int, error) { return s.recvFlags(b, unix.MSG_WAITFORONE) }
+
+// recvNow returns the datagrams already queued, without waiting.
+func (s *sock) recvNow(b *rxBatch) (int, error) { return s.recvFlags(b, unix.MSG_DONTWAIT) }
+
+func (s *sock) recvFlags(b *rxBatch, flags int) (int, error) {
 	for i := range b.hdrs {
 		m := &b.hdrs[i].Hdr
 		m.Namelen = unix.SizeofSockaddrInet4
@@ -213,7 +218,7 @@ func (s *sock) recv(b *rxBatch) (int, error) {
 	}
 	for {
 		r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(s.fd),
-			uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(len(b.hdrs)), unix.MSG_WAITFORONE, 0, 0)
+			uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(len(b.hdrs)), uintptr(flags), 0, 0)
 		switch e {
 		case 0:
 			return int(r), nil

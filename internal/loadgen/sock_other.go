@@ -19,6 +19,7 @@ func openSock(rcvbuf, sndbuf int, tick time.Duration) (*sock, error) { return ni
 func (s *sock) close() error                                    { return nil }
 func (s *sock) flush(b *txBatch) (sent, refused int, err error) { b.n = 0; return 0, 0, errNoLinux }
 func (s *sock) recv(b *rxBatch) (int, error)                    { return 0, errNoLinux }
+func (s *sock) recvNow(b *rxBatch) (int, error)                 { return 0, errNoLinux }
 
 type txBatch struct {
 	slots []byte

@@ -53,8 +53,14 @@ type worker struct {
 	sentAt   []int64 // last request (or, in Connect, handshake start)
 	ids      []connID
 	seqs     []fastpath.SeqState // ModeData
-	resp     []byte              // ModeResponse: respStride bytes per client
-	respLen  []uint8
+	// hcs: each client's handshake, kept after Connect in ModeData so a
+	// connected client can follow a RestartHandshake (PROTOCOL.md §6).
+	hcs []fastpath.ClientHandshake
+	// restarting: clients with a restart under way, so scan looks at the
+	// handshakes only when there are some.
+	restarting int
+	resp       []byte // ModeResponse: respStride bytes per client
+	respLen    []uint8
 
 	out      int // outstanding requests: the sum of inflight
 	cursor   int
@@ -68,7 +74,11 @@ type worker struct {
 	hdr  fastpath.ConnHeader
 	rep  fastpath.AckReport
 	hist Histogram
-	ctr  counters
+	// since: in Connect, each client's time from the phase's start to its
+	// Ack; lastAck: the phase's last Ack.
+	since   Histogram
+	lastAck int64
+	ctr     counters
 
 	unanswered int
 	err        error
@@ -111,6 +121,7 @@ func newWorker(g *Generator, idx int, s *sock) *worker {
 	case ModeData:
 		w.ids = make([]connID, n)
 		w.seqs = make([]fastpath.SeqState, n)
+		w.hcs = make([]fastpath.ClientHandshake, n)
 	}
 	return w
 }
@@ -159,14 +170,27 @@ func (w *worker) flush() {
 
 // ---- Connect ----
 
-// connect runs the handshake of every client on this socket, at most
-// Window at a time, until all have connected or failed, or the phase ends.
-func (w *worker) connect(deadline int64) {
+// connect runs the handshake of every client on this socket that is not
+// connected, until all have connected or failed, or the phase ends. Closed
+// loop (open false), at most Window handshakes are in flight; open loop,
+// every client starts at once: Initials leave a batch at a time as fast as
+// the socket takes them, with the replies read in between, so the
+// generator's own receive queue does not overflow while it sends.
+func (w *worker) connect(start, deadline int64, open bool) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	cfg := w.cfg
-	hs := make([]fastpath.ClientHandshake, w.n)
-	pending := make([]int32, 0, 2*cfg.Window)
+	hs := w.hcs
+	if hs == nil {
+		hs = make([]fastpath.ClientHandshake, w.n)
+	}
+	// Handshake packets per client this phase (saturating), for Resent.
+	sent := make([]uint8, w.n)
+	window := cfg.Window
+	if open {
+		window = w.n
+	}
+	pending := make([]int32, 0, min(2*window, w.n))
 	ccfg := fastpath.ClientConfig{
 		Magic:           cfg.Magic,
 		NetworkVersion:  cfg.NetworkVersion,
@@ -183,9 +207,18 @@ func (w *worker) connect(deadline int64) {
 			break
 		}
 		sec := seconds(now)
-		for active < cfg.Window && next < w.n {
+		// Open loop starts one batch per turn, then reads what came back.
+		budget := window - active
+		if open {
+			budget = cfg.Batch
+		}
+		for budget > 0 && next < w.n {
 			j := next
 			next++
+			if w.state[j] == stConnected {
+				continue
+			}
+			budget--
 			c := ccfg
 			// Any ClientID will do; varying it exercises the field.
 			c.ClientID = uint8(j+w.idx) & 7
@@ -193,13 +226,20 @@ func (w *worker) connect(deadline int64) {
 			hs[j].Start(sec)
 			w.state[j] = stHandshaking
 			w.sentAt[j] = now
+			sent[j] = 0
 			active++
 			pending = append(pending, int32(j))
 			w.ctr.loc[cHandshakesStarted]++
-			active -= w.pollHandshake(&hs[j], j, sec, now)
+			active -= w.pollHandshake(&hs[j], j, sec, now, sent)
 		}
 		w.flush()
-		nr, err := w.s.recv(w.rx)
+		var nr int
+		var err error
+		if open && next < w.n {
+			nr, err = w.s.recvNow(w.rx)
+		} else {
+			nr, err = w.s.recv(w.rx)
+		}
 		if err != nil {
 			w.err = err
 			break
@@ -215,12 +255,12 @@ func (w *worker) connect(deadline int64) {
 			buf := w.slot()
 			k, ev, drop := hs[j].Receive(sec, p, buf)
 			if k > 0 {
-				w.sendHandshake(j, buf[:k])
+				w.sendHandshake(j, buf[:k], sent)
 			}
 			if drop != fastpath.DropNone {
 				w.ctr.loc[cUnexpected]++
 			}
-			active -= w.handshakeEvent(&hs[j], j, ev, now)
+			active -= w.handshakeEvent(&hs[j], j, ev, start, now, sent)
 		}
 		if now-lastPoll >= pollEvery {
 			lastPoll = now
@@ -229,7 +269,7 @@ func (w *worker) connect(deadline int64) {
 				if w.state[j] != stHandshaking {
 					continue
 				}
-				active -= w.pollHandshake(&hs[j], int(j), sec, now)
+				active -= w.pollHandshake(&hs[j], int(j), sec, now, sent)
 				if w.state[j] == stHandshaking {
 					live = append(live, j)
 				}
@@ -244,6 +284,7 @@ func (w *worker) connect(deadline int64) {
 		if w.state[j] == stHandshaking {
 			w.state[j] = stFailed
 			w.ctr.loc[cHandshakeFailures]++
+			w.ctr.loc[cTimedOut]++
 		}
 	}
 	w.ctr.publish()
@@ -251,34 +292,45 @@ func (w *worker) connect(deadline int64) {
 
 // pollHandshake sends what client j's handshake has due (an Initial, a
 // resend) and applies its timeout; it returns 1 if the handshake ended.
-func (w *worker) pollHandshake(h *fastpath.ClientHandshake, j int, sec float64, now int64) int {
+func (w *worker) pollHandshake(h *fastpath.ClientHandshake, j int, sec float64, now int64, sent []uint8) int {
 	buf := w.slot()
 	k, ev := h.Poll(sec, buf)
 	if k > 0 {
-		w.sendHandshake(j, buf[:k])
+		w.sendHandshake(j, buf[:k], sent)
 	}
-	return w.handshakeEvent(h, j, ev, now)
+	return w.handshakeEvent(h, j, ev, 0, now, sent)
 }
 
-// sendHandshake queues a handshake packet of client j. A Response is also
-// kept in ModeResponse: it is what the client repeats in Run.
-func (w *worker) sendHandshake(j int, p []byte) {
+// sendHandshake queues a handshake packet of client j and counts it in
+// sent[j] (if sent is not nil). A Response is also kept in ModeResponse: it
+// is what the client repeats in Run.
+func (w *worker) sendHandshake(j int, p []byte, sent []uint8) {
 	if w.cfg.Mode == ModeResponse && len(p) <= respStride &&
 		fastpath.DecodeHandshake(w.cfg.Magic, p, &w.hs) == fastpath.DropNone && w.hs.Type == fastpath.TypeResponse {
 		w.respLen[j] = uint8(copy(w.resp[j*respStride:], p))
 	}
 	w.send(p, j)
 	w.ctr.loc[cHandshakePackets]++
+	if sent != nil && sent[j] < 255 {
+		sent[j]++
+	}
 }
 
 // handshakeEvent applies a handshake's state change to client j and
-// returns 1 if the handshake ended (connected or failed).
-func (w *worker) handshakeEvent(h *fastpath.ClientHandshake, j int, ev fastpath.ClientEvent, now int64) int {
+// returns 1 if the handshake ended (connected or failed). start is the
+// phase's start.
+func (w *worker) handshakeEvent(h *fastpath.ClientHandshake, j int, ev fastpath.ClientEvent, start, now int64, sent []uint8) int {
 	switch ev {
 	case fastpath.EventConnected:
 		w.state[j] = stConnected
 		w.ctr.loc[cHandshakes]++
+		// One Initial and one Response is a handshake without a resend.
+		if sent != nil && sent[j] > 2 {
+			w.ctr.loc[cResent]++
+		}
 		w.hist.Record(time.Duration(now - w.sentAt[j]))
+		w.since.Record(time.Duration(now - start))
+		w.lastAck = max(w.lastAck, now)
 		ck := h.Cookie()
 		if w.ids != nil {
 			w.ids[j] = connID{tag: cookie.SessionTag(&ck), session: h.SessionID(), clientID: uint8(j+w.idx) & 7}
@@ -289,12 +341,18 @@ func (w *worker) handshakeEvent(h *fastpath.ClientHandshake, j int, ev fastpath.
 		}
 		w.sentAt[j] = now
 		return 1
-	case fastpath.EventDenied, fastpath.EventWrongVersion, fastpath.EventTimedOut:
-		w.state[j] = stFailed
-		w.ctr.loc[cHandshakeFailures]++
-		return 1
+	case fastpath.EventDenied:
+		w.ctr.loc[deniedCounter(h.DeniedReason())]++
+	case fastpath.EventWrongVersion:
+		w.ctr.loc[cWrongVersion]++
+	case fastpath.EventTimedOut:
+		w.ctr.loc[cTimedOut]++
+	default:
+		return 0
 	}
-	return 0
+	w.state[j] = stFailed
+	w.ctr.loc[cHandshakeFailures]++
+	return 1
 }
 
 // ---- Run ----
@@ -467,7 +525,11 @@ func (w *worker) answer(i int, now int64, measuring bool) {
 // connIn handles a connection packet for client j.
 func (w *worker) connIn(j int, p []byte, now int64, measuring bool) {
 	payload, r := fastpath.DecodeConn(w.cfg.Magic, p, &w.hdr)
-	if r != fastpath.DropNone || w.state[j] != stConnected || w.hdr.Tag != w.ids[j].tag {
+	if r != fastpath.DropNone {
+		w.handshakeIn(j, p, now)
+		return
+	}
+	if w.state[j] != stConnected || w.hdr.Tag != w.ids[j].tag {
 		w.ctr.loc[cUnexpected]++
 		return
 	}
@@ -487,10 +549,70 @@ func (w *worker) connIn(j int, p []byte, now int64, measuring bool) {
 	case fastpath.KindKeepAlive:
 		w.ctr.loc[cKeepAlivesIn]++
 	case fastpath.KindDisconnect:
-		w.state[j] = stClosed
-		w.out -= int(w.inflight[j])
-		w.inflight[j] = 0
+		reason := uint8(0)
+		if len(payload) > 0 {
+			reason = payload[0]
+		}
+		w.end(j, stClosed)
 		w.ctr.loc[cClosed]++
+		w.ctr.loc[closedCounter(reason)]++
+	}
+}
+
+// end takes client j out of the load: its outstanding requests no longer
+// count, and it sends nothing more.
+func (w *worker) end(j int, st uint8) {
+	if w.hcs != nil && w.hcs[j].Restarting() {
+		w.restarting--
+	}
+	w.state[j] = st
+	w.out -= int(w.inflight[j])
+	w.inflight[j] = 0
+}
+
+// handshakeIn handles a handshake packet for connected client j in Run:
+// the restart (PROTOCOL.md §6) that a RestartHandshake asks for, and the
+// Challenge and Ack that complete it, all as fastpath.ClientHandshake
+// decides. Anything else is unexpected.
+func (w *worker) handshakeIn(j int, p []byte, now int64) {
+	if w.hcs == nil || w.state[j] != stConnected {
+		w.ctr.loc[cUnexpected]++
+		return
+	}
+	isRestart := fastpath.DecodeHandshake(w.cfg.Magic, p, &w.hs) == fastpath.DropNone &&
+		w.hs.Type == fastpath.TypeRestartHandshake
+	if isRestart {
+		w.ctr.loc[cRestartHandshakes]++
+	}
+	h := &w.hcs[j]
+	buf := w.slot()
+	k, ev, drop := h.Receive(seconds(now), p, buf)
+	if k > 0 {
+		w.sendHandshake(j, buf[:k], nil)
+	}
+	// A RestartHandshake the client may not honour yet (one per 1.1 s, or
+	// one while restarting: the server repeats it for every Data packet
+	// until the restart is done) is expected, not an error.
+	if drop != fastpath.DropNone && !isRestart {
+		w.ctr.loc[cUnexpected]++
+	}
+	w.restartEvent(j, ev)
+}
+
+// restartEvent applies what a connected client's handshake reported.
+func (w *worker) restartEvent(j int, ev fastpath.ClientEvent) {
+	switch ev {
+	case fastpath.EventRestarting:
+		w.restarting++
+		w.ctr.loc[cRestarts]++
+	case fastpath.EventReconnected:
+		w.restarting--
+		w.ctr.loc[cReconnects]++
+	case fastpath.EventTimedOut:
+		// A restart the server never completed: the connection is lost.
+		w.restarting--
+		w.end(j, stFailed)
+		w.ctr.loc[cRestartsFailed]++
 	}
 }
 
@@ -515,6 +637,16 @@ func (w *worker) scan(now int64) {
 	lossNs := int64(w.cfg.LossTimeout)
 	data := w.cfg.Mode == ModeData
 	for j, c := range w.inflight {
+		if w.restarting > 0 && w.hcs[j].Restarting() && w.state[j] == stConnected {
+			// Resends and the timeout of a restart under way.
+			buf := w.slot()
+			k, ev := w.hcs[j].Poll(seconds(now), buf)
+			if k > 0 {
+				w.sendHandshake(j, buf[:k], nil)
+			}
+			w.restartEvent(j, ev)
+			c = w.inflight[j]
+		}
 		if c != 0 {
 			if now-w.sentAt[j] > lossNs {
 				w.ctr.loc[cLost] += uint64(c)

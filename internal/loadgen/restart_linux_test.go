@@ -1,0 +1,246 @@
+package loadgen
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/udpgate/udpgate/conn"
+	"github.com/udpgate/udpgate/cookie"
+	"github.com/udpgate/udpgate/fastpath"
+)
+
+// restartServer is a scripted server that speaks just enough of the
+// protocol to drive a client through a restart (PROTOCOL.md §5–§6): it
+// connects every client, and once asked it answers each client's connection
+// packets with RestartHandshake until the client restarts; if complete is
+// set it completes the restart (a RestartResponse with the right cookies
+// gets an Ack carrying the original cookie), otherwise it ignores it.
+type restartServer struct {
+	t        *testing.T
+	pc       *net.UDPConn
+	complete bool
+	restart  atomic.Bool // send RestartHandshakes from now on
+
+	mu      sync.Mutex
+	clients map[netip.AddrPort]*restartClient
+	// Protocol faults seen in the client's packets.
+	faults []string
+}
+
+type restartClient struct {
+	orig, second cookie.Cookie
+	restarted    bool
+	responses    int // RestartResponses seen
+}
+
+func listenRestart(t *testing.T, complete bool) *restartServer {
+	t.Helper()
+	pc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &restartServer{t: t, pc: pc, complete: complete, clients: map[netip.AddrPort]*restartClient{}}
+	done := make(chan struct{})
+	go func() { defer close(done); s.serve() }()
+	t.Cleanup(func() { pc.Close(); <-done })
+	return s
+}
+
+func (s *restartServer) addr() netip.AddrPort { return s.pc.LocalAddr().(*net.UDPAddr).AddrPort() }
+
+func (s *restartServer) fault(f string) {
+	s.faults = append(s.faults, f)
+}
+
+// cookieFor makes a distinct cookie per address and purpose.
+func cookieFor(a netip.AddrPort, which byte) (c cookie.Cookie) {
+	b := a.Addr().As4()
+	copy(c[:], b[:])
+	c[4], c[5], c[6] = byte(a.Port()), byte(a.Port()>>8), which
+	return c
+}
+
+func (s *restartServer) serve() {
+	buf := make([]byte, 2048)
+	out := make([]byte, fastpath.MaxReplyLen)
+	var in fastpath.Handshake
+	for {
+		n, from, err := s.pc.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return
+		}
+		p := buf[:n]
+		pre, r := fastpath.DecodePrefix(fastpath.Magic{}, p)
+		if r != fastpath.DropNone {
+			continue
+		}
+		reply := fastpath.Handshake{ClientID: pre.ClientID, MinVersion: 3, CurVersion: 4, RandomLen: 8}
+		s.mu.Lock()
+		c := s.clients[from]
+		if !pre.Handshake {
+			// A connection packet: the moment to ask for a restart.
+			if c == nil || c.restarted || !s.restart.Load() {
+				s.mu.Unlock()
+				continue
+			}
+			reply.Type, reply.Restart = fastpath.TypeRestartHandshake, true
+		} else {
+			if fastpath.DecodeHandshake(fastpath.Magic{}, p, &in) != fastpath.DropNone {
+				s.fault("undecodable handshake packet")
+				s.mu.Unlock()
+				continue
+			}
+			reply.SentCount = in.SentCount
+			switch in.Type {
+			case fastpath.TypeInitial:
+				which := byte(1)
+				if in.Restart {
+					if c == nil {
+						s.fault("restart Initial from an unknown client")
+						s.mu.Unlock()
+						continue
+					}
+					which = 2
+				}
+				reply.Type, reply.Timestamp, reply.Cookie = fastpath.TypeChallenge, 1000, cookieFor(from, which)
+			case fastpath.TypeResponse:
+				if in.Cookie != cookieFor(from, 1) {
+					s.fault("Response with a cookie not from our Challenge")
+				}
+				if c == nil {
+					c = &restartClient{orig: in.Cookie}
+					s.clients[from] = c
+				}
+				reply.Type, reply.SecretID, reply.Timestamp, reply.Cookie = fastpath.TypeAck, 1, -1, c.orig
+			case fastpath.TypeRestartResponse:
+				if c == nil || !in.Restart || in.OrigCookie != c.orig || in.Cookie != cookieFor(from, 2) {
+					s.fault("RestartResponse without RestartBit or with the wrong cookies")
+					s.mu.Unlock()
+					continue
+				}
+				c.responses++
+				if !s.complete {
+					s.mu.Unlock()
+					continue
+				}
+				c.restarted = true
+				reply.Type, reply.SecretID, reply.Timestamp, reply.Cookie = fastpath.TypeAck, 1, -1, c.orig
+			default:
+				s.fault("unexpected " + in.Type.String())
+				s.mu.Unlock()
+				continue
+			}
+		}
+		s.mu.Unlock()
+		k := fastpath.EncodeHandshake(out, fastpath.Magic{}, &reply)
+		s.pc.WriteToUDPAddrPort(out[:k], from)
+	}
+}
+
+// runRestart connects clients to s, asks for restarts, and runs Data for
+// window.
+func runRestart(t *testing.T, s *restartServer, clients int, window time.Duration) RunResult {
+	t.Helper()
+	g := newGen(t, Config{Server: s.addr(), Mode: ModeData, Clients: clients, Sockets: 2,
+		LossTimeout: 50 * time.Millisecond, ConnectTimeout: 500 * time.Millisecond, ResendInterval: 200 * time.Millisecond})
+	c, err := g.Connect(context.Background())
+	if err != nil || c.Connected != clients {
+		t.Fatalf("connect: %+v, %v", c, err)
+	}
+	s.restart.Store(true)
+	r, err := g.Run(context.Background(), RunSpec{Window: window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.faults {
+		t.Error(f)
+	}
+	return r
+}
+
+// TestRestart: a connected client told RestartHandshake restarts as
+// PROTOCOL.md §6 says (restart Initial with RestartBit 1, then a
+// RestartResponse whose OrigCookie is its authorised cookie), once, even
+// though the server repeats the request for every packet, and goes on
+// after the Ack.
+func TestRestart(t *testing.T) {
+	const clients = 20
+	s := listenRestart(t, true)
+	// The client honours a RestartHandshake 1.1 s after connecting at the
+	// earliest, so the window runs past that.
+	r := runRestart(t, s, clients, 1500*time.Millisecond)
+	tot := r.Total
+	t.Logf("%+v", tot)
+	if tot.Restarts != clients || tot.Reconnects != clients || tot.RestartsFailed != 0 {
+		t.Errorf("restarts %d, reconnects %d, failed %d; want %d, %d, 0", tot.Restarts, tot.Reconnects, tot.RestartsFailed, clients, clients)
+	}
+	if tot.RestartHandshakes <= clients {
+		t.Errorf("%d RestartHandshakes received: the server sent one per Data packet, more than one per client", tot.RestartHandshakes)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for a, c := range s.clients {
+		if !c.restarted || c.responses != 1 {
+			t.Errorf("%v: restarted %v after %d RestartResponses", a, c.restarted, c.responses)
+		}
+	}
+}
+
+// TestRestartFails: a restart the server never completes times out after
+// ConnectTimeout and loses the connection; the client then stops.
+func TestRestartFails(t *testing.T) {
+	const clients = 10
+	s := listenRestart(t, false)
+	r := runRestart(t, s, clients, 2*time.Second)
+	tot := r.Total
+	t.Logf("%+v", tot)
+	if tot.Restarts != clients || tot.Reconnects != 0 || tot.RestartsFailed != clients {
+		t.Errorf("restarts %d, reconnects %d, failed %d; want %d, 0, %d", tot.Restarts, tot.Reconnects, tot.RestartsFailed, clients, clients)
+	}
+	if e := tot.Endings(); len(e) != 1 || e[0].Count != clients {
+		t.Errorf("endings %v", e)
+	}
+	// The RestartResponse is resent every ResendInterval until the
+	// timeout: 500 ms ÷ 200 ms.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for a, c := range s.clients {
+		if c.responses < 2 || c.responses > 4 {
+			t.Errorf("%v: %d RestartResponses in a 500 ms restart with 200 ms resends", a, c.responses)
+		}
+	}
+}
+
+// TestEndReasons: clients denied for a full server, and connections the
+// server closes, are counted by reason.
+func TestEndReasons(t *testing.T) {
+	s, err := conn.Listen("127.0.0.1:0", conn.Config{Handler: echoApp{}, ChallengeRate: -1, Sockets: 1, MaxClients: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	g := newGen(t, Config{Server: s.Addr(), Mode: ModeData, Clients: 50})
+	c, err := g.Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Connected != 30 || c.Failed != 20 || c.DeniedFull != 20 || c.TimedOut+c.DeniedRefused+c.DeniedOther+c.WrongVersion != 0 {
+		t.Fatalf("connect against 30 slots: %+v", c)
+	}
+	// The server's shutdown tells every connection Disconnect(2).
+	s.Close()
+	r, err := g.Run(context.Background(), RunSpec{Window: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tot := g.Counters(); tot.Closed != 30 || tot.ClosedShutdown != 30 || tot.Ended() != 50 {
+		t.Errorf("after shutdown: %+v (run %+v)", tot, r.Total)
+	}
+}
