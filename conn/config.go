@@ -48,6 +48,12 @@ type Config struct {
 	// MaxClients bounds connections (0: DefaultMaxClients); beyond it a
 	// proven client is answered Denied(1).
 	MaxClients int
+	// MaxClientsPerIP and MaxClientsPerPrefix bound the connections from
+	// one IP address and from one /24 (IPv4) or /64 (IPv6) network (0: the
+	// defaults, negative: unlimited); beyond them a proven client is
+	// answered Denied(3), too many connections from its network.
+	MaxClientsPerIP     int
+	MaxClientsPerPrefix int
 	// ChallengeRate and ChallengeBurst bound Challenge replies per source
 	// (address and port) per second; 0 takes the protocol defaults (32/s,
 	// burst 64), a negative rate means unlimited (benchmarks).
@@ -124,6 +130,12 @@ func (c Config) settings() (settings, error) {
 	}
 	if s.MaxClients == 0 {
 		s.MaxClients = DefaultMaxClients
+	}
+	if s.MaxClientsPerIP == 0 {
+		s.MaxClientsPerIP = DefaultMaxClientsPerIP
+	}
+	if s.MaxClientsPerPrefix == 0 {
+		s.MaxClientsPerPrefix = DefaultMaxClientsPerPrefix
 	}
 	s.maxClients = s.MaxClients
 	if s.PromotionWorkers == 0 {

@@ -41,9 +41,14 @@ type Conn struct {
 	seq fastpath.SeqState
 
 	// Cold: setup and the rare paths.
-	srv  *Server // nil on the client side
-	cli  *Client // nil on the server side
-	link link
+	// cookieTS is the authorised cookie's Timestamp (server side): an
+	// older cookie from this address is a replay.
+	cookieTS float64
+	// limit is what addrLimits counted this connection under (server).
+	limit limitKey
+	srv   *Server // nil on the client side
+	cli   *Client // nil on the server side
+	link  link
 	// timer is housekeeping's: the connection's place in the timer wheel.
 	timer timerLink
 	user  atomic.Pointer[any]
@@ -267,7 +272,11 @@ func (c *Conn) tick(now time.Time) {
 		c.shutdown(ReasonTimedOut, false)
 		return
 	}
-	if ns-c.lastSend.Load() >= c.st.KeepAlive.Nanoseconds() {
+	// KeepAlives keep a live peer from timing out. A peer silent for two
+	// intervals is likely gone: it gets no more, so a client that proves
+	// an address and goes quiet is sent little more than it sent.
+	ka := c.st.KeepAlive.Nanoseconds()
+	if ns-c.lastSend.Load() >= ka && ns-c.lastRecv.Load() < 2*ka {
 		_, _ = c.sendKind(fastpath.KindKeepAlive, nil)
 	}
 }
@@ -291,7 +300,11 @@ func (c *Conn) shutdown(reason DisconnectReason, remote bool) {
 	if !remote {
 		var p [1]byte
 		p[0] = byte(reason)
-		for range DisconnectPackets {
+		n := DisconnectPackets
+		if reason == ReasonTimedOut {
+			n = TimeoutDisconnectPackets
+		}
+		for range n {
 			_, _ = c.sendKind(fastpath.KindDisconnect, p[:])
 		}
 	}

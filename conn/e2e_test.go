@@ -470,8 +470,8 @@ func TestSilentClientTimesOut(t *testing.T) {
 			got++
 		}
 	}
-	if got != DisconnectPackets {
-		t.Fatalf("got %d Disconnect(3) packets, want %d", got, DisconnectPackets)
+	if got != TimeoutDisconnectPackets {
+		t.Fatalf("got %d Disconnect(3) packets, want %d", got, TimeoutDisconnectPackets)
 	}
 	if s.Stats().Disconnects[ReasonTimedOut] != 1 {
 		t.Fatal("timeout not counted")

@@ -111,6 +111,8 @@ func (e *DeniedError) Error() string {
 		return "conn: denied: server full (try again later or another server)"
 	case fastpath.DeniedRefused:
 		return "conn: denied: refused by the server's application"
+	case fastpath.DeniedAddressLimit:
+		return "conn: denied: too many connections from this IP address or network (close some, or ask the operator to raise -max-clients-per-ip / -max-clients-per-prefix)"
 	}
 	return fmt.Sprintf("conn: denied with reason %d", e.Reason)
 }

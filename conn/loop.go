@@ -1,7 +1,9 @@
 package conn
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"math/bits"
 	"net"
 	"net/netip"
@@ -31,9 +33,14 @@ type loop struct {
 	// from handlers running on this loop).
 	out int
 	cnt loopCounters
-	// pending collects this batch's proven clients: one pool submission
-	// per batch, values only (never a pointer into a receive buffer).
-	pending *promoBatch
+	// pending collects this batch's proven clients, values only (never a
+	// pointer into a receive buffer), for one hand-off to queue per batch.
+	pending []promotion
+	queue   promoQueue
+	// gen is the generation of the live settings fp was built from.
+	gen uint64
+	// stopped is set when run returns before the server closes.
+	stopped atomic.Bool
 	// deferred: indexes of this batch's datagrams from unconnected
 	// addresses, handled after the connected ones.
 	deferred []int32
@@ -58,7 +65,8 @@ func newLoop(s *Server, idx int, sock *batchio.Socket, size int, now float64) *l
 		rb:       batchio.NewBatch(size, s.st.MaxDatagram+1),
 		sb:       batchio.NewBatch(size, fastpath.MaxReplyLen),
 		rnd:      fastpath.NewRand(0),
-		pending:  s.promos.Get().(*promoBatch),
+		pending:  make([]promotion, 0, size),
+		queue:    promoQueue{sock: sock},
 		deferred: make([]int32, 0, size),
 		conns:    make([]*Conn, size),
 		addrs:    make([]netip.AddrPort, size),
@@ -72,6 +80,10 @@ func (l *loop) run() {
 		n, err := l.sock.Recv(l.rb)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || l.s.closing.Load() {
+				if !l.s.closing.Load() {
+					l.stopped.Store(true)
+					l.s.st.Logger.Error("receive loop stopped: its socket was closed", "socket", l.idx)
+				}
 				return
 			}
 			l.s.st.Logger.Warn("receive failed; retrying", "socket", l.idx, "err", err)
@@ -98,6 +110,10 @@ func (l *loop) batch(n int, now time.Time) {
 func (l *loop) process(n int, now time.Time) {
 	s := l.s
 	l.now = now
+	if fc, g, ok := s.liveConfig(l.gen); ok {
+		l.fp = fastpath.NewServer(fc, s.secrets, 0, seconds(now))
+		l.gen = g
+	}
 	l.shed(now)
 	l.out = 0
 	deferred := l.deferred[:0]
@@ -145,19 +161,17 @@ func (l *loop) process(n int, now time.Time) {
 	l.deferred = deferred
 }
 
-// handOff submits the batch's proven clients to the promotion pool, once
+// handOff queues the batch's proven clients for the promotion pool, once
 // per batch, and settles the overload Challenge budget.
 func (l *loop) handOff() {
 	s := l.s
-	if len(l.pending.items) > 0 {
-		pb := l.pending
-		l.pending = s.promos.Get().(*promoBatch)
-		if err := s.pool.Invoke(pb); err != nil {
-			l.cnt.add(cDrop+int(fastpath.DropPromotionFull), uint64(len(pb.items)))
-			s.ev.promotionRejected.Add(uint64(len(pb.items)))
-			pb.items = pb.items[:0]
-			s.promos.Put(pb)
+	if len(l.pending) > 0 {
+		if n := s.enqueue(&l.queue, l.pending); n > 0 {
+			l.cnt.add(cDrop+int(fastpath.DropPromotionFull), uint64(n))
+			s.ev.promotionRejected.Add(uint64(n))
 		}
+		clear(l.pending)
+		l.pending = l.pending[:0]
 	}
 	if l.budget >= 0 {
 		l.chTokens -= float64(l.budget - l.fp.Shed.ChallengeBudget)
@@ -280,12 +294,8 @@ func (l *loop) promote(addr netip.AddrPort) {
 		l.reply(n, fastpath.TypeAck, addr)
 		return
 	}
-	if len(l.pending.items) == cap(l.pending.items) {
-		l.cnt.add(cDrop+int(fastpath.DropPromotionFull), 1)
-		return
-	}
-	l.pending.items = append(l.pending.items, promotion{
-		addr: addr, cookie: d.Cookie, to: d.To, sock: l.idx,
+	l.pending = append(l.pending, promotion{
+		addr: addr, cookie: d.Cookie, ts: d.Timestamp, to: d.To,
 	})
 }
 
@@ -310,6 +320,10 @@ func (l *loop) migrate(addr netip.AddrPort, now time.Time) {
 		c.addr = addr
 		c.link.sock = l.sock
 		c.mu.Unlock()
+		s.limits.move(addr.Addr(), &c.limit)
+		if s.st.Logger.Enabled(context.Background(), slog.LevelDebug) {
+			s.st.Logger.Debug("connection migrated", "from", from, "to", addr, "client_id", c.clientID)
+		}
 		if c.closed.Load() {
 			// It closed while moving: its shutdown may have looked for
 			// it at the old address. closed was set before that lookup

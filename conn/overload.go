@@ -84,8 +84,10 @@ func (o OverloadConfig) withDefaults() OverloadConfig {
 // overload tracks the level. Housekeeping is its only writer; loops read
 // level once per batch.
 type overload struct {
-	cfg   OverloadConfig
-	level atomic.Int32
+	cfg OverloadConfig
+	// enabled is cfg.Enabled, switchable live (Server.SetOverload).
+	enabled atomic.Bool
+	level   atomic.Int32
 
 	// Rate window: connectionless count and time a second or so ago.
 	prevCount uint64

@@ -24,6 +24,10 @@ const (
 	// DisconnectPackets: how many Disconnect packets a closing side sends.
 	// Redundancy instead of acknowledgement: the peer may be gone.
 	DisconnectPackets = 5
+	// TimeoutDisconnectPackets: how many a side sends when it closes on a
+	// timeout. The peer has been silent for the whole timeout and is
+	// likely gone: more would mostly be bytes sent to nobody.
+	TimeoutDisconnectPackets = 1
 
 	// DefaultMaxClients bounds connections; a full server answers Denied(1).
 	DefaultMaxClients = 100_000
@@ -47,13 +51,28 @@ const (
 	// rate-limited RestartHandshake.
 	maxRecentFactor = 4
 
+	// DefaultMaxClientsPerIP and DefaultMaxClientsPerPrefix bound the
+	// connections of one IP and of one /24 (IPv4) or /64 (IPv6) network,
+	// so that one host or network cannot take every slot. They admit a
+	// few hundred players behind one carrier-grade NAT address, and about
+	// a thousand from one NAT pool or IPv6 subscriber; a server that
+	// expects more from one network (a LAN event) raises or disables them.
+	DefaultMaxClientsPerIP     = 256
+	DefaultMaxClientsPerPrefix = 1024
+
 	// DefaultPromotionWorkers sizes the promotion pool. Promotions run the
 	// application's accept hook, which may be slow; the socket loops never
 	// wait for them.
 	DefaultPromotionWorkers = 64
-	// promotionBatch bounds the proven clients one loop hands over per
-	// receive batch (one pool submission per batch).
+	// promotionBatch bounds the proven clients one worker promotes between
+	// two sendmmsg calls of their replies.
 	promotionBatch = 256
+	// promotionQueue bounds the proven clients waiting in one loop's queue.
+	// Only a client that answered a Challenge from its own address gets
+	// there, so this is a login storm's depth, not an attacker's: a
+	// 100k-client storm on one loop fits. Beyond it a Response is dropped
+	// (promotion_full) and the client's 1 s resend tries again.
+	promotionQueue = 1 << 16
 )
 
 // Overload control (overload.go). Connectionless datagrams are those from

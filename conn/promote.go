@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/udpgate/udpgate/batchio"
@@ -11,35 +12,135 @@ import (
 	"github.com/udpgate/udpgate/fastpath"
 )
 
-// promotion is one proven client handed from a loop to the pool: values
-// only, copied out of the receive buffer.
+// Promotion: a receive loop proves a client (a valid Response) and queues
+// it; pool workers drain the queue, turn each client into a connection and
+// answer Ack or Denied.
+//
+// Each loop has its own queue, and at most a few pool tasks drain it at
+// once. A loop therefore never waits for a worker and never hands over more
+// tasks than the pool has workers: a login storm fills the queue, not the
+// pool, and no proven client is refused because every worker happened to
+// be busy at the moment its batch arrived. The workers take clients in
+// batches, answer each batch with one sendmmsg and only then tell the
+// Handler, so a greeting sent from OnConnect cannot overtake its Ack.
+
+// promotion is one proven client: values only, copied out of the receive
+// buffer.
 type promotion struct {
 	addr   netip.AddrPort
 	cookie cookie.Cookie
-	to     fastpath.ReplyTo
-	sock   int
+	// ts is the cookie's Timestamp: cookies of one address are ordered by
+	// it, which tells a replay from a newer handshake.
+	ts float64
+	to fastpath.ReplyTo
 }
 
-// promoBatch is one loop's proven clients of one receive batch, and the
-// worker's scratch for answering them: their Acks and Denieds leave in one
-// sendmmsg, not one system call each.
+// promoQueue is one receive loop's proven clients waiting for a worker.
+type promoQueue struct {
+	sock *batchio.Socket
+
+	mu sync.Mutex
+	// items[head:] wait, oldest first.
+	items []promotion
+	head  int
+	// running counts the pool tasks draining this queue.
+	running int
+}
+
+// waiting is the queue's depth; the caller holds mu.
+func (q *promoQueue) waiting() int { return len(q.items) - q.head }
+
+// take moves up to promotionBatch clients into dst; the caller holds mu.
+func (q *promoQueue) take(dst []promotion) []promotion {
+	n := min(q.waiting(), promotionBatch)
+	dst = append(dst[:0], q.items[q.head:q.head+n]...)
+	clear(q.items[q.head : q.head+n])
+	q.head += n
+	switch {
+	case q.head == len(q.items):
+		// Drained. A storm's queue is let go rather than kept for the
+		// next one: its memory is the storm's, not the server's.
+		if cap(q.items) > 4*promotionBatch {
+			q.items = nil
+		} else {
+			q.items = q.items[:0]
+		}
+		q.head = 0
+	case q.head > cap(q.items)/2:
+		q.items = q.items[:copy(q.items, q.items[q.head:])]
+		q.head = 0
+	}
+	return dst
+}
+
+// enqueue adds a loop's proven clients to its queue and starts a drain task
+// if the queue needs one more. It reports how many did not fit.
+func (s *Server) enqueue(q *promoQueue, items []promotion) (dropped int) {
+	q.mu.Lock()
+	n := min(len(items), promotionQueue-q.waiting())
+	q.items = append(q.items, items[:n]...)
+	// One task per promotionBatch waiting, up to the loop's share of the
+	// pool: one is enough unless the Accept hook is slow.
+	start := q.running < s.drainers && q.waiting() > q.running*promotionBatch
+	if start {
+		q.running++
+	}
+	q.mu.Unlock()
+	if start {
+		if err := s.pool.Invoke(q); err != nil {
+			// Only a released pool refuses: the server is shutting down.
+			q.mu.Lock()
+			q.running--
+			q.mu.Unlock()
+		}
+	}
+	return len(items) - n
+}
+
+// drain runs in a pool worker: it promotes the queue's clients, a batch at
+// a time, until the queue is empty.
+func (s *Server) drain(q *promoQueue) {
+	pb := s.promos.Get().(*promoBatch)
+	pb.sock = q.sock
+	for {
+		q.mu.Lock()
+		if s.closing.Load() {
+			q.items, q.head = nil, 0
+		}
+		if q.waiting() == 0 {
+			q.running--
+			q.mu.Unlock()
+			break
+		}
+		pb.items = q.take(pb.items)
+		q.mu.Unlock()
+		s.promoteBatch(pb)
+	}
+	pb.sock = nil
+	s.promos.Put(pb)
+}
+
+// promoBatch is a worker's scratch: the clients it promotes between two
+// sendmmsg calls, their replies, and the connections made, told to the
+// Handler after their Acks left.
 type promoBatch struct {
 	items []promotion
 	out   *batchio.Batch // replies, out.Msgs[:n]
 	n     int
 	sock  *batchio.Socket
-	made  []*Conn // new connections, told to the Handler after their Acks left
+	made  []*Conn
 }
 
 func newPromoBatch() *promoBatch {
 	return &promoBatch{
 		items: make([]promotion, 0, promotionBatch),
 		out:   batchio.NewBatch(promotionBatch, fastpath.MaxReplyLen),
+		made:  make([]*Conn, 0, promotionBatch),
 	}
 }
 
-// promoteBatch runs in a pool worker: it turns each proven client into a
-// connection and answers Ack, or Denied.
+// promoteBatch turns each proven client of pb into a connection and
+// answers Ack, or Denied.
 func (s *Server) promoteBatch(pb *promoBatch) {
 	rnd := fastpath.NewRand(s.seedCount.Add(0x9e3779b97f4a7c15) | 1)
 	now := s.st.Now()
@@ -54,7 +155,6 @@ func (s *Server) promoteBatch(pb *promoBatch) {
 	pb.made = pb.made[:0]
 	clear(pb.items)
 	pb.items = pb.items[:0]
-	s.promos.Put(pb)
 }
 
 // flushReplies sends the batch's replies so far.
@@ -67,97 +167,130 @@ func (s *Server) flushReplies(pb *promoBatch) {
 	}
 }
 
+// verdict is admit's decision for one proven client; the reply is made
+// from it outside promoMu.
+type verdict struct {
+	ack    *cookie.Cookie // reply Ack with this cookie
+	denied uint8          // or Denied with this reason
+	made   *Conn          // the new connection
+	prev   *Conn          // the connection it replaced at the address
+	replay bool           // or drop it as a replay
+}
+
 func (s *Server) promoteOne(pb *promoBatch, p *promotion, rnd *fastpath.Rand, now time.Time) {
 	if s.closing.Load() {
 		return
 	}
-	if sock := s.group.Sockets()[p.sock]; sock != pb.sock {
-		s.flushReplies(pb) // one batch comes from one loop: never, in practice
-		pb.sock = sock
-	}
-	reply := func(n int) {
-		if n > 0 {
-			m := &pb.out.Msgs[pb.n]
-			m.N, m.Addr = n, p.addr
-			pb.n++
-		}
-	}
-	slot := func() []byte { return pb.out.Msgs[pb.n].Buf[:cap(pb.out.Msgs[pb.n].Buf)] }
-	deny := func(reason uint8) {
-		reply(s.fc.BuildDenied(slot(), &p.to, reason, &p.cookie, rnd))
-		if reason == fastpath.DeniedServerFull {
-			s.ev.deniedFull.Add(1)
-		} else {
-			s.ev.deniedRefused.Add(1)
-		}
-	}
-	ack := func(ck *cookie.Cookie) {
-		if n := s.fc.BuildAck(slot(), &p.to, ck, rnd); n > 0 {
-			reply(n)
-			s.ev.acks.Add(1)
-		}
-	}
+	var v verdict
 	// Cheap refusals first, without the lock.
 	old, hasOld := s.conns.Get(p.addr)
-	if !hasOld && int(s.count.Load()) >= s.st.maxClients {
-		deny(fastpath.DeniedServerFull)
-		return
-	}
-	if s.st.Accept != nil && !(hasOld && old.clientID == p.to.ClientID) {
+	sameClient := hasOld && old.clientID == p.to.ClientID
+	switch {
+	case s.draining.Load() && !sameClient:
+		v.denied = fastpath.DeniedServerFull
+	case !hasOld && s.full():
+		v.denied = fastpath.DeniedServerFull
+	case s.st.Accept != nil && !sameClient:
 		// The hook may be slow: replies made so far go first.
 		s.flushReplies(pb)
 		if err := s.st.Accept(p.addr); err != nil {
 			s.st.Logger.Debug("client refused by the application", "addr", p.addr, "err", err)
-			deny(fastpath.DeniedRefused)
-			return
+			v.denied = fastpath.DeniedRefused
 		}
+	}
+	if v.denied == 0 {
+		v = s.admit(p, pb.sock, now)
 	}
 
-	s.promoMu.Lock()
-	if c, at, ok := s.conns.GetByCookie((*[20]byte)(&p.cookie)); ok {
-		s.promoMu.Unlock()
-		if at == p.addr {
-			ack(&c.cookie) // a duplicate Response raced through
+	m := &pb.out.Msgs[pb.n]
+	out := m.Buf[:cap(m.Buf)]
+	n := 0
+	switch {
+	case v.replay:
+		s.ev.replays.Add(1)
+	case v.denied != 0:
+		n = s.fc.BuildDenied(out, &p.to, v.denied, &p.cookie, rnd)
+		s.ev.denied[v.denied].Add(1)
+	case v.ack != nil:
+		if n = s.fc.BuildAck(out, &p.to, v.ack, rnd); n > 0 {
+			s.ev.acks.Add(1)
 		}
+	}
+	if n > 0 {
+		m.N, m.Addr = n, p.addr
+		pb.n++
+	}
+	if v.made == nil {
 		return
 	}
-	old, hasOld = s.conns.Get(p.addr)
-	if hasOld && old.clientID == p.to.ClientID && !old.closed.Load() {
-		// The same client answered a newer Challenge before its Ack
-		// arrived: the connection exists, repeat its Ack.
-		s.promoMu.Unlock()
-		ack(&old.cookie)
-		return
+	s.timers.add(v.made)
+	if v.prev != nil {
+		// The map already points at the new connection, so prev's close
+		// removes nothing and the count stays: it took prev's place.
+		v.prev.shutdown(ReasonReplaced, false)
+	}
+	s.ev.accepted.Add(1)
+	pb.made = append(pb.made, v.made)
+}
+
+// admit decides, under promoMu, whether p becomes a connection, and makes
+// it. promoMu serialises the check-then-insert, so duplicate Responses
+// racing through two workers create one connection.
+func (s *Server) admit(p *promotion, sock *batchio.Socket, now time.Time) (v verdict) {
+	s.promoMu.Lock()
+	defer s.promoMu.Unlock()
+	if c, at, ok := s.conns.GetByCookie((*[20]byte)(&p.cookie)); ok {
+		if at == p.addr {
+			v.ack = &c.cookie // a duplicate Response raced through
+		} else {
+			v.replay = true // the client moved on: a replay from its old address
+		}
+		return v
+	}
+	if s.spent(p, now) {
+		v.replay = true
+		return v
+	}
+	old, hasOld := s.conns.Get(p.addr)
+	if hasOld && !old.closed.Load() {
+		if old.clientID == p.to.ClientID {
+			// The same client answered a newer Challenge before its Ack
+			// arrived: the connection exists, repeat its Ack.
+			v.ack = &old.cookie
+			return v
+		}
+		if p.ts < old.cookieTS {
+			// A restarted client replaces its connection with a newer
+			// handshake only; an older cookie is a replay.
+			v.replay = true
+			return v
+		}
 	}
 	// A replaced connection does not count against capacity.
-	if !hasOld && int(s.count.Load()) >= s.st.maxClients {
-		s.promoMu.Unlock()
-		deny(fastpath.DeniedServerFull)
-		return
+	if !hasOld && s.full() {
+		v.denied = fastpath.DeniedServerFull
+		return v
 	}
-	c := s.newConn(p, pb.sock, now)
+	c := s.newConn(p, sock, now)
+	if !s.limits.admit(p.addr.Addr(), hasOld, &c.limit) {
+		v.denied = fastpath.DeniedAddressLimit
+		return v
+	}
 	// Insert's answer is the truth: a migration may have moved another
 	// connection onto this address since the Get above.
 	prev, ok := s.conns.Insert(p.addr, p.cookie, c)
 	if !ok {
 		// Unreachable: the cookie index was checked under promoMu.
-		s.promoMu.Unlock()
-		return
+		s.limits.release(&c.limit)
+		return v
 	}
-	replaced := prev != nil
-	if !replaced {
+	if prev == nil {
 		s.count.Add(1)
 	}
 	s.clearRecent(p.addr)
-	s.promoMu.Unlock()
-	s.timers.add(c)
-
-	if replaced {
-		// The map already points at c, so prev's close removes nothing and
-		// the count stays: c took prev's place.
-		prev.shutdown(ReasonReplaced, false)
-	}
-	ack(&p.cookie)
-	s.ev.accepted.Add(1)
-	pb.made = append(pb.made, c)
+	v.ack, v.made, v.prev = &c.cookie, c, prev
+	return v
 }
+
+// full reports whether the server holds MaxClients connections.
+func (s *Server) full() bool { return s.count.Load() >= s.maxClients.Load() }

@@ -25,19 +25,29 @@ type Server struct {
 	group   *batchio.Group
 	secrets *cookie.Secrets
 	conns   *shard.Map[Conn]
-	// recent maps addresses whose connection closed to when that memory
-	// expires (Unix ns): their stray packets get no RestartHandshake.
-	recent  *shard.AddrMap[int64]
+	// recent remembers, per address whose connection closed, until when
+	// its stray packets get no RestartHandshake and which cookies are spent.
+	recent  *shard.AddrMap[recentClose]
 	nRecent atomic.Int64
 	count   atomic.Int64
+	limits  *addrLimits
 
 	loops []*loop
-	pool  *ants.PoolWithFuncGeneric[*promoBatch]
+	pool  *ants.PoolWithFuncGeneric[*promoQueue]
+	// drainers: pool tasks one loop's queue may have running at once.
+	drainers int
 	// promoMu serialises the check-then-insert of promotions, so duplicate
 	// Responses racing through two workers create one connection.
 	promoMu   sync.Mutex
 	promos    sync.Pool
 	seedCount atomic.Uint64
+
+	// Live settings (admin.go).
+	maxClients atomic.Int64
+	draining   atomic.Bool
+	liveMu     sync.Mutex
+	liveFC     fastpath.ServerConfig
+	liveGen    atomic.Uint64
 
 	closing  atomic.Bool
 	done     chan struct{}
@@ -86,13 +96,17 @@ func Listen(addr string, cfg Config) (*Server, error) {
 		group:   group,
 		secrets: secrets,
 		conns:   shard.NewMap[Conn](0),
-		recent:  shard.NewAddrMap[int64](0),
+		recent:  shard.NewAddrMap[recentClose](0),
+		limits:  newAddrLimits(st.MaxClientsPerIP, st.MaxClientsPerPrefix),
 		done:    make(chan struct{}),
 		ov:      overload{cfg: st.Overload},
 	}
+	s.maxClients.Store(int64(st.MaxClients))
+	s.ov.enabled.Store(st.Overload.Enabled)
 	s.timers.init(st.SweepInterval, now)
 	s.promos.New = func() any { return newPromoBatch() }
-	s.pool, err = ants.NewPoolWithFuncGeneric(st.PromotionWorkers, s.promoteBatch,
+	s.drainers = max(1, st.PromotionWorkers/len(group.Sockets()))
+	s.pool, err = ants.NewPoolWithFuncGeneric(max(st.PromotionWorkers, len(group.Sockets())), s.drain,
 		ants.WithNonblocking(true),
 		ants.WithPanicHandler(func(p any) {
 			s.ev.promotionPanics.Add(1)
@@ -208,7 +222,7 @@ func (s *Server) housekeeping() {
 // checkOverload moves the overload level from the loops' connectionless
 // counters and logs changes, at most one line per overloadLogEvery.
 func (s *Server) checkOverload(now time.Time) {
-	if !s.ov.cfg.Enabled {
+	if !s.ov.enabled.Load() {
 		return
 	}
 	var n uint64
@@ -250,8 +264,8 @@ func (s *Server) sweep(now time.Time, batch []*Conn) []*Conn {
 	}
 	if s.nRecent.Load() > 0 {
 		ns := now.UnixNano()
-		s.recent.RangeShard(i%s.recent.NumShards(), func(_ netip.AddrPort, exp *int64) shard.Action {
-			if *exp <= ns {
+		s.recent.RangeShard(i%s.recent.NumShards(), func(_ netip.AddrPort, r *recentClose) shard.Action {
+			if r.exp <= ns {
 				s.nRecent.Add(-1)
 				return shard.Remove
 			}
@@ -265,14 +279,19 @@ func (s *Server) sweep(now time.Time, batch []*Conn) []*Conn {
 // removed is called once when a server connection closes.
 func (s *Server) removed(c *Conn, reason DisconnectReason) {
 	s.timers.remove(c)
+	s.limits.release(&c.limit)
 	// A connection replaced at its address leaves no memory there: the
-	// address is held by its successor.
-	if addr, ok := s.forget(c); ok && s.nRecent.Load() < int64(maxRecentFactor*s.st.maxClients) {
-		exp := s.st.Now().Add(RecentlyDisconnected).UnixNano()
+	// address is held by its successor, whose cookie is newer.
+	if addr, ok := s.forget(c); ok && s.nRecent.Load() < maxRecentFactor*s.maxClients.Load() {
+		r := &recentClose{
+			exp:    s.st.Now().Add(RecentlyDisconnected).UnixNano(),
+			ts:     c.cookieTS,
+			cookie: c.cookie,
+		}
 		if _, had := s.recent.Get(addr); !had {
 			s.nRecent.Add(1)
 		}
-		s.recent.Set(addr, &exp)
+		s.recent.Set(addr, r)
 	}
 	if int(reason) < len(s.ev.disconnects) {
 		s.ev.disconnects[reason].Add(1)
@@ -289,13 +308,38 @@ func (s *Server) forget(c *Conn) (netip.AddrPort, bool) {
 	return addr, ok
 }
 
+// recentClose is what the server remembers of an address whose connection
+// closed. The entry is immutable once stored.
+type recentClose struct {
+	exp int64 // Unix ns: forgotten after
+	// ts and cookie are the closed connection's cookie: a Response with
+	// that cookie, or with an older Timestamp, is a replay. Remembering it
+	// for RecentlyDisconnected (longer than the 40 s a cookie lives) means
+	// no cookie is ever promoted twice, in memory bounded with the table.
+	ts     float64
+	cookie cookie.Cookie
+}
+
 // isRecent reports whether addr's connection closed within the last 120 s.
 func (s *Server) isRecent(addr netip.AddrPort, ns int64) bool {
 	if s.nRecent.Load() == 0 {
 		return false
 	}
-	exp, ok := s.recent.Get(addr)
-	return ok && *exp > ns
+	r, ok := s.recent.Get(addr)
+	return ok && r.exp > ns
+}
+
+// spent reports whether p's cookie is one a closed connection at its
+// address already used, or older than it.
+func (s *Server) spent(p *promotion, now time.Time) bool {
+	if s.nRecent.Load() == 0 {
+		return false
+	}
+	r, ok := s.recent.Get(p.addr)
+	if !ok || r.exp <= now.UnixNano() {
+		return false
+	}
+	return p.ts < r.ts || (p.ts == r.ts && p.cookie == r.cookie)
 }
 
 func (s *Server) clearRecent(addr netip.AddrPort) {
@@ -317,6 +361,7 @@ func (s *Server) newConn(p *promotion, sock *batchio.Socket, now time.Time) *Con
 		clientID: p.to.ClientID,
 		session:  s.st.SessionID,
 		cookie:   p.cookie,
+		cookieTS: p.ts,
 		tag:      cookie.SessionTag(&p.cookie),
 		addr:     p.addr,
 	}

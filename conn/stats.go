@@ -10,10 +10,13 @@ import (
 // eventCounters count rare server events (promotions, closes): plain
 // shared atomics are fine off the per-packet path.
 type eventCounters struct {
-	accepted          atomic.Uint64
-	acks              atomic.Uint64
-	deniedFull        atomic.Uint64
-	deniedRefused     atomic.Uint64
+	accepted atomic.Uint64
+	acks     atomic.Uint64
+	// denied counts Denied replies by reason (fastpath.Denied*).
+	denied [4]atomic.Uint64
+	// replays: Responses dropped as replays by promotion workers
+	// (fastpath.DropReplayedCookie in Stats.Drops).
+	replays           atomic.Uint64
 	migrations        atomic.Uint64
 	promotionRejected atomic.Uint64
 	promotionPanics   atomic.Uint64
@@ -32,7 +35,10 @@ type Stats struct {
 	PromotionAcks uint64
 	DeniedFull    uint64
 	DeniedRefused uint64
-	Migrations    uint64
+	// DeniedAddressLimit: refused because their IP or network held
+	// MaxClientsPerIP or MaxClientsPerPrefix connections.
+	DeniedAddressLimit uint64
+	Migrations         uint64
 	// ConnPacketsIn: connection packets accepted for connections.
 	ConnPacketsIn uint64
 	// Drops by reason; index with fastpath.DropReason.
@@ -42,9 +48,10 @@ type Stats struct {
 	// PromotionRejected: proven clients the promotion pool had no room for.
 	PromotionRejected uint64
 	PromotionPanics   uint64
-	// PromotionsRunning: promotion workers busy now (the queue depth: the
-	// pool does not queue beyond its workers, it rejects).
+	// PromotionsRunning: promotion workers busy now; PromotionsQueued:
+	// proven clients waiting for one.
 	PromotionsRunning int
+	PromotionsQueued  int
 	// OverloadLevel is the current overload level; OverloadChanges counts
 	// level changes since Listen.
 	OverloadLevel   OverloadLevel
@@ -93,8 +100,10 @@ func (s *Server) Stats() Stats {
 	}
 	st.Accepted = s.ev.accepted.Load()
 	st.PromotionAcks = s.ev.acks.Load()
-	st.DeniedFull = s.ev.deniedFull.Load()
-	st.DeniedRefused = s.ev.deniedRefused.Load()
+	st.DeniedFull = s.ev.denied[fastpath.DeniedServerFull].Load()
+	st.DeniedRefused = s.ev.denied[fastpath.DeniedRefused].Load()
+	st.DeniedAddressLimit = s.ev.denied[fastpath.DeniedAddressLimit].Load()
+	st.Drops[fastpath.DropReplayedCookie] += s.ev.replays.Load()
 	st.Migrations = s.ev.migrations.Load()
 	st.PromotionRejected = s.ev.promotionRejected.Load()
 	st.PromotionPanics = s.ev.promotionPanics.Load()
@@ -102,6 +111,11 @@ func (s *Server) Stats() Stats {
 		st.Disconnects[i] = s.ev.disconnects[i].Load()
 	}
 	st.PromotionsRunning = s.pool.Running()
+	for _, l := range s.loops {
+		l.queue.mu.Lock()
+		st.PromotionsQueued += l.queue.waiting()
+		l.queue.mu.Unlock()
+	}
 	st.OverloadLevel = OverloadLevel(s.ov.level.Load())
 	st.OverloadChanges = s.ov.changes.Load()
 	st.Sockets = s.group.Stats()

@@ -80,6 +80,9 @@ func (t PacketType) BodyBits() int {
 const (
 	DeniedServerFull uint8 = 1
 	DeniedRefused    uint8 = 2
+	// DeniedAddressLimit: the client's IP or network already holds as many
+	// connections as the server allows one IP or network.
+	DeniedAddressLimit uint8 = 3
 )
 
 // Kind is a connection packet's kind (PROTOCOL.md §7).

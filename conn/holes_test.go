@@ -1,0 +1,299 @@
+package conn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/udpgate/udpgate/fastpath"
+)
+
+// Attacks from outside (issue 12), each through real sockets against a
+// real server.
+
+// A Response captured on the path and replayed after its connection closed
+// must not create a connection again: the server remembers spent cookies
+// for longer than a cookie lives.
+func TestReplayedResponseAfterClose(t *testing.T) {
+	clk := &clock{}
+	rec := newRecorder(false)
+	s := listen(t, Config{Handler: rec, Now: clk.Now})
+	p := newRawPeer(t, s, "127.0.0.1:0")
+	ch := p.challenge()
+	resp := p.response(ch)
+	p.send(resp)
+	ck := p.expect(fastpath.TypeAck).Cookie
+	eventually(t, "connection", func() bool { return s.Len() == 1 })
+	p.send(p.connPacket(ck, 0, fastpath.KindDisconnect, []byte{1}))
+	eventually(t, "close", func() bool { return s.Len() == 0 })
+
+	for _, after := range []time.Duration{3 * time.Second, 17 * time.Second} {
+		clk.Advance(after) // 3 s, then 20 s after the Challenge
+		before := s.Stats().Drops[fastpath.DropReplayedCookie]
+		p.send(resp)
+		p.silent(fmt.Sprintf("Response replayed %v later", after))
+		eventually(t, "replay counted", func() bool {
+			return s.Stats().Drops[fastpath.DropReplayedCookie] > before
+		})
+		if s.Len() != 0 || rec.connects() != 1 {
+			t.Fatalf("replay made a connection: %d open, %d made", s.Len(), rec.connects())
+		}
+	}
+	// The same client with a fresh handshake gets in.
+	clk.Advance(time.Second)
+	p.connect()
+	eventually(t, "reconnect", func() bool { return s.Len() == 1 })
+}
+
+// A restarted client's new connection (another ClientID) must not be
+// replaced by a replay of its older Response.
+func TestOlderResponseDoesNotReplace(t *testing.T) {
+	clk := &clock{}
+	rec := newRecorder(false)
+	s := listen(t, Config{Handler: rec, Now: clk.Now})
+	p := newRawPeer(t, s, "127.0.0.1:0")
+	old := p.response(p.challenge())
+	p.send(old)
+	p.expect(fastpath.TypeAck)
+	clk.Advance(time.Second)
+	p.clientID = 2 // the client restarts
+	p.connect()
+	eventually(t, "replacement", func() bool { return rec.connects() == 2 })
+	current := rec.at(t, 1)
+
+	p.send(old)
+	p.silent("older Response")
+	if c, ok := s.Conn(p.addr()); !ok || c != current || current.closed.Load() {
+		t.Fatal("a replayed older Response replaced the current connection")
+	}
+	if s.Stats().Drops[fastpath.DropReplayedCookie] == 0 {
+		t.Fatal("replay not counted")
+	}
+}
+
+// One IP, and one /24, hold at most MaxClientsPerIP and
+// MaxClientsPerPrefix connections; the rest are told Denied(3).
+func TestAddressLimits(t *testing.T) {
+	s := listen(t, Config{MaxClientsPerIP: 3, MaxClientsPerPrefix: 5})
+	var peers []*rawPeer
+	connect := func(ip string) (*rawPeer, fastpath.Handshake) {
+		p := newRawPeer(t, s, ip+":0")
+		p.send(p.response(p.challenge()))
+		b, ok := p.recv(2 * time.Second)
+		if !ok {
+			t.Fatalf("%s: no answer", ip)
+		}
+		var h fastpath.Handshake
+		if r := fastpath.DecodeHandshake(p.magic, b, &h); r != fastpath.DropNone {
+			t.Fatal(r)
+		}
+		return p, h
+	}
+	for i := range 3 {
+		p, h := connect("127.0.0.1")
+		if h.Type != fastpath.TypeAck {
+			t.Fatalf("client %d: %v, want Ack", i, h.Type)
+		}
+		peers = append(peers, p)
+	}
+	if _, h := connect("127.0.0.1"); h.Type != fastpath.TypeDenied || h.Reason != fastpath.DeniedAddressLimit {
+		t.Fatalf("4th from one IP: %v reason %d, want Denied(3)", h.Type, h.Reason)
+	}
+	for _, ip := range []string{"127.0.0.2", "127.0.0.2"} {
+		if _, h := connect(ip); h.Type != fastpath.TypeAck {
+			t.Fatalf("%s: %v, want Ack", ip, h.Type)
+		}
+	}
+	if _, h := connect("127.0.0.3"); h.Type != fastpath.TypeDenied || h.Reason != fastpath.DeniedAddressLimit {
+		t.Fatalf("6th from one /24: %v, want Denied(3)", h.Type)
+	}
+	if _, h := connect("127.0.1.1"); h.Type != fastpath.TypeAck {
+		t.Fatalf("another /24: %v, want Ack", h.Type)
+	}
+	if got := s.Stats().DeniedAddressLimit; got != 2 {
+		t.Fatalf("DeniedAddressLimit %d, want 2", got)
+	}
+	// A slot freed is a slot to take.
+	p := peers[0]
+	c, _ := s.Conn(p.addr())
+	c.Close()
+	eventually(t, "close", func() bool { return s.Len() == 5 })
+	if _, h := connect("127.0.0.1"); h.Type != fastpath.TypeAck {
+		t.Fatalf("after a close: %v, want Ack", h.Type)
+	}
+}
+
+// With the defaults, one IP takes DefaultMaxClientsPerIP slots and no more.
+func TestSlotsOneIPCanTake(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens hundreds of sockets")
+	}
+	s := listen(t, Config{})
+	for range DefaultMaxClientsPerIP + 20 {
+		// Every peer keeps its socket, so no two share a port.
+		p := newRawPeer(t, s, "127.0.0.1:0")
+		p.send(p.response(p.challenge()))
+		if _, ok := p.recv(2 * time.Second); !ok {
+			t.Fatal("no answer")
+		}
+	}
+	taken := s.Len()
+	t.Logf("slots one IP can take with the defaults: %d of %d tried", taken, DefaultMaxClientsPerIP+20)
+	if taken != DefaultMaxClientsPerIP {
+		t.Fatalf("one IP took %d slots, want %d", taken, DefaultMaxClientsPerIP)
+	}
+}
+
+// A client that proves its address and then says nothing is sent little
+// more than it sent: one KeepAlive and one Disconnect after the Ack.
+func TestSilentClientCostsLittle(t *testing.T) {
+	clk := &clock{}
+	s := listen(t, Config{Now: clk.Now})
+	p := newRawPeer(t, s, "127.0.0.1:0")
+	init := p.handshakePacket(fastpath.TypeInitial, nil)
+	p.send(init)
+	ch := p.expect(fastpath.TypeChallenge)
+	resp := p.response(ch)
+	p.send(resp)
+	p.expect(fastpath.TypeAck)
+	sent := len(init) + len(resp)
+	received := 2 * len(resp) // Challenge and Ack are no larger than their requests
+	for range 14 {
+		clk.Advance(500 * time.Millisecond)
+		time.Sleep(3 * DefaultSweepInterval / 2)
+		for {
+			b, ok := p.recv(time.Millisecond)
+			if !ok {
+				break
+			}
+			received += len(b)
+		}
+	}
+	if s.Len() != 0 {
+		t.Fatal("the silent client did not time out")
+	}
+	t.Logf("silent client: sent %d bytes, received %d (%.2fx)", sent, received, float64(received)/float64(sent))
+	if float64(received) > 1.5*float64(sent) {
+		t.Fatalf("a silent client was sent %d bytes for its %d", received, sent)
+	}
+}
+
+// A storm: every client sends its Initial, then its Response, at once. No
+// proven client may be refused for want of a worker, none needs a resend.
+func TestStormPromotesEveryone(t *testing.T) {
+	n := 1000
+	if raceBuild {
+		n = 300
+	}
+	s := listen(t, Config{MaxClientsPerIP: -1, MaxClientsPerPrefix: -1, ChallengeRate: -1,
+		PromotionWorkers: 2})
+	peers := make([]*rawPeer, n)
+	for i := range peers {
+		peers[i] = newRawPeer(t, s, fmt.Sprintf("127.0.%d.%d:0", 1+i/200, 1+i%200))
+	}
+	inits := make([][]byte, n)
+	for i, p := range peers {
+		inits[i] = p.handshakePacket(fastpath.TypeInitial, nil)
+	}
+	for i, p := range peers {
+		p.send(inits[i])
+	}
+	resps := make([][]byte, n)
+	for i, p := range peers {
+		resps[i] = p.response(p.expect(fastpath.TypeChallenge))
+	}
+	for i, p := range peers {
+		p.send(resps[i])
+	}
+	for _, p := range peers {
+		p.expect(fastpath.TypeAck)
+	}
+	eventually(t, "every connection", func() bool { return s.Len() == n })
+	if st := s.Stats(); st.PromotionRejected != 0 || st.Drops[fastpath.DropPromotionFull] != 0 {
+		t.Fatalf("promotion refused %d clients", st.PromotionRejected)
+	}
+}
+
+// Drain: connected clients stay served, new ones are told the server is
+// full.
+func TestDrain(t *testing.T) {
+	s := listen(t, Config{Handler: newRecorder(true)})
+	cr := &clientRecorder{ch: make(chan []byte, 8)}
+	c := dial(t, s, Config{Handler: cr})
+	s.Drain()
+	if !s.Draining() {
+		t.Fatal("not draining")
+	}
+	_, err := Dial(context.Background(), s.Addr().String(), Config{})
+	var de *DeniedError
+	if !errors.As(err, &de) || de.Reason != fastpath.DeniedServerFull {
+		t.Fatalf("new client while draining: %v, want Denied(server full)", err)
+	}
+	if _, err := c.Send([]byte("still here")); err != nil {
+		t.Fatal(err)
+	}
+	if p := recvOne(t, cr.ch); string(p) != "still here" {
+		t.Fatalf("echo %q", p)
+	}
+}
+
+func TestSetMaxClientsLive(t *testing.T) {
+	s := listen(t, Config{MaxClients: 1})
+	dial(t, s, Config{})
+	if _, err := Dial(context.Background(), s.Addr().String(), Config{}); err == nil {
+		t.Fatal("second client admitted at MaxClients 1")
+	}
+	if err := s.SetMaxClients(0); err == nil {
+		t.Fatal("MaxClients 0 accepted")
+	}
+	if err := s.SetMaxClients(2); err != nil {
+		t.Fatal(err)
+	}
+	dial(t, s, Config{})
+	if s.Len() != 2 || s.MaxClients() != 2 {
+		t.Fatalf("%d connections, max %d", s.Len(), s.MaxClients())
+	}
+}
+
+// SetChallengeRate reaches every loop before its next batch.
+func TestSetChallengeRateLive(t *testing.T) {
+	s := listen(t, Config{ChallengeRate: 1, ChallengeBurst: 1})
+	p := newRawPeer(t, s, "127.0.0.1:0")
+	count := func() int {
+		for range 5 {
+			p.send(p.handshakePacket(fastpath.TypeInitial, nil))
+		}
+		got := 0
+		for {
+			if _, ok := p.recv(150 * time.Millisecond); !ok {
+				return got
+			}
+			got++
+		}
+	}
+	if got := count(); got != 1 {
+		t.Fatalf("%d Challenges at burst 1", got)
+	}
+	if err := s.SetChallengeRate(-1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(); got != 5 {
+		t.Fatalf("%d Challenges with no limit, want 5", got)
+	}
+	if err := s.SetChallengeRate(10, -1); err == nil {
+		t.Fatal("negative burst accepted")
+	}
+}
+
+func TestHealthy(t *testing.T) {
+	s := listen(t, Config{})
+	if err := s.Healthy(); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s.Healthy() == nil {
+		t.Fatal("healthy after Close")
+	}
+}
