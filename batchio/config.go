@@ -95,6 +95,25 @@ type Config struct {
 	// Linux only: the portable fallback leaves the system default.
 	AllowFragmentation bool
 
+	// Steer, if Steer.Enabled, sorts datagrams in the kernel between two
+	// disjoint sets of sockets by one payload bit, so a flood of one kind
+	// cannot fill the queues of the other (udpgate: handshake packets
+	// apart from connection packets). The group then has
+	// Steer.SetSockets + Steer.ClearSockets sockets. Linux 4.5 or later;
+	// elsewhere, or when the kernel refuses, the group runs unsteered
+	// with Sockets sockets and a warning. See Steer.
+	Steer Steer
+
+	// DSCP, if not 0, marks every datagram the group sends with this
+	// Differentiated Services code point (0–63; 46 is Expedited
+	// Forwarding, the usual class for game traffic): in the IPv4 TOS
+	// byte, and in the IPv6 traffic class on IPv6 and dual-stack sockets.
+	// 0 leaves the system default (0, best effort). Networks may ignore
+	// or rewrite it; it helps only where the operator's routers honour
+	// it. On Linux, setting the TOS also sets the socket's SO_PRIORITY
+	// from it, which decides the band of the default pfifo_fast qdisc.
+	DSCP int
+
 	// Control, if not nil, is called for every socket after batchio has
 	// set its own options and before bind, like net.ListenConfig.Control.
 	// network is "udp4" or "udp6"; address is the address being bound.
@@ -110,6 +129,18 @@ type Config struct {
 	// Logger, if not nil, receives the Group's warnings (also available
 	// from Group.Warnings) at Warn level.
 	Logger *slog.Logger
+}
+
+// validate reports settings that have no sensible reading. Everything
+// else is defaulted or clamped by normalize.
+func (cfg Config) validate() error {
+	if cfg.DSCP < 0 || cfg.DSCP > MaxDSCP {
+		return fmt.Errorf("batchio: DSCP %d is out of range: use a code point from 1 to %d (46 is Expedited Forwarding), or 0 to leave datagrams unmarked", cfg.DSCP, MaxDSCP)
+	}
+	if cfg.Steer.Enabled && (cfg.Steer.Bit < 0 || cfg.Steer.Bit > MaxSteerBit) {
+		return fmt.Errorf("batchio: Steer.Bit %d is out of range: use a payload bit from 0 to %d (udpgate's HandshakeBit is the magic header's length in bits + 5), or turn steering off", cfg.Steer.Bit, MaxSteerBit)
+	}
+	return nil
 }
 
 // normalize returns cfg with every default filled in and every value

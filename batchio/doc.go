@@ -25,11 +25,25 @@
 // once per system call, and the kernel's drop count is asked for only when
 // Stats is read, so reading Stats never slows the loops.
 //
+// # Steering
+//
+// With Config.Steer the kernel sorts datagrams by one payload bit between
+// two disjoint sets of the group's sockets before it queues them (a
+// classic BPF program on the SO_REUSEPORT group), so a flood of datagrams
+// with the bit set fills only its own sockets' queues and the others'
+// datagrams are never dropped or delayed behind it. udpgate steers by its
+// HandshakeBit: handshake packets to one set, connection packets to the
+// other. Within a set, one source always reaches the same socket.
+// Socket.Class tells a loop which datagrams it gets; where the kernel
+// refuses the program the group runs unsteered and Warnings says why.
+//
 // # Socket options
 //
 // On Linux IPv4 datagrams go out with the don't-fragment bit set unless
 // Config.AllowFragmentation says otherwise, which spares the kernel an IP
 // ID lookup per datagram (params.go). IPv6 keeps the system default.
+// Config.DSCP marks outgoing datagrams with a DSCP, through
+// golang.org/x/net/ipv4 and ipv6.
 //
 // # Portability
 //

@@ -17,9 +17,12 @@ type Group struct {
 	local    netip.AddrPort
 	cfg      Config
 	warnings []string
+	// steerSeed is the seed of the steering program's source hash.
+	steerSeed uint32
 }
 
-// Listen binds cfg.Sockets UDP sockets to addr and returns them as a Group.
+// Listen binds cfg.Sockets UDP sockets to addr and returns them as a Group
+// (cfg.Steer.SetSockets + cfg.Steer.ClearSockets when steered).
 //
 // addr is "host:port". An IPv4 host ("0.0.0.0", "127.0.0.1") gives IPv4
 // sockets; an IPv6 host gives IPv6 sockets, and the unspecified "[::]" (or an
@@ -30,6 +33,9 @@ type Group struct {
 // Errors name the cause and the fix, and wrap the system error, so
 // errors.Is(err, syscall.EADDRINUSE) still works.
 func Listen(addr string, cfg Config) (*Group, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	cfg = cfg.normalize()
 	la, err := resolveListenAddr(addr)
 	if err != nil {
@@ -98,8 +104,15 @@ func (g *Group) Sockets() []*Socket { return g.sockets }
 // Mode returns the effective receive mode of the group's sockets.
 func (g *Group) Mode() Mode { return g.cfg.Mode }
 
-// Config returns the group's configuration with every default filled in.
+// Config returns the group's configuration with every default filled in:
+// Sockets is the number of sockets the group has, and Steer.Enabled
+// reports whether it is steered.
 func (g *Group) Config() Config { return g.cfg }
+
+// Steered reports whether the kernel steers the group's datagrams by
+// Config.Steer (see Socket.Class). It is false when steering was not asked
+// for, and when it was but the kernel refused it (Warnings says why).
+func (g *Group) Steered() bool { return g.cfg.Steer.Enabled }
 
 // Warnings returns the problems Listen worked around, such as a socket
 // buffer capped by a sysctl, each with the fix.

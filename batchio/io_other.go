@@ -15,9 +15,10 @@ import (
 // unicast datagrams outside Linux), received and sent one datagram per
 // system call through the standard library. It is correct everywhere and
 // fast nowhere; the server's production platform is Linux. It sets no
-// options of its own: Config.AllowFragmentation has no effect (the
-// don't-fragment default answers a Linux cost, the per-datagram IP ID) and
-// Stats.RxDrops stays 0.
+// options of its own but Config.DSCP: Config.AllowFragmentation has no
+// effect (the don't-fragment default answers a Linux cost, the per-datagram
+// IP ID), Config.Steer is refused with a warning (one socket has nothing
+// to steer between) and Stats.RxDrops stays 0.
 
 const reusePortBalances = false
 
@@ -67,8 +68,21 @@ func (g *Group) listen(la listenAddr, addr string) error {
 	if g.cfg.SendBuffer > 0 {
 		_ = conn.SetWriteBuffer(g.cfg.SendBuffer)
 	}
-	s := &Socket{mode: ModeNetpoll, sys: socketSys{conn: conn}}
 	local := conn.LocalAddr().(*net.UDPAddr).AddrPort()
+	if g.cfg.DSCP != 0 {
+		// IPv4 traffic on IPv4 and dual-stack sockets, IPv6 traffic on
+		// IPv6 ones.
+		v4, v6 := network != "udp6", local.Addr().Is6() && !local.Addr().Is4In6()
+		if err := setDSCP(conn, v4, v6, g.cfg.DSCP); err != nil {
+			conn.Close()
+			return err
+		}
+	}
+	if g.cfg.Steer.Enabled {
+		g.cfg.Steer.Enabled = false
+		g.warn(steerWarning(g.cfg.Steer.Bit, errors.New("SO_ATTACH_REUSEPORT_CBPF is Linux only"), 1))
+	}
+	s := &Socket{mode: ModeNetpoll, sys: socketSys{conn: conn}}
 	s.local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
 	s.q.init(g.cfg.QueueSize, g.cfg.MessageSize)
 	g.sockets = []*Socket{s}

@@ -3,6 +3,7 @@ package batchio
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"sync"
@@ -86,6 +87,16 @@ func (g *Group) listen(la listenAddr, addr string) error {
 			family, v6only = unix.AF_INET, false
 		}
 	}
+	// Steering decides the number of sockets, so it is settled first.
+	var plan *steerPlan
+	if g.cfg.Steer.Enabled {
+		if plan = g.planSteer(family); plan != nil {
+			g.cfg.Sockets = plan.set + plan.clear
+			g.cfg.Steer.SetSockets, g.cfg.Steer.ClearSockets = plan.set, plan.clear
+		} else {
+			g.cfg.Steer.Enabled = false
+		}
+	}
 	// Port 0 draws a port; if another program takes it between the probe
 	// and the group's bind, draw again.
 	var err error
@@ -96,6 +107,9 @@ func (g *Group) listen(la listenAddr, addr string) error {
 	}
 	if err != nil {
 		return friendlyListenError(addr, err)
+	}
+	if plan != nil {
+		g.steer(plan)
 	}
 	return nil
 }
@@ -192,6 +206,13 @@ func (g *Group) newSocket(ap netip.AddrPort, family int, v6only bool) (*Socket, 
 	if serr != nil {
 		return fail(serr)
 	}
+	if cfg.DSCP != 0 {
+		// IPv4 traffic on IPv4 and dual-stack sockets, IPv6 traffic on
+		// IPv6 ones.
+		if err := setDSCP(optConn{rc: rc}, family == unix.AF_INET || !v6only, family == unix.AF_INET6, cfg.DSCP); err != nil {
+			return fail(err)
+		}
+	}
 	if cfg.Control != nil {
 		if err := cfg.Control(network, ap.String(), rc); err != nil {
 			return fail(fmt.Errorf("Config.Control: %w", err))
@@ -284,6 +305,23 @@ func setBuffer(fd int, dir string, force, opt, want int) string {
 		return ""
 	}
 	return bufferWarning(dir, want, got/2)
+}
+
+// optConn hands a descriptor batchio owns to golang.org/x/net/ipv4 and
+// ipv6, whose NewConn takes a net.Conn: they accept any value with the
+// methods of a *net.UDPConn that they look for (SyscallConn, ReadMsgUDP),
+// and set options through SyscallConn alone. The embedded net.Conn is nil
+// and never called. TestDSCP reads the options back from the kernel, so an
+// x/net that stopped accepting this would fail it, not go unnoticed.
+type optConn struct {
+	net.Conn
+	rc syscall.RawConn
+}
+
+func (c optConn) SyscallConn() (syscall.RawConn, error) { return c.rc, nil }
+
+func (optConn) ReadMsgUDP(_, _ []byte) (n, oobn, flags int, addr *net.UDPAddr, err error) {
+	return 0, 0, 0, nil, errors.ErrUnsupported
 }
 
 func boolInt(b bool) int {

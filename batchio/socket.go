@@ -25,6 +25,7 @@ var (
 type Socket struct {
 	local  netip.AddrPort
 	mode   Mode
+	class  Class
 	closed atomic.Bool
 	q      writeQueue
 	sys    socketSys
@@ -36,6 +37,10 @@ func (s *Socket) LocalAddr() netip.AddrPort { return s.local }
 
 // Mode returns the socket's effective receive mode.
 func (s *Socket) Mode() Mode { return s.mode }
+
+// Class returns which datagrams the socket receives: ClassAll unless the
+// group is steered (Config.Steer).
+func (s *Socket) Class() Class { return s.class }
 
 // Stats returns the socket's counters. It asks the kernel for the drop
 // count (one getsockopt), so the loops pay nothing for it; after Close it
