@@ -1,0 +1,5 @@
+//go:build !race
+
+package seal
+
+const raceEnabled = false
