@@ -77,6 +77,12 @@ const (
 	// or is older than the newest cookie proven at its address: a replay.
 	// The server remembers spent cookies for the cookie lifetime (§5).
 	DropReplayedCookie
+	// DropSuspectSequence: a connection packet whose sequence fields are not
+	// believable: more than SeqMaxJump ahead of the newest received and not
+	// yet confirmed by a second packet, or an Ack that names a packet never
+	// sent or goes back behind the newest packet's (a replay from 16384
+	// packets earlier, or a forgery). See SeqState.Receive.
+	DropSuspectSequence
 
 	NumDropReasons
 )
@@ -108,6 +114,7 @@ var dropNames = [NumDropReasons]string{
 	DropWrongClientID:        "wrong_client_id",
 	DropWrongCookie:          "wrong_cookie",
 	DropReplayedCookie:       "replayed_cookie",
+	DropSuspectSequence:      "suspect_sequence",
 }
 
 // String returns the reason's metric label (snake_case, stable).

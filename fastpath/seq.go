@@ -1,6 +1,9 @@
 package fastpath
 
-import "math/bits"
+import (
+	"math"
+	"math/bits"
+)
 
 // Connection sequence and acknowledgement state (PROTOCOL.md §7), after Glenn
 // Fiedler's "Reliability and Congestion Avoidance over UDP": every packet
@@ -21,14 +24,30 @@ const (
 	// SeqWindow sequence numbers before Ack.
 	SeqWindow = 64
 
+	// SeqMaxJump is the largest step ahead of the newest received packet
+	// that is believed at once. A packet further ahead is a jump: it is
+	// dropped and remembered, and believed only when a second, different
+	// packet within SeqWindow of it confirms it. A lone stale or forged
+	// packet therefore cannot move the window: 14-bit numbers repeat every
+	// 16384 packets, so a Data packet replayed 8193–16383 packets later
+	// looks up to 8191 ahead, and a forged one may claim anything.
+	//
+	// It equals SeqWindow so that every believed step keeps the numbers it
+	// skips inside the window: a legitimate packet the step passed over is
+	// still accepted when it arrives, so no step can make the peer's next
+	// packets look too old. The cost is one packet after a run of more than
+	// SeqWindow consecutive losses (the first packet after the gap waits for
+	// the second to confirm it).
+	SeqMaxJump = SeqWindow
+
 	// SeqRingSize is how many consecutive sequence numbers of ours are
 	// tracked, from the oldest unreported packet on. It bounds the time a
 	// packet can wait for its ack: the send of the number SeqRingSize ahead
-	// of it reports it lost (eviction). 256 covers seconds at game tick
-	// rates with room for a full ack window, and keeps SeqState about 2 KiB.
-	// A power of two that divides SeqModulus, so a sequence number's slot
-	// survives wraparound.
-	SeqRingSize = 256
+	// of it reports it lost (eviction). 128 is two ack windows, about 2 s at
+	// 60 Hz; a send time is 4 bytes, so the ring is 512 bytes and SeqState
+	// 600 (a connection's whole budget is about 1 KiB). A power of two that
+	// divides SeqModulus, so a sequence number's slot survives wraparound.
+	SeqRingSize = 128
 
 	// MaxDeliveredPerReport bounds AckReport.Delivered: one packet's ack info
 	// names at most Ack and the SeqWindow numbers before it.
@@ -49,6 +68,8 @@ var (
 	_ = [1]struct{}{}[SeqModulus%SeqRingSize] // slots are stable across wraparound
 	_ = [1]struct{}{}[SeqRingSize%64]         // the pending bitmap is whole words
 	_ [seqHalf - SeqRingSize]struct{}         // tracked offsets never look "ahead"
+	_ [SeqRingSize - SeqWindow - 1]struct{}   // MaxLostPerReport ≥ 0
+	_ [SeqWindow - SeqMaxJump]struct{}        // believed steps stay in the window
 )
 
 // SeqNewer reports whether sequence number a is newer than b modulo
@@ -60,8 +81,12 @@ func SeqNewer(a, b uint16) bool {
 
 // SentPacket is one of our packets as reported by an AckReport.
 type SentPacket struct {
-	Seq    uint16
-	SentAt float64 // the now passed to NextSend
+	Seq uint16
+	// SentAt is the now passed to NextSend, to the microsecond: the state
+	// keeps send times as 32-bit microsecond stamps, read back relative to
+	// the now of the call that reports them (so within about 35 minutes of
+	// the send; a packet is reported long before that).
+	SentAt float64
 }
 
 // AckReport is what one Receive or NextSend call learned about our own
@@ -101,16 +126,35 @@ type SeqStats struct {
 	Evicted    uint64 // lost because SeqRingSize packets were outstanding
 	Duplicates uint64 // dropped: already received
 	TooOld     uint64 // dropped: older than the window
+	// Suspect: dropped as DropSuspectSequence, an unconfirmed jump or ack
+	// fields that contradict the state (see Receive).
+	Suspect uint64
 }
+
+// seqCounters is SeqStats as stored: the per-packet counters in 64 bits,
+// the drop counters, which only hostile or broken traffic moves, in 32
+// (they wrap after 4 billion drops rather than cost a connection 16 bytes).
+type seqCounters struct {
+	sent, received, delivered, lost      uint64
+	evicted, duplicates, tooOld, suspect uint32
+}
+
+// flags bits of SeqState.
+const (
+	seqRecvAny  = 1 << iota // something was accepted
+	seqRTTValid             // srtt holds a sample
+	seqJumpHeld             // jump holds an unconfirmed jump
+)
 
 // SeqState is one side's sequence state for one connection: the sequence
 // numbers it sends and the in-flight packets awaiting an ack (send side), and
 // the window of sequence numbers received from the peer (receive side). The
 // server and the client use it alike.
 //
-// It is a fixed-size value with no pointers, so a connection embeds it and a
-// copy is an independent snapshot. It is not safe for concurrent use; it
-// never reads the clock (now is Unix seconds passed in) and never allocates.
+// It is a fixed-size value of 600 bytes with no pointers, so a connection
+// embeds it, the garbage collector need not scan it, and a copy is an
+// independent snapshot. It is not safe for concurrent use; it never reads
+// the clock (now is Unix seconds passed in) and never allocates.
 //
 // Every sequence number NextSend hands out is reported exactly once, in some
 // later AckReport: delivered when the peer's ack info names it, lost when the
@@ -118,41 +162,56 @@ type SeqStats struct {
 // SeqRingSize newer packets were sent first. Packets still outstanding are
 // counted by InFlight.
 //
-// With 14-bit numbers, ack info is read relative to our newest packet, so it
-// means what it says only while the peer is less than 8192 packets behind;
-// the connection timeout ends a connection long before that in practice.
+// The receive side defends the window against packets that are not what
+// their 14-bit number says, a replay from 16384 packets earlier or a forgery
+// (see Receive): it only moves by believable steps, and a packet's ack
+// fields must agree with what was sent and acknowledged before. Without a
+// MAC this stops single stale or forged packets, not an on-path attacker who
+// keeps sending crafted ones (docs/threat-model.md).
 type SeqState struct {
 	// Receive side. recvHistory bit i means recvNewest-1-i was received.
-	recvNewest  uint16
-	recvAny     bool
 	recvHistory uint64
-
 	// Send side: the tracked packets are sendBase .. nextSeq-1, at most
 	// SeqRingSize of them; a packet's ring slot is seq % SeqRingSize. A
 	// pending bit is set exactly for tracked, not yet reported packets, and
 	// sendBase itself is pending whenever anything is tracked.
-	nextSeq  uint16
-	sendBase uint16
-	pending  [ringWords]uint64
-
-	srtt     float64
-	rttValid bool
-	lastSend float64
-	lastRecv float64
-	stats    SeqStats
+	pending [ringWords]uint64
+	stats   seqCounters
+	srtt    float32 // seconds; valid with seqRTTValid
+	// recvNewest: the newest accepted sequence number; ackNewest: the Ack
+	// that packet carried (the peer's acks never go back, so a newer packet
+	// with an older Ack is not what it claims); jump: the unconfirmed jump,
+	// with seqJumpHeld.
+	recvNewest uint16
+	ackNewest  uint16
+	jump       uint16
+	nextSeq    uint16
+	sendBase   uint16
+	flags      uint8
 
 	// sentAt comes last: every packet touches the fields above and one
-	// slot of this 2 KiB ring, so the scalars share a few cache lines
-	// instead of each sitting on its own past the ring (with 100k
-	// connections each visit to a connection misses the cache).
-	sentAt [SeqRingSize]float64
+	// slot of this ring, so the scalars share two cache lines instead of
+	// each sitting on its own past the ring (with 100k connections each
+	// visit to a connection misses the cache). Each slot is the low 32 bits
+	// of the send time in Unix microseconds (see stamp).
+	sentAt [SeqRingSize]uint32
 }
+
+// stamp is now in Unix microseconds, modulo 2^32. Differences of two stamps,
+// read as int32, are exact to the microsecond for up to about 35 minutes, so
+// a send time needs 4 bytes instead of 8, and sub-millisecond loopback RTTs
+// keep their precision.
+func stamp(now float64) uint32 { return uint32(int64(math.Round(now * 1e6))) }
+
+// since is the time in seconds from stamp t to stamp now; negative when the
+// clock stepped back.
+func since(now, t uint32) float64 { return float64(int32(now-t)) / 1e6 }
 
 // Init starts the state for a new connection: localSeq is our initial
 // sequence number (server: ServerSeq, client: ClientSeq), remoteSeq the
-// peer's; both are taken modulo SeqModulus. Both the last-send and the
-// last-receive time start at now, so keepalive and timeout count from the
-// connection's start.
+// peer's; both are taken modulo SeqModulus. now is not kept: the state has
+// no clock of its own, send times are stamped by NextSend, and a connection
+// tracks its keepalive and timeout itself.
 //
 // The receive window starts as if remoteSeq-1 and the SeqWindow numbers
 // before it had been received. That one rule gives PROTOCOL.md §7's "accept
@@ -164,19 +223,20 @@ type SeqState struct {
 // first packet 8159) encodes. Until something is received, Ack and AckBits
 // still go out as remoteSeq-1 and 0.
 func (s *SeqState) Init(localSeq, remoteSeq uint16, now float64) {
+	_ = now
 	*s = SeqState{
 		recvNewest:  (remoteSeq - 1) & seqMask,
 		recvHistory: ^uint64(0),
-		nextSeq:     localSeq & seqMask,
-		sendBase:    localSeq & seqMask,
-		lastSend:    now,
-		lastRecv:    now,
+		// The peer's Ack before it has received anything (§7).
+		ackNewest: (localSeq - 1) & seqMask,
+		nextSeq:   localSeq & seqMask,
+		sendBase:  localSeq & seqMask,
 	}
 }
 
 // Ack returns the Ack and AckBits fields for a packet sent now.
 func (s *SeqState) Ack() (ack uint16, ackBits uint64) {
-	if !s.recvAny {
+	if s.flags&seqRecvAny == 0 {
 		return s.recvNewest, 0
 	}
 	return s.recvNewest, s.recvHistory
@@ -205,62 +265,105 @@ func (s *SeqState) NextSend(now float64, rep *AckReport) (seq, ack uint16, ackBi
 // one) comes back as lost/evicted. An AckReport is kilobytes that a sender
 // would zero on every packet only to learn about one loss.
 func (s *SeqState) Send(now float64) (seq, ack uint16, ackBits uint64, lost SentPacket, evicted bool) {
+	t := stamp(now)
 	if s.tracked() == SeqRingSize { // sendBase is pending: the invariant
 		slot := s.sendBase & ringMask
 		s.pending[slot>>6] &^= 1 << (slot & 63)
-		lost, evicted = SentPacket{Seq: s.sendBase, SentAt: s.sentAt[slot]}, true
-		s.stats.Lost++
-		s.stats.Evicted++
+		lost, evicted = SentPacket{Seq: s.sendBase, SentAt: now - since(t, s.sentAt[slot])}, true
+		s.stats.lost++
+		s.stats.evicted++
 		s.advanceBase()
 	}
 	seq = s.nextSeq
 	slot := seq & ringMask
-	s.sentAt[slot] = now
+	s.sentAt[slot] = t
 	s.pending[slot>>6] |= 1 << (slot & 63)
 	s.nextSeq = (seq + 1) & seqMask
-	s.lastSend = now
-	s.stats.Sent++
+	s.stats.sent++
 	ack, ackBits = s.Ack()
 	return seq, ack, ackBits, lost, evicted
 }
 
 // Receive runs a connection packet's Seq, Ack and AckBits through the state.
-// It returns DropStaleSequence for a duplicate or a packet older than the
-// window, DropBadBody for a number above 16383, and DropNone when the packet
-// is accepted: only then do its ack fields count, so a replayed or stale
-// packet can neither keep the connection alive nor move acks, and rep (reset
-// on every call) tells which of our packets it reports delivered or lost.
+// It returns DropNone when the packet is accepted: only then do its ack
+// fields count, so a replayed, stale or forged packet can neither keep the
+// connection alive nor move acks, and rep (reset on every call) tells which
+// of our packets it reports delivered or lost. Otherwise, in the order
+// checked:
+//
+//   - DropBadBody: Seq or Ack above 16383;
+//   - DropStaleSequence: a duplicate, or more than SeqWindow behind the
+//     newest accepted packet;
+//   - DropSuspectSequence: Ack names a packet newer than any we sent (the
+//     peer can only acknowledge what exists); or the packet is newer than
+//     the newest accepted one but its Ack is older than that one's (the
+//     peer's Ack never goes back, so the packet is older than its number
+//     says: a replay from a wrap earlier); or it is more than SeqMaxJump
+//     ahead and not confirmed. A jump is confirmed by the next such packet
+//     within SeqWindow of it that is not the same number; until then each
+//     jump is dropped and remembered in place of the last one, and any
+//     believable step forward forgets it. The jump that a confirmation
+//     believes moves the window to the confirming packet; the first packet
+//     of the jump is not delivered (it is acknowledged as missing).
 //
 // Ack info that names a number outside the packets we have in flight is
-// ignored as a whole: ahead of our newest sent, the peer claims a packet we
-// never sent; older than all we track, it has nothing left to say.
+// otherwise ignored as a whole: older than all we track, it has nothing left
+// to say.
 func (s *SeqState) Receive(seq, ack uint16, ackBits uint64, now float64, rep *AckReport) DropReason {
 	rep.reset()
 	if seq > seqMask || ack > seqMask {
 		return DropBadBody
 	}
-	if d := (seq - s.recvNewest) & seqMask; d != 0 && d < seqHalf {
-		// Newer: slide the window. Shifts of 64 or more give 0 in Go, so
-		// a jump past the whole window clears the history.
-		s.recvHistory = s.recvHistory<<d | 1<<(d-1)
-		s.recvNewest = seq
-	} else {
-		back := (s.recvNewest - seq) & seqMask // 0 (the newest itself) .. seqHalf
+	d := (seq - s.recvNewest) & seqMask
+	newer := d != 0 && d < seqHalf
+	var back uint16
+	if !newer {
+		back = (s.recvNewest - seq) & seqMask // 0 (the newest itself) .. seqHalf
 		if back > SeqWindow {
-			s.stats.TooOld++
+			s.stats.tooOld++
 			return DropStaleSequence
 		}
 		if back == 0 || s.recvHistory&(1<<(back-1)) != 0 {
-			s.stats.Duplicates++
+			s.stats.duplicates++
 			return DropStaleSequence
 		}
+	}
+	if SeqNewer(ack, (s.nextSeq-1)&seqMask) || newer && SeqNewer(s.ackNewest, ack) {
+		s.stats.suspect++
+		return DropSuspectSequence
+	}
+	if newer && d > SeqMaxJump && !s.confirmsJump(seq) {
+		s.jump = seq
+		s.flags |= seqJumpHeld
+		s.stats.suspect++
+		return DropSuspectSequence
+	}
+	if newer {
+		// Slide the window. Shifts of 64 or more give 0 in Go, so a jump
+		// past the whole window clears the history.
+		s.recvHistory = s.recvHistory<<d | 1<<(d-1)
+		s.recvNewest = seq
+		s.ackNewest = ack
+		s.flags &^= seqJumpHeld
+	} else {
 		s.recvHistory |= 1 << (back - 1)
 	}
-	s.recvAny = true
-	s.lastRecv = now
-	s.stats.Received++
+	s.flags |= seqRecvAny
+	s.stats.received++
 	s.processAck(ack, ackBits, now, rep)
 	return DropNone
+}
+
+// confirmsJump reports whether seq, itself a jump, confirms the one held: a
+// different number within SeqWindow of it, on either side. Two packets that
+// agree on a far position are what a peer that really moved on sends; one
+// packet, or the same one twice, is what a replay or a forgery is.
+func (s *SeqState) confirmsJump(seq uint16) bool {
+	if s.flags&seqJumpHeld == 0 {
+		return false
+	}
+	dd := (seq - s.jump) & seqMask
+	return dd != 0 && (dd <= SeqWindow || dd >= SeqModulus-SeqWindow)
 }
 
 // processAck reports the tracked packets that Ack/AckBits names as
@@ -271,6 +374,7 @@ func (s *SeqState) processAck(ack uint16, ackBits uint64, now float64, rep *AckR
 	if off >= s.tracked() {
 		return
 	}
+	t := stamp(now)
 	// Delivered: candidate k (0..63) is ack-SeqWindow+k, AckBits bit 63-k.
 	// Intersect with the pending bitmap in one go; mask off candidates
 	// before sendBase, whose ring slots may hold newer packets.
@@ -282,18 +386,18 @@ func (s *SeqState) processAck(ack uint16, ackBits uint64, now float64, rep *AckR
 	for cand != 0 {
 		k := bits.TrailingZeros64(cand)
 		cand &= cand - 1
-		s.reportDelivered((first+uint16(k))&seqMask, rep)
+		s.reportDelivered((first+uint16(k))&seqMask, now, t, rep)
 	}
 	if s.isPending(ack) {
-		rep.RTTSample = max(now-s.sentAt[ack&ringMask], 0)
+		rep.RTTSample = max(since(t, s.sentAt[ack&ringMask]), 0)
 		s.addRTTSample(rep.RTTSample)
-		s.reportDelivered(ack, rep)
+		s.reportDelivered(ack, now, t, rep)
 	}
 	// Lost: everything tracked before ack-SeqWindow. Each packet is passed
 	// once here, since sendBase moves beyond it.
 	for n := off - SeqWindow; n > 0; n-- {
 		if s.isPending(s.sendBase) {
-			s.reportLost(s.sendBase, rep)
+			s.reportLost(s.sendBase, now, t, rep)
 		}
 		s.sendBase = (s.sendBase + 1) & seqMask
 	}
@@ -303,28 +407,28 @@ func (s *SeqState) processAck(ack uint16, ackBits uint64, now float64, rep *AckR
 // addRTTSample folds a sample into the smoothed RTT like TCP's SRTT
 // (RFC 6298): the first sample sets it, later ones move it by 1/8.
 func (s *SeqState) addRTTSample(sample float64) {
-	if !s.rttValid {
-		s.srtt = sample
-		s.rttValid = true
+	if s.flags&seqRTTValid == 0 {
+		s.srtt = float32(sample)
+		s.flags |= seqRTTValid
 		return
 	}
-	s.srtt += (sample - s.srtt) / 8
+	s.srtt += float32((sample - float64(s.srtt)) / 8)
 }
 
-func (s *SeqState) reportDelivered(seq uint16, rep *AckReport) {
+func (s *SeqState) reportDelivered(seq uint16, now float64, t uint32, rep *AckReport) {
 	slot := seq & ringMask
 	s.pending[slot>>6] &^= 1 << (slot & 63)
-	rep.Delivered[rep.NumDelivered] = SentPacket{Seq: seq, SentAt: s.sentAt[slot]}
+	rep.Delivered[rep.NumDelivered] = SentPacket{Seq: seq, SentAt: now - since(t, s.sentAt[slot])}
 	rep.NumDelivered++
-	s.stats.Delivered++
+	s.stats.delivered++
 }
 
-func (s *SeqState) reportLost(seq uint16, rep *AckReport) {
+func (s *SeqState) reportLost(seq uint16, now float64, t uint32, rep *AckReport) {
 	slot := seq & ringMask
 	s.pending[slot>>6] &^= 1 << (slot & 63)
-	rep.Lost[rep.NumLost] = SentPacket{Seq: seq, SentAt: s.sentAt[slot]}
+	rep.Lost[rep.NumLost] = SentPacket{Seq: seq, SentAt: now - since(t, s.sentAt[slot])}
 	rep.NumLost++
-	s.stats.Lost++
+	s.stats.lost++
 }
 
 // advanceBase moves sendBase past reported packets, restoring the invariant
@@ -363,7 +467,7 @@ func (s *SeqState) pendingRun(seq uint16) uint64 {
 // It may run without the lock that guards s, racing a writer: the values are
 // meaningless then, and only the cache lines matter.
 func (s *SeqState) Touch() uint64 {
-	return s.recvHistory ^ s.pending[0] ^ s.stats.Sent ^ uint64(s.sentAt[s.nextSeq&ringMask])
+	return s.recvHistory ^ s.pending[0] ^ s.stats.sent ^ uint64(s.sentAt[s.nextSeq&ringMask])
 }
 
 // InFlight is how many sent packets are not reported yet.
@@ -376,20 +480,20 @@ func (s *SeqState) InFlight() int {
 }
 
 // RTT returns the smoothed round-trip time in seconds, 0 before any sample.
-func (s *SeqState) RTT() float64 { return s.srtt }
+func (s *SeqState) RTT() float64 { return float64(s.srtt) }
 
 // Received returns the newest sequence number received from the peer, and
 // whether anything was received at all.
-func (s *SeqState) Received() (newest uint16, any bool) { return s.recvNewest, s.recvAny }
-
-// LastSend is the now of the latest NextSend (or of Init): a connection sends
-// a KeepAlive when it is a keepalive interval old.
-func (s *SeqState) LastSend() float64 { return s.lastSend }
-
-// LastReceive is the now of the latest accepted packet (or of Init): a
-// connection times out when it is a timeout old. Duplicates and stale packets
-// do not count, so a replay cannot keep a dead connection open.
-func (s *SeqState) LastReceive() float64 { return s.lastRecv }
+func (s *SeqState) Received() (newest uint16, any bool) {
+	return s.recvNewest, s.flags&seqRecvAny != 0
+}
 
 // Stats returns the counters since Init.
-func (s *SeqState) Stats() SeqStats { return s.stats }
+func (s *SeqState) Stats() SeqStats {
+	c := &s.stats
+	return SeqStats{
+		Sent: c.sent, Received: c.received, Delivered: c.delivered, Lost: c.lost,
+		Evicted: uint64(c.evicted), Duplicates: uint64(c.duplicates),
+		TooOld: uint64(c.tooOld), Suspect: uint64(c.suspect),
+	}
+}

@@ -179,7 +179,7 @@ type seqStep struct {
 // TestSeqReceiveWindow drives the receive filter through table cases; each
 // ends with the expected Ack/AckBits.
 func TestSeqReceiveWindow(t *testing.T) {
-	ok, stale := DropNone, DropStaleSequence
+	ok, stale, jump := DropNone, DropStaleSequence, DropSuspectSequence
 	seqRange := func(from, to int) []seqStep { // from..to inclusive, mod 16384, all accepted
 		var s []seqStep
 		for i := from; i <= to; i++ {
@@ -208,8 +208,9 @@ func TestSeqReceiveWindow(t *testing.T) {
 			[]seqStep{{100, ok}, {101, ok}, {101, stale}, {100, stale}},
 			101, ^uint64(0)},
 		{"63 and 64 back accepted once, 65 back dropped", 0,
-			cat(seqRange(0, 10), []seqStep{{200, ok}, {137, ok}, {137, stale}, {136, ok}, {136, stale}, {135, stale}}),
-			200, 1<<62 | 1<<63},
+			cat(seqRange(0, 10), []seqStep{{74, ok}, {134, ok}, {198, ok}, {200, ok},
+				{137, ok}, {137, stale}, {136, ok}, {136, stale}, {135, stale}}),
+			200, 1<<1 | 1<<62 | 1<<63},
 		{"reordering within the window", 0,
 			[]seqStep{{0, ok}, {5, ok}, {3, ok}, {4, ok}, {1, ok}, {5, stale}, {2, ok}, {6, ok}},
 			6, ^uint64(0)},
@@ -219,15 +220,31 @@ func TestSeqReceiveWindow(t *testing.T) {
 		{"wraparound with reordering", 16382,
 			[]seqStep{{1, ok}, {16383, ok}, {0, ok}, {16382, ok}, {16381, stale}, {1, stale}},
 			1, ^uint64(0)},
-		{"jump past the window clears history", 0,
-			[]seqStep{{0, ok}, {1, ok}, {100, ok}, {36, ok}, {35, stale}, {1, stale}},
-			100, 1 << 63},
-		{"jump of exactly 64", 0,
-			[]seqStep{{0, ok}, {64, ok}},
-			64, 1 << 63},
-		{"8191 ahead is newer, 8192 ahead is old", 0,
-			[]seqStep{{0, ok}, {8192, stale}, {8191, ok}, {0, stale}, {8191 + 8192, stale}},
-			8191, 0},
+		{"a step of SeqMaxJump is believed at once", 0,
+			[]seqStep{{0, ok}, {SeqMaxJump, ok}},
+			SeqMaxJump, 1 << 63},
+		{"a jump needs a second packet; the first is not delivered", 0,
+			[]seqStep{{0, ok}, {1, ok}, {1 + SeqMaxJump + 1, jump}, {1 + SeqMaxJump + 1, jump}, {1 + SeqMaxJump + 3, ok},
+				{1 + SeqMaxJump + 1, ok}, {1 + SeqMaxJump + 2, ok}, {1, stale}},
+			1 + SeqMaxJump + 3, 0b11},
+		{"the same jump twice confirms nothing", 0,
+			[]seqStep{{0, ok}, {500, jump}, {500, jump}, {500, jump}, {1, ok}},
+			1, ^uint64(0)},
+		{"a confirmation may come from just before the jump", 0,
+			[]seqStep{{0, ok}, {500, jump}, {500 - SeqWindow, ok}, {500, ok}},
+			500, 1 << 63},
+		{"a packet too far from the jump replaces it", 0,
+			[]seqStep{{0, ok}, {500, jump}, {600, jump}, {500, jump}, {501, ok}},
+			501, 0},
+		{"a believable step forgets the jump", 0,
+			[]seqStep{{0, ok}, {500, jump}, {1, ok}, {501, jump}, {2, ok}, {500, jump}},
+			2, ^uint64(0)},
+		{"a late packet within the window keeps the jump", 0,
+			cat(seqRange(0, 4), seqRange(6, 10), []seqStep{{500, jump}, {5, ok}, {501, ok}}),
+			501, 0},
+		{"8191 ahead is a jump, 8192 ahead is old", 0,
+			[]seqStep{{0, ok}, {8192, stale}, {8191, jump}, {0, stale}, {8191 + 8192, stale}, {8190, ok}, {8191, ok}},
+			8191, 1},
 		{"out of range numbers", 0,
 			[]seqStep{{SeqModulus, DropBadBody}, {0xffff, DropBadBody}, {0, ok}},
 			0, ^uint64(0)},
@@ -253,25 +270,26 @@ func TestSeqReceiveWindow(t *testing.T) {
 	}
 }
 
-func TestSeqReceiveStatsAndTimes(t *testing.T) {
+func TestSeqReceiveStats(t *testing.T) {
 	var s SeqState
 	var rep AckReport
 	s.Init(0, 0, 5)
-	if s.LastReceive() != 5 || s.LastSend() != 5 || s.RTT() != 0 {
-		t.Fatalf("after Init: LastReceive %v LastSend %v RTT %v", s.LastReceive(), s.LastSend(), s.RTT())
+	if s.RTT() != 0 {
+		t.Fatalf("after Init: RTT %v", s.RTT())
 	}
 	if _, any := s.Received(); any {
 		t.Fatal("Received() reports something before any Receive")
 	}
 	s.Receive(0, 16383, 0, 6, &rep)
 	s.Receive(0, 16383, 0, 7, &rep) // duplicate: not a valid packet
-	s.Receive(100, 16383, 0, 8, &rep)
-	s.Receive(1, 16383, 0, 9, &rep) // too old
+	s.Receive(60, 16383, 0, 8, &rep)
+	s.Receive(1, 16383, 0, 9, &rep)   // 59 back: never received, accepted
+	s.Receive(1000, 16383, 0, 9, &rep) // an unconfirmed jump
+	s.Receive(61, 0, 0, 9, &rep)       // acks a packet never sent
+	s.Receive(62, 16383, 0, 9, &rep)
+	s.Receive(16380, 16383, 0, 9, &rep) // 66 back: too old
 	s.NextSend(9.5, &rep)
-	if s.LastReceive() != 8 || s.LastSend() != 9.5 {
-		t.Errorf("LastReceive %v LastSend %v, want 8 9.5", s.LastReceive(), s.LastSend())
-	}
-	want := SeqStats{Sent: 1, Received: 2, Duplicates: 1, TooOld: 1}
+	want := SeqStats{Sent: 1, Received: 4, Duplicates: 1, TooOld: 1, Suspect: 2}
 	if got := s.Stats(); got != want {
 		t.Errorf("Stats() = %+v, want %+v", got, want)
 	}
@@ -303,6 +321,7 @@ type seqAckStep struct {
 	wantLost      []uint16
 	wantEvicted   []uint16 // reported by the sends before this step
 	wantRTT       float64  // -1: no sample
+	wantDrop      DropReason
 }
 
 func TestSeqAcks(t *testing.T) {
@@ -326,21 +345,26 @@ func TestSeqAcks(t *testing.T) {
 			{sendBefore: 64, ack: 71, bits: all &^ (1 << 63), wantDelivered: seqSpan(10, 62), wantLost: []uint16{4}, wantRTT: 0.12},
 			{ack: 72, bits: all, wantDelivered: []uint16{72}, wantLost: []uint16{7}, wantRTT: 0.21},
 		}},
-		{"ack ahead of our newest sent is ignored", 0, []seqAckStep{
-			{sendBefore: 10, ack: 10, bits: all, wantRTT: -1},
-			{ack: 5000, bits: all, wantRTT: -1},
+		{"ack ahead of our newest sent drops the packet", 0, []seqAckStep{
+			{sendBefore: 10, ack: 10, bits: all, wantRTT: -1, wantDrop: DropSuspectSequence},
+			{ack: 5000, bits: all, wantRTT: -1, wantDrop: DropSuspectSequence},
 			{ack: 9, bits: 0, wantDelivered: []uint16{9}, wantRTT: 0.3},
 		}},
-		{"ack before anything was sent is ignored", 50, []seqAckStep{
-			{ack: 49, bits: all, wantRTT: -1},
-			{ack: 50, bits: all, wantRTT: -1},
-			{sendBefore: 1, ack: 49, bits: 0, wantRTT: -1}, // the peer's "nothing received yet"
+		{"ack before anything was sent", 50, []seqAckStep{
+			{ack: 49, bits: all, wantRTT: -1}, // the peer's "nothing received yet": ignored
+			{ack: 50, bits: all, wantRTT: -1, wantDrop: DropSuspectSequence},
+			{sendBefore: 1, ack: 49, bits: 0, wantRTT: -1},
 			{ack: 50, bits: all, wantDelivered: []uint16{50}, wantRTT: 0.2},
 		}},
-		{"ack older than everything tracked is ignored", 0, []seqAckStep{
+		{"ack older than the newest packet's drops the packet", 0, []seqAckStep{
 			{sendBefore: 100, ack: 99, bits: 0, wantDelivered: []uint16{99}, wantLost: seqSpan(0, 35), wantRTT: 0.1},
-			{ack: 20, bits: all, wantRTT: -1},
-			{ack: 98, bits: 0, wantDelivered: []uint16{98}, wantRTT: 0.31},
+			{ack: 20, bits: all, wantRTT: -1, wantDrop: DropSuspectSequence},
+			{ack: 98, bits: 0, wantRTT: -1, wantDrop: DropSuspectSequence},
+			{ack: 99, bits: all, wantDelivered: seqSpan(35, 64), wantRTT: -1},
+		}},
+		{"ack older than everything tracked is ignored", 0, []seqAckStep{
+			{sendBefore: SeqRingSize + 10, ack: 5, bits: 0, wantEvicted: seqSpan(0, 10), wantRTT: -1},
+			{ack: 98, bits: 0, wantDelivered: []uint16{98}, wantLost: seqSpan(10, 24), wantRTT: 0.59},
 		}},
 		{"wraparound", 16380, []seqAckStep{
 			{sendBefore: 10, ack: 5, bits: all, wantDelivered: seqSpan(16380, 10), wantRTT: 0.1},
@@ -379,8 +403,8 @@ func TestSeqAcks(t *testing.T) {
 					}
 				}
 				now += 0.1
-				if r := s.Receive(peerSeq, st.ack, st.bits, now, &rep); r != DropNone {
-					t.Fatalf("step %d: Receive = %v", i, r)
+				if r := s.Receive(peerSeq, st.ack, st.bits, now, &rep); r != st.wantDrop {
+					t.Fatalf("step %d: Receive = %v, want %v", i, r, st.wantDrop)
 				}
 				peerSeq++
 				if got := seqSentSeqs(rep.DeliveredPackets()); !slices.Equal(got, st.wantDelivered) {
@@ -392,7 +416,7 @@ func TestSeqAcks(t *testing.T) {
 				if !slices.Equal(evicted, st.wantEvicted) {
 					t.Errorf("step %d: evicted %v, want %v", i, evicted, st.wantEvicted)
 				}
-				if d := rep.RTTSample - st.wantRTT; d > 1e-9 || d < -1e-9 {
+				if d := rep.RTTSample - st.wantRTT; d > 2e-6 || d < -2e-6 { // stamps are µs
 					t.Errorf("step %d: RTTSample %v, want %v", i, rep.RTTSample, st.wantRTT)
 				}
 				reported += rep.NumDelivered + rep.NumLost + len(evicted)
@@ -419,10 +443,11 @@ func TestSeqRTTSmoothing(t *testing.T) {
 		seq, _, _ := s.NextSend(now, &rep)
 		now += sample
 		s.Receive(uint16(i), seq, 0, now, &rep)
-		if rep.RTTSample < sample-1e-12 || rep.RTTSample > sample+1e-12 {
+		// Send times are microsecond stamps, the smoothed RTT a float32.
+		if rep.RTTSample < sample-1e-6 || rep.RTTSample > sample+1e-6 {
 			t.Fatalf("sample %d: RTTSample %v, want %v", i, rep.RTTSample, sample)
 		}
-		if got := s.RTT(); got < want[i]-1e-12 || got > want[i]+1e-12 {
+		if got := s.RTT(); got < want[i]-1e-6 || got > want[i]+1e-6 {
 			t.Errorf("after sample %d: RTT %v, want %v", i, got, want[i])
 		}
 	}
@@ -479,6 +504,7 @@ type seqSimEnd struct {
 	sent     []seqSimRecord // our packets by absolute index
 	accepted []bool         // peer's packets we accepted, by absolute index
 	maxAcc   int            // newest accepted absolute index, -1 before any
+	jump     int            // the jump held (absolute index), -1 for none
 	oldest   int            // every packet before it is reported
 }
 
@@ -563,7 +589,7 @@ func TestSeqSimulation(t *testing.T) {
 		ch     [2]seqSimChannel // ch[i]: from end i to the other
 		locals [2]uint16
 		// require asserts that the scenario exercised these outcomes.
-		requireAckedTooLate, requireEvicted, requireArrivedLate bool
+		requireAckedTooLate, requireEvicted, requireArrivedLate, requireJump bool
 	}{
 		{name: "mild", seed: 1, ticks: 20000, sendP: 0.9,
 			ch: [2]seqSimChannel{
@@ -584,12 +610,12 @@ func TestSeqSimulation(t *testing.T) {
 				{loss: 0.1, dup: 0.05, minDelay: 0.03, maxDelay: 0.2, blackouts: [][2]float64{{100, 107}, {300, 301.5}}},
 			},
 			locals:              [2]uint16{16000, 8191},
-			requireAckedTooLate: true, requireEvicted: true},
+			requireAckedTooLate: true, requireEvicted: true, requireJump: true},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(sc.seed, 0x5eed))
 			const dt = 1.0 / 60
-			ends := [2]*seqSimEnd{{name: "A", maxAcc: -1}, {name: "B", maxAcc: -1}}
+			ends := [2]*seqSimEnd{{name: "A", maxAcc: -1, jump: -1}, {name: "B", maxAcc: -1, jump: -1}}
 			for i, e := range ends {
 				e.local, e.remote = sc.locals[i], sc.locals[1-i]
 				e.s.Init(e.local, e.remote, 0)
@@ -601,25 +627,29 @@ func TestSeqSimulation(t *testing.T) {
 
 			// checkReport matches rep against the model's expected sets and
 			// records the reports.
+			// Send times come back to the microsecond (SentPacket.SentAt).
+			const tick = 2e-6
+			near := func(a, b float64) bool { return a-b <= tick && b-a <= tick }
+			samePackets := func(got []SentPacket, want []int, e *seqSimEnd) bool {
+				if len(got) != len(want) {
+					return false
+				}
+				for k, i := range want {
+					if got[k].Seq != e.sent[i].seq || !near(got[k].SentAt, e.sent[i].sentAt) {
+						return false
+					}
+				}
+				return true
+			}
 			checkReport := func(e *seqSimEnd, wantDelivered, wantLost []int, how int, wantRTT float64, ctx string) {
 				t.Helper()
-				var got, want []SentPacket
-				for _, i := range wantDelivered {
-					want = append(want, SentPacket{e.sent[i].seq, e.sent[i].sentAt})
+				if !samePackets(rep.DeliveredPackets(), wantDelivered, e) {
+					t.Fatalf("%s %s: delivered %v, want indices %v", e.name, ctx, rep.DeliveredPackets(), wantDelivered)
 				}
-				got = rep.DeliveredPackets()
-				if !slices.Equal(got, want) {
-					t.Fatalf("%s %s: delivered %v, want %v", e.name, ctx, got, want)
+				if !samePackets(rep.LostPackets(), wantLost, e) {
+					t.Fatalf("%s %s: lost %v, want indices %v", e.name, ctx, rep.LostPackets(), wantLost)
 				}
-				want = want[:0]
-				for _, i := range wantLost {
-					want = append(want, SentPacket{e.sent[i].seq, e.sent[i].sentAt})
-				}
-				got = rep.LostPackets()
-				if !slices.Equal(got, want) {
-					t.Fatalf("%s %s: lost %v, want %v", e.name, ctx, got, want)
-				}
-				if rep.RTTSample != wantRTT {
+				if (wantRTT < 0) != (rep.RTTSample < 0) || !near(rep.RTTSample, wantRTT) {
 					t.Fatalf("%s %s: RTTSample %v, want %v", e.name, ctx, rep.RTTSample, wantRTT)
 				}
 				for _, i := range wantDelivered {
@@ -693,11 +723,27 @@ func TestSeqSimulation(t *testing.T) {
 				for len(e.accepted) <= p.idx {
 					e.accepted = append(e.accepted, false)
 				}
-				wantAccept := !e.accepted[p.idx] && p.idx >= e.maxAcc-SeqWindow
+				// Model of the receive filter: within the window and not
+				// accepted before; more than SeqMaxJump ahead only when it
+				// confirms the jump held (a different packet within
+				// SeqWindow of it), else it becomes the jump held. A step
+				// forward of at most SeqMaxJump forgets the jump. The
+				// channels never forge, so the ack checks never fire.
+				wantAccept, wantDrop := !e.accepted[p.idx] && p.idx >= e.maxAcc-SeqWindow, DropStaleSequence
+				if d := p.idx - e.maxAcc; d > SeqMaxJump {
+					dj := p.idx - e.jump
+					wantAccept = e.jump >= 0 && dj != 0 && dj >= -SeqWindow && dj <= SeqWindow
+					if !wantAccept {
+						e.jump, wantDrop = p.idx, DropSuspectSequence
+					}
+				}
+				if wantAccept && p.idx > e.maxAcc {
+					e.jump = -1
+				}
 				got := e.s.Receive(p.seq, p.ack, p.bits, now, &rep)
-				if (got == DropNone) != wantAccept || (got != DropNone && got != DropStaleSequence) {
-					t.Fatalf("%s: Receive(seq %d, abs %d, newest abs %d) = %v, want accept %v",
-						e.name, p.seq, p.idx, e.maxAcc, got, wantAccept)
+				if (got == DropNone) != wantAccept || (got != DropNone && got != wantDrop) {
+					t.Fatalf("%s: Receive(seq %d, abs %d, newest abs %d, jump abs %d) = %v, want accept %v or %v",
+						e.name, p.seq, p.idx, e.maxAcc, e.jump, got, wantAccept, wantDrop)
 				}
 				if got != DropNone {
 					if !e.accepted[p.idx] {
@@ -813,6 +859,9 @@ func TestSeqSimulation(t *testing.T) {
 				}
 				if sc.requireEvicted && tl.evicted == 0 {
 					t.Errorf("%s: scenario never evicted", e.name)
+				}
+				if sc.requireJump && st.Suspect == 0 {
+					t.Errorf("%s: scenario never lost more than SeqMaxJump in a row", e.name)
 				}
 				if tl.lostNeverArrived == 0 || tl.delivered == 0 {
 					t.Errorf("%s: scenario too tame: %+v", e.name, tl)
