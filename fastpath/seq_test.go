@@ -283,7 +283,7 @@ func TestSeqReceiveStats(t *testing.T) {
 	s.Receive(0, 16383, 0, 6, &rep)
 	s.Receive(0, 16383, 0, 7, &rep) // duplicate: not a valid packet
 	s.Receive(60, 16383, 0, 8, &rep)
-	s.Receive(1, 16383, 0, 9, &rep)   // 59 back: never received, accepted
+	s.Receive(1, 16383, 0, 9, &rep)    // 59 back: never received, accepted
 	s.Receive(1000, 16383, 0, 9, &rep) // an unconfirmed jump
 	s.Receive(61, 0, 0, 9, &rep)       // acks a packet never sent
 	s.Receive(62, 16383, 0, 9, &rep)
