@@ -1,0 +1,233 @@
+package seal_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/seal"
+	"github.com/udpgate/udpgate/token"
+)
+
+// This file builds the worked example of the proposed sealed packet layout
+// (team/h6-sealed-protocol.md) and checks it against
+// testdata/sealed_example.txt; -update rewrites that file.
+//
+// The layout, with o = fastpath.ConnHeaderOffset(M):
+//
+//	sealed packet: prefix (o) ‖ Tag (4) ‖ Counter (8) ‖ seal(Seq Ack AckBits Kind payload) ‖ MAC (16) ‖ 0x01
+//	proof packet:  prefix (o) ‖ Tag (4) ‖ token.Request (1077) ‖ Counter (8) ‖ seal(Seq Ack AckBits Kind=KeepAlive) ‖ MAC (16) ‖ 0x01
+//
+// The associated data is everything before the ciphertext.
+
+var update = flag.Bool("update", false, "rewrite testdata/sealed_example.txt")
+
+// proofLen is the size of a proof packet.
+func proofLen(m fastpath.Magic) int {
+	return fastpath.ConnHeaderOffset(m) + 4 + token.RequestBytes + seal.CounterBytes + 13 + seal.TagBytes + 1
+}
+
+// appendSealed appends a sealed connection packet: h's prefix and tag in
+// clear, then (for a proof) the request body, the counter, and h's body
+// sealed by s; the terminator 0x01 ends it.
+func appendSealed(dst []byte, m fastpath.Magic, h *fastpath.ConnHeader, payload []byte, proof []byte, s *seal.Sealer) []byte {
+	var clear [fastpath.MaxDatagramLimit]byte
+	n := fastpath.EncodeConn(clear[:], m, h, payload)
+	if n == 0 {
+		panic("EncodeConn refused the header")
+	}
+	o := fastpath.ConnHeaderOffset(m)
+	body := clear[o+4 : n-1] // Seq … payload
+	if h.Kind == fastpath.KindKeepAlive {
+		body = body[:13] // a sealed KeepAlive carries no padding
+	}
+	start := len(dst)
+	dst = append(dst, clear[:o+4]...)
+	dst = append(dst, proof...)
+	dst = append(dst, make([]byte, seal.CounterBytes)...)
+	hdr := len(dst) - start
+	dst = append(dst, body...)
+	dst = append(dst, make([]byte, seal.TagBytes+1)...) // room for the tag, then the terminator
+	p, err := s.Seal(dst[start:len(dst)-seal.TagBytes-1], hdr)
+	if err != nil {
+		panic(err)
+	}
+	dst = dst[:start+len(p)+1]
+	dst[len(dst)-1] = 0x01
+	return dst
+}
+
+// openSealed is the receiver's side: it checks the terminator, opens, and
+// decodes the body as a connection header and payload.
+func openSealed(t *testing.T, b []byte, m fastpath.Magic, proof bool, o *seal.Opener) (h fastpath.ConnHeader, payload, plain []byte) {
+	t.Helper()
+	if b[len(b)-1] != 0x01 {
+		t.Fatal("terminator")
+	}
+	b = bytes.Clone(b[:len(b)-1])
+	hdr := fastpath.ConnHeaderOffset(m) + 4 + seal.CounterBytes
+	if proof {
+		hdr += token.RequestBytes
+	}
+	plain, _, err := o.Open(b, hdr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rebuild the unsealed form to read it with the real decoder.
+	u := append(append(bytes.Clone(b[:fastpath.ConnHeaderOffset(m)+4]), plain...), 0x01)
+	payload, r := fastpath.DecodeConn(m, u, &h)
+	if r != fastpath.DropNone {
+		t.Fatalf("decoded body dropped: %v", r)
+	}
+	return h, payload, plain
+}
+
+func TestSealedExample(t *testing.T) {
+	privateKey := [token.KeyBytes]byte{
+		0x60, 0x6a, 0xbe, 0x6e, 0xc9, 0x19, 0x10, 0xea, 0x9a, 0x65, 0x62, 0xf6, 0x6f, 0x2b, 0x30, 0xe4,
+		0x43, 0x71, 0xd6, 0x2c, 0xd1, 0x99, 0x27, 0x26, 0x6b, 0x3c, 0x60, 0xf4, 0xb7, 0x15, 0xab, 0xa1,
+	}
+	server := netip.MustParseAddrPort("127.0.0.1:40000")
+	var rnd []byte
+	for _, start := range []byte{0x00, 0x40, 0x80} { // nonce, c2s key, s2c key
+		for i := range 32 {
+			rnd = append(rnd, start+byte(i))
+		}
+	}
+	tok, err := token.Generate(&privateKey, &token.Params{
+		ProtocolID: 0x1122334455667788, ClientID: 0x8877665544332211,
+		ServerAddresses: []netip.AddrPort{server},
+		Expire:          30 * time.Second, Timeout: 10 * time.Second,
+		UserData: []byte("example user data"),
+		Rand:     bytes.NewReader(append(rnd[:24], rnd[32:]...)),
+		Now:      func() time.Time { return time.Unix(1700000000, 0) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := tok.Request()
+	body, _ := req.AppendBinary(nil)
+
+	var m fastpath.Magic // no magic header: o = 1
+	const sessionID, clientID, tag = 1, 5, 0xa1b2c3d4
+	const serverSeq, clientSeq = 0x0321, 0x1234
+	var c2s, s2c seal.Sealer
+	c2s.Init(&tok.ClientToServerKey)
+	s2c.Init(&tok.ServerToClientKey)
+	hdr := func(seq, ack uint16, bits uint64, kind fastpath.Kind) *fastpath.ConnHeader {
+		return &fastpath.ConnHeader{SessionID: sessionID, ClientID: clientID, Tag: tag, Seq: seq, Ack: ack, AckBits: bits, Kind: kind}
+	}
+	type pkt struct {
+		name    string
+		b       []byte
+		proof   bool
+		toSrv   bool
+		kind    fastpath.Kind
+		payload []byte
+	}
+	pkts := []pkt{
+		{"proof, client → server (counter 0)", appendSealed(nil, m, hdr(clientSeq, serverSeq-1, 0, fastpath.KindKeepAlive), nil, body, &c2s), true, true, fastpath.KindKeepAlive, nil},
+		{"KeepAlive, server → client (counter 0)", appendSealed(nil, m, hdr(serverSeq, clientSeq, 0, fastpath.KindKeepAlive), nil, nil, &s2c), false, false, fastpath.KindKeepAlive, nil},
+		{"Data \"hello, sealed world\", client → server (counter 1)", appendSealed(nil, m, hdr(clientSeq+1, serverSeq, 0, fastpath.KindData), []byte("hello, sealed world"), nil, &c2s), false, true, fastpath.KindData, []byte("hello, sealed world")},
+		{"Data \"echo\", server → client (counter 1)", appendSealed(nil, m, hdr(serverSeq+1, clientSeq+1, 1, fastpath.KindData), []byte("echo"), nil, &s2c), false, false, fastpath.KindData, []byte("echo")},
+		{"Disconnect reason 1, client → server (counter 2)", appendSealed(nil, m, hdr(clientSeq+2, serverSeq+1, 0, fastpath.KindDisconnect), []byte{1}, nil, &c2s), false, true, fastpath.KindDisconnect, []byte{1}},
+	}
+
+	// The receivers: the server learns the keys from the proof's token.
+	opener := token.NewOpener(&privateKey, 0x1122334455667788)
+	var priv token.Private
+	proof := pkts[0].b
+	if len(proof) != proofLen(m) || len(proof) != 1120 {
+		t.Fatalf("proof is %d bytes", len(proof))
+	}
+	o := fastpath.ConnHeaderOffset(m)
+	if err := opener.OpenRequest(&priv, proof[o+4:o+4+token.RequestBytes], time.Unix(1700000001, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if !priv.HasServerAddress(server) {
+		t.Fatal("server not in token")
+	}
+	var atServer, atClient seal.Opener
+	atServer.Init(&priv.ClientToServerKey)
+	atClient.Init(&tok.ServerToClientKey)
+	plains := make([][]byte, len(pkts))
+	for i, p := range pkts {
+		rx := &atClient
+		if p.toSrv {
+			rx = &atServer
+		}
+		h, payload, plain := openSealed(t, p.b, m, p.proof, rx)
+		plains[i] = plain
+		if h.Tag != tag || h.Kind != p.kind || !bytes.Equal(payload, p.payload) {
+			t.Errorf("%s: opened as %+v %q", p.name, h, payload)
+		}
+		if len(p.payload) > 3 && bytes.Contains(p.b, p.payload) {
+			t.Errorf("%s: payload in clear", p.name)
+		}
+	}
+
+	// The golden file: one annotated hex dump per packet.
+	var out strings.Builder
+	fmt.Fprintf(&out, "# Generated by TestSealedExample (go test ./internal/seal -run SealedExample -update).\n")
+	fmt.Fprintf(&out, "# No magic header (o = 1), SessionID %d, ClientID %d, Tag %#08x, ServerSeq %#04x, ClientSeq %#04x.\n", sessionID, clientID, tag, serverSeq, clientSeq)
+	fmt.Fprintf(&out, "# Token: private key 606abe6e…b715aba1, protocol id 0x1122334455667788, client id 0x8877665544332211,\n")
+	fmt.Fprintf(&out, "# server 127.0.0.1:40000, created 1700000000, expires 1700000030, timeout 10, nonce 00..17,\n")
+	fmt.Fprintf(&out, "# client→server key 40..5f, server→client key 80..9f, user data \"example user data\".\n")
+	for i, p := range pkts {
+		fmt.Fprintf(&out, "\n## %s, %d bytes\n", p.name, len(p.b))
+		b := p.b
+		field := func(name string, n int) {
+			fmt.Fprintf(&out, "%-28s %s\n", name, wrap(hex.EncodeToString(b[:n])))
+			b = b[n:]
+		}
+		field("prefix", o)
+		field("tag", 4)
+		if p.proof {
+			field("request.version", token.VersionInfoBytes)
+			field("request.protocol_id", 8)
+			field("request.expire", 8)
+			field("request.nonce", token.NonceBytes)
+			field("request.sealed_private", token.PrivateBytes)
+		}
+		field(fmt.Sprintf("counter (%d)", binary.LittleEndian.Uint64(b)), 8)
+		field("ciphertext", len(b)-seal.TagBytes-1)
+		pl := plains[i]
+		fmt.Fprintf(&out, "%-28s %s\n", "  plaintext", wrap(strings.TrimSpace(hex.EncodeToString(pl[:2])+" "+hex.EncodeToString(pl[2:4])+" "+
+			hex.EncodeToString(pl[4:12])+" "+hex.EncodeToString(pl[12:13])+" "+hex.EncodeToString(pl[13:]))))
+		field("mac", seal.TagBytes)
+		field("terminator", 1)
+	}
+	const golden = "testdata/sealed_example.txt"
+	if *update {
+		if err := os.WriteFile(golden, []byte(out.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(want) != out.String() {
+		t.Errorf("the example differs from %s (run with -update after an intended change)", golden)
+	}
+}
+
+// wrap breaks long hex into lines of 64 digits, indented under the field.
+func wrap(s string) string {
+	var b strings.Builder
+	for len(s) > 64 {
+		b.WriteString(s[:64])
+		b.WriteString("\n" + strings.Repeat(" ", 29))
+		s = s[64:]
+	}
+	b.WriteString(s)
+	return b.String()
+}
