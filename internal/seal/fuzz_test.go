@@ -10,7 +10,7 @@ import (
 // must give a plaintext of the right length and then be refused as a replay.
 func FuzzOpen(f *testing.F) {
 	var s Sealer
-	s.Init(key(1))
+	s.Init(key(1), nil)
 	for _, hdr := range []int{8, 13, 17} {
 		b, _ := s.Seal(packet(hdr, seq(0x30, 40)), hdr)
 		f.Add(b, hdr)
@@ -19,7 +19,7 @@ func FuzzOpen(f *testing.F) {
 	f.Add(make([]byte, 30), 0)
 	f.Fuzz(func(t *testing.T, b []byte, hdr int) {
 		var o Opener
-		o.Init(key(1))
+		o.Init(key(1), nil)
 		keep := bytes.Clone(b)
 		plain, c, err := o.Open(b, hdr)
 		if err != nil {

@@ -13,9 +13,16 @@
 //
 // What the clear header holds besides the counter is the caller's (the
 // layout is in the sealed-protocol proposal). The 96-bit nonce is netcode's:
-// four zero bytes, then the counter as u64 LE. A counter is never used twice
-// under one key: each Sealer counts from 0 and its key serves one direction
-// of one connection.
+// four zero bytes, then the counter as u64 LE.
+//
+// A nonce must never repeat under one key, but each Sealer counts from 0, and
+// a connect token's keys outlive a connection: a client that proves the same
+// token on a second connection would repeat every counter. So Init takes a
+// per-connection salt: the packets are then sealed under HChaCha20(key,
+// salt), which is XChaCha20-Poly1305 under the token's key with the 24-byte
+// nonce salt ‖ counter, and two connections with different salts share no
+// nonce. udpgate's proposal uses the first 16 bytes of the connection's
+// authorised cookie, which the server never grants twice.
 //
 // Sealer and Opener are not safe for concurrent use (a connection's sends are
 // serialised by its lock, its receives by its loop). Neither allocates per
@@ -28,6 +35,7 @@ import (
 	"errors"
 	"math"
 
+	"golang.org/x/crypto/chacha20"
 	"golang.org/x/crypto/chacha20poly1305"
 )
 
@@ -40,6 +48,8 @@ const (
 	TagBytes = chacha20poly1305.Overhead
 	// Overhead is what sealing adds to a packet: counter and tag.
 	Overhead = CounterBytes + TagBytes
+	// SaltBytes is the size of a connection's salt.
+	SaltBytes = 16
 )
 
 var (
@@ -66,9 +76,10 @@ type Sealer struct {
 	nonce [chacha20poly1305.NonceSize]byte
 }
 
-// Init makes s seal under key, starting at counter 0. key is copied.
-func (s *Sealer) Init(key *[KeyBytes]byte) {
-	*s = Sealer{aead: newAEAD(key)}
+// Init makes s seal under key and salt (see the package comment; nil: key
+// itself, as netcode does), starting at counter 0. key is copied.
+func (s *Sealer) Init(key *[KeyBytes]byte, salt *[SaltBytes]byte) {
+	*s = Sealer{aead: newAEAD(key, salt)}
 }
 
 // Next is the counter the next packet will carry.
@@ -103,9 +114,10 @@ type Opener struct {
 	nonce  [chacha20poly1305.NonceSize]byte
 }
 
-// Init makes o open packets sealed under key, with an empty replay window.
-func (o *Opener) Init(key *[KeyBytes]byte) {
-	*o = Opener{aead: newAEAD(key)}
+// Init makes o open packets sealed under key and salt, with an empty replay
+// window.
+func (o *Opener) Init(key *[KeyBytes]byte, salt *[SaltBytes]byte) {
+	*o = Opener{aead: newAEAD(key, salt)}
 }
 
 // Open authenticates and decrypts a packet sealed by Seal with the same hdr:
@@ -140,8 +152,15 @@ func (o *Opener) Open(b []byte, hdr int) (plain []byte, counter uint64, err erro
 // Newest is the newest counter opened so far (0 before any).
 func (o *Opener) Newest() uint64 { return o.replay.last }
 
-func newAEAD(key *[KeyBytes]byte) cipher.AEAD {
-	aead, err := chacha20poly1305.New(key[:])
+func newAEAD(key *[KeyBytes]byte, salt *[SaltBytes]byte) cipher.AEAD {
+	k := key[:]
+	if salt != nil {
+		var err error
+		if k, err = chacha20.HChaCha20(k, salt[:]); err != nil {
+			panic("seal: " + err.Error()) // lengths are fixed by the types
+		}
+	}
+	aead, err := chacha20poly1305.New(k)
 	if err != nil {
 		// Only a wrong key length or FIPS-140-only mode fail; the key
 		// length is fixed by the type.

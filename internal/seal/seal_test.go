@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/crypto/chacha20poly1305"
 )
 
 func seq(start byte, n int) []byte {
@@ -32,14 +34,16 @@ func packet(hdr int, payload []byte) []byte {
 }
 
 // TestMatchesNetcode checks the nonce layout and the associated data against
-// netcode's packet AEAD computed by the reference with libsodium
-// (testdata/netcode_aead.txt says how).
+// netcode's packet AEAD computed by the reference with libsodium, and the
+// salted form against libsodium's XChaCha20-Poly1305 (testdata/netcode_aead.txt
+// says how).
 func TestMatchesNetcode(t *testing.T) {
 	f, err := os.Open("testdata/netcode_aead.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	salt := (*[SaltBytes]byte)(seq(0xc0, SaltBytes))
 	sc := bufio.NewScanner(f)
 	n := 0
 	for sc.Scan() {
@@ -48,40 +52,77 @@ func TestMatchesNetcode(t *testing.T) {
 			continue
 		}
 		name, v, _ := strings.Cut(line, "=")
-		c, err := strconv.ParseUint(strings.TrimPrefix(name, "aead_seq_"), 10, 64)
+		form, num, _ := strings.Cut(name, "_seq_")
+		c, err := strconv.ParseUint(num, 10, 64)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want, _ := hex.DecodeString(v)
+		var sa *[SaltBytes]byte
+		if form == "xaead" {
+			sa = salt
+		}
 
 		var s Sealer
-		s.Init(key(0x80))
+		s.Init(key(0x80), sa)
 		s.next = c
 		b, err := s.Seal(packet(17, seq(0, 64)), 17)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if binary.LittleEndian.Uint64(b[9:17]) != c || !bytes.Equal(b[17:], want) {
-			t.Errorf("counter %d: sealed % x\nreference % x", c, b[17:], want)
+			t.Errorf("%s: sealed % x\nreference % x", name, b[17:], want)
 		}
 		var o Opener
-		o.Init(key(0x80))
+		o.Init(key(0x80), sa)
 		plain, got, err := o.Open(b, 17)
 		if err != nil || got != c || !bytes.Equal(plain, seq(0, 64)) {
-			t.Errorf("counter %d: open: %v %d", c, err, got)
+			t.Errorf("%s: open: %v %d", name, err, got)
 		}
 		n++
 	}
-	if n != 3 {
+	if n != 6 {
 		t.Fatalf("%d vectors", n)
+	}
+}
+
+// TestSaltIsXChaCha: a salted Sealer is XChaCha20-Poly1305 under the key with
+// the nonce salt ‖ counter, and salts keep connections apart.
+func TestSaltIsXChaCha(t *testing.T) {
+	salt := (*[SaltBytes]byte)(seq(0x10, SaltBytes))
+	other := (*[SaltBytes]byte)(seq(0x11, SaltBytes))
+	x, _ := chacha20poly1305.NewX(key(1)[:])
+	var s, s2 Sealer
+	s.Init(key(1), salt)
+	s2.Init(key(1), other)
+	for c := range uint64(5) {
+		b, _ := s.Seal(packet(13, seq(0x30, 50)), 13)
+		b2, _ := s2.Seal(packet(13, seq(0x30, 50)), 13)
+		nonce := binary.LittleEndian.AppendUint64(bytes.Clone(salt[:]), c)
+		want := x.Seal(nil, nonce, seq(0x30, 50), b[:13])
+		if !bytes.Equal(b[13:], want) {
+			t.Fatalf("counter %d: not XChaCha20-Poly1305 with nonce salt ‖ counter", c)
+		}
+		if bytes.Equal(b[13:], b2[13:]) {
+			t.Fatal("two salts gave the same ciphertext")
+		}
+		var o Opener
+		o.Init(key(1), other)
+		if _, _, err := o.Open(b, 13); err != ErrAuth {
+			t.Fatalf("opened under another connection's salt: %v", err)
+		}
+		o.Init(key(1), nil)
+		if _, _, err := o.Open(b, 13); err != ErrAuth {
+			t.Fatalf("opened without the salt: %v", err)
+		}
 	}
 }
 
 func TestRoundTrip(t *testing.T) {
 	var s Sealer
 	var o Opener
-	s.Init(key(1))
-	o.Init(key(1))
+	s.Init(key(1), nil)
+	o.Init(key(1), nil)
 	r := rand.New(rand.NewPCG(3, 4))
 	for i := range 500 {
 		hdr := CounterBytes + r.IntN(40)
@@ -113,20 +154,20 @@ func TestRoundTrip(t *testing.T) {
 // counter, ciphertext, tag) opens.
 func TestBitFlips(t *testing.T) {
 	var s Sealer
-	s.Init(key(1))
+	s.Init(key(1), nil)
 	const hdr = 12
 	sealed, _ := s.Seal(packet(hdr, seq(0x30, 100)), hdr)
 	for bit := range len(sealed) * 8 {
 		b := bytes.Clone(sealed)
 		b[bit/8] ^= 1 << (bit % 8)
 		var o Opener
-		o.Init(key(1))
+		o.Init(key(1), nil)
 		if _, _, err := o.Open(b, hdr); err != ErrAuth {
 			t.Fatalf("bit %d flipped: %v", bit, err)
 		}
 	}
 	var o Opener
-	o.Init(key(1))
+	o.Init(key(1), nil)
 	if _, _, err := o.Open(bytes.Clone(sealed), hdr); err != nil {
 		t.Fatal(err)
 	}
@@ -134,10 +175,10 @@ func TestBitFlips(t *testing.T) {
 
 func TestWrongKey(t *testing.T) {
 	var s Sealer
-	s.Init(key(1))
+	s.Init(key(1), nil)
 	b, _ := s.Seal(packet(8, []byte("hello")), 8)
 	var o Opener
-	o.Init(key(2)) // e.g. the other direction's key
+	o.Init(key(2), nil) // e.g. the other direction's key
 	if _, _, err := o.Open(b, 8); err != ErrAuth {
 		t.Fatalf("wrong key: %v", err)
 	}
@@ -149,8 +190,8 @@ func TestWrongKey(t *testing.T) {
 func TestReplayRefused(t *testing.T) {
 	var s Sealer
 	var o Opener
-	s.Init(key(1))
-	o.Init(key(1))
+	s.Init(key(1), nil)
+	o.Init(key(1), nil)
 	var sent [][]byte
 	for i := range 300 {
 		b, _ := s.Seal(packet(8, []byte{byte(i)}), 8)
@@ -181,7 +222,7 @@ func TestReplayRefused(t *testing.T) {
 
 func TestSealErrors(t *testing.T) {
 	var s Sealer
-	s.Init(key(1))
+	s.Init(key(1), nil)
 	if _, err := s.Seal(make([]byte, 7, 100), 7); err != ErrShort {
 		t.Errorf("hdr 7: %v", err)
 	}
@@ -199,7 +240,7 @@ func TestSealErrors(t *testing.T) {
 		t.Error("counter moved on a refused Seal")
 	}
 	var o Opener
-	o.Init(key(1))
+	o.Init(key(1), nil)
 	for _, c := range []struct{ n, hdr int }{{23, 8}, {100, 7}, {100, 90}} {
 		if _, _, err := o.Open(make([]byte, c.n), c.hdr); err != ErrShort {
 			t.Errorf("open %d bytes, hdr %d: %v", c.n, c.hdr, err)
@@ -214,8 +255,9 @@ func TestAllocs(t *testing.T) {
 	}
 	var s Sealer
 	var o Opener
-	s.Init(key(1))
-	o.Init(key(1))
+	salt := (*[SaltBytes]byte)(seq(0x10, SaltBytes))
+	s.Init(key(1), salt)
+	o.Init(key(1), salt)
 	buf := make([]byte, 1300)
 	var err error
 	n := testing.AllocsPerRun(1000, func() {
@@ -248,8 +290,9 @@ func BenchmarkSealOpen(b *testing.B) {
 		b.Run(strconv.Itoa(size), func(b *testing.B) {
 			var s Sealer
 			var o Opener
-			s.Init(key(1))
-			o.Init(key(1))
+			salt := (*[SaltBytes]byte)(seq(0x10, SaltBytes))
+			s.Init(key(1), salt)
+			o.Init(key(1), salt)
 			const hdr = 13 // prefix 1 + tag 4 + counter 8
 			buf := make([]byte, hdr+size+TagBytes)
 			b.SetBytes(int64(size))
