@@ -7,12 +7,18 @@
 // into constant metrics. So a server with metrics on does the same work per
 // datagram as one with metrics off, and a scrape costs one Stats call, one
 // SocketStats call and a bounded walk of the connections for the RTT
-// histogram.
+// gauges.
+//
+// Every counter only grows while the process runs, so rate() and
+// increase() hold. What is a state of the moment (connections open, the RTT
+// of the connections open) is a gauge.
 package metrics
 
 import (
-	"fmt"
+	"math"
+	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -27,21 +33,16 @@ const Namespace = "udpgate"
 // read takes the connection's lock for a few nanoseconds while the walk
 // holds a shard's lock (lookups by the receive loops never wait for it;
 // connection inserts into that shard do), so a scrape of a full server
-// costs about a millisecond instead of growing without bound. The
-// histogram's _count says how many connections were sampled; shards are
-// filled by a seeded address hash, so the sample is not biased to any
-// address range.
+// costs about a millisecond instead of growing without bound.
+// udpgate_connection_rtt_sampled says how many connections were sampled;
+// shards are filled by a seeded address hash, so the sample is not biased
+// to any address range.
 const RTTSampleLimit = 20_000
 
-// RTTBuckets are the upper bounds, in seconds, of the RTT histogram: from
-// loopback (0.1 ms) to a bad mobile link (1 s), and beyond, because an RTT
-// sample runs from a packet's send to the ack in the peer's next packet: a
-// connection whose client sends only KeepAlives shows about the keepalive
-// interval (1 s).
-var RTTBuckets = []float64{
-	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.03,
-	0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2, 5,
-}
+// RTTPercentiles label udpgate_connection_rtt_seconds: the median, the
+// tail, and 100, the slowest connection. (The label is not called quantile:
+// Prometheus reserves that name for summaries, which are cumulative.)
+var RTTPercentiles = []float64{50, 90, 99, 100}
 
 // disconnectLabels name conn.DisconnectReason values as label values
 // (conn's String has spaces, which read badly in PromQL).
@@ -55,13 +56,14 @@ var disconnectLabels = map[conn.DisconnectReason]string{
 var _ prometheus.Collector = (*Collector)(nil)
 
 // Collector is a prometheus.Collector reading a conn.Server at scrape time.
-// It keeps no state between scrapes, so concurrent scrapes are safe.
+// It keeps no state between scrapes (only a recycled buffer), so
+// concurrent scrapes are safe.
 type Collector struct {
 	srv *conn.Server
 
 	// Totals over the sockets.
-	rxPackets, rxBytes, rxBatches, rxFill, rxTruncated, rxErrors, kernelDrops *prometheus.Desc
-	txPackets, txBytes, txCalls, txErrors, txPartial, txWaits, queueWaits     *prometheus.Desc
+	rxPackets, rxBytes, rxBatches, rxTruncated, rxErrors, kernelDrops     *prometheus.Desc
+	txPackets, txBytes, txCalls, txErrors, txPartial, txWaits, queueWaits *prometheus.Desc
 	// Per socket (label socket).
 	sockRxPackets, sockRxBytes, sockRxBatches, sockKernelDrops, sockTxPackets, sockTxBytes *prometheus.Desc
 
@@ -70,11 +72,15 @@ type Collector struct {
 	connections, accepted, disconnects             *prometheus.Desc
 	promoRunning, promoRejected, promoPanics       *prometheus.Desc
 	overload, overloadChanges, connless            *prometheus.Desc
-	rtt                                            *prometheus.Desc
+	rttPercentile, rttSampled                      *prometheus.Desc
 
 	// Label values, made once.
 	dropLabels []string // index: fastpath.DropReason
 	typeLabels []string // index: fastpath.PacketType
+	pctLabels  []string
+
+	// samples recycles the RTT buffer of a scrape.
+	samples sync.Pool
 }
 
 // NewCollector returns a Collector for srv. Register it with a
@@ -88,8 +94,7 @@ func NewCollector(srv *conn.Server) *Collector {
 
 		rxPackets:   d("received_packets_total", "Datagrams received by the server's sockets, truncated ones included."),
 		rxBytes:     d("received_bytes_total", "Bytes of the datagrams received."),
-		rxBatches:   d("receive_batches_total", "Receive calls (recvmmsg) that returned datagrams; received_packets_total / receive_batches_total is the batch fill."),
-		rxFill:      d("receive_batch_fill", "Average datagrams per receive call since start; for a recent figure divide the rates of received_packets_total and receive_batches_total."),
+		rxBatches:   d("receive_batches_total", "Receive calls (recvmmsg) that returned datagrams; rate(received_packets_total) / rate(receive_batches_total) is the recent batch fill."),
 		rxTruncated: d("received_truncated_total", "Datagrams larger than a receive slot (dropped as too_large)."),
 		rxErrors:    d("receive_errors_total", "Receive errors that were retried (e.g. a pending ICMP error)."),
 		kernelDrops: d("kernel_drops_total", "Datagrams the kernel dropped because a socket's receive buffer was full (SO_MEMINFO, read at scrape time)."),
@@ -126,7 +131,8 @@ func NewCollector(srv *conn.Server) *Collector {
 		overloadChanges: d("overload_level_changes_total", "Overload level changes."),
 		connless:        d("connectionless_received_total", "Datagrams from addresses that hold no connection (handshakes, strays, attacks): what overload control watches."),
 
-		rtt: d("connection_rtt_seconds", "Smoothed RTT of the current connections that measured one, read at scrape time: a snapshot, not cumulative (use it without rate()); at most "+strconv.Itoa(RTTSampleLimit)+" connections are sampled."),
+		rttPercentile: d("connection_rtt_seconds", "Smoothed RTT of the connections open now, by percentile over them (100: the slowest), read at scrape time from at most "+strconv.Itoa(RTTSampleLimit)+" connections; NaN when none has measured an RTT.", "percentile"),
+		rttSampled:    d("connection_rtt_sampled", "Connections open now that udpgate_connection_rtt_seconds describes: those that measured an RTT, at most "+strconv.Itoa(RTTSampleLimit)+"."),
 	}
 	c.dropLabels = make([]string, fastpath.NumDropReasons)
 	for r := range c.dropLabels {
@@ -137,20 +143,23 @@ func NewCollector(srv *conn.Server) *Collector {
 	for t := range c.typeLabels {
 		c.typeLabels[t] = fastpath.PacketType(t).String()
 	}
+	for _, p := range RTTPercentiles {
+		c.pctLabels = append(c.pctLabels, strconv.FormatFloat(p, 'g', -1, 64))
+	}
 	return c
 }
 
 // Describe sends every metric's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		c.rxPackets, c.rxBytes, c.rxBatches, c.rxFill, c.rxTruncated, c.rxErrors, c.kernelDrops,
+		c.rxPackets, c.rxBytes, c.rxBatches, c.rxTruncated, c.rxErrors, c.kernelDrops,
 		c.txPackets, c.txBytes, c.txCalls, c.txErrors, c.txPartial, c.txWaits, c.queueWaits,
 		c.sockRxPackets, c.sockRxBytes, c.sockRxBatches, c.sockKernelDrops, c.sockTxPackets, c.sockTxBytes,
 		c.drops, c.hsIn, c.hsOut, c.denied, c.migrations, c.connIn,
 		c.connections, c.accepted, c.disconnects,
 		c.promoRunning, c.promoRejected, c.promoPanics,
 		c.overload, c.overloadChanges, c.connless,
-		c.rtt,
+		c.rttPercentile, c.rttSampled,
 	} {
 		ch <- d
 	}
@@ -194,11 +203,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.rxPackets, tot.rxP)
 	counter(c.rxBytes, tot.rxB)
 	counter(c.rxBatches, tot.rxBat)
-	fill := 0.0
-	if tot.rxBat > 0 {
-		fill = float64(tot.rxP) / float64(tot.rxBat)
-	}
-	gauge(c.rxFill, fill)
 	counter(c.rxTruncated, tot.rxTr)
 	counter(c.rxErrors, tot.rxErr)
 	counter(c.kernelDrops, tot.kd)
@@ -247,40 +251,41 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.overloadChanges, st.OverloadChanges)
 	counter(c.connless, st.Connectionless)
 
-	ch <- c.rttHistogram()
+	c.collectRTT(gauge)
 }
 
-// rttHistogram reads the smoothed RTT of at most RTTSampleLimit
-// connections. Connections without a measured RTT (no ack yet) are left
-// out rather than counted as 0.
-func (c *Collector) rttHistogram() prometheus.Metric {
-	counts := make([]uint64, len(RTTBuckets))
-	var n, seen uint64
-	var sum float64
+// collectRTT reads the smoothed RTT of at most RTTSampleLimit connections
+// and sends their percentiles. Connections without a measured RTT (no ack
+// yet) are left out rather than counted as 0.
+func (c *Collector) collectRTT(gauge func(*prometheus.Desc, float64, ...string)) {
+	bp, _ := c.samples.Get().(*[]float64)
+	if bp == nil {
+		bp = new([]float64)
+	}
+	samples := (*bp)[:0]
+	seen := 0
 	c.srv.Range(func(cn *conn.Conn) bool {
 		seen++
 		if rtt := cn.RTT(); rtt > 0 {
-			s := rtt.Seconds()
-			n++
-			sum += s
-			for i, ub := range RTTBuckets {
-				if s <= ub {
-					counts[i]++
-					break
-				}
-			}
+			samples = append(samples, rtt.Seconds())
 		}
 		return seen < RTTSampleLimit
 	})
-	buckets := make(map[float64]uint64, len(RTTBuckets))
-	var cum uint64
-	for i, ub := range RTTBuckets {
-		cum += counts[i]
-		buckets[ub] = cum
+	slices.Sort(samples)
+	n := len(samples)
+	for i, p := range RTTPercentiles {
+		gauge(c.rttPercentile, nearestRank(samples, p), c.pctLabels[i])
 	}
-	h, err := prometheus.NewConstHistogram(c.rtt, n, sum, buckets)
-	if err != nil {
-		return prometheus.NewInvalidMetric(c.rtt, fmt.Errorf("metrics: RTT histogram: %w", err))
+	gauge(c.rttSampled, float64(n))
+	*bp = samples
+	c.samples.Put(bp)
+}
+
+// nearestRank is the p-th percentile of sorted samples: the smallest sample
+// with at least p% of the samples at or below it; NaN for no samples.
+func nearestRank(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
 	}
-	return h
+	return sorted[max(0, int(math.Ceil(p/100*float64(len(sorted))))-1)]
 }

@@ -2,15 +2,20 @@ package metrics_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -50,7 +55,7 @@ func listen(t testing.TB) *conn.Server {
 
 func serve(t testing.TB, srv *conn.Server) *metrics.Endpoint {
 	t.Helper()
-	ep, err := metrics.Listen("127.0.0.1:0", metrics.Handler(metrics.NewRegistry(srv), nil), nil)
+	ep, err := metrics.Listen("127.0.0.1:0", metrics.Handler(metrics.NewRegistry(srv), metrics.HandlerOpts{}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +227,6 @@ func TestScrapeRealServer(t *testing.T) {
 		{"udpgate_sent_packets_total", nil, clients * (1 + sends), -1},
 		{"udpgate_received_bytes_total", nil, 1, -1},
 		{"udpgate_receive_batches_total", nil, 1, -1},
-		{"udpgate_receive_batch_fill", nil, 1, -1},
 		{"udpgate_kernel_drops_total", nil, 0, 0},
 		{"udpgate_disconnects_total", []string{"reason", "timed_out"}, 0, 0},
 		{"udpgate_promotions_rejected_total", nil, 0, 0},
@@ -262,22 +266,22 @@ func TestScrapeRealServer(t *testing.T) {
 	// within a second, so every connection soon has an RTT.
 	eventually(t, "an RTT for every connection", func() bool {
 		f = scrape(t, ep)
-		m, ok := f.find("udpgate_connection_rtt_seconds")
-		return ok && m.GetHistogram().GetSampleCount() == clients
+		return f.value("udpgate_connection_rtt_sampled") == clients
 	})
-	m, _ := f.find("udpgate_connection_rtt_seconds")
-	h := m.GetHistogram()
 	// Idle clients ack with KeepAlives, so a sample is up to the 1 s
 	// keepalive interval plus scheduling delay.
-	if h.GetSampleSum() <= 0 || h.GetSampleSum() > clients*2.0 {
-		t.Errorf("RTT sum %v s for %d loopback connections, want 0..%d s", h.GetSampleSum(), clients, 2*clients)
+	median, worst := f.value("udpgate_connection_rtt_seconds", "percentile", "50"), f.value("udpgate_connection_rtt_seconds", "percentile", "100")
+	if !(median > 0 && median <= worst && worst <= 2) {
+		t.Errorf("RTT median %v s, worst %v s for loopback connections, want 0 < median <= worst <= 2", median, worst)
 	}
-	b := h.GetBucket()
-	if len(b) < len(metrics.RTTBuckets) {
-		t.Errorf("%d RTT buckets, want %d", len(b), len(metrics.RTTBuckets))
+	if n := len(f["udpgate_connection_rtt_seconds"].GetMetric()); n != len(metrics.RTTPercentiles) {
+		t.Errorf("%d RTT percentiles, want %d", n, len(metrics.RTTPercentiles))
 	}
-	if n := b[len(metrics.RTTBuckets)-1].GetCumulativeCount(); n != clients {
-		t.Errorf("RTT buckets %v: the %v s bucket holds %d connections, want all %d", b, metrics.RTTBuckets[len(metrics.RTTBuckets)-1], n, clients)
+	// The types say how to query: no histogram whose buckets could go down.
+	for name, typ := range f {
+		if strings.HasPrefix(name, "udpgate_") && typ.GetType() == dto.MetricType_HISTOGRAM {
+			t.Errorf("%s is a histogram: udpgate exports snapshots as gauges", name)
+		}
 	}
 
 	// A client that leaves moves the gauges and the disconnect reasons.
@@ -327,5 +331,136 @@ func TestListenError(t *testing.T) {
 	_, err := metrics.Listen(ep.Addr().String(), http.NotFoundHandler(), nil)
 	if err == nil || !strings.Contains(err.Error(), ep.Addr().String()) || !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("second Listen on %s: %v, want an error naming the address and the port in use", ep.Addr(), err)
+	}
+}
+
+// TestRTTGauges: the RTT gauges describe the connections open now, so
+// they go down when a connection leaves, and are NaN with none.
+func TestRTTGauges(t *testing.T) {
+	srv := listen(t)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewCollector(srv))
+	gather := func() families {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := families{}
+		for _, mf := range mfs {
+			f[mf.GetName()] = mf
+		}
+		return f
+	}
+	f := gather()
+	if v := f.value("udpgate_connection_rtt_seconds", "percentile", "50"); !math.IsNaN(v) {
+		t.Errorf("median RTT of no connections = %v, want NaN", v)
+	}
+	if v := f.value("udpgate_connection_rtt_sampled"); v != 0 {
+		t.Errorf("rtt_sampled with no connections = %v", v)
+	}
+	a, b := dial(t, srv, conn.NopHandler{}), dial(t, srv, conn.NopHandler{})
+	for _, c := range []*conn.Client{a, b} {
+		if _, err := c.Send([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "both RTTs", func() bool { return gather().value("udpgate_connection_rtt_sampled") == 2 })
+	a.Close()
+	eventually(t, "one RTT once a client left", func() bool { return gather().value("udpgate_connection_rtt_sampled") == 1 })
+	_ = b
+}
+
+// TestProbes: /healthz and /readyz answer what their functions say, at
+// once (no caching), and are absent when not configured.
+func TestProbes(t *testing.T) {
+	// The handler runs in this goroutine (ServeHTTP on a recorder).
+	var live error
+	ready := errors.New("draining: new clients are refused")
+	h := metrics.Handler(prometheus.NewRegistry(), metrics.HandlerOpts{
+		Live:  func() error { return live },
+		Ready: func() error { return ready },
+	})
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := get("/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz: %d %q, want 200 ok", code, body)
+	}
+	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "draining") {
+		t.Errorf("/readyz while not ready: %d %q, want 503 with the reason", code, body)
+	}
+	ready, live = nil, errors.New("receive loop 1 has stopped")
+	if code, _ := get("/readyz"); code != 200 {
+		t.Errorf("/readyz once ready: %d, want 200", code)
+	}
+	if code, body := get("/healthz"); code != 503 || !strings.Contains(body, "loop 1") {
+		t.Errorf("/healthz with a stopped loop: %d %q, want 503 with the reason", code, body)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/healthz", nil))
+	if rec.Code != http.StatusMethodNotAllowed {
+		t.Errorf("POST /healthz: %d, want 405", rec.Code)
+	}
+
+	bare := metrics.Handler(prometheus.NewRegistry(), metrics.HandlerOpts{NoPprof: true})
+	for _, path := range []string{"/healthz", "/readyz", "/debug/pprof/"} {
+		rec := httptest.NewRecorder()
+		bare.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != http.StatusNotFound {
+			t.Errorf("GET %s without it configured: %d, want 404", path, rec.Code)
+		}
+	}
+}
+
+// TestBuildInfo: one series, value 1, the build in its labels.
+func TestBuildInfo(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewBuildInfo("v0.1.0", "go1.26.8", "0b7276d12345"))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mfs) != 1 || mfs[0].GetName() != "udpgate_build_info" || len(mfs[0].Metric) != 1 {
+		t.Fatalf("gathered %v, want one udpgate_build_info series", mfs)
+	}
+	m := mfs[0].Metric[0]
+	got := map[string]string{}
+	for _, l := range m.Label {
+		got[l.GetName()] = l.GetValue()
+	}
+	if m.GetGauge().GetValue() != 1 || got["version"] != "v0.1.0" || got["goversion"] != "go1.26.8" || got["revision"] != "0b7276d12345" {
+		t.Errorf("udpgate_build_info %v = %v", got, m.GetGauge().GetValue())
+	}
+	// No revision, no empty label.
+	reg = prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewBuildInfo("(devel)", "go1.26.8", ""))
+	mfs, _ = reg.Gather()
+	for _, l := range mfs[0].Metric[0].Label {
+		if l.GetName() == "revision" {
+			t.Errorf("revision label %q without a revision", l.GetValue())
+		}
+	}
+}
+
+// TestLint runs Prometheus' metric linter (the checks of promtool check
+// metrics) over everything a server exports.
+func TestLint(t *testing.T) {
+	srv := listen(t)
+	dial(t, srv, conn.NopHandler{})
+	reg := metrics.NewRegistry(srv)
+	reg.MustRegister(metrics.NewBuildInfo("v0.1.0", "go1.26.8", "0b7276d12345"))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
 }

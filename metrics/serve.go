@@ -32,11 +32,45 @@ func NewRegistry(srv *conn.Server) *prometheus.Registry {
 	return reg
 }
 
-// Handler serves g at /metrics and the runtime profiles of net/http/pprof
-// under /debug/pprof/, on a mux of its own: nothing registered on
-// http.DefaultServeMux by other packages is exposed. logger receives
-// errors of collection (nil discards them).
-func Handler(g prometheus.Gatherer, logger *slog.Logger) http.Handler {
+// NewBuildInfo returns the udpgate_build_info metric: always 1, with the
+// build's version, Go version and, when known, VCS revision as labels, so
+// a query can join any series with the build that produced it.
+func NewBuildInfo(version, goVersion, revision string) prometheus.Collector {
+	labels := prometheus.Labels{"version": version, "goversion": goVersion}
+	if revision != "" {
+		labels["revision"] = revision
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace:   Namespace,
+		Name:        "build_info",
+		Help:        "Always 1; the labels say which build of udpgate runs.",
+		ConstLabels: labels,
+	})
+	g.Set(1)
+	return g
+}
+
+// HandlerOpts configure Handler.
+type HandlerOpts struct {
+	// Logger receives errors of collection (nil discards them).
+	Logger *slog.Logger
+	// Live and Ready answer /healthz and /readyz: 200 "ok" when they
+	// return nil, else 503 with the error. For a server, Live fails when a
+	// receive loop has stopped (restart the process), Ready also while it
+	// does not take new clients (draining), so a load balancer or
+	// Kubernetes sends new players elsewhere. A nil function leaves its
+	// path unserved.
+	Live, Ready func() error
+	// NoPprof leaves /debug/pprof/ out, for an address other hosts can
+	// reach (pprof shows the command line and memory).
+	NoPprof bool
+}
+
+// Handler serves g at /metrics, the health probes of o, and the runtime
+// profiles of net/http/pprof under /debug/pprof/, on a mux of its own:
+// nothing registered on http.DefaultServeMux by other packages is exposed.
+func Handler(g prometheus.Gatherer, o HandlerOpts) http.Handler {
+	logger := o.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -51,20 +85,44 @@ func Handler(g prometheus.Gatherer, logger *slog.Logger) http.Handler {
 		MaxRequestsInFlight: 4,
 		Timeout:             10 * time.Second,
 	}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index) // heap, goroutine, allocs, block, mutex...
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	index := `<li><a href="/metrics">/metrics</a> (Prometheus)</li>` + "\n"
+	if o.Live != nil {
+		mux.Handle("GET /healthz", probe(o.Live))
+		index += `<li><a href="/healthz">/healthz</a> (liveness)</li>` + "\n"
+	}
+	if o.Ready != nil {
+		mux.Handle("GET /readyz", probe(o.Ready))
+		index += `<li><a href="/readyz">/readyz</a> (readiness)</li>` + "\n"
+	}
+	if !o.NoPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index) // heap, goroutine, allocs, block, mutex...
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		index += `<li><a href="/debug/pprof/">/debug/pprof/</a> (profiles)</li>` + "\n"
+	}
+	page := "<html><body><h1>udpgate</h1><ul>\n" + index + "</ul></body></html>\n"
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_, _ = io.WriteString(w, `<html><body><h1>udpgate</h1><ul>
-<li><a href="/metrics">/metrics</a> (Prometheus)</li>
-<li><a href="/debug/pprof/">/debug/pprof/</a> (profiles)</li>
-</ul></body></html>
-`)
+		_, _ = io.WriteString(w, page)
 	})
 	return mux
+}
+
+// probe answers a health check: 200 "ok", or 503 and the reason. GET
+// covers HEAD too.
+func probe(check func() error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		if err := check(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, err.Error()+"\n")
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
 }
 
 // errorLog adapts slog to promhttp's Logger.

@@ -7,15 +7,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
 )
@@ -33,41 +36,78 @@ import (
 
 // values are the server's settings.
 type values struct {
-	listen          string
-	sockets         int
-	batch           int
-	maxClients      int
-	maxDatagram     int
-	magic           string
-	sessionID       uint
-	networkVersion  uint
-	networkFeatures uint
-	timeout         time.Duration
-	challengeRate   float64
-	overload        bool
-	app             string
-	logLevel        string
-	summary         time.Duration
-	metrics         string
+	listen              string
+	sockets             int
+	batch               int
+	maxClients          int
+	maxClientsPerIP     int
+	maxClientsPerPrefix int
+	maxDatagram         int
+	magic               string
+	sessionID           uint
+	networkVersion      uint
+	networkFeatures     uint
+	timeout             time.Duration
+	challengeRate       float64
+	overload            bool
+	app                 string
+	logLevel            string
+	logFormat           string
+	summary             time.Duration
+	metrics             string
+	pprof               bool
+	drainTimeout        time.Duration
+	agones              bool
+	agonesPlayers       bool
 }
 
 // options are the loaded settings and where each came from.
 type options struct {
 	values
-	configPath  string // -config or UDPGATE_CONFIG; "" for none
-	printConfig bool
+	configPath   string // -config or UDPGATE_CONFIG; "" for none
+	printConfig  bool
+	printVersion bool
 
 	fs     *flag.FlagSet
 	origin map[string]source
 }
 
 // Flags that are not settings: they steer loading, so they have no config
-// file key (and print-config no environment variable either: an exported
-// UDPGATE_PRINT_CONFIG would turn every later start into a print).
+// file key (and print-config and version no environment variable either:
+// an exported UDPGATE_PRINT_CONFIG would turn every later start into a
+// print).
 const (
 	flagConfig      = "config"
 	flagPrintConfig = "print-config"
+	flagVersion     = "version"
 )
+
+// environ is the process environment, name to value.
+type environ map[string]string
+
+// osEnviron reads the process environment.
+func osEnviron() environ {
+	env := environ{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// lookup is os.LookupEnv over env.
+func (env environ) lookup(name string) (string, bool) {
+	v, ok := env[name]
+	return v, ok
+}
+
+// envPrefix starts the name of every environment variable of a setting.
+const envPrefix = "UDPGATE_"
+
+// maxBatch is the kernel's UIO_MAXIOV, the most datagrams one recvmmsg or
+// sendmmsg moves.
+const maxBatch = 1024
 
 // source says where a setting's value came from.
 type source struct {
@@ -89,38 +129,56 @@ const (
 func (o *options) newFlagSet() *flag.FlagSet {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.StringVar(&o.listen, "listen", conn.DefaultListen, "UDP address to listen on (host:port; [::]:port for dual stack)")
-	fs.IntVar(&o.sockets, "sockets", 0, "SO_REUSEPORT sockets, one receive loop each (0: GOMAXPROCS)")
-	fs.IntVar(&o.batch, "batch", 0, "datagrams per recvmmsg/sendmmsg batch (0: default)")
-	fs.IntVar(&o.maxClients, "max-clients", conn.DefaultMaxClients, "maximum connections; beyond it clients are denied (server full)")
+	fs.IntVar(&o.sockets, "sockets", 0, fmt.Sprintf("SO_REUSEPORT sockets, one receive loop each, up to %d (0: one per CPU, GOMAXPROCS)", batchio.MaxSockets))
+	fs.IntVar(&o.batch, "batch", batchio.DefaultBatchSize, fmt.Sprintf("datagrams per recvmmsg/sendmmsg batch, 1..%d", maxBatch))
+	fs.IntVar(&o.maxClients, "max-clients", conn.DefaultMaxClients, "maximum connections; beyond it clients are denied (server full); changes on SIGHUP")
+	fs.IntVar(&o.maxClientsPerIP, "max-clients-per-ip", conn.DefaultMaxClientsPerIP, "maximum connections from one IP address (-1: unlimited)")
+	fs.IntVar(&o.maxClientsPerPrefix, "max-clients-per-prefix", conn.DefaultMaxClientsPerPrefix, "maximum connections from one /24 (IPv4) or /64 (IPv6) network (-1: unlimited)")
 	fs.IntVar(&o.maxDatagram, "max-datagram", fastpath.DefaultMaxDatagram, "largest datagram accepted, in bytes; longer ones are dropped as too large (clients must agree)")
 	fs.StringVar(&o.magic, "magic", "", "magic header: up to 32 characters of 0 and 1 (empty: none)")
 	fs.UintVar(&o.sessionID, "session-id", 0, "session ID 0..3; change it to invalidate clients of an earlier run")
 	fs.UintVar(&o.networkVersion, "network-version", 1, "network version clients must match")
 	fs.UintVar(&o.networkFeatures, "network-features", 0, "network features clients must match (0..65535)")
 	fs.DurationVar(&o.timeout, "timeout", conn.DefaultTimeout, "close a connection silent for this long (longer than the 1s keepalive)")
-	fs.Float64Var(&o.challengeRate, "challenge-rate", 32, "Challenge replies per second per source address (0: unlimited, for benchmarks)")
-	fs.BoolVar(&o.overload, "overload", false, "overload control: under connectionless floods shed RestartHandshake/VersionUpgrade, then cap Challenges per socket (off: the protocol default, replies limited per source only)")
+	fs.Float64Var(&o.challengeRate, "challenge-rate", defaultChallengeRate, "Challenge replies per second per source address (0: the protocol default, 32; -1: unlimited, for load tests from one host); changes on SIGHUP")
+	fs.BoolVar(&o.overload, "overload", false, "overload control: under connectionless floods shed RestartHandshake/VersionUpgrade, then cap Challenges per socket (off: the protocol default, replies limited per source only); changes on SIGHUP")
 	fs.StringVar(&o.app, "app", "echo", "application: echo (send each Data payload back) or discard")
-	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug (adds a line per connection), info, warn or error; changes on SIGHUP")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text (key=value) or json (one object per line)")
 	fs.DurationVar(&o.summary, "summary", 10*time.Second, "interval of the summary log line (0: off)")
-	fs.StringVar(&o.metrics, "metrics", "", "TCP address serving Prometheus /metrics and /debug/pprof, e.g. 127.0.0.1:9100 (empty: off)")
-	fs.StringVar(&o.configPath, flagConfig, "", "TOML config file to load (settings as keys named like the flags, e.g. max-clients = 5000)")
+	fs.StringVar(&o.metrics, "metrics", "", "TCP address serving Prometheus /metrics, /healthz, /readyz and /debug/pprof, e.g. 127.0.0.1:9100 (empty: off)")
+	fs.BoolVar(&o.pprof, "pprof", true, "serve /debug/pprof/ on the -metrics address (turn it off when other hosts can reach that address)")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", 0, "on SIGTERM, refuse new clients but serve connected ones for up to this long before disconnecting them (0: disconnect at once)")
+	fs.BoolVar(&o.agones, "agones", false, "run as an Agones GameServer: Ready, Health and Shutdown to the SDK sidecar at localhost:$AGONES_SDK_HTTP_PORT")
+	fs.BoolVar(&o.agonesPlayers, "agones-players", true, "with -agones, report players as they connect and leave (Agones' alpha player tracking; needs the PlayerTracking feature gate)")
+	fs.StringVar(&o.configPath, flagConfig, "", "TOML config file to load (settings as keys named like the flags, e.g. max-clients = 5000); re-read on SIGHUP")
 	fs.BoolVar(&o.printConfig, flagPrintConfig, false, "print the effective configuration as a config file and exit")
+	fs.BoolVar(&o.printVersion, flagVersion, false, "print the version and exit")
 	return fs
 }
 
+// defaultChallengeRate is the protocol's Challenge limit per source
+// (conn.Config.ChallengeRate 0 takes it too), spelt out so -h and
+// -print-config show it.
+const defaultChallengeRate = 32
+
 // envName is the environment variable of a flag.
 func envName(flagName string) string {
-	return "UDPGATE_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
 // isSetting reports whether a flag is a setting (has a config file key).
-func isSetting(name string) bool { return name != flagConfig && name != flagPrintConfig }
+func isSetting(name string) bool {
+	return name != flagConfig && name != flagPrintConfig && name != flagVersion
+}
+
+// hasEnv reports whether a flag can be set from the environment.
+func hasEnv(name string) bool { return isSetting(name) || name == flagConfig }
 
 // load reads the settings from the command line (args), the environment
-// (lookupEnv) and the config file they name, and validates them. Flag
-// syntax errors and -h are written to stderr by the flag package.
-func load(args []string, lookupEnv func(string) (string, bool), stderr io.Writer) (*options, error) {
+// (env) and the config file they name, and validates them. Flag syntax
+// errors and -h are written to stderr by the flag package.
+func load(args []string, env environ, stderr io.Writer) (*options, error) {
 	// First pass, command line only: syntax errors, -h and -config.
 	first := &options{}
 	fs := first.newFlagSet()
@@ -138,7 +196,7 @@ func load(args []string, lookupEnv func(string) (string, bool), stderr io.Writer
 	o.fs.SetOutput(io.Discard) // the first pass reported syntax errors
 	path := first.configPath
 	if !isSetOnCommandLine(fs, flagConfig) {
-		path, _ = lookupEnv(envName(flagConfig))
+		path = env[envName(flagConfig)]
 	}
 	// A value that cannot be parsed leaves the setting as it was, so the
 	// sources go on and validation still runs: one start reports every
@@ -147,7 +205,7 @@ func load(args []string, lookupEnv func(string) (string, bool), stderr io.Writer
 	if path != "" {
 		fileErr = o.loadFile(path)
 	}
-	envErr := o.applyEnv(lookupEnv)
+	envErr := o.applyEnv(env)
 	if err := o.fs.Parse(args); err != nil {
 		return nil, err // unreachable: the first pass parsed the same args
 	}
@@ -167,24 +225,72 @@ func isSetOnCommandLine(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
-// applyEnv sets flags from their environment variables.
-func (o *options) applyEnv(lookup func(string) (string, bool)) error {
-	var errs []error
+// applyEnv sets flags from their environment variables. A UDPGATE_
+// variable that names no setting is an error, as an unknown key of the
+// config file is: UDPGATE_MAX_CLIENT=10 must not be silently ignored.
+func (o *options) applyEnv(env environ) error {
+	byEnv := map[string]*flag.Flag{}
 	o.fs.VisitAll(func(f *flag.Flag) {
-		if f.Name == flagPrintConfig {
-			return
+		if hasEnv(f.Name) {
+			byEnv[envName(f.Name)] = f
 		}
-		v, ok := lookup(envName(f.Name))
-		if !ok {
-			return
+	})
+	var names []string
+	for name := range env {
+		if strings.HasPrefix(name, envPrefix) {
+			names = append(names, name)
 		}
-		if err := o.fs.Set(f.Name, v); err != nil {
-			errs = append(errs, fmt.Errorf("environment %s=%q: %v: %s", envName(f.Name), v, cause(err), hint(f)))
-			return
+	}
+	slices.Sort(names)
+	var errs []error
+	for _, name := range names {
+		v := env[name]
+		f, ok := byEnv[name]
+		switch {
+		case name == envName(flagPrintConfig) || name == envName(flagVersion):
+			errs = append(errs, fmt.Errorf("environment %s: -%s is a command-line flag only (an exported variable would turn every start into a print): unset it",
+				name, strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, envPrefix), "_", "-"))))
+			continue
+		case !ok:
+			errs = append(errs, fmt.Errorf("environment %s: unknown setting%s", name, suggestEnv(byEnv, name)))
+			continue
+		case f.Name == flagConfig:
+			continue // read by load
+		}
+		if err := setKeeping(o.fs, f, v); err != nil {
+			errs = append(errs, fmt.Errorf("environment %s=%q: %v: %s", name, v, cause(err), hint(f)))
+			continue
 		}
 		o.origin[f.Name] = source{kind: fromEnv}
-	})
+	}
 	return errors.Join(errs...)
+}
+
+// setKeeping sets a flag from a string; when the string does not parse it
+// leaves the flag as it was (the flag package stores a zero on some parse
+// errors), so validation judges the value that will be used and does not
+// report a second, wrong problem about the zero.
+func setKeeping(fs *flag.FlagSet, f *flag.Flag, v string) error {
+	prev := f.Value.String()
+	if err := fs.Set(f.Name, v); err != nil {
+		_ = f.Value.Set(prev)
+		return err
+	}
+	return nil
+}
+
+// suggestEnv names the variable closest to a misspelt one.
+func suggestEnv(byEnv map[string]*flag.Flag, name string) string {
+	best, bestD := "", 3 // at most two edits away
+	for _, known := range slices.Sorted(maps.Keys(byEnv)) {
+		if d := editDistance(name, known); d < bestD {
+			best, bestD = known, d
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf(": did you mean %s?", best)
+	}
+	return ": the variables are " + envPrefix + " and a flag's name in upper case with - as _ (see -h); unset this one"
 }
 
 // loadFile applies a TOML config file: top-level keys named like the flags.
@@ -219,7 +325,7 @@ func (o *options) loadFile(path string) error {
 			errs = append(errs, fmt.Errorf("%s: %s: %v", where, name, err))
 			continue
 		}
-		if err := o.fs.Set(name, s); err != nil {
+		if err := setKeeping(o.fs, f, s); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %s = %s: %v: %s", where, name, s, cause(err), hint(f)))
 			continue
 		}
@@ -383,14 +489,20 @@ func (o *options) validate() error {
 	if err := checkHostPort(o.listen); err != nil {
 		bad("listen", "%v: use host:port, e.g. 0.0.0.0:7777, or [::]:7777 for dual stack", err)
 	}
-	if o.sockets < 0 {
-		bad("sockets", "must not be negative (0 takes one per CPU)")
+	if o.sockets < 0 || o.sockets > batchio.MaxSockets {
+		bad("sockets", "must be 0..%d (0 takes one per CPU)", batchio.MaxSockets)
 	}
-	if o.batch < 0 {
-		bad("batch", "must not be negative (0 takes the default)")
+	if o.batch < 1 || o.batch > maxBatch {
+		bad("batch", "must be 1..%d datagrams (default %d)", maxBatch, batchio.DefaultBatchSize)
 	}
 	if o.maxClients < 1 {
 		bad("max-clients", "must be at least 1")
+	}
+	if o.maxClientsPerIP == 0 || o.maxClientsPerIP < -1 {
+		bad("max-clients-per-ip", "must be at least 1, or -1 for unlimited (default %d)", conn.DefaultMaxClientsPerIP)
+	}
+	if o.maxClientsPerPrefix == 0 || o.maxClientsPerPrefix < -1 {
+		bad("max-clients-per-prefix", "must be at least 1, or -1 for unlimited (default %d)", conn.DefaultMaxClientsPerPrefix)
 	}
 	if o.maxDatagram < fastpath.MinConnLen(fastpath.Magic{})+1 || o.maxDatagram > fastpath.MaxDatagramLimit {
 		bad("max-datagram", "must be %d..%d bytes (default %d)", fastpath.MinConnLen(fastpath.Magic{})+1, fastpath.MaxDatagramLimit, fastpath.DefaultMaxDatagram)
@@ -408,14 +520,11 @@ func (o *options) validate() error {
 	if o.networkFeatures > math.MaxUint16 {
 		bad("network-features", "must be 0..65535")
 	}
-	switch {
-	case o.timeout < 0:
-		bad("timeout", "must not be negative: use a duration like 5s (0 takes the default %v)", conn.DefaultTimeout)
-	case o.timeout > 0 && o.timeout <= conn.DefaultKeepAlive:
-		bad("timeout", "must be longer than the %v keepalive interval, or idle connections time out: use e.g. %v", conn.DefaultKeepAlive, conn.DefaultTimeout)
+	if o.timeout <= conn.DefaultKeepAlive {
+		bad("timeout", "must be longer than the %v keepalive interval, or idle connections time out: use e.g. %v (the default)", conn.DefaultKeepAlive, conn.DefaultTimeout)
 	}
-	if o.challengeRate < 0 || math.IsNaN(o.challengeRate) || math.IsInf(o.challengeRate, 0) {
-		bad("challenge-rate", "must be a number >= 0 (0 means unlimited)")
+	if math.IsNaN(o.challengeRate) || math.IsInf(o.challengeRate, 0) {
+		bad("challenge-rate", "must be a number: replies per second like 32 (0 takes the protocol default, 32; -1 means unlimited)")
 	}
 	if o.app != "echo" && o.app != "discard" {
 		bad("app", "use echo or discard")
@@ -423,6 +532,12 @@ func (o *options) validate() error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		bad("log-level", "use debug, info, warn or error")
+	}
+	if o.logFormat != "text" && o.logFormat != "json" {
+		bad("log-format", "use text or json")
+	}
+	if o.drainTimeout < 0 {
+		bad("drain-timeout", "must not be negative: use a duration like 30s, or 0 to disconnect clients at once")
 	}
 	if o.summary < 0 {
 		bad("summary", "must not be negative: use a duration like 10s, or 0 to turn the summary off")
@@ -484,9 +599,10 @@ func settingOrder(fs *flag.FlagSet) []string {
 
 // definitionOrder is the order of -print-config and -h's settings.
 var definitionOrder = []string{
-	"listen", "sockets", "batch", "max-clients", "max-datagram",
+	"listen", "sockets", "batch", "max-clients", "max-clients-per-ip", "max-clients-per-prefix", "max-datagram",
 	"magic", "session-id", "network-version", "network-features",
-	"timeout", "challenge-rate", "overload", "app", "log-level", "summary", "metrics",
+	"timeout", "challenge-rate", "overload", "app", "log-level", "log-format", "summary",
+	"metrics", "pprof", "drain-timeout", "agones", "agones-players",
 }
 
 // tomlValue formats a setting's value as TOML.
@@ -510,5 +626,10 @@ flag's name in upper case with - as _ (UDPGATE_MAX_CLIENTS=5000), and as a key
 of the TOML file named by -config (max-clients = 5000). Precedence:
 defaults < config file < environment < command-line flags.
 -print-config prints the effective settings in the file's format.
+
+Signals: SIGTERM or SIGINT stops the server (after -drain-timeout, if set; a
+second signal ends the drain at once). SIGHUP re-reads the config file and
+applies max-clients, challenge-rate, overload and log-level live; other
+changes are logged as needing a restart.
 `)
 }

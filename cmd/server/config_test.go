@@ -13,17 +13,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
 )
 
 // env is an environment for load and run.
-func env(kv ...string) func(string) (string, bool) {
-	m := map[string]string{}
+func env(kv ...string) environ {
+	m := environ{}
 	for i := 0; i+1 < len(kv); i += 2 {
 		m[kv[i]] = kv[i+1]
 	}
-	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+	return m
 }
 
 // writeFile writes a config file into the test's directory.
@@ -42,21 +43,37 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := values{
-		listen: "0.0.0.0:7777", maxClients: conn.DefaultMaxClients, maxDatagram: fastpath.DefaultMaxDatagram,
+		listen: "0.0.0.0:7777", batch: batchio.DefaultBatchSize,
+		maxClients: conn.DefaultMaxClients, maxClientsPerIP: conn.DefaultMaxClientsPerIP, maxClientsPerPrefix: conn.DefaultMaxClientsPerPrefix,
+		maxDatagram:    fastpath.DefaultMaxDatagram,
 		networkVersion: 1,
-		timeout:        conn.DefaultTimeout, challengeRate: 32, app: "echo", logLevel: "info",
-		summary: 10 * time.Second,
+		timeout:        conn.DefaultTimeout, challengeRate: 32, app: "echo", logLevel: "info", logFormat: "text",
+		summary: 10 * time.Second, pprof: true, agonesPlayers: true,
 	}
 	if o.values != want {
 		t.Errorf("defaults %+v, want %+v", o.values, want)
 	}
-	cfg := o.config(nil)
-	if cfg.ChallengeRate != 32 || cfg.MaxClients != conn.DefaultMaxClients || cfg.Handler != (echo{}) {
+	cfg := o.config(nil, nil)
+	if cfg.ChallengeRate != 32 || cfg.MaxClients != conn.DefaultMaxClients || cfg.BatchSize != batchio.DefaultBatchSize ||
+		cfg.MaxClientsPerIP != conn.DefaultMaxClientsPerIP || cfg.MaxClientsPerPrefix != conn.DefaultMaxClientsPerPrefix {
 		t.Errorf("conn.Config %+v", cfg)
 	}
-	o.challengeRate = 0
-	if cfg := o.config(nil); cfg.ChallengeRate >= 0 {
-		t.Errorf("challenge-rate 0 gave ChallengeRate %v, want unlimited (negative)", cfg.ChallengeRate)
+}
+
+// TestChallengeRateMeaning: the flag means what conn.Config.ChallengeRate
+// means: 0 the protocol default, negative unlimited.
+func TestChallengeRateMeaning(t *testing.T) {
+	for _, c := range []struct {
+		arg  string
+		want float64
+	}{{"32", 32}, {"0", 0}, {"-1", -1}, {"0.5", 0.5}} {
+		o, err := load([]string{"-challenge-rate", c.arg}, env(), io.Discard)
+		if err != nil {
+			t.Fatalf("-challenge-rate %s: %v", c.arg, err)
+		}
+		if got := o.config(nil, nil).ChallengeRate; got != c.want {
+			t.Errorf("-challenge-rate %s: conn.Config.ChallengeRate %v, want %v", c.arg, got, c.want)
+		}
 	}
 }
 
@@ -77,7 +94,29 @@ func TestBadSettingFailsFast(t *testing.T) {
 		{name: "flag timeout", args: []string{"-timeout", "1s"},
 			want: []string{"-timeout 1s", "longer than the 1s keepalive"}},
 		{name: "flag challenge-rate NaN", args: []string{"-challenge-rate", "NaN"},
-			want: []string{"-challenge-rate NaN", ">= 0"}},
+			want: []string{"-challenge-rate NaN", "-1 means unlimited"}},
+		{name: "flag timeout 0", args: []string{"-timeout", "0"},
+			want: []string{"-timeout 0s", "longer than the 1s keepalive", "5s (the default)"}},
+		{name: "flag batch 0", args: []string{"-batch", "0"},
+			want: []string{"-batch 0", "1..1024", "default 64"}},
+		{name: "flag sockets", args: []string{"-sockets", "65"},
+			want: []string{"-sockets 65", "0..64"}},
+		{name: "flag per-ip 0", args: []string{"-max-clients-per-ip", "0"},
+			want: []string{"-max-clients-per-ip 0", "-1 for unlimited"}},
+		{name: "flag per-prefix", args: []string{"-max-clients-per-prefix", "-2"},
+			want: []string{"-max-clients-per-prefix -2", "-1 for unlimited"}},
+		{name: "flag log-format", args: []string{"-log-format", "xml"},
+			want: []string{`-log-format "xml"`, "text or json"}},
+		{name: "flag drain-timeout", args: []string{"-drain-timeout", "-1s"},
+			want: []string{"-drain-timeout -1s", "must not be negative"}},
+		{name: "env unknown", env: []string{"UDPGATE_MAX_CLIENT", "10"},
+			want: []string{"environment UDPGATE_MAX_CLIENT: unknown setting", "did you mean UDPGATE_MAX_CLIENTS?"}},
+		{name: "env unknown far", env: []string{"UDPGATE_COLOUR", "blue"},
+			want: []string{"environment UDPGATE_COLOUR: unknown setting", "upper case"}},
+		{name: "env print-config", env: []string{"UDPGATE_PRINT_CONFIG", "true"},
+			want: []string{"UDPGATE_PRINT_CONFIG", "-print-config is a command-line flag only"}},
+		{name: "env agones port", args: []string{"-agones"}, env: []string{"AGONES_SDK_HTTP_PORT", "http"},
+			want: []string{"AGONES_SDK_HTTP_PORT", "port number"}},
 		{name: "flag log-level", args: []string{"-log-level", "loud"},
 			want: []string{`-log-level "loud"`, "debug, info, warn or error"}},
 		{name: "flag listen", args: []string{"-listen", "127.0.0.1"},
@@ -188,10 +227,54 @@ app = "discard"
 	if err != nil || o.maxClients != 9 {
 		t.Errorf("UDPGATE_CONFIG=%s: max-clients %d (%v), want 9", other, o.maxClients, err)
 	}
-	// -print-config has no environment variable.
+	// -print-config has no environment variable: it is refused, not obeyed.
 	o, err = load(nil, env("UDPGATE_PRINT_CONFIG", "true"), io.Discard)
-	if err != nil || o.printConfig {
-		t.Errorf("UDPGATE_PRINT_CONFIG turned printing on (%v)", err)
+	if err == nil || o != nil {
+		t.Errorf("UDPGATE_PRINT_CONFIG was accepted (%v)", err)
+	}
+}
+
+// TestBadValueOneError: a value that does not parse is reported once, and
+// does not leave a zero behind for validation to report as a second,
+// wrong problem ("max-clients 0 (default): must be at least 1").
+func TestBadValueOneError(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		env  []string
+		file string
+		want string
+	}{
+		{name: "env int", env: []string{"UDPGATE_MAX_CLIENTS", "ten"}, want: `UDPGATE_MAX_CLIENTS="ten"`},
+		{name: "env bool", env: []string{"UDPGATE_OVERLOAD", "yes please"}, want: `UDPGATE_OVERLOAD="yes please"`},
+		{name: "env duration", env: []string{"UDPGATE_TIMEOUT", "10"}, want: `UDPGATE_TIMEOUT="10"`},
+		{name: "file int", file: "batch = 99999999999999999999\n", want: "batch"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var args []string
+			if c.file != "" {
+				args = []string{"-config", writeFile(t, c.file)}
+			}
+			_, err := load(args, env(c.env...), io.Discard)
+			if err == nil {
+				t.Fatal("loaded")
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+				t.Errorf("errors:\n%v\nwant exactly one, about %s", err, c.want)
+			}
+		})
+	}
+}
+
+// TestVersion: -version prints the build and exits before loading
+// anything else.
+func TestVersion(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"-version", "-listen", "127.0.0.1:0"}, env(), &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "udpgate server ") || !strings.Contains(out.String(), "go1.") {
+		t.Errorf("-version printed %q", out.String())
 	}
 }
 

@@ -6,11 +6,15 @@
 //	UDPGATE_MAGIC=1011 go run ./cmd/server    # every flag has an environment variable
 //	go run ./cmd/server -config server.toml   # ... and a config file key
 //	go run ./cmd/server -print-config > server.toml
-//	go run ./cmd/server -metrics 127.0.0.1:9100   # Prometheus /metrics and pprof
+//	go run ./cmd/server -metrics 127.0.0.1:9100   # Prometheus /metrics, /healthz, /readyz, pprof
+//	go run ./cmd/server -version
 //
 // Settings apply in the order defaults < config file < environment <
-// command-line flags (config.go). Stop the server with Ctrl-C or SIGTERM:
-// every client is told (Disconnect, reason 2). docs/operations.md has the
+// command-line flags (config.go). SIGTERM or Ctrl-C stops the server:
+// with -drain-timeout it first stops admitting clients and serves the
+// connected ones until they leave or the timeout passes; then every client
+// is told (Disconnect, reason 2). SIGHUP re-reads the config file and
+// applies what can change live (reload.go). docs/operations.md has the
 // details.
 package main
 
@@ -33,11 +37,13 @@ import (
 
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/agones"
+	"github.com/udpgate/udpgate/internal/version"
 	"github.com/udpgate/udpgate/metrics"
 )
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr); err != nil {
+	if err := run(context.Background(), os.Args[1:], osEnviron(), os.Stdout, os.Stderr); err != nil {
 		// Validation reports every bad setting, one per line.
 		for line := range strings.Lines(err.Error()) {
 			fmt.Fprint(os.Stderr, "server: ", line)
@@ -47,84 +53,243 @@ func main() {
 	}
 }
 
-// run loads the settings, serves until ctx ends or SIGINT/SIGTERM arrives,
-// then shuts down gracefully. A second signal during the shutdown kills the
-// process (the default action is restored after the first).
-func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) error {
-	o, err := load(args, lookupEnv, stderr)
+// run serves with the process's signals: SIGINT and SIGTERM stop, SIGHUP
+// reloads. Once the shutdown has begun for good, the signals get their
+// default action back, so one more kills the process.
+func run(ctx context.Context, args []string, env environ, stdout, stderr io.Writer) error {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	return serve(ctx, args, env, stdout, stderr, sigs, func() { signal.Stop(sigs) })
+}
+
+// errDraining is /readyz's answer while the server drains.
+var errDraining = errors.New("draining: new clients are refused until the server stops")
+
+// server is a running server and what hangs off it.
+type server struct {
+	o      *options
+	args   []string
+	env    environ
+	logger *slog.Logger
+	level  *slog.LevelVar
+	srv    *conn.Server
+	ev     *events
+	ep     *metrics.Endpoint
+	agent  *agones.Agent
+}
+
+// serve loads the settings and serves until ctx ends or a stop signal
+// arrives on sigs, then drains and shuts down. releaseSignals is called
+// when the shutdown is final (no more signals are handled).
+func serve(ctx context.Context, args []string, env environ, stdout, stderr io.Writer, sigs <-chan os.Signal, releaseSignals func()) error {
+	o, err := load(args, env, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
 	}
+	if o.printVersion {
+		_, err := fmt.Fprintln(stdout, "udpgate server", version.Get())
+		return err
+	}
 	if o.printConfig {
 		return o.writeConfig(stdout)
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.level()}))
+	s := &server{o: o, args: args, env: env, level: new(slog.LevelVar)}
+	s.level.Set(o.level())
+	s.logger = newLogger(o.logFormat, stderr, s.level)
+	s.ev = newEvents(s.logger)
 
-	srv, err := conn.Listen(o.listen, o.config(logger))
+	var sdk *agones.SDK
+	if o.agones {
+		if sdk, err = agones.FromEnv(env.lookup); err != nil {
+			return err
+		}
+	}
+	s.srv, err = conn.Listen(o.listen, o.config(s.logger, s.ev.handler(o.app)))
 	if err != nil {
 		return fmt.Errorf("cannot start the server on %s: %w", o.where("listen"), err)
 	}
-	attrs := []any{"addr", srv.Addr(), "app", o.app, "magic", o.magic,
+	v := version.Get()
+	attrs := []any{"addr", s.srv.Addr(), "version", v.Version, "app", o.app, "magic", o.magic,
 		"network_version", o.networkVersion, "session_id", o.sessionID, "max_clients", o.maxClients}
 	if o.configPath != "" {
 		attrs = append(attrs, "config", o.configPath)
 	}
-	logger.Info("listening", attrs...)
+	s.logger.Info("listening", attrs...)
 
-	var ep *metrics.Endpoint
 	if o.metrics != "" {
-		reg := metrics.NewRegistry(srv)
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: metrics.Namespace, Name: "max_clients",
-			Help: "The -max-clients setting: connections beyond it are denied.",
-		}, func() float64 { return float64(o.maxClients) }))
-		ep, err = metrics.Listen(o.metrics, metrics.Handler(reg, logger), logger)
-		if err != nil {
-			_ = srv.Close()
-			return fmt.Errorf("%s: %w: choose a free address, or leave -metrics empty to turn metrics off", o.where("metrics"), err)
-		}
-		logger.Info("serving metrics and pprof", "addr", ep.Addr().String(),
-			"metrics", ep.URL()+"/metrics", "pprof", ep.URL()+"/debug/pprof/")
-		if !isLoopback(ep.Addr()) {
-			logger.Warn("the metrics address is reachable from other hosts, and pprof shows the command line and memory: prefer a loopback address such as 127.0.0.1:9100, or firewall it",
-				"addr", ep.Addr().String())
+		if err := s.serveMetrics(); err != nil {
+			_ = s.srv.Close()
+			return err
 		}
 	}
+	if sdk != nil {
+		// The agent outlives ctx: health pings go on while the server
+		// drains, and Shutdown is said at the very end.
+		s.agent = agones.NewAgent(sdk, agones.Options{
+			Players:  o.agonesPlayers,
+			Capacity: int64(o.maxClients),
+			Logger:   s.logger,
+		})
+		s.ev.agent.Store(s.agent)
+		s.agent.Start(context.WithoutCancel(ctx))
+		s.logger.Info("agones: talking to the SDK sidecar", "sdk", sdk.URL(), "players", o.agonesPlayers)
+	}
 
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	var tick <-chan time.Time
 	if o.summary > 0 {
 		t := time.NewTicker(o.summary)
 		defer t.Stop()
 		tick = t.C
 	}
-	prev := srv.Stats()
+	prev := s.srv.Stats()
+	summary := func() {
+		cur := s.srv.Stats()
+		logSummary(s.logger, prev, cur, o.summary)
+		prev = cur
+	}
 	for {
 		select {
 		case <-ctx.Done():
-			stop() // a second signal kills
-			logger.Info("shutting down: disconnecting clients", "connections", srv.Len())
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			err := srv.Shutdown(sctx)
-			if ep != nil {
-				// After the server, so a last scrape sees the shutdown.
-				if merr := ep.Shutdown(sctx); err == nil && merr != nil {
-					err = fmt.Errorf("metrics endpoint: %w", merr)
-				}
+			return s.stop(nil, tick, summary, releaseSignals, &prev)
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				s.reload()
+				continue
 			}
-			cancel()
-			logSummary(logger, prev, srv.Stats(), 0)
-			return err
+			s.logger.Info("signal: stopping", "signal", sig.String())
+			return s.stop(sigs, tick, summary, releaseSignals, &prev)
 		case <-tick:
-			cur := srv.Stats()
-			logSummary(logger, prev, cur, o.summary)
-			prev = cur
+			summary()
 		}
 	}
+}
+
+// serveMetrics starts the -metrics endpoint.
+func (s *server) serveMetrics() error {
+	o := s.o
+	reg := metrics.NewRegistry(s.srv)
+	v := version.Get()
+	reg.MustRegister(
+		metrics.NewBuildInfo(v.Version, v.GoVersion, v.Revision),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: metrics.Namespace, Name: "max_clients",
+			Help: "The max-clients setting (live: SIGHUP changes it): connections beyond it are denied.",
+		}, func() float64 { return float64(s.srv.MaxClients()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: metrics.Namespace, Name: "draining",
+			Help: "1 while the server drains (refuses new clients before stopping), else 0.",
+		}, func() float64 { return b2f(s.srv.Draining()) }),
+	)
+	h := metrics.Handler(reg, metrics.HandlerOpts{
+		Logger:  s.logger,
+		Live:    s.srv.Healthy,
+		Ready:   s.ready,
+		NoPprof: !o.pprof,
+	})
+	ep, err := metrics.Listen(o.metrics, h, s.logger)
+	if err != nil {
+		return fmt.Errorf("%s: %w: choose a free address, or leave -metrics empty to turn metrics off", o.where("metrics"), err)
+	}
+	s.ep = ep
+	attrs := []any{"addr", ep.Addr().String(), "metrics", ep.URL() + "/metrics",
+		"healthz", ep.URL() + "/healthz", "readyz", ep.URL() + "/readyz"}
+	if o.pprof {
+		attrs = append(attrs, "pprof", ep.URL()+"/debug/pprof/")
+	}
+	s.logger.Info("serving metrics and health checks", attrs...)
+	if o.pprof && !isLoopback(ep.Addr()) {
+		s.logger.Warn("the metrics address is reachable from other hosts, and pprof shows the command line and memory: prefer a loopback address such as 127.0.0.1:9100, firewall it, or set -pprof=false",
+			"addr", ep.Addr().String())
+	}
+	return nil
+}
+
+// ready is /readyz: listening, every receive loop running, and taking
+// new clients.
+func (s *server) ready() error {
+	if err := s.srv.Healthy(); err != nil {
+		return err
+	}
+	if s.srv.Draining() {
+		return errDraining
+	}
+	return nil
+}
+
+// stop drains (with -drain-timeout and clients connected), then shuts
+// down. sigs is nil when ctx ended rather than a signal arriving.
+func (s *server) stop(sigs <-chan os.Signal, tick <-chan time.Time, summary func(), releaseSignals func(), prev *conn.Stats) error {
+	if n := s.srv.Len(); s.o.drainTimeout > 0 && n > 0 {
+		s.srv.Drain()
+		s.logger.Info("draining: refusing new clients, serving the connected ones until they leave",
+			"connections", n, "drain_timeout", s.o.drainTimeout)
+		s.drain(sigs, tick, summary)
+	}
+	releaseSignals() // from now on a signal kills
+	s.logger.Info("shutting down: disconnecting clients", "connections", s.srv.Len())
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	if s.agent != nil {
+		_ = s.agent.Close(ctx) // logged by the agent
+	}
+	if s.ep != nil {
+		// After the server, so a last scrape sees the shutdown.
+		if merr := s.ep.Shutdown(ctx); err == nil && merr != nil {
+			err = fmt.Errorf("metrics endpoint: %w", merr)
+		}
+	}
+	logSummary(s.logger, *prev, s.srv.Stats(), 0)
+	return err
+}
+
+// drain waits until every client has left, the drain timeout passes or a
+// second stop signal arrives, reloading on SIGHUP meanwhile.
+func (s *server) drain(sigs <-chan os.Signal, tick <-chan time.Time, summary func()) {
+	start := time.Now()
+	timeout := time.NewTimer(s.o.drainTimeout)
+	defer timeout.Stop()
+	for s.srv.Len() > 0 {
+		select {
+		case <-s.ev.left:
+			// Checked by the loop condition.
+		case <-timeout.C:
+			s.logger.Info("drain timeout: disconnecting the clients still connected",
+				"connections", s.srv.Len(), "drained_for", time.Since(start).Round(time.Millisecond))
+			return
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				s.reload()
+				continue
+			}
+			s.logger.Info("second signal: ending the drain now", "signal", sig.String(), "connections", s.srv.Len())
+			return
+		case <-tick:
+			summary()
+		}
+	}
+	s.logger.Info("drained: every client has left", "drained_for", time.Since(start).Round(time.Millisecond))
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// newLogger returns the server's logger in the -log-format, at a level
+// SIGHUP can change.
+func newLogger(format string, w io.Writer, level *slog.LevelVar) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // isLoopback reports whether a listening address is reachable only from
@@ -135,29 +300,25 @@ func isLoopback(a net.Addr) bool {
 }
 
 // config is the conn.Config of the settings.
-func (o *options) config(logger *slog.Logger) conn.Config {
-	rate := o.challengeRate
-	if rate == 0 {
-		rate = -1 // unlimited
-	}
-	var h conn.Handler = discard{}
-	if o.app == "echo" {
-		h = echo{}
-	}
+func (o *options) config(logger *slog.Logger, h conn.Handler) conn.Config {
 	return conn.Config{
-		Magic:           o.magic,
-		SessionID:       uint8(o.sessionID),
-		NetworkVersion:  uint32(o.networkVersion),
-		NetworkFeatures: uint16(o.networkFeatures),
-		Sockets:         o.sockets,
-		BatchSize:       o.batch,
-		MaxClients:      o.maxClients,
-		MaxDatagram:     o.maxDatagram,
-		Timeout:         o.timeout,
-		ChallengeRate:   rate,
-		Overload:        conn.OverloadConfig{Enabled: o.overload},
-		Handler:         h,
-		Logger:          logger,
+		Magic:               o.magic,
+		SessionID:           uint8(o.sessionID),
+		NetworkVersion:      uint32(o.networkVersion),
+		NetworkFeatures:     uint16(o.networkFeatures),
+		Sockets:             o.sockets,
+		BatchSize:           o.batch,
+		MaxClients:          o.maxClients,
+		MaxClientsPerIP:     o.maxClientsPerIP,
+		MaxClientsPerPrefix: o.maxClientsPerPrefix,
+		MaxDatagram:         o.maxDatagram,
+		Timeout:             o.timeout,
+		// The same meaning in both: 0 the protocol default, negative
+		// unlimited.
+		ChallengeRate: o.challengeRate,
+		Overload:      conn.OverloadConfig{Enabled: o.overload},
+		Handler:       h,
+		Logger:        logger,
 	}
 }
 
@@ -170,7 +331,7 @@ func logSummary(logger *slog.Logger, prev, cur conn.Stats, every time.Duration) 
 		"initials", cur.HandshakeIn[fastpath.TypeInitial] - prev.HandshakeIn[fastpath.TypeInitial],
 		"challenges", cur.HandshakeOut[fastpath.TypeChallenge] - prev.HandshakeOut[fastpath.TypeChallenge],
 		"responses", cur.HandshakeIn[fastpath.TypeResponse] - prev.HandshakeIn[fastpath.TypeResponse],
-		"denied", cur.DeniedFull + cur.DeniedRefused - prev.DeniedFull - prev.DeniedRefused,
+		"denied", cur.DeniedFull + cur.DeniedRefused + cur.DeniedAddressLimit - prev.DeniedFull - prev.DeniedRefused - prev.DeniedAddressLimit,
 		"migrations", cur.Migrations - prev.Migrations,
 		"pkts_in", cur.Sockets.RxPackets - prev.Sockets.RxPackets,
 		"pkts_out", cur.Sockets.TxPackets - prev.Sockets.TxPackets,
@@ -189,10 +350,3 @@ func logSummary(logger *slog.Logger, prev, cur conn.Stats, every time.Duration) 
 	}
 	logger.Info(msg, attrs...)
 }
-
-// echo sends every Data payload back to its sender.
-type echo struct{ conn.NopHandler }
-
-func (echo) OnPacket(c *conn.Conn, payload []byte) { _, _ = c.Send(payload) }
-
-type discard struct{ conn.NopHandler }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,14 +36,15 @@ type Options struct {
 }
 
 // Agent runs a game server's side of the Agones lifecycle in a goroutine
-// of its own: Ready (retried until the sidecar answers), then a Health
-// ping every HealthInterval and the player events as they come, until
-// Close says Shutdown. Its methods never block on the sidecar, so a
-// server's connection callbacks can call them.
+// of its own: once started, Ready (retried until the sidecar answers),
+// then a Health ping every HealthInterval and the player events as they
+// come, until Close says Shutdown. Its methods never block on the sidecar,
+// so a server's connection callbacks can call them.
 type Agent struct {
-	sdk  *SDK
-	opts Options
-	log  *slog.Logger
+	sdk     *SDK
+	opts    Options
+	log     *slog.Logger
+	started atomic.Bool
 
 	wake chan struct{} // capacity 1: pending work
 	quit chan struct{}
@@ -58,9 +60,8 @@ type Agent struct {
 	failures int // calls failed since the last warning
 }
 
-// Start says Ready to the sidecar (retrying in the background) and runs
-// the health pings until Close. ctx bounds the whole life of the agent.
-func Start(ctx context.Context, sdk *SDK, o Options) *Agent {
+// NewAgent returns an Agent that queues player events until Start.
+func NewAgent(sdk *SDK, o Options) *Agent {
 	if o.HealthInterval <= 0 {
 		o.HealthInterval = DefaultHealthInterval
 	}
@@ -84,7 +85,23 @@ func Start(ctx context.Context, sdk *SDK, o Options) *Agent {
 	if o.Players && o.Capacity > 0 {
 		a.capacity = o.Capacity
 	}
+	return a
+}
+
+// Start says Ready to the sidecar (retrying in the background) and runs
+// the health pings until Close: call it once the server listens. ctx
+// bounds the agent's calls; Close, not ctx, ends it normally.
+func (a *Agent) Start(ctx context.Context) {
+	if a.started.Swap(true) {
+		return
+	}
 	go a.run(ctx)
+}
+
+// Start returns a started Agent.
+func Start(ctx context.Context, sdk *SDK, o Options) *Agent {
+	a := NewAgent(sdk, o)
+	a.Start(ctx)
 	return a
 }
 
@@ -137,7 +154,9 @@ func (a *Agent) poke() {
 // and says Shutdown, all within ctx. It returns Shutdown's error.
 func (a *Agent) Close(ctx context.Context) error {
 	close(a.quit)
-	<-a.done
+	if a.started.Load() {
+		<-a.done
+	}
 	select {
 	case <-a.ready:
 		a.flush(ctx)
