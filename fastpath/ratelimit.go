@@ -3,8 +3,10 @@ package fastpath
 import (
 	crand "crypto/rand"
 	"encoding/binary"
+	"math"
 	"math/bits"
 	"net/netip"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -21,13 +23,32 @@ var (
 	// DefaultChallengeLimit caps Challenge replies per source. A real client
 	// resends its Initial once a second, so this only ever stops floods.
 	DefaultChallengeLimit = Limit{Rate: 32, Burst: 64}
-	// DefaultVersionUpgradeTotal caps VersionUpgrade replies from one loop,
-	// whatever their source: 512 per 300 s.
+	// DefaultChallengeIPLimit caps Challenge replies per IP address, all
+	// its ports together, and DefaultChallengePrefixLimit per /24 (IPv4)
+	// or /64 (IPv6) network. The per-source cap alone let a spoofer draw a
+	// host's whole port range: 1,000 ports of one host pulled 38,300
+	// Challenges/s toward it. These bound what one host, or one network,
+	// receives whatever its port count: 64/s (about 3.6 KB/s of 56-byte
+	// Challenges) after a burst of 128, per receive loop.
+	//
+	// Players behind one NAT share these budgets, and each needs one
+	// Challenge per attempt (a client resends its Initial once a second
+	// until it gets one): 128 players starting in the same second all get
+	// theirs at once, and 256 (conn's default cap of connections per IP)
+	// within 2 s more. A network's 1024 (conn's cap per prefix) take about
+	// 2 s at 256/s after a burst of 512.
+	DefaultChallengeIPLimit     = Limit{Rate: 64, Burst: 128}
+	DefaultChallengePrefixLimit = Limit{Rate: 256, Burst: 512}
+	// DefaultVersionUpgradeTotal caps VersionUpgrade replies, whatever their
+	// source: 512 per 300 s, for the whole server when its loops share one
+	// SharedBucket (ServerConfig.VersionUpgradeShared), else per loop.
 	DefaultVersionUpgradeTotal = Limit{Rate: 512.0 / 300, Burst: 512}
 )
 
-// DefaultLimiterEntries sizes each per-source table: 16 B an entry, so
-// 256 KiB per table (the server keeps one per limited reply type per loop).
+// DefaultLimiterEntries sizes each table: 16 B an entry, so 256 KiB per
+// table. A server keeps five per loop: per source for Challenge,
+// RestartHandshake and VersionUpgrade, and per IP and per prefix for
+// Challenge, so 1.25 MiB per loop.
 // A source's entry matters only until its bucket is full again, Burst/Rate =
 // 2 s for the defaults; legitimate sources handshaking on one loop within 2 s
 // are far fewer than 16384, so they rarely meet. To evict a victim's entry a
@@ -42,6 +63,20 @@ const maxLimiterEntries = 1 << 30
 // reply spends one token. Rate ≤ 0 means unlimited; Burst below 1 allows
 // nothing.
 type Limit struct{ Rate, Burst float64 }
+
+// Divide returns the share of l that each of n receive loops enforces so
+// that together they allow about l: Rate/n, and Burst/n but at least 1.
+// Every loop keeps its own tables, and the kernel spreads one host's source
+// ports over the loops that receive handshakes, so per-loop budgets add up:
+// with n such loops a host can get n times a loop's budget. A host's
+// legitimate clients are spread the same way, so each loop's share of them
+// fits its share of the budget. Unlimited stays unlimited.
+func (l Limit) Divide(n int) Limit {
+	if n <= 1 || !(l.Rate > 0) {
+		return l
+	}
+	return Limit{Rate: l.Rate / float64(n), Burst: max(l.Burst/float64(n), 1)}
+}
 
 // gcra is a Limit in the form of the generic cell rate algorithm: instead of
 // a token count that must be refilled, a bucket keeps one time, when it will
@@ -63,22 +98,45 @@ func newGCRA(l Limit) gcra {
 
 // allow spends a token from the bucket whose full time is *full.
 func (g gcra) allow(full *float64, now float64) bool {
-	t := *full
+	next, ok := g.check(*full, now)
+	if ok {
+		*full = next
+	}
+	return ok
+}
+
+// check reports whether the bucket whose full time is full has a token now,
+// and the full time once it is spent.
+func (g gcra) check(full, now float64) (next float64, ok bool) {
+	t := full
 	if now > t {
 		t = now
 	}
 	// Negated so that a NaN clock denies.
 	if !(t-now <= g.tolerance) {
-		return false
+		return 0, false
 	}
-	*full = t + g.interval
-	return true
+	return t + g.interval, true
 }
 
+// LimitKey says what one bucket of a Limiter stands for.
+type LimitKey uint8
+
+const (
+	// PerSource: an address and port, so players behind one NAT are
+	// limited apart.
+	PerSource LimitKey = iota
+	// PerIP: an address, all its ports together.
+	PerIP
+	// PerPrefix: an IPv4 /24 or an IPv6 /64, the unit an attacker pays
+	// for (an IPv6 host usually owns a whole /64).
+	PerPrefix
+)
+
 // Limiter keeps a token bucket per source (address and port, so players
-// behind one NAT are limited apart) in a fixed table: memory does not grow
-// with the number of sources, and Allow never allocates. One per receive
-// loop: it is not safe for concurrent use.
+// behind one NAT are limited apart; or per IP or prefix, see LimitKey) in a
+// fixed table: memory does not grow with the number of sources, and Allow
+// never allocates. One per receive loop: it is not safe for concurrent use.
 //
 // A source's slot is chosen by a keyed hash, so an attacker who does not know
 // the key cannot aim its sources at a victim's slot. The table is 2-way set
@@ -96,6 +154,7 @@ type Limiter struct {
 	mask  uint64
 	key   uint64
 	rule  gcra
+	by    LimitKey
 }
 
 type slot struct {
@@ -104,10 +163,15 @@ type slot struct {
 }
 
 // NewLimiter makes a table of entries slots, rounded up to a power of two
-// (DefaultLimiterEntries when ≤ 0). key seeds the hash; 0 draws one from
-// crypto/rand. An unlimited Limit keeps no table.
+// (DefaultLimiterEntries when ≤ 0), with a bucket per source. key seeds the
+// hash; 0 draws one from crypto/rand. An unlimited Limit keeps no table.
 func NewLimiter(entries int, limit Limit, key uint64) *Limiter {
-	l := &Limiter{key: key, rule: newGCRA(limit)}
+	return NewLimiterBy(PerSource, entries, limit, key)
+}
+
+// NewLimiterBy is NewLimiter with a bucket per what by names.
+func NewLimiterBy(by LimitKey, entries int, limit Limit, key uint64) *Limiter {
+	l := &Limiter{key: key, rule: newGCRA(limit), by: by}
 	if l.rule.interval == 0 {
 		return l
 	}
@@ -127,41 +191,88 @@ func NewLimiter(entries int, limit Limit, key uint64) *Limiter {
 
 // Allow reports whether src may have a reply now, and if so spends its token.
 func (l *Limiter) Allow(src netip.AddrPort, now float64) bool {
-	if l.rule.interval == 0 {
-		return true
+	g, ok := l.reserve(src, now)
+	g.spend()
+	return ok
+}
+
+// grant is a token found by reserve and not yet spent.
+type grant struct {
+	full *float64 // nil: unlimited, or nothing to spend
+	next float64
+}
+
+// spend takes the token: the bucket's full time moves on.
+func (g grant) spend() {
+	if g.full != nil {
+		*g.full = g.next
 	}
-	h := l.hash(src)
+}
+
+// reserve reports whether src's bucket has a token now, without spending
+// it: a reply that needs several budgets (source, IP, prefix, total) spends
+// from all of them or from none, so a budget that refuses does not drain
+// the others.
+func (l *Limiter) reserve(src netip.AddrPort, now float64) (grant, bool) {
+	if l.rule.interval == 0 {
+		return grant{}, true
+	}
+	s := l.entry(l.hash(src))
+	next, ok := l.rule.check(s.full, now)
+	if !ok {
+		return grant{}, false
+	}
+	return grant{full: &s.full, next: next}, true
+}
+
+// entry returns the slot of the key whose hash is h, claiming one of its
+// set's two slots for a key new to the set.
+func (l *Limiter) entry(h uint64) *slot {
 	i := h & l.mask &^ 1
 	a, b := &l.slots[i], &l.slots[i+1]
 	tag := uint32(h >> 32)
-	var s *slot
 	switch {
 	case a.tag == tag:
-		s = a
+		return a
 	case b.tag == tag:
-		s = b
-	default:
-		s = a
-		if b.full < a.full { // b is the fuller bucket
-			s = b
-		}
-		*s = slot{tag: tag} // full time 0: a full bucket
+		return b
 	}
-	return l.rule.allow(&s.full, now)
+	s := a
+	if b.full < a.full { // b is the fuller bucket
+		s = b
+	}
+	*s = slot{tag: tag} // full time 0: a full bucket
+	return s
 }
 
 // Entries returns the table's size: fixed at construction, 0 when unlimited.
 func (l *Limiter) Entries() int { return len(l.slots) }
 
-// hash is xxhash64 of key ‖ 16-byte address ‖ port. xxhash is not a MAC, but
-// its output never leaves the server; an attacker sees only which of its
-// packets are answered.
+// hash is xxhash64 of key ‖ 16-byte address ‖ port, with the port zeroed
+// for PerIP and the address masked to its /24 or /64 for PerPrefix (an IPv4
+// address in its IPv4-mapped form, so a dual-stack socket's view of it
+// counts with the plain one). xxhash is not a MAC, but its output never
+// leaves the server; an attacker sees only which of its packets are
+// answered.
 func (l *Limiter) hash(src netip.AddrPort) uint64 {
 	var b [8 + 16 + 2]byte
 	binary.LittleEndian.PutUint64(b[0:8], l.key)
-	a := src.Addr().As16()
+	ip := src.Addr()
+	a := ip.As16()
+	port := src.Port()
+	switch l.by {
+	case PerIP:
+		port = 0
+	case PerPrefix:
+		port = 0
+		if ip.Is4() || ip.Is4In6() {
+			a[15] = 0
+		} else {
+			clear(a[8:])
+		}
+	}
 	copy(b[8:24], a[:])
-	binary.LittleEndian.PutUint16(b[24:26], src.Port())
+	binary.LittleEndian.PutUint16(b[24:26], port)
 	return xxhash.Sum64(b[:])
 }
 
@@ -183,4 +294,41 @@ func (b *Bucket) Allow(now float64) bool {
 		return true
 	}
 	return b.rule.allow(&b.full, now)
+}
+
+// SharedBucket is a single token bucket that several receive loops spend
+// from at once: the one VersionUpgrade budget of a server (PROTOCOL.md §5,
+// 512 per 300 s), which per-loop Buckets would multiply by the number of
+// loops. Allow is lock-free and never allocates: the bucket is one word, its
+// full time, moved by compare-and-swap. While the bucket is empty, Allow
+// only reads that word, so a flood that the budget refuses does not make the
+// loops fight over its cache line.
+type SharedBucket struct {
+	rule gcra
+	full atomic.Uint64 // math.Float64bits of the full time
+}
+
+// NewSharedBucket returns a full bucket.
+func NewSharedBucket(limit Limit, now float64) *SharedBucket {
+	b := &SharedBucket{rule: newGCRA(limit)}
+	b.full.Store(math.Float64bits(now))
+	return b
+}
+
+// Allow reports whether a reply may be sent now, and if so spends a token.
+// It is safe for concurrent use.
+func (b *SharedBucket) Allow(now float64) bool {
+	if b.rule.interval == 0 {
+		return true
+	}
+	for {
+		old := b.full.Load()
+		next, ok := b.rule.check(math.Float64frombits(old), now)
+		if !ok {
+			return false
+		}
+		if b.full.CompareAndSwap(old, math.Float64bits(next)) {
+			return true
+		}
+	}
 }

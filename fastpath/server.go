@@ -27,9 +27,26 @@ type ServerConfig struct {
 	ChallengeLimit      Limit
 	RestartLimit        Limit
 	VersionUpgradeLimit Limit
-	// VersionUpgradeTotal caps VersionUpgrade replies for the whole loop.
+	// ChallengeIPLimit and ChallengePrefixLimit cap Challenge replies per
+	// IP address (all ports) and per /24 or /64 network, on top of the
+	// per-source ChallengeLimit: a Challenge needs a token from all three.
+	// Each Server (receive loop) enforces them alone, so a host that the
+	// kernel spreads over n loops may get n times these; to set a total,
+	// give each loop Limit.Divide(n) of it. Zero takes
+	// DefaultChallengeIPLimit and DefaultChallengePrefixLimit, or
+	// unlimited when ChallengeLimit is unlimited (a benchmark setting:
+	// load from few addresses).
+	ChallengeIPLimit     Limit
+	ChallengePrefixLimit Limit
+	// VersionUpgradeTotal caps VersionUpgrade replies whatever their source.
 	VersionUpgradeTotal Limit
-	// LimiterEntries sizes each per-source table (fixed memory).
+	// VersionUpgradeShared, when set, is the VersionUpgradeTotal budget
+	// that every Server made with this configuration spends from: one
+	// total for all of a server's receive loops (make it once with
+	// NewSharedBucket(VersionUpgradeTotal, now)). When nil, each Server
+	// keeps its own bucket of VersionUpgradeTotal, a budget per loop.
+	VersionUpgradeShared *SharedBucket
+	// LimiterEntries sizes each table of buckets (fixed memory).
 	LimiterEntries int
 }
 
@@ -48,6 +65,14 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	def(&c.ChallengeLimit, DefaultChallengeLimit)
 	def(&c.RestartLimit, DefaultRestartLimit)
 	def(&c.VersionUpgradeLimit, DefaultVersionUpgradeLimit)
+	ipDef, prefixDef := DefaultChallengeIPLimit, DefaultChallengePrefixLimit
+	if c.ChallengeLimit == (Limit{}) {
+		// Unlimited per source (benchmarks: load from few addresses):
+		// unlimited per host too, unless set.
+		ipDef, prefixDef = Limit{Rate: -1}, Limit{Rate: -1}
+	}
+	def(&c.ChallengeIPLimit, ipDef)
+	def(&c.ChallengePrefixLimit, prefixDef)
 	def(&c.VersionUpgradeTotal, DefaultVersionUpgradeTotal)
 	if c.LimiterEntries <= 0 {
 		c.LimiterEntries = DefaultLimiterEntries
@@ -144,11 +169,17 @@ type Shed struct {
 // owns the loop's cookie signer, rate-limiter tables and random source, so
 // it is not safe for concurrent use: make one per loop.
 type Server struct {
-	cfg          ServerConfig
-	signer       *cookie.Signer
-	challengeRL  *Limiter
-	restartRL    *Limiter
-	upgradeRL    *Limiter
+	cfg         ServerConfig
+	signer      *cookie.Signer
+	challengeRL *Limiter
+	// challengeIPRL and challengePrefixRL: the per-IP and per-prefix
+	// Challenge budgets.
+	challengeIPRL     *Limiter
+	challengePrefixRL *Limiter
+	restartRL         *Limiter
+	upgradeRL         *Limiter
+	// upgradeTotal is the loop's own total when cfg.VersionUpgradeShared
+	// is nil.
 	upgradeTotal Bucket
 	rnd          Rand
 	// Shed is read on every decision; the loop may change it between calls.
@@ -159,7 +190,7 @@ type Server struct {
 // (RandomData, rate-limiter hash keys) from crypto/rand.
 func NewServer(cfg ServerConfig, secrets *cookie.Secrets, seed uint64, now float64) *Server {
 	cfg = cfg.withDefaults()
-	var k [3]uint64
+	var k [5]uint64
 	if seed != 0 {
 		r := NewRand(seed)
 		for i := range k {
@@ -167,14 +198,16 @@ func NewServer(cfg ServerConfig, secrets *cookie.Secrets, seed uint64, now float
 		}
 	}
 	return &Server{
-		cfg:          cfg,
-		signer:       cookie.NewSigner(secrets),
-		challengeRL:  NewLimiter(cfg.LimiterEntries, cfg.ChallengeLimit, k[0]),
-		restartRL:    NewLimiter(cfg.LimiterEntries, cfg.RestartLimit, k[1]),
-		upgradeRL:    NewLimiter(cfg.LimiterEntries, cfg.VersionUpgradeLimit, k[2]),
-		upgradeTotal: NewBucket(cfg.VersionUpgradeTotal, now),
-		rnd:          NewRand(seed),
-		Shed:         Shed{ChallengeBudget: -1},
+		cfg:               cfg,
+		signer:            cookie.NewSigner(secrets),
+		challengeRL:       NewLimiter(cfg.LimiterEntries, cfg.ChallengeLimit, k[0]),
+		restartRL:         NewLimiter(cfg.LimiterEntries, cfg.RestartLimit, k[1]),
+		upgradeRL:         NewLimiter(cfg.LimiterEntries, cfg.VersionUpgradeLimit, k[2]),
+		challengeIPRL:     NewLimiterBy(PerIP, cfg.LimiterEntries, cfg.ChallengeIPLimit, k[3]),
+		challengePrefixRL: NewLimiterBy(PerPrefix, cfg.LimiterEntries, cfg.ChallengePrefixLimit, k[4]),
+		upgradeTotal:      NewBucket(cfg.VersionUpgradeTotal, now),
+		rnd:               NewRand(seed),
+		Shed:              Shed{ChallengeBudget: -1},
 	}
 }
 
@@ -272,7 +305,7 @@ func (s *Server) handleInitial(d *Decision, src netip.AddrPort, h *request, now 
 			d.Drop = DropAmplification
 			return
 		}
-		if !s.upgradeRL.Allow(src, now) || !s.upgradeTotal.Allow(now) {
+		if !s.allowUpgrade(src, now) {
 			d.Drop = DropRateLimited
 			return
 		}
@@ -289,7 +322,7 @@ func (s *Server) handleInitial(d *Decision, src netip.AddrPort, h *request, now 
 		d.Drop = DropAmplification
 		return
 	}
-	if !s.challengeRL.Allow(src, now) {
+	if !s.allowChallenge(src, now) {
 		d.Drop = DropRateLimited
 		return
 	}
@@ -351,6 +384,47 @@ func (s *Server) handleConn(d *Decision, src netip.AddrPort, pkt []byte, pw uint
 	}
 	d.ReplyLen = s.cfg.writeReply(out, &reply{Type: TypeRestartHandshake, Restart: true}, &d.To, hi, &s.rnd)
 	s.replied(d, TypeRestartHandshake)
+}
+
+// allowChallenge spends a Challenge token of src's source, IP and prefix,
+// or none when any of them is empty: a flood from one port of a host must
+// not spend its other ports' share, nor a host's refused attempts its
+// network's.
+func (s *Server) allowChallenge(src netip.AddrPort, now float64) bool {
+	a, ok := s.challengeRL.reserve(src, now)
+	if !ok {
+		return false
+	}
+	b, ok := s.challengeIPRL.reserve(src, now)
+	if !ok {
+		return false
+	}
+	c, ok := s.challengePrefixRL.reserve(src, now)
+	if !ok {
+		return false
+	}
+	a.spend()
+	b.spend()
+	c.spend()
+	return true
+}
+
+// allowUpgrade spends a VersionUpgrade token of src and of the total, or
+// none: a source refused by the total keeps its own budget.
+func (s *Server) allowUpgrade(src netip.AddrPort, now float64) bool {
+	g, ok := s.upgradeRL.reserve(src, now)
+	if !ok {
+		return false
+	}
+	if sh := s.cfg.VersionUpgradeShared; sh != nil {
+		ok = sh.Allow(now)
+	} else {
+		ok = s.upgradeTotal.Allow(now)
+	}
+	if ok {
+		g.spend()
+	}
+	return ok
 }
 
 func (s *Server) replied(d *Decision, t PacketType) {

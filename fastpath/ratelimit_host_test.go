@@ -1,0 +1,299 @@
+package fastpath
+
+import (
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// Issue 12 items 5 and 6: Challenge budgets per IP and per network, and one
+// VersionUpgrade budget for all of a server's receive loops.
+
+func TestLimiterHostDefaults(t *testing.T) {
+	if DefaultChallengeIPLimit != (Limit{64, 128}) || DefaultChallengePrefixLimit != (Limit{256, 512}) {
+		t.Errorf("per-IP %+v, per-prefix %+v", DefaultChallengeIPLimit, DefaultChallengePrefixLimit)
+	}
+	// The per-IP burst admits at least half of conn's default cap of
+	// connections per IP (256) at once, the rest within 2 s of resends.
+	if DefaultChallengeIPLimit.Burst+2*DefaultChallengeIPLimit.Rate < 256 {
+		t.Error("per-IP Challenge budget too small for 256 players behind one address")
+	}
+	if DefaultChallengePrefixLimit.Burst+2*DefaultChallengePrefixLimit.Rate < 1024 {
+		t.Error("per-prefix Challenge budget too small for 1024 players in one network")
+	}
+}
+
+// TestLimiterKeys: which sources share a bucket under each LimitKey.
+func TestLimiterKeys(t *testing.T) {
+	p := netip.MustParseAddrPort
+	for _, tc := range []struct {
+		by     LimitKey
+		a, b   netip.AddrPort
+		shared bool
+	}{
+		{PerSource, p("192.0.2.1:1000"), p("192.0.2.1:1001"), false},
+		{PerIP, p("192.0.2.1:1000"), p("192.0.2.1:1001"), true},
+		{PerIP, p("192.0.2.1:1000"), p("[::ffff:192.0.2.1]:1001"), true},
+		{PerIP, p("192.0.2.1:1000"), p("192.0.2.2:1000"), false},
+		{PerPrefix, p("192.0.2.1:1000"), p("192.0.2.254:9"), true},
+		{PerPrefix, p("192.0.2.1:1000"), p("[::ffff:192.0.2.77]:9"), true},
+		{PerPrefix, p("192.0.2.1:1000"), p("192.0.3.1:1000"), false},
+		{PerIP, p("[2001:db8::1]:1"), p("[2001:db8::1]:2"), true},
+		{PerIP, p("[2001:db8::1]:1"), p("[2001:db8::2]:1"), false},
+		{PerPrefix, p("[2001:db8:0:1::1]:1"), p("[2001:db8:0:1:ffff::2]:2"), true},
+		{PerPrefix, p("[2001:db8:0:1::1]:1"), p("[2001:db8:0:2::1]:1"), false},
+	} {
+		l := NewLimiterBy(tc.by, 0, Limit{Rate: 1, Burst: 1}, rlKey)
+		l.Allow(tc.a, rlTime)
+		if shared := !l.Allow(tc.b, rlTime); shared != tc.shared {
+			t.Errorf("by %d: %v and %v share a bucket: %v, want %v", tc.by, tc.a, tc.b, shared, tc.shared)
+		}
+	}
+}
+
+func TestLimitDivide(t *testing.T) {
+	for _, tc := range []struct {
+		l    Limit
+		n    int
+		want Limit
+	}{
+		{Limit{64, 128}, 4, Limit{16, 32}},
+		{Limit{64, 128}, 1, Limit{64, 128}},
+		{Limit{64, 128}, 0, Limit{64, 128}},
+		{Limit{4, 2}, 4, Limit{1, 1}}, // never a burst below one reply
+		{Limit{Rate: -1}, 8, Limit{Rate: -1}},
+	} {
+		if got := tc.l.Divide(tc.n); got != tc.want {
+			t.Errorf("%+v.Divide(%d) = %+v, want %+v", tc.l, tc.n, got, tc.want)
+		}
+	}
+}
+
+// initialFlood sends perPort Initials from each of the ports of ip each
+// second for secs seconds and counts the Challenges.
+func initialFlood(s *Server, pkt []byte, ips []netip.Addr, ports, perPort, secs int) int {
+	out := make([]byte, MaxReplyLen)
+	var d Decision
+	var peer Peer
+	sent := 0
+	for sec := range secs {
+		now := vecTS + float64(sec)
+		for range perPort {
+			for _, ip := range ips {
+				for port := range ports {
+					s.Handle(&d, netip.AddrPortFrom(ip, uint16(10000+port)), pkt, now, &peer, out)
+					if d.Action == ActReply {
+						sent++
+					} else if d.Drop != DropRateLimited {
+						panic(d.Drop.String())
+					}
+				}
+			}
+		}
+	}
+	return sent
+}
+
+// TestServerChallengesTowardOneHost is the reflection of issue 12 item 5:
+// spoofed Initials from 1,000 ports of one victim, 40 per port per second
+// (each port's own budget is 32/s), drew 38,300 Challenges/s toward it.
+// With the per-IP budget the victim gets at most 64/s after a burst of 128,
+// however many ports are spoofed.
+func TestServerChallengesTowardOneHost(t *testing.T) {
+	s, _ := testServer(t, nil)
+	pkt := clientPacket(t, Magic{}, nil)
+	victim := []netip.Addr{netip.MustParseAddr("198.51.100.7")}
+	const secs = 10
+	got := initialFlood(s, pkt, victim, 1000, 40, secs)
+	ip := DefaultChallengeIPLimit
+	if max := int(ip.Burst + ip.Rate*(secs-1)); got > max {
+		t.Fatalf("1,000 ports of one host got %d Challenges in %d s, want at most %d", got, secs, max)
+	}
+	if got < int(ip.Burst) {
+		t.Fatalf("only %d Challenges: the budget is not being given out", got)
+	}
+	t.Logf("Challenges toward one host with 1,000 ports: %d in %d s (%.0f/s), per loop", got, secs, float64(got)/secs)
+
+	// A /24 of victims: the per-prefix budget caps the network.
+	s, _ = testServer(t, nil)
+	var hosts []netip.Addr
+	for i := range 20 {
+		hosts = append(hosts, netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}))
+	}
+	got = initialFlood(s, pkt, hosts, 100, 40, secs)
+	px := DefaultChallengePrefixLimit
+	if max := int(px.Burst + px.Rate*(secs-1)); got > max {
+		t.Fatalf("20 hosts of one /24 got %d Challenges in %d s, want at most %d", got, secs, max)
+	}
+	t.Logf("Challenges toward one /24 (20 hosts × 100 ports): %d in %d s", got, secs)
+
+	// Another host is untouched by the victim's exhaustion.
+	var d Decision
+	var peer Peer
+	out := make([]byte, MaxReplyLen)
+	s.Handle(&d, netip.MustParseAddrPort("203.0.113.5:4000"), pkt, vecTS+secs-1, &peer, out)
+	if d.Action != ActReply {
+		t.Fatalf("a host in another network: %v", d.Drop)
+	}
+}
+
+// TestServerPlayersBehindOneNAT: 256 players behind one address starting at
+// once, each resending its Initial every second until it has a Challenge,
+// all get one within a few seconds.
+func TestServerPlayersBehindOneNAT(t *testing.T) {
+	s, _ := testServer(t, nil)
+	pkt := clientPacket(t, Magic{}, nil)
+	nat := netip.MustParseAddr("100.64.0.1")
+	waiting := make(map[uint16]bool)
+	for p := range 256 {
+		waiting[uint16(20000+p)] = true
+	}
+	out := make([]byte, MaxReplyLen)
+	var d Decision
+	var peer Peer
+	sec := 0
+	for ; len(waiting) > 0 && sec < 10; sec++ {
+		for port := range waiting {
+			s.Handle(&d, netip.AddrPortFrom(nat, port), pkt, vecTS+float64(sec), &peer, out)
+			if d.Action == ActReply {
+				delete(waiting, port)
+			}
+		}
+	}
+	if len(waiting) > 0 || sec > 4 {
+		t.Fatalf("%d players still without a Challenge after %d s", len(waiting), sec)
+	}
+	t.Logf("256 players behind one address: all challenged within %d s", sec)
+}
+
+// TestServerChallengeBudgetsSpendTogether: a Challenge refused by one budget
+// spends none of the others.
+func TestServerChallengeBudgetsSpendTogether(t *testing.T) {
+	s, _ := testServer(t, func(c *ServerConfig) {
+		c.ChallengeLimit = Limit{Rate: 0.001, Burst: 1} // one per source, for good
+		c.ChallengeIPLimit = Limit{Rate: 1, Burst: 1}
+		c.ChallengePrefixLimit = Limit{Rate: -1}
+	})
+	pkt := clientPacket(t, Magic{}, nil)
+	a, b := netip.MustParseAddrPort("192.0.2.1:1000"), netip.MustParseAddrPort("192.0.2.1:1001")
+	for _, st := range []struct {
+		src  netip.AddrPort
+		now  float64
+		want Action
+	}{
+		{a, vecTS, ActReply},
+		{b, vecTS, ActDrop},      // the IP's budget is spent
+		{b, vecTS + 1, ActReply}, // b's own token was not
+		{a, vecTS + 2, ActDrop},  // a's is
+	} {
+		if d, _ := handle(s, st.src, pkt, st.now, Peer{}); d.Action != st.want {
+			t.Fatalf("%v at +%v: %v %v, want %v", st.src, st.now-vecTS, d.Action, d.Drop, st.want)
+		}
+	}
+}
+
+// TestServerVersionUpgradeShared: several loops' Servers share one
+// VersionUpgrade budget: at most 512 in total at once and 512 more per
+// 300 s, however many loops answer.
+func TestServerVersionUpgradeShared(t *testing.T) {
+	shared := NewSharedBucket(DefaultVersionUpgradeTotal, vecTS)
+	var loops []*Server
+	for range 4 {
+		s, _ := testServer(t, func(c *ServerConfig) { c.VersionUpgradeShared = shared })
+		loops = append(loops, s)
+	}
+	bad := clientPacket(t, Magic{}, func(h *Handshake) { h.NetworkVersion = 99 })
+	count := func(now float64, n int) int {
+		sent := 0
+		for i := range n {
+			src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 9000)
+			if d, _ := handle(loops[i%len(loops)], src, bad, now, Peer{}); d.Action == ActReply {
+				sent++
+			}
+		}
+		return sent
+	}
+	if got := count(vecTS, 4000); got != 512 {
+		t.Fatalf("at once across 4 loops: %d VersionUpgrades, want 512", got)
+	}
+	total := 512
+	for sec := 1; sec <= 300; sec++ {
+		total += count(vecTS+float64(sec), 20)
+	}
+	if total > 1024 || total < 1020 {
+		t.Fatalf("in 300 s across 4 loops: %d VersionUpgrades, want 512 + 512", total)
+	}
+	t.Logf("VersionUpgrades in 300 s across 4 loops: %d", total)
+
+	// Without the shared bucket each loop has its own: the issue's bug.
+	var own int
+	for range 4 {
+		s, _ := testServer(t, nil)
+		for i := range 1000 {
+			src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), 9000)
+			if d, _ := handle(s, src, bad, vecTS, Peer{}); d.Action == ActReply {
+				own++
+			}
+		}
+	}
+	if own != 4*512 {
+		t.Fatalf("per-loop buckets: %d, want %d", own, 4*512)
+	}
+}
+
+// TestSharedBucketConcurrent: loops spending at once never overspend (run
+// with -race too).
+func TestSharedBucketConcurrent(t *testing.T) {
+	b := NewSharedBucket(Limit{Rate: 1, Burst: 512}, rlTime)
+	var got atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 2000 {
+				if b.Allow(rlTime) {
+					got.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got.Load() != 512 {
+		t.Fatalf("%d tokens spent, want 512", got.Load())
+	}
+	if !b.Allow(rlTime+1) || b.Allow(rlTime+1) {
+		t.Fatal("refill of one token per second")
+	}
+	if u := NewSharedBucket(Limit{Rate: -1}, rlTime); !u.Allow(rlTime) {
+		t.Fatal("unlimited shared bucket refused")
+	}
+}
+
+func TestLimiterHostAllocs(t *testing.T) {
+	s, _ := testServer(t, func(c *ServerConfig) { c.VersionUpgradeShared = NewSharedBucket(c.VersionUpgradeTotal, vecTS) })
+	initial := clientPacket(t, Magic{}, nil)
+	bad := clientPacket(t, Magic{}, func(h *Handshake) { h.NetworkVersion = 99 })
+	out := make([]byte, MaxReplyLen)
+	var d Decision
+	var peer Peer
+	port := uint16(0)
+	for name, f := range map[string]func(){
+		"initial (limited)": func() {
+			port++
+			s.Handle(&d, netip.AddrPortFrom(vecAddr.Addr(), port), initial, vecTS, &peer, out)
+		},
+		"version upgrade (shared)": func() {
+			port++
+			s.Handle(&d, netip.AddrPortFrom(vecAddr.Addr(), port), bad, vecTS, &peer, out)
+		},
+	} {
+		if raceEnabled && name == "initial (limited)" {
+			continue // cookies: the race runtime makes crypto/sha1 allocate
+		}
+		if n := testing.AllocsPerRun(1000, f); n != 0 {
+			t.Errorf("%s: %v allocs", name, n)
+		}
+	}
+}
