@@ -70,7 +70,8 @@ type Collector struct {
 	// Protocol.
 	drops, hsIn, hsOut, denied, migrations, connIn *prometheus.Desc
 	connections, accepted, disconnects             *prometheus.Desc
-	promoRunning, promoRejected, promoPanics       *prometheus.Desc
+	promoRunning, promoQueued, promoRejected       *prometheus.Desc
+	promoPanics                                    *prometheus.Desc
 	overload, overloadChanges, connless            *prometheus.Desc
 	rttPercentile, rttSampled                      *prometheus.Desc
 
@@ -116,14 +117,15 @@ func NewCollector(srv *conn.Server) *Collector {
 		drops:       d("drops_total", "Datagrams the server dropped, by reason (fastpath.DropReason).", "reason"),
 		hsIn:        d("handshake_received_total", "Handshake packets received, by type.", "type"),
 		hsOut:       d("handshake_sent_total", "Handshake packets sent, by type, from the receive loops and the promotion workers (acks of new connections, denials).", "type"),
-		denied:      d("denied_total", "Proven clients answered Denied, by reason.", "reason"),
+		denied:      d("denied_total", "Proven clients answered Denied, by reason: server_full (max-clients, or draining), refused (the application), address_limit (max-clients-per-ip or -prefix).", "reason"),
 		migrations:  d("migrations_total", "Connections moved to a new client address (RestartResponse)."),
 		connIn:      d("connection_packets_received_total", "Connection packets accepted for connections (Data, KeepAlive, Disconnect)."),
 		connections: d("connections", "Connections open now."),
 		accepted:    d("connections_accepted_total", "Connections created by the handshake."),
 		disconnects: d("disconnects_total", "Connections ended, by reason (timed_out counts timeouts).", "reason"),
 
-		promoRunning:  d("promotions_running", "Promotion workers busy now: the promotion queue depth (the pool rejects instead of queueing)."),
+		promoRunning:  d("promotions_running", "Promotion workers busy now."),
+		promoQueued:   d("promotions_queued", "Proven clients waiting for a promotion worker now."),
 		promoRejected: d("promotions_rejected_total", "Proven clients the promotion pool had no room for (they retry their Response)."),
 		promoPanics:   d("promotion_panics_total", "Promotion workers that panicked (a bug in an Accept or OnConnect hook)."),
 
@@ -157,7 +159,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.sockRxPackets, c.sockRxBytes, c.sockRxBatches, c.sockKernelDrops, c.sockTxPackets, c.sockTxBytes,
 		c.drops, c.hsIn, c.hsOut, c.denied, c.migrations, c.connIn,
 		c.connections, c.accepted, c.disconnects,
-		c.promoRunning, c.promoRejected, c.promoPanics,
+		c.promoRunning, c.promoQueued, c.promoRejected, c.promoPanics,
 		c.overload, c.overloadChanges, c.connless,
 		c.rttPercentile, c.rttSampled,
 	} {
@@ -227,12 +229,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		case fastpath.TypeAck:
 			out += st.PromotionAcks
 		case fastpath.TypeDenied:
-			out += st.DeniedFull + st.DeniedRefused
+			out += st.DeniedFull + st.DeniedRefused + st.DeniedAddressLimit
 		}
 		counter(c.hsOut, out, c.typeLabels[t])
 	}
 	counter(c.denied, st.DeniedFull, "server_full")
 	counter(c.denied, st.DeniedRefused, "refused")
+	counter(c.denied, st.DeniedAddressLimit, "address_limit")
 	counter(c.migrations, st.Migrations)
 	counter(c.connIn, st.ConnPacketsIn)
 	gauge(c.connections, float64(st.Connections))
@@ -245,6 +248,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.disconnects, st.Disconnects[r], l)
 	}
 	gauge(c.promoRunning, float64(st.PromotionsRunning))
+	gauge(c.promoQueued, float64(st.PromotionsQueued))
 	counter(c.promoRejected, st.PromotionRejected)
 	counter(c.promoPanics, st.PromotionPanics)
 	gauge(c.overload, float64(st.OverloadLevel))
