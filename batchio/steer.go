@@ -119,9 +119,9 @@ func steerCounts(cfg Config) (set, clear int) {
 // is the IP length minus the payload length minus 8 (IPv4: total length −
 // len − 8; IPv6: 40 + payload length − len − 8), which also steps over
 // IPv4 options and IPv6 extension headers. seed, drawn per group, keeps
-// the mapping from being known in advance. It is no defense against a
-// source that floods datagrams of the other class; it only keeps the two
-// classes apart.
+// the mapping from being known in advance. Steering is no defense against
+// a flood of bit-clear datagrams, which still reach the bit-clear sockets;
+// it only keeps the two classes apart.
 
 const (
 	skfNetOff  = 0xfff00000 // SKF_NET_OFF (-0x100000) as the uint32 of a load's offset
