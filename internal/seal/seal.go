@@ -130,8 +130,8 @@ func (o *Opener) Init(key *[KeyBytes]byte, salt *[SaltBytes]byte) {
 // had arrived before this one: the rule for letting a packet move a
 // connection to its source address, so that a delayed duplicate cannot.
 //
-// On ErrAuth the bytes of b past hdr are overwritten (the AEAD clears its
-// output); the packet is to be dropped anyway.
+// On ErrAuth the ciphertext in b is zeroed (the AEAD clears its output);
+// the packet is to be dropped anyway.
 func (o *Opener) Open(b []byte, hdr int) (plain []byte, counter uint64, err error) {
 	if hdr < CounterBytes || len(b)-hdr < TagBytes {
 		return nil, 0, ErrShort
