@@ -18,6 +18,7 @@ const (
 	clientDefaultChallengeLifetime  = 15.0
 	clientDefaultConnectTimeout     = 10.0
 	clientDefaultRestartMinInterval = 1.1
+	clientDefaultRestartSilence     = 1.5
 )
 
 // clientAnsweredCookies is how many recently answered Challenge cookies a
@@ -56,6 +57,18 @@ type ClientConfig struct {
 	// RestartMinInterval: at most one RestartHandshake is honoured per
 	// interval. Default 1.1 s.
 	RestartMinInterval float64
+	// RestartSilence: a RestartHandshake is honoured only when no valid
+	// connection packet from the server has arrived for this long (the
+	// caller reports them with Heard). A RestartHandshake carries nothing
+	// an off-path attacker cannot forge, while a packet that passed the
+	// session tag and the sequence checks did come from the server, which
+	// therefore still knows this connection at this address. A client
+	// that has really moved hears nothing (the server sends to its old
+	// address), so it restarts once it has been silent this long. Default
+	// 1.5 s: the server's KeepAlive interval (1 s) plus its timer's
+	// lateness and jitter, and well inside the 5 s connection timeout,
+	// which the restart must beat.
+	RestartSilence float64
 }
 
 func (c ClientConfig) withDefaults() ClientConfig {
@@ -68,6 +81,7 @@ func (c ClientConfig) withDefaults() ClientConfig {
 	def(&c.ChallengeLifetime, clientDefaultChallengeLifetime)
 	def(&c.ConnectTimeout, clientDefaultConnectTimeout)
 	def(&c.RestartMinInterval, clientDefaultRestartMinInterval)
+	def(&c.RestartSilence, clientDefaultRestartSilence)
 	c.ClientID &= 7
 	return c
 }
@@ -125,11 +139,16 @@ const (
 	// EventRestarting: a RestartHandshake was honoured; restart packets
 	// follow. The connection stays usable meanwhile.
 	EventRestarting
+	// EventRestartCanceled: a restart under way was given up because a
+	// valid connection packet arrived (Heard): the server still reaches
+	// this client, so the RestartHandshake was forged, or a straggler. The
+	// connection carries on as before.
+	EventRestartCanceled
 	numClientEvents
 )
 
 var clientEventNames = [numClientEvents]string{"none", "connected", "reconnected",
-	"denied", "wrong_version", "timed_out", "restarting"}
+	"denied", "wrong_version", "timed_out", "restarting", "restart_canceled"}
 
 func (e ClientEvent) String() string {
 	if e < numClientEvents {
@@ -188,6 +207,9 @@ type ClientHandshake struct {
 	// restartMark: the last honoured RestartHandshake or (re)connect; the
 	// next RestartHandshake is honoured RestartMinInterval after it.
 	restartMark float64
+	// heardAt: the last valid connection packet from the server (Heard), or
+	// the last (re)connect.
+	heardAt float64
 
 	// Scratch packets, kept here so encoding and decoding never allocate.
 	in, out Handshake
@@ -236,6 +258,32 @@ func (c *ClientHandshake) Restarting() bool { return c.restarting }
 // carried, for telling the user which build the server wants.
 func (c *ClientHandshake) ServerVersions() (netVersion uint32, netFeatures uint16) {
 	return c.serverNetVer, c.serverNetFea
+}
+
+// Heard tells the handshake that the connection accepted a valid connection
+// packet from the server at time at (its session tag matched and the
+// sequence state took it). A connected client calls it for such packets, at
+// least before each Poll and Receive with the newest time (calling it per
+// packet is not needed: only the latest time counts). It returns
+// EventRestartCanceled when this ends a restart that began before at.
+//
+// This is what keeps an unauthenticated RestartHandshake from taking down a
+// live connection (issue 12): one is honoured only after RestartSilence
+// without such packets, and a restart under way is dropped as soon as one
+// arrives. A caller that never calls Heard gets the protocol's older rule,
+// a restart on any RestartHandshake RestartSilence after connecting.
+func (c *ClientHandshake) Heard(at float64) ClientEvent {
+	if !(at > c.heardAt) { // also ignores NaN
+		return EventNone
+	}
+	c.heardAt = at
+	if c.restarting && at > c.restartMark {
+		c.restarting = false
+		c.answering = false
+		c.sentCount = 0
+		return EventRestartCanceled
+	}
+	return EventNone
 }
 
 // active reports a running handshake: the first connect or a restart.
@@ -404,13 +452,18 @@ func (c *ClientHandshake) Receive(now float64, pkt []byte, out []byte) (n int, e
 		ev, drop = c.onAck(now, h)
 		return 0, ev, drop
 	case TypeDenied:
-		if c.state == ClientConnected {
+		// Connected, a Denied can only refuse a restart: the server does
+		// not hold the connection any more (DeniedUnknownConnection: it
+		// restarted, or closed it), so the connection is lost, and saying
+		// so now spares the caller the wait for ConnectTimeout.
+		if c.state == ClientConnected && !(c.restarting && c.answering) {
 			return 0, EventNone, DropUnexpectedType
 		}
 		if !c.wasAnswered(&h.Cookie) {
 			return 0, EventNone, DropWrongCookie
 		}
 		c.state = ClientDenied
+		c.restarting = false
 		c.answering = false
 		c.deniedReason = h.Reason
 		return 0, EventDenied, DropNone
@@ -452,9 +505,7 @@ func (c *ClientHandshake) onChallenge(now float64, h *Handshake, out []byte) (in
 	c.challenge = h.Cookie
 	c.challengeAt = now
 	c.setAnswering(true)
-	if !c.restarting {
-		c.remember(&h.Cookie)
-	}
+	c.remember(&h.Cookie)
 	return c.send(now, out), EventNone, DropNone
 }
 
@@ -479,6 +530,7 @@ func (c *ClientHandshake) onAck(now float64, h *Handshake) (ClientEvent, DropRea
 		c.answering = false
 		c.sentCount = 0
 		c.restartMark = now
+		c.heardAt = max(c.heardAt, now)
 		return EventReconnected, DropNone
 	}
 	if c.state == ClientConnected {
@@ -496,6 +548,7 @@ func (c *ClientHandshake) onAck(now float64, h *Handshake) (ClientEvent, DropRea
 	// A RestartHandshake within RestartMinInterval of connecting answers a
 	// packet sent before the connection existed at its current address.
 	c.restartMark = now
+	c.heardAt = now
 	return EventConnected, DropNone
 }
 
@@ -512,6 +565,12 @@ func (c *ClientHandshake) onRestart(now float64, out []byte) (int, ClientEvent, 
 		// way and must not reset it (nor extend its timeout).
 		return 0, EventNone, DropUnexpectedType
 	}
+	// The server still reaches us here: the request is forged (anyone who
+	// knows both addresses can send one) or answers a stray packet. A
+	// connection that hears the server is never given up for it.
+	if !(now-c.heardAt >= c.cfg.RestartSilence) {
+		return 0, EventNone, DropRestartUnneeded
+	}
 	// Counted from the last honoured request or (re)connect, so the stragglers
 	// that answer packets sent before a restart completed do not start another.
 	if now-c.restartMark < c.cfg.RestartMinInterval {
@@ -520,6 +579,9 @@ func (c *ClientHandshake) onRestart(now float64, out []byte) (int, ClientEvent, 
 	c.restarting = true
 	c.answering = false
 	c.restartMark = now
+	// The Challenge cookies of this restart, for its Denied (onChallenge
+	// remembers them); those of the first connect have served.
+	c.nAnswered, c.answeredNext = 0, 0
 	// A restart that the server never completes (it has already closed the
 	// connection, or cannot be reached from here) ends in TimedOut after
 	// ConnectTimeout without progress: the connection is then lost, and

@@ -183,7 +183,7 @@ func TestClientDefaults(t *testing.T) {
 	c := NewClientHandshake(ClientConfig{ClientID: 9, ResendInterval: -1, ConnectTimeout: math.NaN(),
 		ChallengeLifetime: 20}, 0)
 	want := ClientConfig{ClientID: 1, ResendInterval: 1, ChallengeLifetime: 20, ConnectTimeout: 10,
-		RestartMinInterval: 1.1}
+		RestartMinInterval: 1.1, RestartSilence: 1.5}
 	if c.cfg != want {
 		t.Fatalf("cfg = %+v, want %+v", c.cfg, want)
 	}
@@ -708,10 +708,13 @@ func TestClientRestart(t *testing.T) {
 
 func TestClientRestartRateLimit(t *testing.T) {
 	orig := clientTestCookie(0x11)
-	c := clientConnected(t, ClientConfig{ClientID: 2}, orig) // Acked at 0.25
+	// With the default RestartSilence (1.5 s) the interval never binds:
+	// the silence is counted from the same (re)connect. Shorter here.
+	c := clientConnected(t, ClientConfig{ClientID: 2, RestartSilence: 0.5}, orig) // Acked at 0.25
 	rh := clientServerPacket(t, Magic{}, TypeRestartHandshake, 2, nil)
 
-	clientMustDrop(t, c, 1.25, rh, DropRateLimited) // 1.0 s after connecting
+	clientMustDrop(t, c, 0.5, rh, DropRestartUnneeded) // 0.25 s after connecting
+	clientMustDrop(t, c, 1.25, rh, DropRateLimited)    // 1.0 s after connecting
 	clientMustReply(t, c, 1.375, rh, EventRestarting)
 	clientMustDrop(t, c, 2, rh, DropUnexpectedType) // already restarting
 	clientMustReply(t, c, 2.5, clientChallenge(t, 2, clientTestCookie(0x12)), EventNone)
@@ -721,7 +724,7 @@ func TestClientRestartRateLimit(t *testing.T) {
 	clientMustReply(t, c, 3.75, rh, EventRestarting)
 
 	// The interval is configurable.
-	c = clientConnected(t, ClientConfig{ClientID: 2, RestartMinInterval: 3}, orig)
+	c = clientConnected(t, ClientConfig{ClientID: 2, RestartMinInterval: 3, RestartSilence: 0.5}, orig)
 	clientMustDrop(t, c, 3.125, rh, DropRateLimited)
 	clientMustReply(t, c, 3.25, rh, EventRestarting)
 }

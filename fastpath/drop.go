@@ -83,6 +83,9 @@ const (
 	// sent or goes back behind the newest packet's (a replay from 16384
 	// packets earlier, or a forgery). See SeqState.Receive.
 	DropSuspectSequence
+	// DropRestartUnneeded: a RestartHandshake while the connection still
+	// hears the server (client side; ClientConfig.RestartSilence).
+	DropRestartUnneeded
 
 	NumDropReasons
 )
@@ -115,6 +118,7 @@ var dropNames = [NumDropReasons]string{
 	DropWrongCookie:          "wrong_cookie",
 	DropReplayedCookie:       "replayed_cookie",
 	DropSuspectSequence:      "suspect_sequence",
+	DropRestartUnneeded:      "restart_unneeded",
 }
 
 // String returns the reason's metric label (snake_case, stable).

@@ -109,7 +109,11 @@ const (
 	// ActMigrate: a valid RestartResponse. The caller moves the connection
 	// whose authorised cookie is Decision.OrigCookie and whose ClientID is
 	// Decision.To.ClientID to the source address and answers BuildAck with
-	// OrigCookie; if there is none, it drops (DropUnknownConnection).
+	// OrigCookie. If there is none (the server restarted, or closed the
+	// connection), it answers BuildDenied with DeniedUnknownConnection and
+	// Decision.Cookie, so the client gives up at once instead of resending
+	// until its timeout; the source proved its address, and the Denied is
+	// smaller than the RestartResponse.
 	ActMigrate
 	// ActConn: a connection packet for the connection at this address, with
 	// SessionID, ClientID and tag already checked. Decision.Conn and
@@ -489,7 +493,14 @@ func (c *ServerConfig) BuildAck(out []byte, to *ReplyTo, ck *cookie.Cookie, rnd 
 	return c.encodeReply(out, &reply{Type: TypeAck, SecretID: 1, Timestamp: -1, Cookie: ck}, to, rnd)
 }
 
-// BuildDenied writes a Denied with reason, echoing the Response's cookie.
+// DeniedUnknownConnection answers a RestartResponse whose OrigCookie and
+// ClientID name no connection: the connection the client asks to move does
+// not exist here (the server restarted with the same SessionID, or closed
+// it). A restarting client that gets it has lost its connection.
+const DeniedUnknownConnection uint8 = 4
+
+// BuildDenied writes a Denied with reason, echoing the Response's (or
+// RestartResponse's) cookie.
 func (c *ServerConfig) BuildDenied(out []byte, to *ReplyTo, reason uint8, ck *cookie.Cookie, rnd *Rand) int {
 	return c.encodeReply(out, &reply{Type: TypeDenied, Reason: reason, Cookie: ck}, to, rnd)
 }
