@@ -76,6 +76,10 @@ const (
 	// DefaultConnectTimeout: a handshake that makes no progress for this
 	// long fails (PROTOCOL.md §6's default).
 	DefaultConnectTimeout = 10 * time.Second
+	// DefaultKeepAlive: a connected client that has sent nothing for this
+	// long sends a KeepAlive (PROTOCOL.md §7's default interval), so a
+	// slow Rate does not let the server time it out.
+	DefaultKeepAlive = time.Second
 	// DefaultResendInterval: the client's handshake resend interval
 	// (PROTOCOL.md §6's default), so handshake latency percentiles include
 	// what a real client waits after a loss.
@@ -133,10 +137,14 @@ type Config struct {
 	Magic           fastpath.Magic
 	NetworkVersion  uint32
 	NetworkFeatures uint16
-	// LossTimeout, ConnectTimeout, ResendInterval: see the defaults.
+	// LossTimeout, ConnectTimeout, ResendInterval, KeepAlive: see the
+	// defaults. A KeepAlive longer than the server's timeout lets idle
+	// clients time out; benchmarks whose server never times clients out
+	// set it long so that only Data flows.
 	LossTimeout    time.Duration
 	ConnectTimeout time.Duration
 	ResendInterval time.Duration
+	KeepAlive      time.Duration
 	// MaxPackets bounds the requests Run sends (0: no bound beyond time).
 	MaxPackets uint64
 	// RecvBuffer and SendBuffer size the load sockets (0: default).
@@ -157,7 +165,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Sockets < 0 || c.Sources < 0 || c.Batch < 0 || c.Window < 0 || c.PacketSize < 0 ||
 		c.PayloadSize < 0 || c.Rate < 0 || c.LossTimeout < 0 || c.ConnectTimeout < 0 ||
-		c.ResendInterval < 0 || c.RecvBuffer < 0 || c.SendBuffer < 0 {
+		c.ResendInterval < 0 || c.KeepAlive < 0 || c.RecvBuffer < 0 || c.SendBuffer < 0 {
 		return c, errors.New("loadgen: negative setting (0 takes the default)")
 	}
 	if c.Sockets == 0 {
@@ -205,6 +213,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ResendInterval == 0 {
 		c.ResendInterval = DefaultResendInterval
+	}
+	if c.KeepAlive == 0 {
+		c.KeepAlive = DefaultKeepAlive
 	}
 	if c.RecvBuffer == 0 {
 		c.RecvBuffer = DefaultSocketBuffer

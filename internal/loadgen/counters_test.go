@@ -17,7 +17,7 @@ func TestCountersLayout(t *testing.T) {
 		cHandshakesStarted: &c.HandshakesStarted, cHandshakes: &c.Handshakes,
 		cHandshakeFailures: &c.HandshakeFailures, cHandshakePackets: &c.HandshakePackets,
 		cDisconnects: &c.Disconnects,
-		cDeniedFull: &c.DeniedFull, cDeniedRefused: &c.DeniedRefused, cDeniedOther: &c.DeniedOther,
+		cDeniedFull:  &c.DeniedFull, cDeniedRefused: &c.DeniedRefused, cDeniedOther: &c.DeniedOther,
 		cTimedOut: &c.TimedOut, cWrongVersion: &c.WrongVersion, cResent: &c.Resent,
 		cClosedApp: &c.ClosedApp, cClosedShutdown: &c.ClosedShutdown, cClosedTimedOut: &c.ClosedTimedOut,
 		cClosedReplaced: &c.ClosedReplaced, cClosedOther: &c.ClosedOther,

@@ -67,6 +67,17 @@ func (g *Generator) now() int64 { return int64(time.Since(g.epoch)) }
 
 func (g *Generator) stopped() bool { return g.stop.Load() }
 
+// Ports returns the local UDP port of each load socket (bound to 0.0.0.0),
+// so a caller can find them in /proc/net/udp, e.g. to count what the
+// kernel dropped at the generator's own sockets.
+func (g *Generator) Ports() []uint16 {
+	ps := make([]uint16, len(g.workers))
+	for i, w := range g.workers {
+		ps[i] = w.s.port
+	}
+	return ps
+}
+
 // Counters returns the cumulative counters. Safe at any time.
 func (g *Generator) Counters() Counters {
 	var sum [nCounters]uint64

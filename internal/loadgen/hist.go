@@ -88,11 +88,11 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 
 // Quantiles summarises a Histogram.
 type Quantiles struct {
-	N                  uint64
-	P50, P90, P99, Max time.Duration
+	N                        uint64
+	P50, P90, P99, P999, Max time.Duration
 }
 
 // Summary returns h's usual quantiles.
 func (h *Histogram) Summary() Quantiles {
-	return Quantiles{N: h.n, P50: h.Quantile(0.5), P90: h.Quantile(0.9), P99: h.Quantile(0.99), Max: time.Duration(h.max)}
+	return Quantiles{N: h.n, P50: h.Quantile(0.5), P90: h.Quantile(0.9), P99: h.Quantile(0.99), P999: h.Quantile(0.999), Max: time.Duration(h.max)}
 }

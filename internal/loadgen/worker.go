@@ -30,10 +30,6 @@ type connID struct {
 // (fastpath.MaxClientPacketLen rounded up).
 const respStride = 96
 
-// keepAliveNs: a connected client that has sent nothing for this long sends
-// a KeepAlive (PROTOCOL.md §7's default interval), so a slow -rate does not
-// let the server time it out.
-const keepAliveNs = int64(time.Second)
 
 // worker drives one load socket and the clients on it: clients idx,
 // idx+S, idx+2S, …, numbered locally 0..n-1, client j at source address j.
@@ -233,35 +229,32 @@ func (w *worker) connect(start, deadline int64, open bool) {
 			active -= w.pollHandshake(&hs[j], j, sec, now, sent)
 		}
 		w.flush()
-		var nr int
-		var err error
 		if open && next < w.n {
-			nr, err = w.s.recvNow(w.rx)
+			// While Initials are still going out, take everything that
+			// has come back without waiting: answers arrive faster than
+			// one batch per batch sent (a Challenge and an Ack for each
+			// client), and left queued they would overflow the socket.
+			for {
+				nr, err := w.s.recvNow(w.rx)
+				if err != nil {
+					w.err = err
+					break
+				}
+				active -= w.connectReplies(hs, nr, start, sent)
+				if nr < len(w.rx.hdrs) {
+					break
+				}
+			}
 		} else {
-			nr, err = w.s.recv(w.rx)
-		}
-		if err != nil {
-			w.err = err
-			break
+			nr, err := w.s.recv(w.rx)
+			if err != nil {
+				w.err = err
+				break
+			}
+			active -= w.connectReplies(hs, nr, start, sent)
 		}
 		now = w.g.now()
 		sec = seconds(now)
-		for i := range nr {
-			p, j, ok := w.client(i)
-			if !ok || w.state[j] != stHandshaking {
-				w.ctr.loc[cUnexpected]++
-				continue
-			}
-			buf := w.slot()
-			k, ev, drop := hs[j].Receive(sec, p, buf)
-			if k > 0 {
-				w.sendHandshake(j, buf[:k], sent)
-			}
-			if drop != fastpath.DropNone {
-				w.ctr.loc[cUnexpected]++
-			}
-			active -= w.handshakeEvent(&hs[j], j, ev, start, now, sent)
-		}
 		if now-lastPoll >= pollEvery {
 			lastPoll = now
 			live := pending[:0]
@@ -288,6 +281,31 @@ func (w *worker) connect(start, deadline int64, open bool) {
 		}
 	}
 	w.ctr.publish()
+}
+
+// connectReplies hands the nr datagrams just received to their clients'
+// handshakes and sends what they answer; it returns how many handshakes
+// ended.
+func (w *worker) connectReplies(hs []fastpath.ClientHandshake, nr int, start int64, sent []uint8) (ended int) {
+	now := w.g.now()
+	sec := seconds(now)
+	for i := range nr {
+		p, j, ok := w.client(i)
+		if !ok || w.state[j] != stHandshaking {
+			w.ctr.loc[cUnexpected]++
+			continue
+		}
+		buf := w.slot()
+		k, ev, drop := hs[j].Receive(sec, p, buf)
+		if k > 0 {
+			w.sendHandshake(j, buf[:k], sent)
+		}
+		if drop != fastpath.DropNone {
+			w.ctr.loc[cUnexpected]++
+		}
+		ended += w.handshakeEvent(&hs[j], j, ev, start, now, sent)
+	}
+	return ended
 }
 
 // pollHandshake sends what client j's handshake has due (an Initial, a
@@ -655,7 +673,7 @@ func (w *worker) scan(now int64) {
 			}
 			continue
 		}
-		if data && now-w.sentAt[j] >= keepAliveNs && w.state[j] == stConnected {
+		if data && now-w.sentAt[j] >= int64(w.cfg.KeepAlive) && w.state[j] == stConnected {
 			w.send(w.buildConn(j, now, fastpath.KindKeepAlive), j)
 			w.sentAt[j] = now
 			w.ctr.loc[cKeepAlivesOut]++
