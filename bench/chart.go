@@ -14,11 +14,20 @@ import (
 // browser or image viewer shows it.
 func chartSVG(rep *report) string {
 	var scs, vars []string
+	// Only the packet-rate scenarios: storms, RTT and memory have tables
+	// of their own. Only variants with a bar somewhere get a colour.
 	for _, sc := range rep.Options.Scenarios {
-		scs = append(scs, sc.Name)
+		if sc.packets() {
+			scs = append(scs, sc.Name)
+		}
 	}
 	for _, v := range rep.Options.Variants {
-		vars = append(vars, v.Spec)
+		for _, c := range rep.Cells {
+			if c.Variant == v.Spec {
+				vars = append(vars, v.Spec)
+				break
+			}
+		}
 	}
 	get := func(sc, v string) *cell {
 		for i := range rep.Cells {

@@ -23,10 +23,24 @@ const (
 	scChallenge = "challenge" // Initial → Challenge
 	scAck       = "ack"       // valid Response from a connected client → Ack
 	scData      = "data"      // Data on an established connection → echoed Data
+	// scLowLoad: Initial → Challenge from 8 clients with one request in
+	// flight each (nothing to batch), written "low-load".
+	scLowLoad = "low-load"
+	// scStorm: every client handshakes at once (storm.go).
+	scStorm = "storm"
+	// scRTTFlood: one player's Data RTT, idle and under an Initial flood
+	// (rtt.go), written "rtt-under-flood".
+	scRTTFlood = "rtt-under-flood"
+	// scConns: live heap and GC cost of established connections (mem.go).
+	scConns = "conns"
 )
 
+// lowLoadClients is the low-load scenario's client count.
+const lowLoadClients = 8
+
 // scenario is a kind of traffic at a number of simulated clients, written
-// kind-clients, e.g. "data-100k".
+// kind-clients, e.g. "data-100k", or one of the fixed names "low-load" and
+// "rtt-under-flood".
 type scenario struct {
 	Name    string `json:"name"`
 	Kind    string `json:"kind"`
@@ -34,20 +48,55 @@ type scenario struct {
 }
 
 func parseScenario(s string) (scenario, error) {
+	switch s {
+	case scLowLoad:
+		return scenario{Name: s, Kind: scLowLoad, Clients: lowLoadClients}, nil
+	case scRTTFlood:
+		return scenario{Name: s, Kind: scRTTFlood, Clients: 1}, nil
+	}
 	kind, n, ok := strings.Cut(s, "-")
 	if !ok {
-		return scenario{}, fmt.Errorf("scenario %q: want kind-clients, e.g. data-100k", s)
+		return scenario{}, fmt.Errorf("scenario %q: want kind-clients, e.g. data-100k, or low-load or rtt-under-flood", s)
 	}
 	switch kind {
-	case scChallenge, scAck, scData:
+	case scChallenge, scAck, scData, scStorm, scConns:
 	default:
-		return scenario{}, fmt.Errorf("scenario %q: unknown kind %q (challenge, ack or data)", s, kind)
+		return scenario{}, fmt.Errorf("scenario %q: unknown kind %q (challenge, ack, data, storm or conns; or low-load, rtt-under-flood)", s, kind)
 	}
 	c, err := parseCount(n)
 	if err != nil || c < 1 || c > loadgen.MaxClients {
 		return scenario{}, fmt.Errorf("scenario %q: client count %q: want 1 to %d, k or M suffix allowed", s, n, loadgen.MaxClients)
 	}
+	if kind == scConns && c > maxConns {
+		return scenario{}, fmt.Errorf("scenario %q: at most %d connections (each costs the generator about 3 KB)", s, maxConns)
+	}
 	return scenario{Name: s, Kind: kind, Clients: c}, nil
+}
+
+// packets reports whether the scenario is a packet-rate measurement (a
+// table row with CPU per packet and the ratios), as opposed to the storm,
+// RTT and memory scenarios, which have tables of their own.
+func (sc scenario) packets() bool {
+	switch sc.Kind {
+	case scChallenge, scAck, scData, scLowLoad:
+		return true
+	}
+	return false
+}
+
+// runs reports whether variant v takes part in scenario sc. The raw echo
+// speaks no protocol, so it has no handshake storm, no player and no
+// connections; overload control only matters where connectionless traffic
+// floods in (storms and floods), and elsewhere measuring it again would
+// only repeat udpgate.
+func (sc scenario) runs(v variant) bool {
+	switch {
+	case v.Kind == kindRawEcho:
+		return sc.packets()
+	case v.Overload:
+		return sc.Kind == scStorm || sc.Kind == scRTTFlood
+	}
+	return true
 }
 
 // parseCount reads a decimal count with an optional k (×1000) or M
@@ -74,7 +123,7 @@ func (sc scenario) mode(kind string) loadgen.Mode {
 	switch {
 	case kind == kindRawEcho:
 		return loadgen.ModeEcho
-	case sc.Kind == scChallenge:
+	case sc.Kind == scChallenge || sc.Kind == scLowLoad:
 		return loadgen.ModeInitial
 	case sc.Kind == scAck:
 		return loadgen.ModeResponse
@@ -87,7 +136,7 @@ func (sc scenario) mode(kind string) loadgen.Mode {
 // largest RandomData (16 bytes), or a Data packet.
 func (sc scenario) requestSize() int {
 	switch sc.Kind {
-	case scChallenge:
+	case scChallenge, scLowLoad:
 		return fastpath.HandshakeLen(fastpath.Magic{}, fastpath.TypeInitial, fastpath.MaxRandomBytes)
 	case scAck:
 		return fastpath.HandshakeLen(fastpath.Magic{}, fastpath.TypeResponse, fastpath.MaxRandomBytes)
@@ -108,6 +157,12 @@ type options struct {
 	LoadSockets int `json:"load_sockets"`
 	LoadWindow  int `json:"load_window"`
 	LoadBatch   int `json:"load_batch"`
+	// ConnsRate: Data packets per second per client in conns-N (0: closed
+	// loop). FloodSources and FloodSenders: the attacker's source ports
+	// and sending threads in rtt-under-flood.
+	ConnsRate    float64 `json:"conns_rate,omitempty"`
+	FloodSources int     `json:"flood_sources,omitempty"`
+	FloodSenders int     `json:"flood_senders,omitempty"`
 	// Quiet: the longest wait, before each run, for the machine to be
 	// idle (other processes distort CPU figures); 0 skips the wait.
 	Quiet time.Duration `json:"quiet"`
@@ -130,6 +185,15 @@ type connectRecord struct {
 	PerSecond float64 `json:"per_second"`
 	P50us     float64 `json:"p50_us"`
 	P99us     float64 `json:"p99_us"`
+	Resent    int     `json:"resent,omitempty"`
+}
+
+func connectRec(c *loadgen.ConnectResult) *connectRecord {
+	return &connectRecord{
+		Clients: c.Clients, Connected: c.Connected, Failed: c.Failed,
+		Seconds: c.Elapsed.Seconds(), PerSecond: c.PerSecond(),
+		P50us: us(c.Latency.P50), P99us: us(c.Latency.P99), Resent: c.Resent,
+	}
 }
 
 // runRecord is one measured run: one variant under one scenario in one
@@ -153,9 +217,13 @@ type runRecord struct {
 	P50us      float64 `json:"rtt_p50_us"`
 	P99us      float64 `json:"rtt_p99_us"`
 
-	Connect     *connectRecord `json:"connect,omitempty"`
-	ServerStats string         `json:"server_stats"`
-	Flag        string         `json:"flag,omitempty"`
+	Connect *connectRecord `json:"connect,omitempty"`
+	// The storm, rtt-under-flood and conns scenarios' own figures.
+	Storm       *stormRecord `json:"storm,omitempty"`
+	RTT         *rttRecord   `json:"rtt,omitempty"`
+	Mem         *memRecord   `json:"mem,omitempty"`
+	ServerStats string       `json:"server_stats"`
+	Flag        string       `json:"flag,omitempty"`
 }
 
 // harness runs every repetition, scenario and variant and returns the
@@ -166,9 +234,15 @@ func harness(ctx context.Context, opt *options) ([]runRecord, error) {
 	var recs []runRecord
 	for rep := range opt.Reps {
 		for _, sc := range opt.Scenarios {
-			n := len(opt.Variants)
+			var vs []variant
+			for _, v := range opt.Variants {
+				if sc.runs(v) {
+					vs = append(vs, v)
+				}
+			}
+			n := len(vs)
 			for k := range n {
-				v := opt.Variants[(k+rep)%n]
+				v := vs[(k+rep)%n]
 				var rec runRecord
 				var err error
 				for try := 0; ; try++ {
@@ -186,7 +260,7 @@ func harness(ctx context.Context, opt *options) ([]runRecord, error) {
 					fmt.Fprintf(opt.Log, "  (server and generator had only %.0f%% of the busy CPU time: retrying)\n", 100*rec.Acct)
 				}
 				if rec.Acct < opt.MinAcct {
-					rec.Flag = fmt.Sprintf("acct %.2f < %.2f: the machine was shared", rec.Acct, opt.MinAcct)
+					rec.Flag = strings.TrimPrefix(rec.Flag+"; "+fmt.Sprintf("acct %.2f < %.2f: the machine was shared", rec.Acct, opt.MinAcct), "; ")
 				}
 				recs = append(recs, rec)
 				if ctx.Err() != nil {
@@ -199,6 +273,26 @@ func harness(ctx context.Context, opt *options) ([]runRecord, error) {
 }
 
 func logRun(w io.Writer, r *runRecord) {
+	switch {
+	case r.Storm != nil:
+		st := r.Storm
+		fmt.Fprintf(w, "rep %d %-11s %-16s %d/%d in %.3fs: %8.0f handshakes/s  p50 %.0fms p99 %.0fms  resent %d denied %d timed out %d  server %.1f µs/handshake  kernel drops %d promotion_full %d  generator drops %d  acct %.2f\n",
+			r.Rep, r.Scenario, r.Variant, st.Connected, st.Clients, st.AllInSec, st.PerSecond, st.P50ms, st.P99ms,
+			st.Resent, st.Denied, st.TimedOut, st.ServerCPUus, st.KernelDrops, st.PromotionFull, st.LoadDrops, r.Acct)
+		return
+	case r.RTT != nil:
+		t := r.RTT
+		fmt.Fprintf(w, "rep %d %-11s %-16s idle p50 %.0fµs p99 %.0fµs p999 %.0fµs loss %.2f%% | flood %.0f/s: p50 %.0fµs p99 %.0fµs p999 %.0fµs loss %.2f%% (×%.1f p50, ×%.1f p99)  kernel drops %d  acct %.2f\n",
+			r.Rep, r.Scenario, r.Variant, t.Idle.P50us, t.Idle.P99us, t.Idle.P999us, t.Idle.LossPct,
+			t.FloodRate, t.Flood.P50us, t.Flood.P99us, t.Flood.P999us, t.Flood.LossPct, t.P50Ratio, t.P99Ratio, t.KernelDrops, r.Acct)
+		return
+	case r.Mem != nil:
+		m := r.Mem
+		fmt.Fprintf(w, "rep %d %-11s %-16s %d conns: heap %.0f B/conn (live %s → %s), RSS %.0f B/conn, GC cycle %.1f ms CPU; window %.0f pkt/s, %g GC cycles, GC %.2f%% of server CPU, %.2f B alloc/reply\n",
+			r.Rep, r.Scenario, r.Variant, m.Conns, m.HeapPerConn, mib(m.HeapBase), mib(m.HeapAfter), m.RSSPerConn,
+			m.GCCycleCPUms, m.PPS, m.GCCycles, 100*m.GCShare, m.AllocPerReply)
+		return
+	}
 	c := ""
 	if r.Connect != nil {
 		c = fmt.Sprintf("  [connect %d/%d in %.2fs, %.0f/s]", r.Connect.Connected, r.Connect.Clients, r.Connect.Seconds, r.Connect.PerSecond)
@@ -224,6 +318,18 @@ func takeSample(pid int) sample {
 	return s
 }
 
+// acct is the share of the machine's busy CPU time between two samples
+// that the server and the harness account for.
+func acct(s0, s1 sample) float64 {
+	busy := s1.busy - s0.busy
+	if busy <= 0 {
+		return 0
+	}
+	return float64(s1.server.Stat-s0.server.Stat+s1.self.Stat-s0.self.Stat) / float64(busy)
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
 // connectBudget bounds a run's handshake phase: 100k handshakes take a few
 // seconds here.
 const connectBudget = 2 * time.Minute
@@ -231,9 +337,17 @@ const connectBudget = 2 * time.Minute
 // runOne measures variant v under scenario sc: start the server, connect
 // the clients if the scenario needs them, warm up, measure, stop.
 func runOne(ctx context.Context, opt *options, sc scenario, v variant, rep int) (runRecord, error) {
+	switch sc.Kind {
+	case scStorm:
+		return runStorm(ctx, opt, sc, v, rep)
+	case scRTTFlood:
+		return runRTT(ctx, opt, sc, v, rep)
+	case scConns:
+		return runConns(ctx, opt, sc, v, rep)
+	}
 	rec := runRecord{Rep: rep, Scenario: sc.Name, Variant: v.Spec}
 	life := opt.Warmup + opt.Window + connectBudget + 30*time.Second
-	ch, err := startChild(v, life)
+	ch, err := startChild(v, false, life)
 	if err != nil {
 		return rec, err
 	}
@@ -260,11 +374,7 @@ func runOne(ctx context.Context, opt *options, sc scenario, v variant, rep int) 
 		if err != nil {
 			return rec, fmt.Errorf("connect: %w", err)
 		}
-		rec.Connect = &connectRecord{
-			Clients: c.Clients, Connected: c.Connected, Failed: c.Failed,
-			Seconds: c.Elapsed.Seconds(), PerSecond: c.PerSecond(),
-			P50us: us(c.Latency.P50), P99us: us(c.Latency.P99),
-		}
+		rec.Connect = connectRec(&c)
 	}
 	var s0, s1 sample
 	r, err := gen.Run(ctx, loadgen.RunSpec{
@@ -320,18 +430,33 @@ type child struct {
 	done  bool
 }
 
-// startChild re-executes this binary as variant v's server, to live at
-// most life, and waits for it to report its port.
-func startChild(v variant, life time.Duration) (*child, error) {
+// startChild re-executes this binary as variant v's server (with
+// cmd/server's default settings if defaults), to live at most life, and
+// waits for it to report its port.
+func startChild(v variant, defaults bool, life time.Duration) (*child, error) {
+	env := []string{roleEnv + "=" + v.Spec}
+	if v.Procs > 0 {
+		env = append(env, fmt.Sprintf("GOMAXPROCS=%d", v.Procs))
+	}
+	if defaults {
+		env = append(env, profileEnv+"="+profileDefaults)
+	}
+	c, err := startProcess(life, env...)
+	if err != nil {
+		return nil, fmt.Errorf("server %s: %w", v.Spec, err)
+	}
+	return c, nil
+}
+
+// startProcess re-executes this binary with env added, to live at most
+// life, and waits for its READY line.
+func startProcess(life time.Duration, env ...string) (*child, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), roleEnv+"="+v.Spec, maxDurEnv+"="+life.String())
-	if v.Procs > 0 {
-		cmd.Env = append(cmd.Env, fmt.Sprintf("GOMAXPROCS=%d", v.Procs))
-	}
+	cmd.Env = append(append(os.Environ(), maxDurEnv+"="+life.String()), env...)
 	cmd.Stderr = os.Stderr
 	childAttr(cmd)
 	stdin, err := cmd.StdinPipe()
@@ -359,24 +484,50 @@ func startChild(v variant, life time.Duration) (*child, error) {
 		case l, ok := <-c.lines:
 			if !ok {
 				c.stop()
-				return nil, fmt.Errorf("server %s exited before it was ready", v.Spec)
+				return nil, errors.New("the child exited before it was ready")
 			}
 			if p, ok := strings.CutPrefix(l, "READY "); ok {
 				port, err := strconv.Atoi(p)
-				if err != nil {
+				if err != nil || port < 0 || port > 65535 {
 					c.stop()
-					return nil, fmt.Errorf("server %s: bad READY line %q", v.Spec, l)
+					return nil, fmt.Errorf("bad READY line %q", l)
 				}
 				c.addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(port))
 				return c, nil
 			}
 			if strings.HasPrefix(l, "ERROR") {
 				c.stop()
-				return nil, fmt.Errorf("server %s: %s", v.Spec, l)
+				return nil, errors.New(l)
 			}
 		case <-timeout:
 			c.stop()
-			return nil, fmt.Errorf("server %s did not start within 20 s", v.Spec)
+			return nil, errors.New("the child did not start within 20 s")
+		}
+	}
+}
+
+// ask sends the child a request line and returns the rest of its answer,
+// the line that starts with the request's name.
+func (c *child) ask(req string, timeout time.Duration) (string, error) {
+	if _, err := io.WriteString(c.stdin, req+"\n"); err != nil {
+		return "", fmt.Errorf("asking the child for %s: %w", req, err)
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case l, ok := <-c.lines:
+			if !ok {
+				return "", fmt.Errorf("the child exited before answering %s", req)
+			}
+			if rest, ok := strings.CutPrefix(l, req+" "); ok {
+				return rest, nil
+			}
+			if strings.HasPrefix(l, "ERROR") {
+				return "", fmt.Errorf("the child, asked for %s: %s", req, l)
+			}
+		case <-t.C:
+			return "", fmt.Errorf("the child did not answer %s within %v", req, timeout)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -115,13 +116,15 @@ func TestParseVariant(t *testing.T) {
 		"naive/g1":            {Spec: "naive/g1", Kind: kindNaive, Goroutines: 1},
 		"rawecho/frag/b8":     {Spec: "rawecho/frag/b8", Kind: kindRawEcho, Frag: true, Batch: 8},
 		"udpgate/p3/s2":       {Spec: "udpgate/p3/s2", Kind: kindUdpgate, Procs: 3, Sockets: 2},
+		"udpgate/overload":    {Spec: "udpgate/overload", Kind: kindUdpgate, Overload: true},
+		"udpgate/defaults/s1": {Spec: "udpgate/defaults/s1", Kind: kindUdpgate, Defaults: true, Sockets: 1},
 	} {
 		got, err := parseVariant(in)
 		if err != nil || got != want {
 			t.Errorf("parseVariant(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "nginx", "udpgate/", "udpgate/x3", "udpgate/b", "udpgate/b0", "naive/b8", "rawecho/r-1", "udpgate/g2", "naive/frag", "udpgate/p0"} {
+	for _, bad := range []string{"", "nginx", "udpgate/", "udpgate/x3", "udpgate/b", "udpgate/b0", "naive/b8", "rawecho/r-1", "udpgate/g2", "naive/frag", "udpgate/p0", "naive/overload", "rawecho/defaults"} {
 		if _, err := parseVariant(bad); err == nil {
 			t.Errorf("parseVariant(%q) accepted", bad)
 		}
@@ -130,17 +133,21 @@ func TestParseVariant(t *testing.T) {
 
 func TestParseScenario(t *testing.T) {
 	for in, want := range map[string]scenario{
-		"data-100k":    {Name: "data-100k", Kind: scData, Clients: 100000},
-		"challenge-1k": {Name: "challenge-1k", Kind: scChallenge, Clients: 1000},
-		"ack-250":      {Name: "ack-250", Kind: scAck, Clients: 250},
-		"data-1M":      {Name: "data-1M", Kind: scData, Clients: 1000000},
+		"data-100k":       {Name: "data-100k", Kind: scData, Clients: 100000},
+		"challenge-1k":    {Name: "challenge-1k", Kind: scChallenge, Clients: 1000},
+		"ack-250":         {Name: "ack-250", Kind: scAck, Clients: 250},
+		"data-1M":         {Name: "data-1M", Kind: scData, Clients: 1000000},
+		"storm-10k":       {Name: "storm-10k", Kind: scStorm, Clients: 10000},
+		"conns-100k":      {Name: "conns-100k", Kind: scConns, Clients: 100000},
+		"low-load":        {Name: "low-load", Kind: scLowLoad, Clients: lowLoadClients},
+		"rtt-under-flood": {Name: "rtt-under-flood", Kind: scRTTFlood, Clients: 1},
 	} {
 		got, err := parseScenario(in)
 		if err != nil || got != want {
 			t.Errorf("parseScenario(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"data", "data-", "data-0", "data-2M", "flood-1k", "data-1x"} {
+	for _, bad := range []string{"data", "data-", "data-0", "data-2M", "flood-1k", "data-1x", "conns-1M", "storm-0", "low-load-8", "rtt"} {
 		if _, err := parseScenario(bad); err == nil {
 			t.Errorf("parseScenario(%q) accepted", bad)
 		}
@@ -152,14 +159,27 @@ func TestOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if opt.Mode != "full" || opt.Reps != 2 || opt.Window != 4*time.Second || len(opt.Scenarios) != 5 || len(opt.Variants) != 3 {
+	if opt.Mode != "full" || opt.Reps != 2 || opt.Window != 4*time.Second || len(opt.Scenarios) != 11 || len(opt.Variants) != 4 {
 		t.Errorf("full: %+v", opt)
+	}
+	// Each variant runs where it applies.
+	runs := map[string]int{}
+	for _, sc := range opt.Scenarios {
+		for _, v := range opt.Variants {
+			if sc.runs(v) {
+				runs[v.Spec]++
+			}
+		}
+	}
+	if want := map[string]int{"udpgate": 11, "udpgate/overload": 4, "rawecho": 6, "naive": 11}; !maps.Equal(runs, want) {
+		t.Errorf("runs per variant in -full: %v, want %v", runs, want)
 	}
 	opt, err = parseOptions(nil, io.Discard)
 	if err != nil || opt.Mode != "quick" || opt.Reps != 1 || opt.Quiet != 0 {
 		t.Errorf("default: %+v, %v", opt, err)
 	}
-	for _, bad := range [][]string{{"-quick", "-full"}, {"-window", "2m"}, {"-variants", "udpgate,x"}, {"stray"}} {
+	for _, bad := range [][]string{{"-quick", "-full"}, {"-window", "2m"}, {"-variants", "udpgate,x"}, {"stray"},
+		{"-flood-sources", "0"}, {"-conns-rate", "-1"}, {"-flood-senders", "9"}} {
 		if _, err := parseOptions(bad, io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

@@ -19,15 +19,40 @@
 // Usage:
 //
 //	go run ./bench                  # quick mode: 1 repetition, 2 s windows, 1k and 10k clients (~35 s)
-//	go run ./bench -full            # full mode: 5 repetitions, 4 s windows, 1k and 100k clients (~7 min)
+//	go run ./bench -full            # full mode: 5 repetitions, 4 s windows, every scenario below (~20 min)
 //	go run ./bench -full -out bench/results
 //	go run ./bench -scenarios data-1k -variants udpgate/b8,udpgate/b32,udpgate/b64,rawecho -reps 3
+//	go run ./bench -scenarios storm-1k,storm-10k,storm-100k -variants udpgate,naive -reps 5
+//	go run ./bench -scenarios rtt-under-flood -variants udpgate,udpgate/overload,naive -reps 5
 //
-// Scenarios are kind-clients with kind challenge (Initial → Challenge), ack
-// (a connected client's valid Response → Ack again) or data (Data echoed on
-// an established connection). Variants are udpgate, rawecho or naive, with
-// optional settings /bN (batch), /sN (sockets), /rSIZE (socket buffers,
-// e.g. r208k, r4m). Ratios use the first rawecho and naive variants.
+// Packet-rate scenarios are kind-clients with kind challenge (Initial →
+// Challenge), ack (a connected client's valid Response → Ack again) or
+// data (Data echoed on an established connection), and low-load (Initial
+// → Challenge from 8 clients with one request in flight each, nothing to
+// batch; its target is the ratio to the raw echo in the same shape).
+// Three more kinds have tables of their own:
+//
+//   - storm-N: N clients start at once and each runs the whole handshake,
+//     promotion included, with the client's 1 s resends: handshakes per
+//     second, time until all are in, time to connect p50/p99, resends,
+//     denied and failed clients, kernel drops and udpgate's promotion_full
+//     drops; compared with the naive server (storm.go).
+//   - rtt-under-flood: one player echoing a Data packet every millisecond,
+//     idle and then under an open-loop Initial flood from another process
+//     (internal/flood, -flood-sources ports): RTT p50/p99/p99.9 and loss,
+//     flood ÷ idle. udpgate runs with cmd/server's defaults here (rtt.go).
+//   - conns-N: N connections; the server's live heap per connection after
+//     a GC and its GC share of CPU with Data flowing at -conns-rate
+//     (mem.go).
+//
+// Variants are udpgate, rawecho or naive, with optional settings /bN
+// (batch), /sN (sockets), /rSIZE (socket buffers, e.g. r208k, r4m), /pN
+// (GOMAXPROCS), /frag, and for udpgate /overload (overload control on) and
+// /defaults (cmd/server's default limits and timers). A variant runs only
+// in the scenarios it applies to: rawecho in the packet-rate ones,
+// udpgate/overload in storms and rtt-under-flood. Ratios use the first
+// rawecho and naive variants; each run starts a fresh server, so
+// repetitions are independent.
 //
 // Only loopback addresses are used, every phase is bounded in time and
 // packets, and every child stops by itself.
@@ -61,8 +86,9 @@ func main() {
 // Modes' defaults.
 var (
 	quickScenarios = "challenge-1k,ack-1k,data-1k,data-10k"
-	fullScenarios  = "challenge-1k,ack-1k,ack-100k,data-1k,data-100k"
+	fullScenarios  = "challenge-1k,ack-1k,ack-100k,data-1k,data-100k,low-load,storm-1k,storm-10k,storm-100k,rtt-under-flood,conns-100k"
 	defaultServers = "udpgate,rawecho,naive"
+	fullServers    = "udpgate,udpgate/overload,rawecho,naive"
 )
 
 // parseOptions reads the command line.
@@ -74,8 +100,11 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	reps := fs.Int("reps", 0, "repetitions (0: the mode's)")
 	warmup := fs.Duration("warmup", 0, "warm-up before each window (0: the mode's)")
 	window := fs.Duration("window", 0, "measuring window (0: the mode's)")
-	scenarios := fs.String("scenarios", "", "comma-separated kind-clients list: challenge, ack, data; e.g. data-100k (default: the mode's)")
-	variants := fs.String("variants", defaultServers, "comma-separated servers: udpgate, rawecho, naive, each with optional /bN /sN /rSIZE /pN (GOMAXPROCS)")
+	scenarios := fs.String("scenarios", "", "comma-separated list: kind-clients with kind challenge, ack, data, storm or conns (e.g. data-100k, storm-10k, conns-100k), low-load, rtt-under-flood (default: the mode's)")
+	variants := fs.String("variants", "", "comma-separated servers: udpgate, rawecho, naive, each with optional /bN /sN /rSIZE /pN (GOMAXPROCS) /frag, udpgate also /overload /defaults (default: "+defaultServers+"; -full: "+fullServers+")")
+	connsRate := fs.Float64("conns-rate", 1, "conns-N: Data packets per second per client while GC is measured (0: closed loop)")
+	floodSources := fs.Int("flood-sources", 64, "rtt-under-flood: the attacker's source ports, 1 to 4096")
+	floodSenders := fs.Int("flood-senders", 1, "rtt-under-flood: the attacker's sending threads, 1 to 8 (each takes a core if it can)")
 	out := fs.String("out", "", "directory for bench-results.{md,json,svg} (default: a new temporary directory)")
 	loadSockets := fs.Int("load-sockets", 0, "load generator sockets (0: 2)")
 	loadWindow := fs.Int("load-window", 0, "outstanding requests per load socket (0: 256)")
@@ -97,11 +126,13 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	opt := &options{
 		Mode: "quick", Reps: 1, Warmup: 500 * time.Millisecond, Window: 2 * time.Second,
 		LoadSockets: *loadSockets, LoadWindow: *loadWindow, LoadBatch: *loadBatch,
+		ConnsRate: *connsRate, FloodSources: *floodSources, FloodSenders: *floodSenders,
 		MinAcct: 0.85, Retries: 0, Out: *out,
 		Command: "go run ./bench " + strings.Join(args, " "),
 	}
-	scs := quickScenarios
+	scs, vars := quickScenarios, defaultServers
 	if *full {
+		vars = fullServers
 		opt.Mode, opt.Reps, opt.Warmup, opt.Window = "full", 5, time.Second, 4*time.Second
 		opt.Quiet, opt.Retries = 10*time.Second, 1
 		scs = fullScenarios
@@ -121,6 +152,12 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	if *scenarios != "" {
 		scs = *scenarios
 	}
+	if *variants != "" {
+		vars = *variants
+	}
+	if *connsRate < 0 || *floodSources < 1 || *floodSources > 4096 || *floodSenders < 1 || *floodSenders > 8 {
+		return nil, fmt.Errorf("-conns-rate must not be negative, -flood-sources must be 1 to 4096 and -flood-senders 1 to 8")
+	}
 	if opt.Warmup+opt.Window > time.Minute || opt.Reps > 50 {
 		return nil, fmt.Errorf("a run of %v + %v × %d repetitions is more than this harness allows (1 min per run, 50 repetitions)", opt.Warmup, opt.Window, opt.Reps)
 	}
@@ -131,7 +168,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		}
 		opt.Scenarios = append(opt.Scenarios, sc)
 	}
-	for _, s := range strings.Split(*variants, ",") {
+	for _, s := range strings.Split(vars, ",") {
 		v, err := parseVariant(strings.TrimSpace(s))
 		if err != nil {
 			return nil, err

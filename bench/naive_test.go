@@ -61,7 +61,7 @@ func TestServersUnderLoad(t *testing.T) {
 				if kind == kindNaive {
 					v, _ = parseVariant(kind)
 				}
-				srv, err := startServer(v)
+				srv, err := startServer(v, false)
 				if err != nil {
 					t.Fatal(err)
 				}

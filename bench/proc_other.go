@@ -2,9 +2,17 @@
 
 package main
 
-import "os/exec"
+import (
+	"errors"
+	"os/exec"
+)
 
 // The harness reads CPU times from /proc and loads servers with
 // internal/loadgen, both Linux-only.
 
 func childAttr(cmd *exec.Cmd) {}
+
+var errNoProc = errors.New("needs Linux's /proc")
+
+func udpDrops(ports ...uint16) (uint64, error) { return 0, errNoProc }
+func rssBytes(pid int) (uint64, error)         { return 0, errNoProc }

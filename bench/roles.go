@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net/netip"
@@ -8,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/udpgate/udpgate/batchio"
@@ -24,6 +26,11 @@ const (
 	// maxDurEnv bounds a child's life (a Go duration): it exits by itself
 	// then, whatever the harness does.
 	maxDurEnv = "UDPGATE_BENCH_MAXDUR"
+	// profileEnv is "defaults" for a udpgate child that runs with the
+	// settings a new user gets (cmd/server's defaults) instead of the
+	// benchmark's (see startServer).
+	profileEnv      = "UDPGATE_BENCH_PROFILE"
+	profileDefaults = "defaults"
 	// benchNetVersion is the NetworkVersion every server and the load
 	// generator use.
 	benchNetVersion = 1
@@ -37,11 +44,14 @@ const (
 )
 
 // variant is a server under test: a kind and its socket settings, written
-// kind[/bN][/sN][/rSIZE][/gN][/pN][/frag], e.g. "udpgate", "udpgate/b64/s1",
-// "rawecho/r208k", "naive/g1", "rawecho/frag" (b: batch size, s: sockets,
-// r: receive and send buffer with k or m, g: the naive server's reader
-// goroutines, p: the child's GOMAXPROCS, frag: no don't-fragment bit).
-// Zero settings take the server's defaults.
+// kind[/bN][/sN][/rSIZE][/gN][/pN][/frag][/overload][/defaults], e.g.
+// "udpgate", "udpgate/b64/s1", "rawecho/r208k", "naive/g1", "rawecho/frag",
+// "udpgate/overload" (b: batch size, s: sockets, r: receive and send buffer
+// with k or m, g: the naive server's reader goroutines, p: the child's
+// GOMAXPROCS, frag: no don't-fragment bit, overload: udpgate's overload
+// control on, as cmd/server -overload; defaults: udpgate with cmd/server's
+// default protection and timers instead of the benchmark's, which
+// rtt-under-flood always uses). Zero settings take the server's defaults.
 type variant struct {
 	Spec       string `json:"spec"`
 	Kind       string `json:"kind"`
@@ -56,6 +66,13 @@ type variant struct {
 	// by default (AllowFragmentation), so the kernel picks an IP ID per
 	// datagram again: the cost the default saves.
 	Frag bool `json:"frag,omitempty"`
+	// Overload turns udpgate's overload control on
+	// (conn.Config.Overload.Enabled, cmd/server -overload).
+	Overload bool `json:"overload,omitempty"`
+	// Defaults runs udpgate with the settings cmd/server starts with:
+	// the per-source Challenge limit and the default KeepAlive and
+	// Timeout.
+	Defaults bool `json:"defaults,omitempty"`
 }
 
 func parseVariant(s string) (variant, error) {
@@ -77,10 +94,18 @@ func parseVariant(s string) (variant, error) {
 			v.Frag = true
 			continue
 		}
+		if p == "overload" || p == "defaults" {
+			if v.Kind != kindUdpgate {
+				return v, fmt.Errorf("variant %q: /%s is a udpgate setting", s, p)
+			}
+			v.Overload = v.Overload || p == "overload"
+			v.Defaults = v.Defaults || p == "defaults"
+			continue
+		}
 		key, val := p[0], p[1:]
 		n, err := parseSize(val)
 		if err != nil || n <= 0 {
-			return v, fmt.Errorf("variant %q: setting %q: want b<batch>, s<sockets>, r<bytes, k or m suffix>, g<goroutines> or p<GOMAXPROCS>", s, p)
+			return v, fmt.Errorf("variant %q: setting %q: want b<batch>, s<sockets>, r<bytes, k or m suffix>, g<goroutines>, p<GOMAXPROCS>, frag, overload or defaults", s, p)
 		}
 		switch key {
 		case 'b':
@@ -132,8 +157,9 @@ type server struct {
 	close func()
 }
 
-// startServer starts variant v on 127.0.0.1 with a kernel-chosen port.
-func startServer(v variant) (*server, error) {
+// startServer starts variant v on 127.0.0.1 with a kernel-chosen port;
+// defaults asks for cmd/server's default settings (see below).
+func startServer(v variant, defaults bool) (*server, error) {
 	switch v.Kind {
 	case kindUdpgate:
 		// Benchmark settings: no per-source Challenge limit and no
@@ -144,14 +170,14 @@ func startServer(v variant) (*server, error) {
 		// packets at all, and with the default 5 s timeout their
 		// connections would close mid-window. Housekeeping still sweeps
 		// every connection every 100 ms, and that cost is measured.
-		s, err := conn.Listen("127.0.0.1:0", conn.Config{
+		cfg := conn.Config{
 			Handler:        echoApp{},
 			NetworkVersion: benchNetVersion,
 			ChallengeRate:  -1,
-			// Overload control stays off (its default) to measure the raw
-			// handshake rate.
-			KeepAlive:  time.Hour,
-			Timeout:    2 * time.Hour,
+			KeepAlive:      time.Hour,
+			Timeout:        2 * time.Hour,
+			// Room for the largest storm and conns scenarios (the default
+			// is 100k, and a slot of the last storm may not be free yet).
 			MaxClients: 1 << 20,
 			Sockets:    v.Sockets,
 			BatchSize:  v.Batch,
@@ -159,15 +185,24 @@ func startServer(v variant) (*server, error) {
 			SendBuffer: v.Buffer,
 
 			AllowFragmentation: v.Frag,
-		})
+			// Off unless asked for (its default): the raw handshake rate.
+			Overload: conn.OverloadConfig{Enabled: v.Overload},
+		}
+		if defaults {
+			// What a new user gets from cmd/server: 32 Challenges/s per
+			// source, 1 s KeepAlive, 5 s Timeout.
+			cfg.ChallengeRate, cfg.KeepAlive, cfg.Timeout = 0, 0, 0
+		}
+		s, err := conn.Listen("127.0.0.1:0", cfg)
 		if err != nil {
 			return nil, err
 		}
 		return &server{addr: s.Addr(), close: func() { s.Close() }, stats: func() string {
 			st := s.Stats()
 			so := st.Sockets
-			return fmt.Sprintf("conns=%d accepted=%d conn_in=%d drops=%d rx=%d fill=%.1f rx_drops=%d tx=%d tx_calls=%d sockets=%d",
-				st.Connections, st.Accepted, st.ConnPacketsIn, st.TotalDrops(), so.RxPackets, so.RxBatchFill(),
+			return fmt.Sprintf("conns=%d accepted=%d conn_in=%d drops=%d promotion_full=%d denied_full=%d overload_changes=%d rx=%d fill=%.1f rx_drops=%d tx=%d tx_calls=%d sockets=%d",
+				st.Connections, st.Accepted, st.ConnPacketsIn, st.TotalDrops(), st.Drops[fastpath.DropPromotionFull],
+				st.DeniedFull, st.OverloadChanges, so.RxPackets, so.RxBatchFill(),
 				so.RxDrops, so.TxPackets, so.TxCalls, len(s.SocketStats()))
 		}}, nil
 	case kindRawEcho:
@@ -222,8 +257,14 @@ func startServer(v variant) (*server, error) {
 
 // childMain is a child's whole life: start the variant, say READY with the
 // port, serve until the harness closes stdin (or the maximum duration
-// passes), print STATS and exit. It returns the exit code.
+// passes), print STATS and exit. It returns the exit code. Meanwhile it
+// answers the harness's requests, one a line on stdin: "MEM" (collect
+// garbage, then report the heap, mem.go) and "GCSTAT" (the runtime's GC
+// counters, without collecting).
 func childMain(spec string, stdin io.Reader, stdout io.Writer) int {
+	if spec == floodRole {
+		return floodMain(stdin, stdout)
+	}
 	maxDur := 10 * time.Minute
 	if d, err := time.ParseDuration(os.Getenv(maxDurEnv)); err == nil && d > 0 && d < maxDur {
 		maxDur = d
@@ -233,22 +274,39 @@ func childMain(spec string, stdin io.Reader, stdout io.Writer) int {
 		fmt.Fprintf(stdout, "ERROR %v\n", err)
 		return 2
 	}
-	srv, err := startServer(v)
+	srv, err := startServer(v, v.Defaults || os.Getenv(profileEnv) == profileDefaults)
 	if err != nil {
 		fmt.Fprintf(stdout, "ERROR %v\n", err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "READY %d\n", srv.addr.Port())
+	var mu sync.Mutex // one writer of stdout at a time
 	done := make(chan struct{})
 	go func() {
-		io.Copy(io.Discard, stdin)
-		close(done)
+		defer close(done)
+		sc := bufio.NewScanner(stdin)
+		for sc.Scan() {
+			var line string
+			switch sc.Text() {
+			case "MEM":
+				line = "MEM " + memLine(true)
+			case "GCSTAT":
+				line = "GCSTAT " + memLine(false)
+			default:
+				line = "ERROR unknown request " + strconv.Quote(sc.Text())
+			}
+			mu.Lock()
+			fmt.Fprintln(stdout, line)
+			mu.Unlock()
+		}
 	}()
 	select {
 	case <-done:
 	case <-time.After(maxDur):
 	}
+	mu.Lock()
 	fmt.Fprintf(stdout, "STATS %s\n", srv.stats())
+	mu.Unlock()
 	// No graceful shutdown: it would only send Disconnects nobody reads.
 	return 0
 }

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestIssueScenarios runs every storm, player, low-load and memory
+// scenario once, small and short, against every server it applies to, and
+// checks that each produced its figures and tables; never how fast
+// anything was.
+func TestIssueScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 25 s of servers under load; skipped with -short")
+	}
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	err := run(ctx, []string{"-scenarios", "storm-1k,low-load,rtt-under-flood,conns-2k",
+		"-variants", "udpgate,udpgate/overload,rawecho,naive", "-warmup", "100ms", "-window", "400ms",
+		"-out", dir}, &stdout, &stderr)
+	t.Logf("\n%s", stderr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	b, err := os.ReadFile(filepath.Join(dir, "bench-results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	// storm: udpgate, udpgate/overload, naive; low-load: udpgate, rawecho,
+	// naive; rtt: udpgate, udpgate/overload, naive; conns: udpgate, naive.
+	if len(rep.Runs) != 11 || len(rep.Storms) != 3 || len(rep.RTTs) != 3 || len(rep.Mems) != 2 || len(rep.Cells) != 3 {
+		t.Fatalf("%d runs, %d storm, %d rtt, %d memory and %d packet cells", len(rep.Runs), len(rep.Storms), len(rep.RTTs), len(rep.Mems), len(rep.Cells))
+	}
+	for _, r := range rep.Runs {
+		switch {
+		case r.Scenario == "storm-1k":
+			if s := r.Storm; s == nil || s.Connected != 1000 || s.PerSecond <= 0 || s.AllInSec <= 0 || s.P50ms <= 0 || s.ServerCPUus <= 0 {
+				t.Errorf("%s %s: %+v", r.Scenario, r.Variant, r.Storm)
+			} else if (s.PromotionFull >= 0) != strings.HasPrefix(r.Variant, kindUdpgate) {
+				t.Errorf("%s %s: promotion_full %d", r.Scenario, r.Variant, s.PromotionFull)
+			}
+		case r.Scenario == "rtt-under-flood":
+			if x := r.RTT; x == nil || x.Idle.Replies == 0 || x.Flood.Replies == 0 || x.Idle.P50us <= 0 || x.FloodSent == 0 || x.FloodRate <= 0 || x.P99Ratio <= 0 {
+				t.Errorf("%s %s: %+v", r.Scenario, r.Variant, r.RTT)
+			}
+		case r.Scenario == "conns-2k":
+			if m := r.Mem; m == nil || m.Conns != 2000 || m.HeapPerConn <= 0 || m.HeapAfter <= m.HeapBase || m.GCCycleWallms <= 0 || m.PPS <= 0 {
+				t.Errorf("%s %s: %+v", r.Scenario, r.Variant, r.Mem)
+			}
+		default:
+			if r.Scenario != "low-load" || r.Replies == 0 || r.CPUNs <= 0 {
+				t.Errorf("%s %s: %d replies, %.0f ns", r.Scenario, r.Variant, r.Replies, r.CPUNs)
+			}
+		}
+	}
+	names := map[string]bool{}
+	for _, tg := range rep.Targets {
+		names[tg.Name] = true
+	}
+	for _, want := range []string{
+		"storm-1k (udpgate): handshakes/s ÷ naive",
+		"storm-1k (udpgate/overload): promotion_full drops (worst run)",
+		"rtt-under-flood (udpgate/overload): player p99 flood ÷ idle",
+		"low-load: server CPU per Challenge ÷ raw echo (8 clients × 1 in flight)",
+		"conns-2k (udpgate): GC share of server CPU with Data flowing (measured, or the forced-GC floor), %",
+	} {
+		if !names[want] {
+			t.Errorf("target %q missing", want)
+		}
+	}
+	for _, section := range []string{"## Login storms", "## A player under an Initial flood", "## Memory and GC per connection", "| low-load | rawecho |"} {
+		if !strings.Contains(stdout.String(), section) {
+			t.Errorf("report lacks %q", section)
+		}
+	}
+	checkSVG(t, filepath.Join(dir, "bench-results.svg"))
+}
+
+// TestSummariseIssue checks the storm, player and memory arithmetic on
+// made-up records.
+func TestSummariseIssue(t *testing.T) {
+	opt, err := parseOptions([]string{"-scenarios", "storm-10k,rtt-under-flood,conns-100k", "-variants", "udpgate,naive", "-reps", "3"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []runRecord
+	for rep := range 3 {
+		k := float64(rep + 1)
+		recs = append(recs,
+			runRecord{Rep: rep, Scenario: "storm-10k", Variant: "udpgate", Storm: &stormRecord{Clients: 10000, Connected: 10000,
+				PerSecond: 30000 * k, AllInSec: 0.3 + 0.1*k, Resent: rep, PromotionFull: int64(rep)}},
+			runRecord{Rep: rep, Scenario: "storm-10k", Variant: "naive", Storm: &stormRecord{Clients: 10000, Connected: 9990,
+				PerSecond: 10000 * k, AllInSec: 1, PromotionFull: -1}},
+			runRecord{Rep: rep, Scenario: "rtt-under-flood", Variant: "udpgate", RTT: &rttRecord{
+				Idle: rttPhase{P50us: 100, P99us: 200}, Flood: rttPhase{P50us: 100 * k, P99us: 300, LossPct: k / 2},
+				P50Ratio: k, P99Ratio: 1.5}},
+			runRecord{Rep: rep, Scenario: "conns-100k", Variant: "udpgate", Mem: &memRecord{Conns: 100000,
+				HeapPerConn: 900 + 100*k, GCShare: 0.001, GCFloor: 0.004 * k}},
+		)
+	}
+	rep := summarise(opt, recs)
+	got := map[string]float64{}
+	met := map[string]bool{}
+	for _, tg := range rep.Targets {
+		got[tg.Name], met[tg.Name] = tg.Got, tg.Met
+	}
+	for name, want := range map[string]struct {
+		v   float64
+		met bool
+	}{
+		"storm-10k (udpgate): handshakes/s ÷ naive":                                                            {3, true},
+		"storm-10k (udpgate): promotion_full drops (worst run)":                                                {2, false},
+		"storm-10k (udpgate): all in, s (worst run)":                                                           {0.6, false},
+		"storm-10k (udpgate): clients that needed a resend (worst run)":                                        {2, false},
+		"storm-10k (udpgate): clients denied or failed (worst run)":                                            {0, true},
+		"rtt-under-flood (udpgate): player p50 flood ÷ idle":                                                   {2, false},
+		"rtt-under-flood (udpgate): player p99 flood ÷ idle":                                                   {1.5, true},
+		"rtt-under-flood (udpgate): player loss under flood, % (worst run)":                                    {1.5, false},
+		"conns-100k (udpgate): live heap per connection, bytes":                                                {1100, false},
+		"conns-100k (udpgate): GC share of server CPU with Data flowing (measured, or the forced-GC floor), %": {0.8, true},
+	} {
+		if g, ok := got[name]; !ok || g < want.v-1e-9 || g > want.v+1e-9 || met[name] != want.met {
+			t.Errorf("%s = %v met %v (present %v), want %v met %v", name, g, met[name], ok, want.v, want.met)
+		}
+	}
+	if n := len(rep.Storms); n != 2 || rep.Storms[1].MaxNotIn != 10 {
+		t.Errorf("storm cells: %+v", rep.Storms)
+	}
+	var md bytes.Buffer
+	writeMarkdown(&md, rep)
+	if !strings.Contains(md.String(), "| storm-10k | naive | 20 000 |") {
+		t.Errorf("markdown:\n%s", md.String())
+	}
+}
