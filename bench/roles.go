@@ -179,6 +179,10 @@ func startServer(v variant, defaults bool) (*server, error) {
 			// Room for the largest storm and conns scenarios (the default
 			// is 100k, and a slot of the last storm may not be free yet).
 			MaxClients: 1 << 20,
+			// The generator's clients share a few hundred loopback
+			// addresses per /24: they are not one network.
+			MaxClientsPerIP:     -1,
+			MaxClientsPerPrefix: -1,
 			Sockets:    v.Sockets,
 			BatchSize:  v.Batch,
 			RecvBuffer: v.Buffer,
@@ -190,8 +194,11 @@ func startServer(v variant, defaults bool) (*server, error) {
 		}
 		if defaults {
 			// What a new user gets from cmd/server: 32 Challenges/s per
-			// source, 1 s KeepAlive, 5 s Timeout.
+			// source, 1 s KeepAlive, 5 s Timeout, connections per address
+			// and per /24 bounded. (MaxClients stays: cmd/server takes
+			// -max-clients.)
 			cfg.ChallengeRate, cfg.KeepAlive, cfg.Timeout = 0, 0, 0
+			cfg.MaxClientsPerIP, cfg.MaxClientsPerPrefix = 0, 0
 		}
 		s, err := conn.Listen("127.0.0.1:0", cfg)
 		if err != nil {

@@ -41,6 +41,8 @@ const (
 	cRestarts
 	cReconnects
 	cRestartsFailed
+	cRestartsCanceled
+	cRestartsDenied
 	nCounters
 )
 
@@ -107,16 +109,23 @@ type Counters struct {
 	ClosedReplaced uint64
 	ClosedOther    uint64
 
-	// Restarts (PROTOCOL.md §6, "Restart"; ModeData): RestartHandshakes
-	// received by connected clients; Restarts honoured (at most one per
-	// client per 1.1 s: a restart Initial went out); Reconnects: restarts
-	// the server completed with an Ack (the connection goes on, sequences
-	// unchanged); RestartsFailed: restarts that timed out, which lose the
-	// connection (the client stops).
+	// Restarts (PROTOCOL.md §6, "Restart"; ModeData), as
+	// fastpath.ClientHandshake rules them: RestartHandshakes received by
+	// connected clients; Restarts honoured (a restart Initial went out:
+	// only after the server has been silent for RestartSilence, and at
+	// most once per 1.1 s); Reconnects: restarts the server completed
+	// with an Ack (the connection goes on, sequences unchanged);
+	// RestartsCanceled: restarts dropped because a valid packet from the
+	// server arrived meanwhile (the connection goes on); RestartsFailed:
+	// restarts that timed out, and RestartsDenied: restarts the server
+	// refused (Denied: it does not know the connection). Both lose the
+	// connection, and the client stops.
 	RestartHandshakes uint64
 	Restarts          uint64
 	Reconnects        uint64
 	RestartsFailed    uint64
+	RestartsCanceled  uint64
+	RestartsDenied    uint64
 }
 
 // Counters must be exactly the counter array, field for index.
@@ -151,7 +160,7 @@ type Ending struct {
 // Endings lists, in a fixed order, every way clients ended that happened at
 // least once: handshakes denied (by reason), timed out or refused for the
 // version; connections closed by the server (by reason), lost after a
-// failed restart. Empty when every client is still connected (or was
+// failed or refused restart. Empty when every client is still connected (or was
 // disconnected by the generator itself).
 func (c Counters) Endings() []Ending {
 	var out []Ending
@@ -166,7 +175,8 @@ func (c Counters) Endings() []Ending {
 		{"closed by the server: timed out", c.ClosedTimedOut},
 		{"closed by the server: replaced", c.ClosedReplaced},
 		{"closed by the server: other reason", c.ClosedOther},
-		{"restart failed (connection lost)", c.RestartsFailed},
+		{"restart timed out (connection lost)", c.RestartsFailed},
+		{"restart refused by the server (connection lost)", c.RestartsDenied},
 	} {
 		if e.Count > 0 {
 			out = append(out, e)
@@ -178,7 +188,7 @@ func (c Counters) Endings() []Ending {
 // Ended is the number of clients that ended other than by the generator's
 // own Disconnect: the sum of Endings.
 func (c Counters) Ended() uint64 {
-	return c.HandshakeFailures + c.Closed + c.RestartsFailed
+	return c.HandshakeFailures + c.Closed + c.RestartsFailed + c.RestartsDenied
 }
 
 // deniedCounter is the counter for a Denied reason.

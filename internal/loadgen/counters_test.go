@@ -23,6 +23,7 @@ func TestCountersLayout(t *testing.T) {
 		cClosedReplaced: &c.ClosedReplaced, cClosedOther: &c.ClosedOther,
 		cRestartHandshakes: &c.RestartHandshakes, cRestarts: &c.Restarts,
 		cReconnects: &c.Reconnects, cRestartsFailed: &c.RestartsFailed,
+		cRestartsCanceled: &c.RestartsCanceled, cRestartsDenied: &c.RestartsDenied,
 	}
 	if len(fields) != nCounters || reflect.TypeOf(c).NumField() != nCounters {
 		t.Fatalf("%d indexes mapped, %d fields, %d counters", len(fields), reflect.TypeOf(c).NumField(), nCounters)
@@ -37,26 +38,27 @@ func TestCountersLayout(t *testing.T) {
 			t.Errorf("counter %d lands in a field holding %d", i, *f)
 		}
 	}
-	d := c.Sub(Counters{Sent: 1, RestartsFailed: 2})
-	if d.Sent != 0 || d.RestartsFailed != uint64(cRestartsFailed+1-2) || d.Replies != c.Replies {
+	d := c.Sub(Counters{Sent: 1, RestartsDenied: 2})
+	if d.Sent != 0 || d.RestartsDenied != uint64(cRestartsDenied+1-2) || d.Replies != c.Replies {
 		t.Errorf("Sub: %+v", d)
 	}
 }
 
 func TestEndings(t *testing.T) {
-	c := Counters{HandshakeFailures: 3, DeniedFull: 2, TimedOut: 1, Closed: 4, ClosedShutdown: 4, RestartsFailed: 5}
+	c := Counters{HandshakeFailures: 3, DeniedFull: 2, TimedOut: 1, Closed: 4, ClosedShutdown: 4, RestartsFailed: 5, RestartsDenied: 1}
 	got := c.Endings()
 	want := []Ending{
 		{"handshake denied: server full", 2},
 		{"handshake timed out", 1},
 		{"closed by the server: shutdown", 4},
-		{"restart failed (connection lost)", 5},
+		{"restart timed out (connection lost)", 5},
+		{"restart refused by the server (connection lost)", 1},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Endings() = %v, want %v", got, want)
 	}
-	if c.Ended() != 12 {
-		t.Errorf("Ended() = %d, want 12", c.Ended())
+	if c.Ended() != 13 {
+		t.Errorf("Ended() = %d, want 13", c.Ended())
 	}
 	if len((Counters{Sent: 9, Replies: 9}).Endings()) != 0 {
 		t.Error("endings without any")

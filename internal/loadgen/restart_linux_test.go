@@ -14,17 +14,32 @@ import (
 	"github.com/udpgate/udpgate/fastpath"
 )
 
+type restartMode int
+
+const (
+	// restartComplete: Ack the RestartResponse with the original cookie.
+	restartComplete restartMode = iota
+	// restartIgnore: never answer it.
+	restartIgnore
+	// restartDeny: answer Denied(DeniedUnknownConnection), as a server
+	// that does not know the connection does.
+	restartDeny
+	// restartLive: never get that far; with every RestartHandshake send
+	// a valid KeepAlive too, as a server that still holds the connection
+	// would (the RestartHandshakes are then forgeries to ignore).
+	restartLive
+)
+
 // restartServer is a scripted server that speaks just enough of the
 // protocol to drive a client through a restart (PROTOCOL.md §5–§6): it
 // connects every client, and once asked it answers each client's connection
-// packets with RestartHandshake until the client restarts; if complete is
-// set it completes the restart (a RestartResponse with the right cookies
-// gets an Ack carrying the original cookie), otherwise it ignores it.
+// packets with RestartHandshake until the client restarts. What it does
+// with the RestartResponse is its mode.
 type restartServer struct {
-	t        *testing.T
-	pc       *net.UDPConn
-	complete bool
-	restart  atomic.Bool // send RestartHandshakes from now on
+	t       *testing.T
+	pc      *net.UDPConn
+	mode    restartMode
+	restart atomic.Bool // send RestartHandshakes from now on
 
 	mu      sync.Mutex
 	clients map[netip.AddrPort]*restartClient
@@ -33,18 +48,20 @@ type restartServer struct {
 }
 
 type restartClient struct {
-	orig, second cookie.Cookie
-	restarted    bool
-	responses    int // RestartResponses seen
+	orig      cookie.Cookie
+	clientID  uint8
+	seq       fastpath.SeqState // the server's side, for restartLive
+	restarted bool
+	responses int // RestartResponses seen
 }
 
-func listenRestart(t *testing.T, complete bool) *restartServer {
+func listenRestart(t *testing.T, mode restartMode) *restartServer {
 	t.Helper()
 	pc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &restartServer{t: t, pc: pc, complete: complete, clients: map[netip.AddrPort]*restartClient{}}
+	s := &restartServer{t: t, pc: pc, mode: mode, clients: map[netip.AddrPort]*restartClient{}}
 	done := make(chan struct{})
 	go func() { defer close(done); s.serve() }()
 	t.Cleanup(func() { pc.Close(); <-done })
@@ -88,6 +105,9 @@ func (s *restartServer) serve() {
 				s.mu.Unlock()
 				continue
 			}
+			if s.mode == restartLive {
+				s.sendKeepAlive(c, from)
+			}
 			reply.Type, reply.Restart = fastpath.TypeRestartHandshake, true
 		} else {
 			if fastpath.DecodeHandshake(fastpath.Magic{}, p, &in) != fastpath.DropNone {
@@ -113,7 +133,9 @@ func (s *restartServer) serve() {
 					s.fault("Response with a cookie not from our Challenge")
 				}
 				if c == nil {
-					c = &restartClient{orig: in.Cookie}
+					c = &restartClient{orig: in.Cookie, clientID: in.ClientID}
+					srv, cli := cookie.Sequences(&c.orig)
+					c.seq.Init(srv, cli, 0)
 					s.clients[from] = c
 				}
 				reply.Type, reply.SecretID, reply.Timestamp, reply.Cookie = fastpath.TypeAck, 1, -1, c.orig
@@ -124,12 +146,20 @@ func (s *restartServer) serve() {
 					continue
 				}
 				c.responses++
-				if !s.complete {
+				switch s.mode {
+				case restartComplete:
+					c.restarted = true
+					reply.Type, reply.SecretID, reply.Timestamp, reply.Cookie = fastpath.TypeAck, 1, -1, c.orig
+				case restartDeny:
+					reply.Type, reply.Cookie, reply.Reason = fastpath.TypeDenied, in.Cookie, fastpath.DeniedUnknownConnection
+				case restartIgnore:
+					s.mu.Unlock()
+					continue
+				default:
+					s.fault("a RestartResponse in a mode that should never get one")
 					s.mu.Unlock()
 					continue
 				}
-				c.restarted = true
-				reply.Type, reply.SecretID, reply.Timestamp, reply.Cookie = fastpath.TypeAck, 1, -1, c.orig
 			default:
 				s.fault("unexpected " + in.Type.String())
 				s.mu.Unlock()
@@ -140,6 +170,15 @@ func (s *restartServer) serve() {
 		k := fastpath.EncodeHandshake(out, fastpath.Magic{}, &reply)
 		s.pc.WriteToUDPAddrPort(out[:k], from)
 	}
+}
+
+// sendKeepAlive sends client c a valid KeepAlive on its connection.
+func (s *restartServer) sendKeepAlive(c *restartClient, to netip.AddrPort) {
+	seq, ack, bits, _, _ := c.seq.Send(0)
+	h := fastpath.ConnHeader{ClientID: c.clientID, Tag: cookie.SessionTag(&c.orig), Seq: seq, Ack: ack, AckBits: bits, Kind: fastpath.KindKeepAlive}
+	out := make([]byte, 64)
+	n := fastpath.EncodeConn(out, fastpath.Magic{}, &h, nil)
+	s.pc.WriteToUDPAddrPort(out[:n], to)
 }
 
 // runRestart connects clients to s, asks for restarts, and runs Data for
@@ -165,6 +204,10 @@ func runRestart(t *testing.T, s *restartServer, clients int, window time.Duratio
 	return r
 }
 
+// The client believes a RestartHandshake only after hearing nothing
+// valid from the server for fastpath's RestartSilence (1.5 s by default,
+// counted from connecting here), so the windows run past it.
+
 // TestRestart: a connected client told RestartHandshake restarts as
 // PROTOCOL.md §6 says (restart Initial with RestartBit 1, then a
 // RestartResponse whose OrigCookie is its authorised cookie), once, even
@@ -172,14 +215,13 @@ func runRestart(t *testing.T, s *restartServer, clients int, window time.Duratio
 // after the Ack.
 func TestRestart(t *testing.T) {
 	const clients = 20
-	s := listenRestart(t, true)
-	// The client honours a RestartHandshake 1.1 s after connecting at the
-	// earliest, so the window runs past that.
-	r := runRestart(t, s, clients, 1500*time.Millisecond)
+	s := listenRestart(t, restartComplete)
+	r := runRestart(t, s, clients, 2200*time.Millisecond)
 	tot := r.Total
 	t.Logf("%+v", tot)
-	if tot.Restarts != clients || tot.Reconnects != clients || tot.RestartsFailed != 0 {
-		t.Errorf("restarts %d, reconnects %d, failed %d; want %d, %d, 0", tot.Restarts, tot.Reconnects, tot.RestartsFailed, clients, clients)
+	if tot.Restarts != clients || tot.Reconnects != clients || tot.RestartsFailed+tot.RestartsDenied+tot.RestartsCanceled != 0 {
+		t.Errorf("restarts %d, reconnects %d, failed %d, denied %d, canceled %d; want %d, %d, 0, 0, 0",
+			tot.Restarts, tot.Reconnects, tot.RestartsFailed, tot.RestartsDenied, tot.RestartsCanceled, clients, clients)
 	}
 	if tot.RestartHandshakes <= clients {
 		t.Errorf("%d RestartHandshakes received: the server sent one per Data packet, more than one per client", tot.RestartHandshakes)
@@ -194,27 +236,59 @@ func TestRestart(t *testing.T) {
 }
 
 // TestRestartFails: a restart the server never completes times out after
-// ConnectTimeout and loses the connection; the client then stops.
+// ConnectTimeout and loses the connection; one it refuses (Denied: it does
+// not know the connection) loses it at once. The client then stops.
 func TestRestartFails(t *testing.T) {
 	const clients = 10
-	s := listenRestart(t, false)
-	r := runRestart(t, s, clients, 2*time.Second)
+	for _, tc := range []struct {
+		name   string
+		mode   restartMode
+		window time.Duration
+		count  func(c *Counters) uint64
+		// RestartResponses per client: resent every 200 ms until the
+		// 500 ms timeout, or one.
+		minResp, maxResp int
+	}{
+		{"timeout", restartIgnore, 2600 * time.Millisecond, func(c *Counters) uint64 { return c.RestartsFailed }, 2, 4},
+		{"denied", restartDeny, 2200 * time.Millisecond, func(c *Counters) uint64 { return c.RestartsDenied }, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := listenRestart(t, tc.mode)
+			r := runRestart(t, s, clients, tc.window)
+			tot := r.Total
+			t.Logf("%+v", tot)
+			if tot.Restarts != clients || tot.Reconnects != 0 || tc.count(&tot) != clients || tot.Ended() != clients {
+				t.Errorf("restarts %d, reconnects %d, lost %d, ended %d; want %d, 0, %d, %d",
+					tot.Restarts, tot.Reconnects, tc.count(&tot), tot.Ended(), clients, clients, clients)
+			}
+			if e := tot.Endings(); len(e) != 1 || e[0].Count != clients {
+				t.Errorf("endings %v", e)
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			for a, c := range s.clients {
+				if c.responses < tc.minResp || c.responses > tc.maxResp {
+					t.Errorf("%v: %d RestartResponses, want %d to %d", a, c.responses, tc.minResp, tc.maxResp)
+				}
+			}
+		})
+	}
+}
+
+// TestRestartIgnoredWhileHeard: RestartHandshakes that arrive while the
+// server's own packets keep arriving (forged, as an off-path attacker can,
+// issue 12) start no restart.
+func TestRestartIgnoredWhileHeard(t *testing.T) {
+	const clients = 10
+	s := listenRestart(t, restartLive)
+	r := runRestart(t, s, clients, 2200*time.Millisecond)
 	tot := r.Total
 	t.Logf("%+v", tot)
-	if tot.Restarts != clients || tot.Reconnects != 0 || tot.RestartsFailed != clients {
-		t.Errorf("restarts %d, reconnects %d, failed %d; want %d, 0, %d", tot.Restarts, tot.Reconnects, tot.RestartsFailed, clients, clients)
+	if tot.RestartHandshakes == 0 || tot.Restarts != 0 || tot.Ended() != 0 {
+		t.Errorf("%d RestartHandshakes made %d restarts and ended %d clients; want some, 0, 0", tot.RestartHandshakes, tot.Restarts, tot.Ended())
 	}
-	if e := tot.Endings(); len(e) != 1 || e[0].Count != clients {
-		t.Errorf("endings %v", e)
-	}
-	// The RestartResponse is resent every ResendInterval until the
-	// timeout: 500 ms ÷ 200 ms.
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for a, c := range s.clients {
-		if c.responses < 2 || c.responses > 4 {
-			t.Errorf("%v: %d RestartResponses in a 500 ms restart with 200 ms resends", a, c.responses)
-		}
+	if tot.KeepAlivesIn == 0 || tot.Unexpected != 0 {
+		t.Errorf("%d KeepAlives taken, %d unexpected datagrams", tot.KeepAlivesIn, tot.Unexpected)
 	}
 }
 

@@ -30,7 +30,6 @@ type connID struct {
 // (fastpath.MaxClientPacketLen rounded up).
 const respStride = 96
 
-
 // worker drives one load socket and the clients on it: clients idx,
 // idx+S, idx+2S, …, numbered locally 0..n-1, client j at source address j.
 // Only its own goroutine touches it, except the published counters.
@@ -557,6 +556,10 @@ func (w *worker) connIn(j int, p []byte, now int64, measuring bool) {
 		return
 	}
 	w.ctr.loc[cSeqLost] += uint64(w.rep.NumLost)
+	// A packet the connection took came from the server, which therefore
+	// still knows us here: RestartHandshakes are not to be believed now,
+	// and a restart under way is moot (PROTOCOL.md §6).
+	w.restartEvent(j, w.hcs[j].Heard(seconds(now)))
 	switch h.Kind {
 	case fastpath.KindData:
 		sent := w.sentAt[j]
@@ -626,11 +629,20 @@ func (w *worker) restartEvent(j int, ev fastpath.ClientEvent) {
 	case fastpath.EventReconnected:
 		w.restarting--
 		w.ctr.loc[cReconnects]++
+	case fastpath.EventRestartCanceled:
+		w.restarting--
+		w.ctr.loc[cRestartsCanceled]++
 	case fastpath.EventTimedOut:
 		// A restart the server never completed: the connection is lost.
 		w.restarting--
 		w.end(j, stFailed)
 		w.ctr.loc[cRestartsFailed]++
+	case fastpath.EventDenied:
+		// The server does not know the connection any more (it restarted,
+		// or closed it): lost, and known at once.
+		w.restarting--
+		w.end(j, stFailed)
+		w.ctr.loc[cRestartsDenied]++
 	}
 }
 
