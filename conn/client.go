@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/udpgate/udpgate/cookie"
@@ -21,15 +22,19 @@ type Client struct {
 	local    string
 	clientID uint8
 
-	mu        sync.Mutex // guards hs, udp, conn
-	hs        fastpath.ClientHandshake
-	udp       *net.UDPConn
-	conn      *Conn
-	restarts  uint64
-	connected chan struct{} // closed on the first connect or a handshake failure
+	mu       sync.Mutex // guards hs, udp, conn, restarts, dialed, hsErr
+	hs       fastpath.ClientHandshake
+	udp      *net.UDPConn
+	conn     *Conn
+	restarts uint64
+	// connected is closed, once, when Dial has its answer: the first
+	// connect (hsErr nil) or a failure (hsErr). dialed records that it is.
+	connected chan struct{}
+	dialed    bool
 	hsErr     error
 
 	done   chan struct{} // closed when the connection ends
+	quit   chan struct{} // closed by stop: the timers goroutine returns
 	endErr atomic.Pointer[error]
 	closed atomic.Bool
 	wg     sync.WaitGroup
@@ -38,7 +43,13 @@ type Client struct {
 
 // Dial connects to the server at addr ("127.0.0.1:7777", "[::1]:7777",
 // "localhost:7777") and returns when the handshake completes, fails (a
-// *DeniedError, a *VersionError, ErrTimedOut) or ctx ends.
+// *DeniedError, a *VersionError, an *UnreachableError, ErrTimedOut) or ctx
+// ends.
+//
+// When the server's host answers the first Initial with ICMP port
+// unreachable (nothing listens on that port), Dial fails at once with an
+// *UnreachableError instead of waiting ConnectTimeout (Linux; elsewhere the
+// error is not reported and Dial times out).
 func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 	st, err := cfg.settings()
 	if err != nil {
@@ -60,6 +71,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 		clientID:  clientID,
 		connected: make(chan struct{}),
 		done:      make(chan struct{}),
+		quit:      make(chan struct{}),
 	}
 	c.hs = fastpath.NewClientHandshake(fastpath.ClientConfig{
 		Magic:           st.magic,
@@ -72,6 +84,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	enableRecvErr(udp)
 	c.udp = udp
 	c.wg.Add(2)
 	go c.read(udp)
@@ -217,6 +230,7 @@ func (c *Client) stop() {
 	if c.closed.Swap(true) {
 		return
 	}
+	close(c.quit)
 	c.mu.Lock()
 	udp := c.udp
 	c.mu.Unlock()
@@ -233,6 +247,45 @@ func (c *Client) ended(reason DisconnectReason, remote bool) {
 	}
 }
 
+// UnreachableError is returned by Dial when the server's host answered the
+// handshake with ICMP port unreachable: no program listens on that UDP port
+// there. An off-path attacker who knows the client's port could forge one
+// (ICMP is not authenticated), so only a dial that has heard nothing from
+// the server yet gives up on it.
+type UnreachableError struct {
+	Addr netip.AddrPort // the server address dialled
+	Err  error          // the socket error, ECONNREFUSED
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("conn: dial %v: port unreachable: nothing listens on that UDP port (check the address and port, and that the server is running): %v",
+		e.Addr, e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// refusedLocked handles a socket error: an ICMP port unreachable (ECONNREFUSED)
+// ends a dial that is still sending Initials. Anything else, and any error
+// once the server has answered, is ignored: the handshake's resends and the
+// connection's timeout deal with loss. c.mu is held.
+func (c *Client) refusedLocked(err error) {
+	if !errors.Is(err, syscall.ECONNREFUSED) || c.dialed || c.conn != nil ||
+		c.hs.State() != fastpath.ClientSendingInitial {
+		return
+	}
+	c.dialDoneLocked(&UnreachableError{Addr: c.server, Err: err})
+}
+
+// dialDoneLocked gives Dial its answer, once. c.mu is held.
+func (c *Client) dialDoneLocked(err error) {
+	if c.dialed {
+		return
+	}
+	c.dialed = true
+	c.hsErr = err
+	close(c.connected)
+}
+
 func (c *Client) read(udp *net.UDPConn) {
 	defer c.wg.Done()
 	buf := make([]byte, fastpath.MaxDatagramLimit+1)
@@ -243,6 +296,12 @@ func (c *Client) read(udp *net.UDPConn) {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				drainErrQueue(udp)
+			}
+			c.mu.Lock()
+			c.refusedLocked(err)
+			c.mu.Unlock()
 			continue
 		}
 		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
@@ -292,6 +351,13 @@ func (c *Client) handle(pkt []byte, now time.Time, rep *fastpath.AckReport) {
 	}
 	var out [fastpath.MaxReplyLen + 32]byte
 	c.mu.Lock()
+	if c.dialed && c.conn == nil {
+		// Dial has failed already: nothing the server says matters.
+		c.mu.Unlock()
+		c.drops[fastpath.DropUnexpectedType].Add(1)
+		return
+	}
+	hev := c.heardLocked()
 	n, ev, r := c.hs.Receive(seconds(now), pkt, out[:])
 	udp := c.udp
 	c.mu.Unlock()
@@ -299,9 +365,27 @@ func (c *Client) handle(pkt []byte, now time.Time, rep *fastpath.AckReport) {
 		c.drops[r].Add(1)
 	}
 	if n > 0 {
-		_, _ = udp.WriteToUDPAddrPort(out[:n], c.server)
+		if _, err := udp.WriteToUDPAddrPort(out[:n], c.server); err != nil {
+			c.mu.Lock()
+			c.refusedLocked(err)
+			c.mu.Unlock()
+		}
 	}
+	c.event(hev, now)
 	c.event(ev, now)
+}
+
+// heardLocked tells the handshake when the connection last accepted a
+// packet from the server, so that a RestartHandshake is honoured only after
+// a silence and a restart is dropped when the server turns out to reach us
+// (fastpath.ClientHandshake.Heard). The time is the connection's own
+// lastRecv, read when the handshake is about to act rather than on every
+// packet. c.mu is held.
+func (c *Client) heardLocked() fastpath.ClientEvent {
+	if c.conn == nil {
+		return fastpath.EventNone
+	}
+	return c.hs.Heard(seconds(time.Unix(0, c.conn.lastRecv.Load())))
 }
 
 // event acts on a handshake outcome.
@@ -309,6 +393,11 @@ func (c *Client) event(ev fastpath.ClientEvent, now time.Time) {
 	switch ev {
 	case fastpath.EventConnected:
 		c.mu.Lock()
+		if c.dialed {
+			// Dial failed a moment ago (port unreachable): too late.
+			c.mu.Unlock()
+			return
+		}
 		conn := &Conn{
 			st:       &c.st,
 			cli:      c,
@@ -321,8 +410,8 @@ func (c *Client) event(ev fastpath.ClientEvent, now time.Time) {
 		conn.tag = cookie.SessionTag(&conn.cookie)
 		conn.initSeq(false, now)
 		c.conn = conn
+		c.dialDoneLocked(nil)
 		c.mu.Unlock()
-		close(c.connected)
 		c.st.Handler.OnConnect(conn)
 	case fastpath.EventReconnected:
 		c.mu.Lock()
@@ -333,27 +422,37 @@ func (c *Client) event(ev fastpath.ClientEvent, now time.Time) {
 			conn.lastRecv.Store(now.UnixNano())
 		}
 		c.st.Logger.Debug("connection restarted", "local", c.LocalAddr())
+	case fastpath.EventRestartCanceled:
+		// The server's packets still arrive here: the RestartHandshake
+		// was forged, or answered a stray packet.
+		c.st.Logger.Debug("restart canceled: the server still reaches this address", "local", c.LocalAddr())
 	case fastpath.EventDenied:
 		c.mu.Lock()
-		c.hsErr = &DeniedError{Reason: c.hs.DeniedReason()}
+		conn := c.conn
+		if conn == nil {
+			c.dialDoneLocked(&DeniedError{Reason: c.hs.DeniedReason()})
+		}
 		c.mu.Unlock()
-		close(c.connected)
+		if conn != nil {
+			// A restart the server refused (DeniedUnknownConnection): it
+			// no longer holds this connection, having restarted or
+			// closed it. Said by the server, so no Disconnect goes back.
+			c.st.Logger.Debug("restart refused: the server does not know this connection", "reason", c.hs.DeniedReason())
+			conn.shutdown(ReasonShutdown, true)
+		}
 	case fastpath.EventWrongVersion:
 		c.mu.Lock()
 		v, f := c.hs.ServerVersions()
-		c.hsErr = &VersionError{ServerNetworkVersion: v, ServerNetworkFeatures: f}
+		c.dialDoneLocked(&VersionError{ServerNetworkVersion: v, ServerNetworkFeatures: f})
 		c.mu.Unlock()
-		close(c.connected)
 	case fastpath.EventTimedOut:
 		c.mu.Lock()
 		conn := c.conn
 		if conn == nil {
-			c.hsErr = ErrTimedOut
+			c.dialDoneLocked(ErrTimedOut)
 		}
 		c.mu.Unlock()
-		if conn == nil {
-			close(c.connected)
-		} else {
+		if conn != nil {
 			// A restart nobody answered: the server is gone for us.
 			conn.shutdown(ReasonTimedOut, false)
 		}
@@ -365,7 +464,10 @@ func (c *Client) pollLocked(now time.Time) fastpath.ClientEvent {
 	var out [fastpath.MaxReplyLen + 32]byte
 	n, ev := c.hs.Poll(seconds(now), out[:])
 	if n > 0 {
-		_, _ = c.udp.WriteToUDPAddrPort(out[:n], c.server)
+		// A send can return the ICMP error of an earlier one.
+		if _, err := c.udp.WriteToUDPAddrPort(out[:n], c.server); err != nil {
+			c.refusedLocked(err)
+		}
 	}
 	return ev
 }
@@ -381,12 +483,16 @@ func (c *Client) timers() {
 		case <-t.C:
 		case <-c.done:
 			return
+		case <-c.quit:
+			return
 		}
 		now := c.st.Now()
 		c.mu.Lock()
+		hev := c.heardLocked()
 		ev := c.pollLocked(now)
 		conn := c.conn
 		c.mu.Unlock()
+		c.event(hev, now)
 		c.event(ev, now)
 		if conn != nil {
 			conn.tick(now)
