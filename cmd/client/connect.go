@@ -137,13 +137,18 @@ func readLines(r io.Reader, lines chan<- string, errc chan<- error, done <-chan 
 func explainDial(err error, server netip.AddrPort, cfg *conn.Config) error {
 	var denied *conn.DeniedError
 	var version *conn.VersionError
+	var unreachable *conn.UnreachableError
 	switch {
+	case errors.As(err, &unreachable):
+		return fmt.Errorf("unreachable: nothing listens on UDP %s (the host answered ICMP port unreachable): check -server's port and that the server runs", server)
 	case errors.As(err, &denied):
 		switch denied.Reason {
 		case fastpath.DeniedServerFull:
 			return fmt.Errorf("denied: the server at %s is full (its -max-clients are connected): try again later", server)
 		case fastpath.DeniedRefused:
 			return fmt.Errorf("denied: the server at %s refused this client (its application said no)", server)
+		case fastpath.DeniedAddressLimit:
+			return fmt.Errorf("denied: the server at %s holds as many connections from this address or network as it allows (its -max-clients-per-ip / -max-clients-per-prefix): close some, or try later", server)
 		}
 		return fmt.Errorf("denied by the server at %s (reason %d)", server, denied.Reason)
 	case errors.As(err, &version):

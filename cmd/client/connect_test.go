@@ -180,6 +180,24 @@ func TestConnectErrors(t *testing.T) {
 			t.Errorf("a 300ms connect timeout took %v", el)
 		}
 	})
+	t.Run("nothing listens", func(t *testing.T) {
+		// A port just freed: the kernel answers ICMP port unreachable,
+		// and connect gives up at once instead of waiting -timeout.
+		pc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := pc.LocalAddr().String()
+		pc.Close()
+		start := time.Now()
+		code, _, errb := runCmd(t, "x\n", "connect", "-server", addr, "-timeout", "10s")
+		if code != exitFailure || !strings.Contains(errb, "unreachable: nothing listens on UDP "+addr) {
+			t.Errorf("status %d, stderr:\n%s", code, errb)
+		}
+		if el := time.Since(start); el >= time.Second {
+			t.Errorf("connect to a closed port took %v, want under 1s", el)
+		}
+	})
 	t.Run("server shuts down", func(t *testing.T) {
 		srv, _ := startServer(t, conn.Config{NetworkVersion: 1})
 		pr, pw := io.Pipe()

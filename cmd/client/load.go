@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,8 +30,15 @@ resends included), Data round trips per second, their latency, and losses
 (requests unanswered for -loss-timeout). A live progress line is shown when
 standard output is a terminal.
 
-Sending stops after -duration or -count Data packets, whichever comes first.
-Use the server's echo application (cmd/server -app echo, the default).`
+Sending stops after -duration or -count Data packets, whichever comes first,
+or as soon as every client is gone (closed by the server, or lost in a
+failed restart). Use the server's echo application (cmd/server -app echo,
+the default).
+
+The exit status is 0 only when every client connected, lasted to the end
+and got answers; otherwise 1, and the report lists how clients ended
+(denied and why, timed out, closed by the server and why). -json prints the
+report as one JSON object on standard output instead of the text.`
 
 // Bounds of the load command's settings.
 const (
@@ -37,6 +46,8 @@ const (
 	loadMaxCount    = 1_000_000_000
 	// loadProgressEvery: how often the live progress line is redrawn.
 	loadProgressEvery = 250 * time.Millisecond
+	// loadGoneEvery: how often Run checks whether any client is left.
+	loadGoneEvery = 50 * time.Millisecond
 )
 
 func runLoad(args []string, stdout, stderr io.Writer) error {
@@ -54,6 +65,7 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	connectTimeout := fs.Duration("connect-timeout", loadgen.DefaultConnectTimeout, "a handshake that makes no progress this long fails")
 	lossTimeout := fs.Duration("loss-timeout", loadgen.DefaultLossTimeout, "a Data packet unanswered this long counts as lost")
 	disconnect := fs.Int("disconnect", 5, "Disconnect packets each client sends at the end (the protocol says 5); 0 leaves the connections to time out")
+	jsonOut := fs.Bool("json", false, "print the report as one JSON object on standard output (no text, no progress line)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -123,62 +135,161 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	}
 	defer gen.Close()
 	cfg := gen.Config()
-	fmt.Fprintf(stdout, "load: %d clients from %d addresses (127.1.0.1 up) × %d sockets → %v, %s, %d-byte payloads, for %v\n",
+	rep := &loadReport{
+		Server: server.String(), Clients: cfg.Clients, Sources: cfg.SourcesUsed(), Sockets: cfg.Sockets,
+		Rate: *rate, PayloadBytes: cfg.PayloadSize, DurationSeconds: duration.Seconds(),
+	}
+	text := stdout
+	if *jsonOut {
+		text = io.Discard
+	}
+	fmt.Fprintf(text, "load: %d clients from %d addresses (127.1.0.1 up) × %d sockets → %v, %s, %d-byte payloads, for %v\n",
 		cfg.Clients, cfg.SourcesUsed(), cfg.Sockets, server, loadRateText(*rate), cfg.PayloadSize, *duration)
 
-	live := newLoadProgress(stdout)
+	live := newLoadProgress(text)
 	live.start(func() string {
 		c := gen.Counters()
 		return fmt.Sprintf("connecting: %d/%d connected, %d failed", c.Handshakes, cfg.Clients, c.HandshakeFailures)
 	})
-	cres, err := gen.Connect(ctx)
+	cres, cerr := gen.Connect(ctx)
 	live.stop()
-	loadPrintConnect(stdout, &cres)
-	if err != nil {
-		return err
+	loadPrintConnect(text, &cres)
+	rep.Connect = newLoadConnectJSON(&cres)
+
+	var runErr error
+	switch {
+	case cres.Connected == 0:
+		// Nobody to run with; the endings below say why.
+		runErr = cerr
+	case ctx.Err() != nil:
+		runErr = errors.New("interrupted while connecting")
+	case cerr != nil:
+		runErr = cerr
+	default:
+		runErr = loadRun(ctx, gen, cres.Connected, *duration, server, text, rep)
 	}
-	if ctx.Err() != nil {
-		return loadDisconnect(gen, *disconnect, stdout, errors.New("interrupted while connecting"))
+	if cres.Connected > 0 {
+		runErr = errors.Join(runErr, loadDisconnect(gen, *disconnect, text, rep))
 	}
+
+	c := gen.Counters()
+	rep.Ended = c.Ended()
+	for _, e := range c.Endings() {
+		rep.Endings = append(rep.Endings, loadEndingJSON{What: e.What, Count: e.Count})
+	}
+	if c.Ended() > 0 {
+		fmt.Fprintf(text, "ended: %d of %d clients did not last to the end:\n", c.Ended(), cfg.Clients)
+		for _, e := range c.Endings() {
+			fmt.Fprintf(text, "  %-50s %d\n", e.What+":", e.Count)
+		}
+		// The endings say more than a generic error.
+		if cres.Connected == 0 && cerr != nil {
+			runErr = fmt.Errorf("%w; how they ended: %s", cerr, loadEndingsText(c.Endings()))
+		} else {
+			runErr = fmt.Errorf("%d of %d clients failed or were closed by the server: %s", c.Ended(), cfg.Clients, loadEndingsText(c.Endings()))
+		}
+	}
+	if runErr != nil {
+		rep.Error = runErr.Error()
+	}
+	rep.OK = runErr == nil
+	if *jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return errors.Join(runErr, err)
+		}
+	}
+	return runErr
+}
+
+// loadRun exchanges Data for the window, stopping early when every client
+// is gone, and reports it.
+func loadRun(ctx context.Context, gen *loadgen.Generator, clients int, duration time.Duration, server fmt.Stringer, text io.Writer, rep *loadReport) error {
+	// gone: every client that connected has ended (closed by the server,
+	// or lost in a failed restart). Counters are safe to read during Run.
+	gone := func() bool {
+		c := gen.Counters()
+		return c.Handshakes <= c.Closed+c.RestartsFailed+c.RestartsDenied
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var allGone atomic.Bool
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		t := time.NewTicker(loadGoneEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+				if gone() {
+					allGone.Store(true)
+					cancel()
+					return
+				}
+			}
+		}
+	}()
 
 	runStart := time.Now()
 	var prev loadgen.Counters
 	prevAt := runStart
+	live := newLoadProgress(text)
 	live.start(func() string {
 		c, now := gen.Counters(), time.Now()
 		rt := float64(c.Replies-prev.Replies) / now.Sub(prevAt).Seconds()
 		prev, prevAt = c, now
 		return fmt.Sprintf("[%5.1fs/%v] %s round trips/s  sent %d  answered %d  lost %d  closed by server %d",
-			now.Sub(runStart).Seconds(), *duration, loadThousands(rt), c.Sent, c.Replies, c.Lost, c.Closed)
+			now.Sub(runStart).Seconds(), duration, loadThousands(rt), c.Sent, c.Replies, c.Lost, c.Closed)
 	})
-	rres, err := gen.Run(ctx, loadgen.RunSpec{Window: *duration})
+	rres, err := gen.Run(rctx, loadgen.RunSpec{Window: duration})
 	live.stop()
+	cancel()
+	<-watched
 	if err != nil {
 		return err
 	}
-	loadPrintRun(stdout, &rres, cfg.Clients-cres.Failed)
-	var runErr error
-	if ctx.Err() != nil {
-		runErr = errors.New("interrupted")
-	} else if rres.Window.Replies == 0 {
-		runErr = fmt.Errorf("no Data came back from %v: is it running the echo application?", server)
+	loadPrintRun(text, &rres, clients)
+	rep.Run = newLoadRunJSON(&rres)
+	switch {
+	case allGone.Load():
+		fmt.Fprintf(text, "stopped after %v: every client is gone\n", rres.Elapsed.Round(time.Millisecond))
+		rep.Run.StoppedEarly = true
+		return errors.New("every client was gone before the end of -duration")
+	case ctx.Err() != nil:
+		return errors.New("interrupted")
+	case rres.Window.Replies == 0:
+		return fmt.Errorf("no Data came back from %v: is it running the echo application?", server)
 	}
-	return loadDisconnect(gen, *disconnect, stdout, runErr)
+	return nil
 }
 
-// loadDisconnect closes the clients' connections and returns err.
-func loadDisconnect(gen *loadgen.Generator, copies int, stdout io.Writer, err error) error {
+// loadDisconnect closes the clients' connections.
+func loadDisconnect(gen *loadgen.Generator, copies int, stdout io.Writer, rep *loadReport) error {
 	if copies == 0 {
 		fmt.Fprintln(stdout, "disconnect: skipped (-disconnect 0); the server times the connections out")
-		return err
+		return nil
 	}
 	// A fresh context: an interrupt ends the run, but the server should
 	// still hear that the clients are gone.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, derr := gen.Disconnect(ctx, copies, 0)
+	n, err := gen.Disconnect(ctx, copies, 0)
+	rep.DisconnectPackets = n
 	fmt.Fprintf(stdout, "disconnect: %d Disconnect packets (%d per client)\n", n, copies)
-	return errors.Join(err, derr)
+	return err
+}
+
+// loadEndingsText is the endings on one line, for the error message.
+func loadEndingsText(es []loadgen.Ending) string {
+	parts := make([]string, len(es))
+	for i, e := range es {
+		parts[i] = fmt.Sprintf("%s %d", e.What, e.Count)
+	}
+	return strings.Join(parts, "; ")
 }
 
 func loadPrintConnect(w io.Writer, r *loadgen.ConnectResult) {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"net"
@@ -145,5 +147,126 @@ func TestLoadNoServer(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "0/5 connected") || !strings.Contains(out.String(), "5 failed") {
 		t.Errorf("output:\n%s", out.String())
+	}
+}
+
+// loadServer starts an echo server with cfg's limits on 127.0.0.1.
+func loadServer(t *testing.T, cfg conn.Config) *conn.Server {
+	t.Helper()
+	cfg.Handler, cfg.NetworkVersion, cfg.ChallengeRate, cfg.Sockets = loadEchoApp{}, 1, -1, 1
+	s, err := conn.Listen("127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestLoadExitDenied: clients the server denies make the exit status 1,
+// and the report says why they ended.
+func TestLoadExitDenied(t *testing.T) {
+	s := loadServer(t, conn.Config{MaxClients: 4})
+	code, out, errb := runCmd(t, "", "load", "-server", s.Addr().String(), "-clients", "10", "-rate", "20",
+		"-duration", "300ms", "-disconnect", "1")
+	t.Logf("stdout:\n%s\nstderr:\n%s", out, errb)
+	if code != exitFailure {
+		t.Errorf("exit status %d, want %d", code, exitFailure)
+	}
+	for _, want := range []string{"handshakes: 4/10 connected", "ended: 6 of 10 clients", "handshake denied: server full:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+	if !strings.Contains(errb, "6 of 10 clients failed or were closed by the server: handshake denied: server full 6") {
+		t.Errorf("stderr %q does not give the reason", errb)
+	}
+}
+
+// TestLoadStopsWhenAllGone: when the server closes every connection, load
+// stops at once instead of running out -duration, and fails, naming the
+// reason.
+func TestLoadStopsWhenAllGone(t *testing.T) {
+	s := loadServer(t, conn.Config{})
+	const clients = 8
+	type result struct {
+		code     int
+		out, err string
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		code, out, errb := runCmd(t, "", "load", "-server", s.Addr().String(), "-clients", "8", "-rate", "20",
+			"-duration", "1m", "-disconnect", "0")
+		done <- result{code, out, errb}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Len() < clients {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d clients connected", s.Len(), clients)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("load did not stop when every client was gone")
+	}
+	t.Logf("stdout:\n%s\nstderr:\n%s", r.out, r.err)
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("took %v: it waited for -duration", took)
+	}
+	if r.code != exitFailure {
+		t.Errorf("exit status %d, want %d", r.code, exitFailure)
+	}
+	for _, want := range []string{"every client is gone", "closed by the server: shutdown:"} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+	if !strings.Contains(r.err, "closed by the server: shutdown 8") {
+		t.Errorf("stderr %q does not give the reason", r.err)
+	}
+}
+
+// TestLoadJSON: -json prints one JSON object (and nothing else) on
+// standard output, for success and for failure.
+func TestLoadJSON(t *testing.T) {
+	s := loadServer(t, conn.Config{MaxClients: 3})
+	for _, c := range []struct {
+		clients string
+		code    int
+		ok      bool
+	}{{"3", exitOK, true}, {"5", exitFailure, false}} {
+		code, out, errb := runCmd(t, "", "load", "-json", "-server", s.Addr().String(), "-clients", c.clients,
+			"-rate", "50", "-duration", "300ms", "-disconnect", "2")
+		if code != c.code {
+			t.Errorf("-clients %s: exit status %d, want %d (stderr %q)", c.clients, code, c.code, errb)
+		}
+		var rep loadReport
+		dec := json.NewDecoder(strings.NewReader(out))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&rep); err != nil {
+			t.Fatalf("-clients %s: stdout is not the JSON report: %v\n%s", c.clients, err, out)
+		}
+		if dec.More() {
+			t.Errorf("-clients %s: more than one JSON value on stdout:\n%s", c.clients, out)
+		}
+		if rep.OK != c.ok || rep.Connect.Connected != 3 || rep.Run == nil || rep.Run.RoundTrips == 0 || rep.DisconnectPackets != 6 {
+			t.Errorf("-clients %s: report %+v (run %+v)", c.clients, rep, rep.Run)
+		}
+		if !c.ok && (rep.Ended != 2 || len(rep.Endings) != 1 || rep.Endings[0].What != "handshake denied: server full" || rep.Error == "") {
+			t.Errorf("-clients %s: endings %+v, ended %d, error %q; want 2 denied, server full", c.clients, rep.Endings, rep.Ended, rep.Error)
+		}
+		// Wait for the server to see the Disconnects before the next run.
+		deadline := time.Now().Add(5 * time.Second)
+		for s.Len() > 0 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 }

@@ -4,6 +4,7 @@
 //	go run ./cmd/client connect                    # type lines; see the echoes and the RTT
 //	go run ./cmd/client load -h                    # many clients at once
 //	go run ./cmd/client flood -count 1000000       # hostile traffic; prints the amplification report
+//	go run ./cmd/client -version
 //
 // Every subcommand takes -server (default 127.0.0.1:7777), -magic,
 // -network-version (default 1) and -network-features (default 0), which
@@ -30,6 +31,7 @@ import (
 
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/version"
 )
 
 // Exit statuses.
@@ -50,6 +52,7 @@ A test client for udpgate servers. Commands:
   load      run many clients against a server and report what they measured
   flood     send hostile traffic (forged, replayed, malformed) from many
             source addresses and report the server's amplification
+  version   print the version (also -version)
 
 Every command takes:
 
@@ -93,8 +96,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usageText)
 		return exitOK
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, "udpgate client", version.Get())
+		return exitOK
 	default:
-		fmt.Fprintf(stderr, "client: unknown command %q: use connect, load or flood\n\n%s", cmd, usageText)
+		fmt.Fprintf(stderr, "client: unknown command %q: use connect, load, flood or version\n\n%s", cmd, usageText)
 		return exitUsage
 	}
 	return exitStatus(cmd, err, stderr)

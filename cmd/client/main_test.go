@@ -44,6 +44,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"bogus"}, exitUsage, `unknown command "bogus"`},
 		{[]string{"help"}, exitOK, "connect"},
 		{[]string{"-h"}, exitOK, "Exit status"},
+		{[]string{"-version"}, exitOK, "udpgate client "},
+		{[]string{"version"}, exitOK, "udpgate client "},
 		{[]string{"connect", "-h"}, exitOK, "-wait"},
 		{[]string{"flood", "-h"}, exitOK, "-mix"},
 		{[]string{"connect", "-nope"}, exitUsage, "flag provided but not defined"},
@@ -60,7 +62,7 @@ func TestUsage(t *testing.T) {
 	}
 	// Every subcommand is named in the usage text.
 	_, out, _ := runCmd(t, "", "help")
-	for _, cmd := range []string{"connect", "load", "flood"} {
+	for _, cmd := range []string{"connect", "load", "flood", "version"} {
 		if !strings.Contains(out, "  "+cmd+" ") {
 			t.Errorf("usage does not list %s:\n%s", cmd, out)
 		}

@@ -1,0 +1,101 @@
+package main
+
+import "github.com/udpgate/udpgate/internal/loadgen"
+
+// loadReport is load's -json output: the settings, each phase's results,
+// how clients ended, and the verdict. Durations are in seconds.
+type loadReport struct {
+	Server          string  `json:"server"`
+	Clients         int     `json:"clients"`
+	Sources         int     `json:"sources"`
+	Sockets         int     `json:"sockets"`
+	Rate            float64 `json:"rate_per_client"` // 0: closed loop
+	PayloadBytes    int     `json:"payload_bytes"`
+	DurationSeconds float64 `json:"duration_seconds"`
+
+	Connect           loadConnectJSON `json:"connect"`
+	Run               *loadRunJSON    `json:"run,omitempty"` // absent when no client connected
+	DisconnectPackets int             `json:"disconnect_packets"`
+
+	// Ended counts clients that ended other than by this command's own
+	// Disconnect; Endings says how, by cause.
+	Ended   uint64           `json:"ended"`
+	Endings []loadEndingJSON `json:"endings"`
+
+	// OK is the exit status 0; Error says why not.
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
+type loadEndingJSON struct {
+	What  string `json:"what"`
+	Count uint64 `json:"count"`
+}
+
+type loadQuantilesJSON struct {
+	N    uint64  `json:"n"`
+	P50  float64 `json:"p50_seconds"`
+	P90  float64 `json:"p90_seconds"`
+	P99  float64 `json:"p99_seconds"`
+	P999 float64 `json:"p999_seconds"`
+	Max  float64 `json:"max_seconds"`
+}
+
+func newLoadQuantilesJSON(q loadgen.Quantiles) loadQuantilesJSON {
+	return loadQuantilesJSON{N: q.N, P50: q.P50.Seconds(), P90: q.P90.Seconds(), P99: q.P99.Seconds(),
+		P999: q.P999.Seconds(), Max: q.Max.Seconds()}
+}
+
+type loadConnectJSON struct {
+	Clients        int               `json:"clients"`
+	Connected      int               `json:"connected"`
+	Failed         int               `json:"failed"`
+	DeniedFull     int               `json:"denied_server_full"`
+	DeniedRefused  int               `json:"denied_refused"`
+	DeniedOther    int               `json:"denied_other"`
+	TimedOut       int               `json:"timed_out"`
+	WrongVersion   int               `json:"wrong_version"`
+	Resent         int               `json:"resent"`
+	ElapsedSeconds float64           `json:"elapsed_seconds"`
+	PerSecond      float64           `json:"per_second"`
+	Packets        uint64            `json:"packets"`
+	Latency        loadQuantilesJSON `json:"latency"`
+}
+
+func newLoadConnectJSON(r *loadgen.ConnectResult) loadConnectJSON {
+	return loadConnectJSON{
+		Clients: r.Clients, Connected: r.Connected, Failed: r.Failed,
+		DeniedFull: r.DeniedFull, DeniedRefused: r.DeniedRefused, DeniedOther: r.DeniedOther,
+		TimedOut: r.TimedOut, WrongVersion: r.WrongVersion, Resent: r.Resent,
+		ElapsedSeconds: r.Elapsed.Seconds(), PerSecond: r.PerSecond(), Packets: r.Packets,
+		Latency: newLoadQuantilesJSON(r.Latency),
+	}
+}
+
+type loadRunJSON struct {
+	ElapsedSeconds float64 `json:"elapsed_seconds"`
+	// StoppedEarly: every client was gone before -duration.
+	StoppedEarly   bool              `json:"stopped_early"`
+	Sent           uint64            `json:"sent"`
+	RoundTrips     uint64            `json:"round_trips"`
+	PerSecond      float64           `json:"round_trips_per_second"`
+	Lost           uint64            `json:"lost"`
+	Late           uint64            `json:"late"`
+	Unanswered     int               `json:"unanswered"`
+	ServerSeqLost  uint64            `json:"server_reported_lost"`
+	Unexpected     uint64            `json:"unexpected"`
+	KeepAlivesSent uint64            `json:"keepalives_sent"`
+	KeepAlivesRecv uint64            `json:"keepalives_received"`
+	Closed         uint64            `json:"closed_by_server"`
+	Latency        loadQuantilesJSON `json:"latency"`
+}
+
+func newLoadRunJSON(r *loadgen.RunResult) *loadRunJSON {
+	c := r.Window
+	return &loadRunJSON{
+		ElapsedSeconds: r.Elapsed.Seconds(), Sent: c.Sent, RoundTrips: c.Replies, PerSecond: r.PerSecond(),
+		Lost: c.Lost, Late: c.Late, Unanswered: r.Unanswered, ServerSeqLost: c.SeqLost, Unexpected: c.Unexpected,
+		KeepAlivesSent: c.KeepAlivesOut, KeepAlivesRecv: c.KeepAlivesIn, Closed: r.Total.Closed,
+		Latency: newLoadQuantilesJSON(r.Latency),
+	}
+}
