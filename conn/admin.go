@@ -46,7 +46,7 @@ func (s *Server) SetChallengeRate(rate, burst float64) error {
 	// Only the limit changes: the rest of the wire configuration (and any
 	// budget shared between loops) stays the server's.
 	fc := s.fc
-	fc.ChallengeLimit = st.fastpathConfig().ChallengeLimit
+	fc.ChallengeLimit = st.fastpathConfig(s.handshakeLoops()).ChallengeLimit
 	s.liveMu.Lock()
 	s.liveFC = fc
 	s.liveGen.Add(1)

@@ -32,9 +32,18 @@ type Config struct {
 	MaxDatagram int
 
 	// Server sockets: Sockets SO_REUSEPORT sockets (0: GOMAXPROCS), each
-	// receiving in batches of BatchSize (0: batchio's default); socket
-	// buffer sizes in bytes (0: batchio's default).
+	// with its receive loop, receiving in batches of BatchSize (0:
+	// batchio's default); socket buffer sizes in bytes (0: batchio's
+	// default).
+	//
+	// Unless NoSteering is set, the kernel steers handshake packets to
+	// half of the sockets (at least one) and connection packets to the
+	// others (at least one), so a handshake flood never queues ahead of a
+	// player (batchio.Steer). Where the kernel cannot (before Linux 4.5,
+	// or under a seccomp filter), every socket takes every packet and
+	// Listen logs a warning.
 	Sockets    int
+	NoSteering bool
 	BatchSize  int
 	RecvBuffer int
 	SendBuffer int
@@ -44,6 +53,10 @@ type Config struct {
 	// it only if clients sit behind paths whose MTU cannot carry
 	// MaxDatagram bytes plus 28 of headers.
 	AllowFragmentation bool
+	// DSCP, if not 0, marks every datagram the server sends with this
+	// Differentiated Services code point (0..63; 46 is Expedited
+	// Forwarding), for networks that prioritise game traffic.
+	DSCP int
 
 	// MaxClients bounds connections (0: DefaultMaxClients); beyond it a
 	// proven client is answered Denied(1).
@@ -59,6 +72,14 @@ type Config struct {
 	// burst 64), a negative rate means unlimited (benchmarks).
 	ChallengeRate  float64
 	ChallengeBurst float64
+	// ChallengeRatePerIP and ChallengeRatePerPrefix bound Challenge
+	// replies per second to one IP address (all its ports) and to one /24
+	// (IPv4) or /64 (IPv6) network, for the whole server, so that a
+	// spoofer cannot aim a host's whole port range at it; bursts are
+	// twice the rate. 0 takes fastpath's defaults (64/s and 256/s, or
+	// unlimited when ChallengeRate is negative), negative is unlimited.
+	ChallengeRatePerIP     float64
+	ChallengeRatePerPrefix float64
 	// PromotionWorkers bounds concurrent promotions (0: default).
 	PromotionWorkers int
 	// Overload tunes overload control (server only).
@@ -181,8 +202,9 @@ func (c Config) settings() (settings, error) {
 	return s, nil
 }
 
-// fastpathConfig is the wire configuration a server's loops enforce.
-func (s *settings) fastpathConfig() fastpath.ServerConfig {
+// fastpathConfig is the wire configuration a server's loops enforce, for
+// a server whose handshake packets are spread over loops receive loops.
+func (s *settings) fastpathConfig(loops int) fastpath.ServerConfig {
 	fc := fastpath.ServerConfig{
 		Magic:                s.magic,
 		SessionID:            s.SessionID,
@@ -191,17 +213,33 @@ func (s *settings) fastpathConfig() fastpath.ServerConfig {
 		IgnoreNetworkVersion: s.IgnoreNetworkVersion,
 		MaxDatagram:          s.MaxDatagram,
 	}
-	switch {
-	case s.ChallengeRate < 0:
-		fc.ChallengeLimit = fastpath.Limit{Rate: -1}
-	case s.ChallengeRate > 0:
-		burst := s.ChallengeBurst
-		if burst == 0 {
-			burst = 2 * s.ChallengeRate
-		}
-		fc.ChallengeLimit = fastpath.Limit{Rate: s.ChallengeRate, Burst: burst}
+	fc.ChallengeLimit = rateLimit(s.ChallengeRate, s.ChallengeBurst, fastpath.DefaultChallengeLimit)
+	// The per-IP and per-network budgets are totals: the kernel spreads
+	// one host's ports over every handshake loop, each with its own
+	// table, so each loop gets its share. With no per-source limit
+	// (benchmarks loading from few addresses) they are off unless set.
+	ipDef, prefixDef := fastpath.DefaultChallengeIPLimit, fastpath.DefaultChallengePrefixLimit
+	if s.ChallengeRate < 0 {
+		ipDef, prefixDef = fastpath.Limit{Rate: -1}, fastpath.Limit{Rate: -1}
 	}
+	fc.ChallengeIPLimit = rateLimit(s.ChallengeRatePerIP, 0, ipDef).Divide(loops)
+	fc.ChallengePrefixLimit = rateLimit(s.ChallengeRatePerPrefix, 0, prefixDef).Divide(loops)
 	return fc
+}
+
+// rateLimit is a Config rate as a fastpath.Limit: 0 the default, negative
+// unlimited, a burst of 0 twice the rate.
+func rateLimit(rate, burst float64, def fastpath.Limit) fastpath.Limit {
+	switch {
+	case rate < 0:
+		return fastpath.Limit{Rate: -1}
+	case rate == 0:
+		return def
+	}
+	if burst == 0 {
+		burst = 2 * rate
+	}
+	return fastpath.Limit{Rate: rate, Burst: burst}
 }
 
 // seconds converts a clock reading to the protocol's Unix seconds.

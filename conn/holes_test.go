@@ -130,7 +130,8 @@ func TestSlotsOneIPCanTake(t *testing.T) {
 	if testing.Short() {
 		t.Skip("opens hundreds of sockets")
 	}
-	s := listen(t, Config{})
+	// Challenges per IP are limited too (a test of their own): not here.
+	s := listen(t, Config{ChallengeRatePerIP: -1, ChallengeRatePerPrefix: -1})
 	for range DefaultMaxClientsPerIP + 20 {
 		// Every peer keeps its socket, so no two share a port.
 		p := newRawPeer(t, s, "127.0.0.1:0")

@@ -25,11 +25,11 @@ type addrLimits struct {
 	disabled bool
 }
 
-// limitKey is what a connection was counted under: zero when not counted.
-type limitKey struct {
-	ip      [16]byte
-	counted bool
-}
+// limitKey is the IP a connection was counted under, zero when it is not
+// counted (no datagram comes from the unspecified address).
+type limitKey [16]byte
+
+func (k *limitKey) counted() bool { return *k != limitKey{} }
 
 func newAddrLimits(maxIP, maxPrefix int) *addrLimits {
 	return &addrLimits{
@@ -77,7 +77,7 @@ func (l *addrLimits) admit(addr netip.Addr, force bool, k *limitKey) bool {
 	}
 	l.ip[ip]++
 	l.prefix[px]++
-	*k = limitKey{ip: ip, counted: true}
+	*k = ip
 	return true
 }
 
@@ -90,13 +90,13 @@ func (l *addrLimits) move(to netip.Addr, k *limitKey) {
 	ip, is4 := ipKey(to)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !k.counted || k.ip == ip {
+	if !k.counted() || *k == ip {
 		return
 	}
-	l.dec(k.ip)
+	l.dec(*k)
 	l.ip[ip]++
 	l.prefix[prefixOf(ip, is4)]++
-	k.ip = ip
+	*k = ip
 }
 
 // release uncounts a closed connection, once.
@@ -106,14 +106,14 @@ func (l *addrLimits) release(k *limitKey) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !k.counted {
+	if !k.counted() {
 		return
 	}
-	l.dec(k.ip)
-	k.counted = false
+	l.dec(*k)
+	*k = limitKey{}
 }
 
-func (l *addrLimits) dec(ip [16]byte) {
+func (l *addrLimits) dec(ip limitKey) {
 	px := prefixOf(ip, netip.AddrFrom16(ip).Unmap().Is4())
 	if n := l.ip[ip] - 1; n > 0 {
 		l.ip[ip] = n

@@ -318,7 +318,7 @@ func (l *loop) migrate(addr netip.AddrPort, now time.Time) {
 		}
 		c.mu.Lock()
 		c.addr = addr
-		c.link.sock = l.sock
+		c.link.sock = s.sendSocket(l.sock, addr)
 		c.mu.Unlock()
 		s.limits.move(addr.Addr(), &c.limit)
 		if s.st.Logger.Enabled(context.Background(), slog.LevelDebug) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,7 +34,11 @@ type Server struct {
 	limits  *addrLimits
 
 	loops []*loop
-	pool  *ants.PoolWithFuncGeneric[*promoQueue]
+	// connSocks are the sockets connection packets arrive on (all of them
+	// when unsteered); connections send from them, never from a socket a
+	// handshake flood keeps busy.
+	connSocks []*batchio.Socket
+	pool      *ants.PoolWithFuncGeneric[*promoQueue]
 	// drainers: pool tasks one loop's queue may have running at once.
 	drainers int
 	// promoMu serialises the check-then-insert of promotions, so duplicate
@@ -75,8 +80,21 @@ func Listen(addr string, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("conn: cannot create handshake secrets: %w", err)
 	}
+	sockets := st.Sockets
+	if sockets == 0 {
+		sockets = runtime.GOMAXPROCS(0)
+	}
+	steer := batchio.Steer{Enabled: !st.NoSteering, Bit: st.magic.Len() + fastpath.IDBits}
+	if steer.Enabled {
+		// Sockets loops in all, as without steering: half for
+		// handshakes, the rest for connections, one each at least.
+		steer.SetSockets = max(1, sockets/2)
+		steer.ClearSockets = max(1, sockets-steer.SetSockets)
+	}
 	group, err := batchio.Listen(addr, batchio.Config{
-		Sockets:    st.Sockets,
+		Sockets:    sockets,
+		Steer:      steer,
+		DSCP:       st.DSCP,
 		BatchSize:  st.BatchSize,
 		RecvBuffer: st.RecvBuffer,
 		SendBuffer: st.SendBuffer,
@@ -92,7 +110,6 @@ func Listen(addr string, cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		st:      st,
-		fc:      st.fastpathConfig(),
 		group:   group,
 		secrets: secrets,
 		conns:   shard.NewMap[Conn](0),
@@ -116,12 +133,21 @@ func Listen(addr string, cfg Config) (*Server, error) {
 		group.Close()
 		return nil, fmt.Errorf("conn: cannot start the promotion pool: %w", err)
 	}
+	for _, sock := range group.Sockets() {
+		if sock.Class() != batchio.ClassBitSet {
+			s.connSocks = append(s.connSocks, sock)
+		}
+	}
+	s.fc = st.fastpathConfig(s.handshakeLoops())
+	// One VersionUpgrade budget for the whole server, not one per loop.
+	s.fc.VersionUpgradeShared = fastpath.NewSharedBucket(fastpath.DefaultVersionUpgradeTotal, seconds(now))
 	for i, sock := range group.Sockets() {
 		l := newLoop(s, i, sock, group.Config().BatchSize, seconds(now))
 		s.loops = append(s.loops, l)
 	}
-	for _, w := range group.Warnings() {
-		st.Logger.Warn(w)
+	if group.Steered() {
+		st.Logger.Info("handshake and connection packets steered to separate sockets",
+			"handshake_sockets", len(group.Sockets())-len(s.connSocks), "connection_sockets", len(s.connSocks))
 	}
 	if !cookie.Accelerated() {
 		st.Logger.Warn("handshake cookies use the slower textbook HMAC: this Go's crypto/sha1 no longer matches what package cookie expects; cookies stay correct, and a udpgate built for this Go restores the speed")
@@ -351,13 +377,31 @@ func (s *Server) clearRecent(addr netip.AddrPort) {
 	}
 }
 
+// handshakeLoops is how many receive loops handshake packets arrive at.
+func (s *Server) handshakeLoops() int {
+	if !s.group.Steered() {
+		return len(s.group.Sockets())
+	}
+	return len(s.group.Sockets()) - len(s.connSocks)
+}
+
+// sendSocket is the socket a connection at addr sends from: sock, the one
+// its packet arrived on, when connection packets arrive there too, or else
+// a connection socket chosen by the address.
+func (s *Server) sendSocket(sock *batchio.Socket, addr netip.AddrPort) *batchio.Socket {
+	if sock.Class() != batchio.ClassBitSet {
+		return sock
+	}
+	return s.connSocks[int(addr.Port())%len(s.connSocks)]
+}
+
 // newConn makes the connection for a proven client. The caller holds
 // promoMu.
 func (s *Server) newConn(p *promotion, sock *batchio.Socket, now time.Time) *Conn {
 	c := &Conn{
 		st:       &s.st,
 		srv:      s,
-		link:     link{sock: sock},
+		link:     link{sock: s.sendSocket(sock, p.addr)},
 		clientID: p.to.ClientID,
 		session:  s.st.SessionID,
 		cookie:   p.cookie,

@@ -30,12 +30,13 @@ type timers struct {
 
 // timerLink is a connection's place in its wheel.
 type timerLink struct {
-	// home is set before the connection is published and never changes,
-	// so remove can read it without a lock.
-	home       *timerWheel
-	prev, next *Conn // guarded by home.mu, as are slot and linked
+	prev, next *Conn // guarded by the home wheel's mu, as are slot and linked
 	slot       uint32
-	linked     bool
+	// home is the wheel's index plus one (0: none). It is set before the
+	// connection is published and never changes, so remove can read it
+	// without a lock; an index, not a pointer, keeps Conn small.
+	home   uint8
+	linked bool
 }
 
 type timerWheel struct {
@@ -56,15 +57,23 @@ func (t *timers) init(interval time.Duration, now time.Time) {
 
 // home picks a new connection's wheel, round robin. The caller holds
 // promoMu.
-func (t *timers) home() *timerWheel {
-	w := &t.shards[t.next%timerShards]
+func (t *timers) home() uint8 {
+	h := uint8(t.next%timerShards) + 1
 	t.next++
-	return w
+	return h
+}
+
+// wheel is c's home wheel, or nil.
+func (t *timers) wheel(c *Conn) *timerWheel {
+	if c.timer.home == 0 {
+		return nil
+	}
+	return &t.shards[c.timer.home-1]
 }
 
 // add schedules a new connection, unless it closed already.
 func (t *timers) add(c *Conn) {
-	w := c.timer.home
+	w := t.wheel(c)
 	w.mu.Lock()
 	if !c.closed.Load() && !c.timer.linked {
 		w.schedule(c, t.interval)
@@ -76,7 +85,7 @@ func (t *timers) add(c *Conn) {
 // keeps a closed connection (and its memory) until its slot comes. The
 // caller has set c.closed, so neither add nor advance links it again.
 func (t *timers) remove(c *Conn) {
-	w := c.timer.home
+	w := t.wheel(c)
 	if w == nil {
 		return
 	}
