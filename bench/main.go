@@ -103,7 +103,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	scenarios := fs.String("scenarios", "", "comma-separated list: kind-clients with kind challenge, ack, data, storm or conns (e.g. data-100k, storm-10k, conns-100k), low-load, rtt-under-flood (default: the mode's)")
 	variants := fs.String("variants", "", "comma-separated servers: udpgate, rawecho, naive, each with optional /bN /sN /rSIZE /pN (GOMAXPROCS) /frag, udpgate also /overload /defaults (default: "+defaultServers+"; -full: "+fullServers+")")
 	connsRate := fs.Float64("conns-rate", 1, "conns-N: Data packets per second per client while GC is measured (0: closed loop)")
-	floodSources := fs.Int("flood-sources", 64, "rtt-under-flood: the attacker's source ports, 1 to 4096")
+	floodSources := fs.Int("flood-sources", 64, "rtt-under-flood: the attacker's source ports (one address), 1 to 4096")
 	floodSenders := fs.Int("flood-senders", 1, "rtt-under-flood: the attacker's sending threads, 1 to 8 (each takes a core if it can)")
 	out := fs.String("out", "", "directory for bench-results.{md,json,svg} (default: a new temporary directory)")
 	loadSockets := fs.Int("load-sockets", 0, "load generator sockets (0: 2)")

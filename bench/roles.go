@@ -183,10 +183,10 @@ func startServer(v variant, defaults bool) (*server, error) {
 			// addresses per /24: they are not one network.
 			MaxClientsPerIP:     -1,
 			MaxClientsPerPrefix: -1,
-			Sockets:    v.Sockets,
-			BatchSize:  v.Batch,
-			RecvBuffer: v.Buffer,
-			SendBuffer: v.Buffer,
+			Sockets:             v.Sockets,
+			BatchSize:           v.Batch,
+			RecvBuffer:          v.Buffer,
+			SendBuffer:          v.Buffer,
 
 			AllowFragmentation: v.Frag,
 			// Off unless asked for (its default): the raw handshake rate.

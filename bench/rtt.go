@@ -19,8 +19,8 @@ import (
 // sends one Data packet every millisecond to the server's echo
 // application and times each echo, first with nothing else going on, then
 // while an attacker floods the server with Initials as fast as one sender
-// can (open loop, many source ports, sendmmsg batches, replies counted but
-// never waited for). The server runs with the settings a new user gets
+// can from one host (open loop, one address with many source ports,
+// sendmmsg batches, replies counted but never waited for). The server runs with the settings a new user gets
 // (cmd/server's defaults; /overload adds overload control), because that
 // is what a player meets. The flood runs in a process of its own (this
 // binary again, floodRole), so the player's thread in the harness keeps
@@ -39,6 +39,10 @@ const (
 	// floodBatch: datagrams per sendmmsg, all from one source.
 	floodBatch = 64
 )
+
+// floodHost is the attacker's address: one host, as in issue 11's attack
+// (its ports are the flood's sources), clear of the player's 127.1.0.0/16.
+var floodHost = netip.AddrFrom4([4]byte{127, 0, 2, 1})
 
 // floodSpec is what the flood child sends and for how long.
 type floodSpec struct {
@@ -63,9 +67,14 @@ func floodMain(stdin io.Reader, stdout io.Writer) int {
 		cancel()
 	}()
 	fmt.Fprintln(stdout, "READY 0")
+	// One host: one address, a socket (port) per source.
+	srcs := make([]netip.Addr, spec.Sources)
+	for i := range srcs {
+		srcs[i] = floodHost
+	}
 	rep, err := flood.Run(ctx, flood.Config{
 		Server:         spec.Server,
-		NumSources:     spec.Sources,
+		Sources:        srcs,
 		Mix:            flood.Mix{flood.KindInitial: 1},
 		Count:          flood.MaxCount,
 		MaxDuration:    spec.MaxDuration,
@@ -289,7 +298,7 @@ func writeRTTs(w io.Writer, cells []rttCell, opt *options) {
 	fmt.Fprintf(w, "\n## A player under an Initial flood (rtt-under-flood)\n\n"+
 		"One established client sends a %d-byte Data packet every millisecond to the echo application and times each echo "+
 		"(lost: no echo within %v, counted over warm-up and window). First idle, then while another process floods the server with valid Initials as fast as %d "+
-		"sender thread(s) can (open loop, sendmmsg batches of %d, each batch from one of %d source ports, replies never awaited). "+
+		"sender thread(s) can from one host (one address, open loop, sendmmsg batches of %d, each batch from one of its %d source ports, replies never awaited). "+
 		"udpgate runs with cmd/server's defaults (32 Challenges/s per source, 1 s KeepAlive, 5 s Timeout); /overload adds "+
 		"overload control. Medians over repetitions; ratios are medians of same-run flood ÷ idle.\n\n",
 		fastpathDataLen(), playerLossTimeout, max(opt.FloodSenders, 1), floodBatch, opt.FloodSources)

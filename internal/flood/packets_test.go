@@ -17,8 +17,9 @@ type outcome struct {
 }
 
 // judge runs every template of every kind through a fastpath.Server, each
-// from its own fresh source (so per-source rate limits stay out of the way),
-// and tallies the outcomes by kind. It also returns the challenge the
+// from its own fresh source and network (so the per-source, per-IP and
+// per-network rate limits stay out of the way), and tallies the outcomes by
+// kind. It also returns the challenge the
 // templates were built from and the address it was made for.
 func judge(t *testing.T, magic string) (map[Kind]map[outcome]int, *fastpath.Server, *templates, netip.AddrPort) {
 	t.Helper()
@@ -51,14 +52,15 @@ func judge(t *testing.T, magic string) (map[Kind]map[outcome]int, *fastpath.Serv
 	tmpl := buildTemplates(&st, ch, now, rnd)
 
 	got := map[Kind]map[outcome]int{}
-	src := netip.MustParseAddr("127.0.2.1")
 	for k, vs := range tmpl.kinds {
 		if len(vs) != variantsPerKind {
 			t.Fatalf("%v: %d variants; want %d", Kind(k), len(vs), variantsPerKind)
 		}
 		got[Kind(k)] = map[outcome]int{}
 		for i, p := range vs {
-			from := netip.AddrPortFrom(src, uint16(10000+k*1000+i))
+			// An address in a /24 of its own: the server budgets
+			// Challenges per source, per IP and per network.
+			from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, byte(16 + k), byte(i), 1}), uint16(10000+i))
 			srv.Handle(&d, from, p, now+1, &fastpath.Peer{}, out)
 			o := outcome{act: d.Action, drop: d.Drop}
 			if d.Action == fastpath.ActReply {
