@@ -367,3 +367,18 @@ func TestEditDistance(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveSettings: each live setting exists and says so in -h.
+func TestLiveSettings(t *testing.T) {
+	fs := (&options{}).newFlagSet()
+	for _, name := range liveSettings {
+		f := fs.Lookup(name)
+		if f == nil || !slices.Contains(definitionOrder, name) {
+			t.Errorf("live setting %q is not a setting", name)
+			continue
+		}
+		if !strings.Contains(f.Usage, "changes on SIGHUP") {
+			t.Errorf("-%s's help does not say it changes on SIGHUP: %q", name, f.Usage)
+		}
+	}
+}

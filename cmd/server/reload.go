@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -56,7 +57,7 @@ func (s *server) apply(n *options) (applied, restart []string, err error) {
 		if was == now {
 			continue
 		}
-		live := true
+		live := slices.Contains(liveSettings, name)
 		switch name {
 		case "max-clients":
 			err = s.srv.SetMaxClients(n.maxClients)
@@ -69,8 +70,6 @@ func (s *server) apply(n *options) (applied, restart []string, err error) {
 			s.srv.SetOverload(n.overload)
 		case "log-level":
 			// Set by reload once it has logged.
-		default:
-			live = false
 		}
 		if err != nil {
 			return applied, restart, fmt.Errorf("%s %s: %w", name, now, err)
