@@ -19,7 +19,7 @@
 // Usage:
 //
 //	go run ./bench                  # quick mode: 1 repetition, 2 s windows, 1k and 10k clients (~35 s)
-//	go run ./bench -full            # full mode: 5 repetitions, 4 s windows, every scenario below (~20 min)
+//	go run ./bench -full            # full mode: 5 repetitions, 4 s windows, every scenario below (~17 min)
 //	go run ./bench -full -out bench/results
 //	go run ./bench -scenarios data-1k -variants udpgate/b8,udpgate/b32,udpgate/b64,rawecho -reps 3
 //	go run ./bench -scenarios storm-1k,storm-10k,storm-100k -variants udpgate,naive -reps 5
