@@ -197,11 +197,11 @@ func TestServerChallengeBudgetsSpendTogether(t *testing.T) {
 // VersionUpgrade budget: at most 512 in total at once and 512 more per
 // 300 s, however many loops answer.
 func TestServerVersionUpgradeShared(t *testing.T) {
-	shared := NewSharedBucket(DefaultVersionUpgradeTotal, vecTS)
+	cfg := ServerConfig{NetworkVersion: vecNetV}
+	cfg.ShareVersionUpgradeTotal(vecTS)
 	var loops []*Server
 	for range 4 {
-		s, _ := testServer(t, func(c *ServerConfig) { c.VersionUpgradeShared = shared })
-		loops = append(loops, s)
+		loops = append(loops, NewServer(cfg, vecSecrets(), 42, vecTS))
 	}
 	bad := clientPacket(t, Magic{}, func(h *Handshake) { h.NetworkVersion = 99 })
 	count := func(now float64, n int) int {
@@ -268,6 +268,11 @@ func TestSharedBucketConcurrent(t *testing.T) {
 	}
 	if u := NewSharedBucket(Limit{Rate: -1}, rlTime); !u.Allow(rlTime) {
 		t.Fatal("unlimited shared bucket refused")
+	}
+	var c ServerConfig
+	c.ShareVersionUpgradeTotal(rlTime)
+	if c.VersionUpgradeShared.rule != newGCRA(DefaultVersionUpgradeTotal) {
+		t.Fatal("ShareVersionUpgradeTotal of a zero config: not the default budget")
 	}
 }
 

@@ -80,6 +80,15 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	return c
 }
 
+// ShareVersionUpgradeTotal sets VersionUpgradeShared to a new full bucket of
+// VersionUpgradeTotal (the default when zero, unlimited when negative), so
+// that every Server made from c, or from a copy of it, afterwards spends
+// from one budget. Call it once per server, before making its loops'
+// Servers, and keep the pointer when the configuration is rebuilt live.
+func (c *ServerConfig) ShareVersionUpgradeTotal(now float64) {
+	c.VersionUpgradeShared = NewSharedBucket(c.withDefaults().VersionUpgradeTotal, now)
+}
+
 // Peer is what the caller knows about a datagram's source address before the
 // decision: one lookup in the connection map.
 type Peer struct {
