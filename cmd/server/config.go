@@ -43,6 +43,7 @@ type values struct {
 	maxClientsPerIP     int
 	maxClientsPerPrefix int
 	maxDatagram         int
+	dscp                int
 	magic               string
 	sessionID           uint
 	networkVersion      uint
@@ -135,6 +136,7 @@ func (o *options) newFlagSet() *flag.FlagSet {
 	fs.IntVar(&o.maxClientsPerIP, "max-clients-per-ip", conn.DefaultMaxClientsPerIP, "maximum connections from one IP address (-1: unlimited)")
 	fs.IntVar(&o.maxClientsPerPrefix, "max-clients-per-prefix", conn.DefaultMaxClientsPerPrefix, "maximum connections from one /24 (IPv4) or /64 (IPv6) network (-1: unlimited)")
 	fs.IntVar(&o.maxDatagram, "max-datagram", fastpath.DefaultMaxDatagram, "largest datagram accepted, in bytes; longer ones are dropped as too large (clients must agree)")
+	fs.IntVar(&o.dscp, "dscp", 0, "DSCP code point marking every datagram sent, 0..63 (0: unmarked; 46: Expedited Forwarding, for networks that prioritise game traffic)")
 	fs.StringVar(&o.magic, "magic", "", "magic header: up to 32 characters of 0 and 1 (empty: none)")
 	fs.UintVar(&o.sessionID, "session-id", 0, "session ID 0..3; change it to invalidate clients of an earlier run")
 	fs.UintVar(&o.networkVersion, "network-version", 1, "network version clients must match")
@@ -507,6 +509,9 @@ func (o *options) validate() error {
 	if o.maxDatagram < fastpath.MinConnLen(fastpath.Magic{})+1 || o.maxDatagram > fastpath.MaxDatagramLimit {
 		bad("max-datagram", "must be %d..%d bytes (default %d)", fastpath.MinConnLen(fastpath.Magic{})+1, fastpath.MaxDatagramLimit, fastpath.DefaultMaxDatagram)
 	}
+	if o.dscp < 0 || o.dscp > 63 {
+		bad("dscp", "must be 0..63: a DSCP code point, e.g. 46 (Expedited Forwarding), or 0 to leave datagrams unmarked")
+	}
 	if _, err := fastpath.ParseMagic(o.magic); err != nil {
 		// fastpath's message says what is wrong and what to use.
 		bad("magic", "%s", strings.TrimPrefix(err.Error(), "fastpath: "))
@@ -600,7 +605,7 @@ func settingOrder(fs *flag.FlagSet) []string {
 // definitionOrder is the order of -print-config and -h's settings.
 var definitionOrder = []string{
 	"listen", "sockets", "batch", "max-clients", "max-clients-per-ip", "max-clients-per-prefix", "max-datagram",
-	"magic", "session-id", "network-version", "network-features",
+	"dscp", "magic", "session-id", "network-version", "network-features",
 	"timeout", "challenge-rate", "overload", "app", "log-level", "log-format", "summary",
 	"metrics", "pprof", "drain-timeout", "agones", "agones-players",
 }

@@ -54,7 +54,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("defaults %+v, want %+v", o.values, want)
 	}
 	cfg := o.config(nil, nil)
-	if cfg.ChallengeRate != 32 || cfg.MaxClients != conn.DefaultMaxClients || cfg.BatchSize != batchio.DefaultBatchSize ||
+	if cfg.ChallengeRate != 32 || cfg.MaxClients != conn.DefaultMaxClients || cfg.BatchSize != batchio.DefaultBatchSize || cfg.DSCP != 0 ||
 		cfg.MaxClientsPerIP != conn.DefaultMaxClientsPerIP || cfg.MaxClientsPerPrefix != conn.DefaultMaxClientsPerPrefix {
 		t.Errorf("conn.Config %+v", cfg)
 	}
@@ -105,6 +105,8 @@ func TestBadSettingFailsFast(t *testing.T) {
 			want: []string{"-max-clients-per-ip 0", "-1 for unlimited"}},
 		{name: "flag per-prefix", args: []string{"-max-clients-per-prefix", "-2"},
 			want: []string{"-max-clients-per-prefix -2", "-1 for unlimited"}},
+		{name: "flag dscp", args: []string{"-dscp", "64"},
+			want: []string{"-dscp 64", "0..63", "46"}},
 		{name: "flag log-format", args: []string{"-log-format", "xml"},
 			want: []string{`-log-format "xml"`, "text or json"}},
 		{name: "flag drain-timeout", args: []string{"-drain-timeout", "-1s"},
@@ -290,7 +292,7 @@ func TestPrintConfigRoundTrip(t *testing.T) {
 		{name: "defaults"},
 		{
 			name: "everything set",
-			args: []string{"-listen", "[::1]:7000", "-magic", "0101", "-challenge-rate", "0.5", "-timeout", "2m30s"},
+			args: []string{"-listen", "[::1]:7000", "-magic", "0101", "-challenge-rate", "0.5", "-timeout", "2m30s", "-dscp", "46"},
 			env:  []string{"UDPGATE_METRICS", "127.0.0.1:9100", "UDPGATE_SESSION_ID", "3", "UDPGATE_NETWORK_VERSION", "4294967295"},
 			file: "sockets = 2\nbatch = 64\nmax-clients = 5000\nnetwork-features = 65535\napp = \"discard\"\nlog-level = \"debug\"\nsummary = \"0s\"\n",
 		},

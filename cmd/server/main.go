@@ -312,6 +312,7 @@ func (o *options) config(logger *slog.Logger, h conn.Handler) conn.Config {
 		MaxClientsPerIP:     o.maxClientsPerIP,
 		MaxClientsPerPrefix: o.maxClientsPerPrefix,
 		MaxDatagram:         o.maxDatagram,
+		DSCP:                o.dscp,
 		Timeout:             o.timeout,
 		// The same meaning in both: 0 the protocol default, negative
 		// unlimited.

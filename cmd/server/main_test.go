@@ -602,3 +602,17 @@ func TestAgones(t *testing.T) {
 		t.Errorf("calls (health pings left out) %q, want %q", calls, want)
 	}
 }
+
+// fastpathInitial is one Initial of a client with the server's default
+// wire settings.
+func fastpathInitial(t *testing.T) []byte {
+	t.Helper()
+	hs := fastpath.NewClientHandshake(fastpath.ClientConfig{NetworkVersion: 1}, 1)
+	hs.Start(0)
+	out := make([]byte, 2048)
+	n, _ := hs.Poll(0, out)
+	if n == 0 {
+		t.Fatal("the client handshake sent no Initial")
+	}
+	return out[:n]
+}
