@@ -17,7 +17,7 @@ package batchio
 // round-robin per repetition, so drift hits all alike, and ratios are taken
 // within a repetition. The kernel's loopback receive work for the echo is
 // charged to the server (it runs inside the server's sendmmsg), as in
-// limits.md.
+// docs/limits.md.
 //
 // Run (about 45 s with the defaults):
 //

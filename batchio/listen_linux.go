@@ -278,7 +278,7 @@ func setDontFragment(fd, family int, v6only bool) error {
 	// IPv4 traffic only (an AF_INET socket, or a dual-stack one's mapped
 	// peers). IPv6 gains nothing: Linux picks an IPv6 fragment ID only
 	// when it fragments. And with DF there, datagrams of 1453-1472 bytes,
-	// which PROTOCOL.md allows, could not leave a 1500-byte link at all.
+	// which docs/protocol.md allows, could not leave a 1500-byte link at all.
 	if family == unix.AF_INET || !v6only {
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_PROBE); err != nil {
 			return os.NewSyscallError("setsockopt IP_MTU_DISCOVER", err)

@@ -9,7 +9,7 @@ import (
 // Steer sorts a group's datagrams between two disjoint sets of its sockets
 // by one bit of their payload, in the kernel, before they are queued. With
 // the bit udpgate's handshake packets set and its connection packets clear
-// (PROTOCOL.md §2: HandshakeBit), a flood of handshake packets fills only
+// (docs/protocol.md §2: HandshakeBit), a flood of handshake packets fills only
 // the queues of the sockets for set bits, and a connected peer's datagrams
 // never wait, or get dropped, behind it.
 //
@@ -26,7 +26,7 @@ type Steer struct {
 	Enabled bool
 
 	// Bit is the payload bit that sorts a datagram, counted from the
-	// first bit of the UDP payload in the order of PROTOCOL.md §1: bit n
+	// first bit of the UDP payload in the order of docs/protocol.md §1: bit n
 	// is in byte n/8 under mask 1<<(n%8). udpgate's HandshakeBit is bit
 	// M+5, M being the length of the magic header in bits. At most
 	// MaxSteerBit.

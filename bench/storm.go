@@ -12,7 +12,7 @@ import (
 
 // The storm-N scenario: N clients start at once (a match begins, a server
 // comes back) and each runs the whole handshake, Initial → Challenge →
-// Response → Ack, promotion included, as PROTOCOL.md §6's client does it
+// Response → Ack, promotion included, as docs/protocol.md §6's client does it
 // (resending its Initial or Response after 1 s). The generator sends every
 // Initial as fast as it can (loadgen's Storm), from N distinct addresses.
 // Each run has a fresh server, so repetitions are independent.

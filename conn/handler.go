@@ -9,7 +9,7 @@ import (
 )
 
 // DisconnectReason says why a connection ended. Values 1–4 are the wire's
-// Disconnect reasons (PROTOCOL.md §7).
+// Disconnect reasons (docs/protocol.md §7).
 type DisconnectReason uint8
 
 const (

@@ -50,7 +50,7 @@ type OverloadConfig struct {
 	// Enabled turns overload control on. It is off by default because the
 	// protocol's default is that RestartHandshake and Challenge replies
 	// are capped by overload control only when an operator asks for it
-	// (PROTOCOL.md §5: "unlimited by default"); per-source rate limits
+	// (docs/protocol.md §5: "unlimited by default"); per-source rate limits
 	// apply either way. Internet-facing servers should enable it.
 	Enabled bool
 	// Thresholds are the connectionless datagrams per second, summed over

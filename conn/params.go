@@ -10,7 +10,7 @@ const (
 	DefaultListen = "0.0.0.0:7777"
 
 	// DefaultKeepAlive: a side that has sent nothing for this long sends a
-	// KeepAlive (PROTOCOL.md §7).
+	// KeepAlive (docs/protocol.md §7).
 	DefaultKeepAlive = 1 * time.Second
 	// DefaultTimeout: a side that has received no valid packet for this long
 	// closes the connection (§7).

@@ -1,5 +1,5 @@
 // Package cookie keeps the server's handshake secrets and makes and checks
-// the stateless cookies of PROTOCOL.md §4.
+// the stateless cookies of docs/protocol.md §4.
 //
 // A cookie lets the server answer an Initial without remembering it: the
 // Challenge carries an HMAC over the timestamp and the client's address, and
@@ -40,7 +40,7 @@ const (
 type Cookie [Size]byte
 
 // Sequences returns the initial sequence numbers derived from a cookie
-// (PROTOCOL.md §4).
+// (docs/protocol.md §4).
 func Sequences(c *Cookie) (serverSeq, clientSeq uint16) {
 	return binary.LittleEndian.Uint16(c[0:2]) & 0x3FFF, binary.LittleEndian.Uint16(c[2:4]) & 0x3FFF
 }

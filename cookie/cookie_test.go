@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// The "secrets" and "cookies" of PROTOCOL.md's vectors.json.
+// The "secrets" and "cookies" of fastpath/testdata/vectors.json (docs/protocol.md §9).
 var (
 	vecSecrets = [2]string{
 		"000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f",

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 )
 
-// Snapshot is one published state of the secrets (PROTOCOL.md §4). It is
+// Snapshot is one published state of the secrets (docs/protocol.md §4). It is
 // immutable once published: readers on every receive loop hold it without
 // locks, so a rotation publishes a new Snapshot instead of changing this one.
 type Snapshot struct {

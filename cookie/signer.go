@@ -12,7 +12,7 @@ import (
 	"sync"
 )
 
-// Result is the outcome of Verify, one value per rule of PROTOCOL.md §4 so
+// Result is the outcome of Verify, one value per rule of docs/protocol.md §4 so
 // the server can count each kind of failure.
 type Result uint8
 
@@ -204,7 +204,7 @@ func (g *Signer) GenerateWith(secretID uint8, ts float64, addr netip.AddrPort) C
 	return c
 }
 
-// Verify applies the three rules of PROTOCOL.md §4 to a Response's SecretId,
+// Verify applies the three rules of docs/protocol.md §4 to a Response's SecretId,
 // Timestamp and Cookie received from addr, in the order of their cost.
 func (g *Signer) Verify(secretID uint8, ts float64, addr netip.AddrPort, c *Cookie, now float64) Result {
 	if secretID > 1 {

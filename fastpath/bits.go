@@ -5,7 +5,7 @@ import (
 	"math/bits"
 )
 
-// The bitstream of PROTOCOL.md §1: bit n of a datagram lives in byte n>>3
+// The bitstream of docs/protocol.md §1: bit n of a datagram lives in byte n>>3
 // under mask 1<<(n&7), and an N-bit field is written value-bit 0 first. That
 // makes the whole datagram one little-endian integer, so a field of up to 64
 // bits at any bit offset is one unaligned 64-bit little-endian load or store

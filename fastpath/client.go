@@ -11,8 +11,8 @@ import (
 // buffer of this size always fits what Poll and Receive write.
 const MaxClientPacketLen = (MaxMagicBits + IDBits + BaseBits + 385 + 8*MaxRandomBytes + 1 + 7) / 8
 
-// Client timing defaults (PROTOCOL.md §6; UE5's net.HandshakeResendInterval
-// and MIN_COOKIE_LIFETIME, research §5–§6).
+// Client timing defaults (docs/protocol.md §6; UE5's net.HandshakeResendInterval
+// and MIN_COOKIE_LIFETIME, docs/protocol.md §12).
 const (
 	clientDefaultResendInterval     = 1.0
 	clientDefaultChallengeLifetime  = 15.0
@@ -33,7 +33,7 @@ type ClientConfig struct {
 	NetworkVersion  uint32
 	NetworkFeatures uint16
 	// ClientID (0..7; higher bits are ignored) tells this connection attempt
-	// apart from an earlier one at the same address (PROTOCOL.md §2). The
+	// apart from an earlier one at the same address (docs/protocol.md §2). The
 	// caller picks a new one for every attempt.
 	ClientID uint8
 	// ResendInterval between Initials and between resends of the same
@@ -86,7 +86,7 @@ func (c ClientConfig) withDefaults() ClientConfig {
 	return c
 }
 
-// ClientState is where a client's handshake stands (PROTOCOL.md §6).
+// ClientState is where a client's handshake stands (docs/protocol.md §6).
 type ClientState uint8
 
 const (
@@ -158,7 +158,7 @@ func (e ClientEvent) String() string {
 }
 
 // ClientHandshake is a client's side of the stateless handshake
-// (PROTOCOL.md §6): Initial → Challenge → Response → Ack, and the restart
+// (docs/protocol.md §6): Initial → Challenge → Response → Ack, and the restart
 // that moves an established connection to a new address. It is pure: the
 // caller sends what Poll and Receive write, feeds in every handshake packet
 // from the server, and sleeps until NextDeadline. Not safe for concurrent
@@ -472,7 +472,7 @@ func (c *ClientHandshake) Receive(now float64, pkt []byte, out []byte) (n int, e
 	}
 }
 
-// clientVersionsOK is the server's acceptance window (PROTOCOL.md §3)
+// clientVersionsOK is the server's acceptance window (docs/protocol.md §3)
 // applied to the server's packets: RemoteMin in [3, 4] and not above
 // RemoteCur. A RemoteCur above 4 is fine; the server answers in our format.
 func clientVersionsOK(remoteMin, remoteCur uint8) bool {

@@ -66,7 +66,7 @@ func clientAck(t *testing.T, clientID uint8, ck cookie.Cookie) []byte {
 	return clientServerPacket(t, Magic{}, TypeAck, clientID, func(h *Handshake) { h.Cookie = ck })
 }
 
-// clientDecodeSent checks what every client packet must be (PROTOCOL.md
+// clientDecodeSent checks what every client packet must be (docs/protocol.md
 // §3, §6) and returns it decoded.
 func clientDecodeSent(t *testing.T, c *ClientHandshake, b []byte) Handshake {
 	t.Helper()
@@ -854,7 +854,7 @@ func TestClientNotStartedAndTerminal(t *testing.T) {
 	}
 }
 
-// The vectors of /work/shared/vectors.json, hard-coded so the test does not
+// The vectors of testdata/vectors.json (docs/protocol.md §9), hard-coded so the test does not
 // depend on the file.
 const (
 	clientVecChallenge = "a401820001820181000000000010b061bfda4130e4dfdfbcabc556b51fc2c41933b4237531c81ba0a1a2a3a4a5a6a701"

@@ -2,7 +2,7 @@ package fastpath
 
 import "encoding/binary"
 
-// Connection packets (PROTOCOL.md §7) carry the game's traffic, so unlike the
+// Connection packets (docs/protocol.md §7) carry the game's traffic, so unlike the
 // handshake they are byte-aligned after the prefix: the header is plain
 // little-endian loads and stores and the payload is a subslice of the
 // datagram, never copied or shifted.

@@ -8,7 +8,7 @@ type DropReason uint8
 const (
 	DropNone DropReason = iota
 	// DropMalformed: empty datagram, last byte zero, or fields run past the
-	// terminator (PROTOCOL.md §1).
+	// terminator (docs/protocol.md §1).
 	DropMalformed
 	// DropTooLarge: longer than the configured maximum datagram size (§7).
 	DropTooLarge

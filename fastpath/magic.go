@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Magic is the configured magic header of PROTOCOL.md §2: 0 to 32 bits that
+// Magic is the configured magic header of docs/protocol.md §2: 0 to 32 bits that
 // open every packet. Bit i of bits is the header's i-th character, which is
 // also the i-th bit on the wire, so writing the header is one WriteBits and
 // checking it is one masked compare. The zero Magic is the empty header.

@@ -5,7 +5,7 @@ import (
 	"math"
 )
 
-// Prefix is what opens every packet after the magic header (PROTOCOL.md §2).
+// Prefix is what opens every packet after the magic header (docs/protocol.md §2).
 // A receiver decodes it first to route the datagram: HandshakeBit set goes
 // to DecodeHandshake, clear to DecodeConn.
 type Prefix struct {

@@ -7,7 +7,7 @@ import (
 )
 
 // Rand is a tiny non-cryptographic generator (wyrand) for RandomData padding
-// and random lengths. RandomData only has to vary (PROTOCOL.md §3: "any
+// and random lengths. RandomData only has to vary (docs/protocol.md §3: "any
 // value"); secrets never come from here. One Rand per goroutine: not safe for
 // concurrent use, and it never allocates.
 type Rand struct{ s uint64 }

@@ -11,7 +11,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// Reply rate limits (PROTOCOL.md §5). They bound what a spoofed source can
+// Reply rate limits (docs/protocol.md §5). They bound what a spoofed source can
 // make the server send to one address: replies to an unproven address are
 // never larger than their requests, so these caps are what keeps the server
 // from being a useful reflector.
@@ -297,7 +297,7 @@ func (b *Bucket) Allow(now float64) bool {
 }
 
 // SharedBucket is a single token bucket that several receive loops spend
-// from at once: the one VersionUpgrade budget of a server (PROTOCOL.md §5,
+// from at once: the one VersionUpgrade budget of a server (docs/protocol.md §5,
 // 512 per 300 s), which per-loop Buckets would multiply by the number of
 // loops. Allow is lock-free and never allocates: the bucket is one word, its
 // full time, moved by compare-and-swap. While the bucket is empty, Allow

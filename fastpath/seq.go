@@ -5,7 +5,7 @@ import (
 	"math/bits"
 )
 
-// Connection sequence and acknowledgement state (PROTOCOL.md §7), after Glenn
+// Connection sequence and acknowledgement state (docs/protocol.md §7), after Glenn
 // Fiedler's "Reliability and Congestion Avoidance over UDP": every packet
 // carries its own sequence number, the newest sequence number received from
 // the peer (Ack) and a 64-bit history of the 64 before it (AckBits). Nothing
@@ -214,7 +214,7 @@ func since(now, t uint32) float64 { return float64(int32(now-t)) / 1e6 }
 // tracks its keepalive and timeout itself.
 //
 // The receive window starts as if remoteSeq-1 and the SeqWindow numbers
-// before it had been received. That one rule gives PROTOCOL.md §7's "accept
+// before it had been received. That one rule gives docs/protocol.md §7's "accept
 // only sequence numbers newer than the peer's initial sequence − 1" (anything
 // else is a duplicate or too old) and, once something arrives, AckBits set for
 // the numbers before the peer's first packet, which it never sent: the peer

@@ -15,14 +15,14 @@ type ServerConfig struct {
 	NetworkVersion  uint32
 	NetworkFeatures uint16
 	// IgnoreNetworkVersion turns off the NetworkVersion equality check on
-	// Initial (PROTOCOL.md §3: "unless that check is turned off");
+	// Initial (docs/protocol.md §3: "unless that check is turned off");
 	// NetworkFeatures are always compared.
 	IgnoreNetworkVersion bool
 	// MaxDatagram: longer datagrams are dropped (DropTooLarge). 0 means
 	// DefaultMaxDatagram.
 	MaxDatagram int
 
-	// Per-source reply budgets (PROTOCOL.md §5). A zero Limit takes the
+	// Per-source reply budgets (docs/protocol.md §5). A zero Limit takes the
 	// default; Limit{Rate: -1} means unlimited.
 	ChallengeLimit      Limit
 	RestartLimit        Limit
@@ -98,7 +98,7 @@ type Peer struct {
 	Tag      uint32
 	Cookie   cookie.Cookie // the connection's authorised cookie
 	// RecentlyClosed: no connection holds the address, but one closed here
-	// in the last 120 s (PROTOCOL.md §5).
+	// in the last 120 s (docs/protocol.md §5).
 	RecentlyClosed bool
 }
 
@@ -383,7 +383,7 @@ func (s *Server) handleConn(d *Decision, src netip.AddrPort, pkt []byte, pw uint
 		return
 	}
 	// RestartHandshake answers a packet without versions: it carries
-	// CurVersion 4 and SentCount 0 (PROTOCOL.md §5), and no more RandomData
+	// CurVersion 4 and SentCount 0 (docs/protocol.md §5), and no more RandomData
 	// than keeps it within the connection packet's size.
 	d.To = ReplyTo{ClientID: d.Conn.ClientID, CurVersion: CurHandshakeVersion, RandomLen: MaxRandomBytes, Len: len(pkt)}
 	hi := s.cfg.maxRandom(TypeRestartHandshake, &d.To)

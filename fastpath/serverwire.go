@@ -8,7 +8,7 @@ import (
 )
 
 // The server's own handshake codec. Every handshake packet has the fixed
-// layout of PROTOCOL.md §3 at bit offsets that depend only on the magic
+// layout of docs/protocol.md §3 at bit offsets that depend only on the magic
 // header's length, so the server loads the few 64-bit words a packet's
 // fields lie in and takes the fields out with shifts, and writes its
 // replies through one 64-bit accumulator, instead of a BitReader or

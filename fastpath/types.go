@@ -1,4 +1,4 @@
-// Package fastpath holds every rule of the wire protocol (PROTOCOL.md) as
+// Package fastpath holds every rule of the wire protocol (docs/protocol.md) as
 // pure, allocation-free Go: the LSB-first bit codec, packet encode and decode,
 // the server's connectionless decisions, the per-source reply rate limiter,
 // the client's handshake state machine and the connection sequence state.
@@ -8,13 +8,13 @@ package fastpath
 
 import "github.com/udpgate/udpgate/cookie"
 
-// Handshake versions spoken by this implementation (PROTOCOL.md §3).
+// Handshake versions spoken by this implementation (docs/protocol.md §3).
 const (
 	MinHandshakeVersion = 3
 	CurHandshakeVersion = 4
 )
 
-// Wire geometry (PROTOCOL.md §1–§3, §7).
+// Wire geometry (docs/protocol.md §1–§3, §7).
 const (
 	// IDBits is SessionID (2) + ClientID (3), written after the magic header.
 	IDBits = 5
@@ -35,7 +35,7 @@ const (
 	MaxDatagramLimit   = 1472
 )
 
-// PacketType is the handshake packet type (PROTOCOL.md §3).
+// PacketType is the handshake packet type (docs/protocol.md §3).
 type PacketType uint8
 
 const (
@@ -60,7 +60,7 @@ func (t PacketType) String() string {
 	return "unknown"
 }
 
-// BodyBits is the type's body size in bits (PROTOCOL.md §3 table), or -1 for
+// BodyBits is the type's body size in bits (docs/protocol.md §3 table), or -1 for
 // an unknown type.
 func (t PacketType) BodyBits() int {
 	switch t {
@@ -76,7 +76,7 @@ func (t PacketType) BodyBits() int {
 	return -1
 }
 
-// Denied reasons (PROTOCOL.md §3).
+// Denied reasons (docs/protocol.md §3).
 const (
 	DeniedServerFull uint8 = 1
 	DeniedRefused    uint8 = 2
@@ -85,7 +85,7 @@ const (
 	DeniedAddressLimit uint8 = 3
 )
 
-// Kind is a connection packet's kind (PROTOCOL.md §7).
+// Kind is a connection packet's kind (docs/protocol.md §7).
 type Kind uint8
 
 const (
@@ -94,7 +94,7 @@ const (
 	KindDisconnect
 )
 
-// Disconnect reasons (PROTOCOL.md §7).
+// Disconnect reasons (docs/protocol.md §7).
 const (
 	DisconnectClosed   uint8 = 1
 	DisconnectShutdown uint8 = 2
@@ -127,7 +127,7 @@ type Handshake struct {
 	RandomLen uint8 // 8..16
 }
 
-// ConnHeader is a connection packet's header (PROTOCOL.md §7).
+// ConnHeader is a connection packet's header (docs/protocol.md §7).
 type ConnHeader struct {
 	SessionID uint8
 	ClientID  uint8

@@ -12,10 +12,10 @@ import (
 	"testing"
 )
 
-// The byte-exact examples of PROTOCOL.md live in shared/vectors.json beside
-// the repository. The shared copy is normative, so it is preferred; a copy in
-// testdata keeps a clone without shared/ testing, and TestVectorsCopyInSync
-// fails when the two drift apart.
+// The byte-exact examples of docs/protocol.md live in testdata/vectors.json
+// (docs/protocol.md §9). Where the upstream specification's copy is checked
+// out beside the repository (../../shared/vectors.json) it is preferred, and
+// TestVectorsCopyInSync fails when the two drift apart.
 const (
 	codecSharedVectors = "../../shared/vectors.json"
 	codecLocalVectors  = "testdata/vectors.json"

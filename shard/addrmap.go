@@ -12,7 +12,7 @@ import (
 // same shard with probability 1/shards) and the pauses a shard imposes on its
 // own writers: a RangeShard sweep and a table rebuild each cover 1/shards of
 // the entries (about 16 k per shard at 1 M entries, whose rebuild takes about
-// 3 ms on the machine of limits.md). 64 shard headers take 4 KiB and stay in L1, and an empty map
+// 3 ms on the machine of docs/limits.md). 64 shard headers take 4 KiB and stay in L1, and an empty map
 // takes 64 one-group tables (about 20 KiB). Maps expected to hold millions
 // of entries and to take many writes may pass a larger count.
 const DefaultShards = 64

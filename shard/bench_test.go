@@ -13,7 +13,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// Benchmark method (as in limits.md §4): keys are 75 % random IPv4 and 25 %
+// Benchmark method (as in docs/limits.md §4): keys are 75 % random IPv4 and 25 %
 // random IPv6 addresses with random ports, values are *conn; queries walk a
 // random sample of the keys (or of absent keys), indexed with a power-of-two
 // mask, so that at 1 M entries the maps do not fit in cache.
@@ -21,7 +21,7 @@ import (
 // In BenchmarkGet the index of each query depends on the result of the one
 // before (dep), as in a server where what follows a lookup needs its result:
 // hit figures are latencies, and at 1 M entries they are memory latency, as
-// in limits.md. A miss returns nil on a predicted branch, not loaded data, so
+// in docs/limits.md. A miss returns nil on a predicted branch, not loaded data, so
 // consecutive misses still overlap in the CPU for every map alike.
 // BenchmarkGetThroughput drops the dependency: independent lookups overlap,
 // and the figure is throughput.
@@ -32,7 +32,7 @@ type conn struct {
 	pad [56]byte
 }
 
-// randAddr returns a random key as in limits.md §4.
+// randAddr returns a random key as in docs/limits.md §4.
 func randAddr(r *rand.Rand) netip.AddrPort {
 	port := uint16(r.Uint32())
 	if r.IntN(4) != 0 {

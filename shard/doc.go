@@ -55,12 +55,12 @@
 //
 // # Performance
 //
-// Measured on the machine of limits.md (2 vCPU, Go 1.26, shared with other
+// Measured on the machine of docs/limits.md (2 vCPU, Go 1.26, shared with other
 // work, hence 8 runs) with
 //
 //	go test -run '^$' -bench 'Get$|GetParallel|ShardRead' -count 8 ./shard/
 //
-// Keys and queries are as in limits.md §4, and in BenchmarkGet each query
+// Keys and queries are as in docs/limits.md §4, and in BenchmarkGet each query
 // depends on the result of the one before, so hits are latencies (misses
 // return nil on a predicted branch and overlap, for every map alike).
 // Medians, ns per lookup, against an unlocked Go map of the same keys in the

@@ -55,7 +55,7 @@ func (m Mode) NeedsConnect() bool { return m == ModeResponse || m == ModeData }
 const (
 	// DefaultSockets: two load sockets, one per core, so the generator can
 	// use both cores when the server leaves room, as the 2-socket echo
-	// measurements of limits.md did.
+	// measurements of docs/limits.md did.
 	DefaultSockets = 2
 	// DefaultBatch: datagrams per sendmmsg/recvmmsg. Above 32 the system
 	// call overhead is already under 3 % of the kernel's per-packet work.
@@ -74,14 +74,14 @@ const (
 	// round trips under load are well under 10 ms.
 	DefaultLossTimeout = 100 * time.Millisecond
 	// DefaultConnectTimeout: a handshake that makes no progress for this
-	// long fails (PROTOCOL.md §6's default).
+	// long fails (docs/protocol.md §6's default).
 	DefaultConnectTimeout = 10 * time.Second
 	// DefaultKeepAlive: a connected client that has sent nothing for this
-	// long sends a KeepAlive (PROTOCOL.md §7's default interval), so a
+	// long sends a KeepAlive (docs/protocol.md §7's default interval), so a
 	// slow Rate does not let the server time it out.
 	DefaultKeepAlive = time.Second
 	// DefaultResendInterval: the client's handshake resend interval
-	// (PROTOCOL.md §6's default), so handshake latency percentiles include
+	// (docs/protocol.md §6's default), so handshake latency percentiles include
 	// what a real client waits after a loss.
 	DefaultResendInterval = time.Second
 	// DefaultSocketBuffer: SO_RCVBUF/SO_SNDBUF of the load sockets.

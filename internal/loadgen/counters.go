@@ -86,7 +86,7 @@ type Counters struct {
 	// Disconnects: Disconnect packets sent.
 	Disconnects uint64
 
-	// Why handshakes failed. Denied by the server's reason (PROTOCOL.md
+	// Why handshakes failed. Denied by the server's reason (docs/protocol.md
 	// §3: 1 server full, 2 refused by the application, anything else);
 	// TimedOut: no progress within ConnectTimeout, or still handshaking
 	// when the phase ended; WrongVersion: the server sent VersionUpgrade.
@@ -100,7 +100,7 @@ type Counters struct {
 	// resend interval).
 	Resent uint64
 
-	// Connections the server closed, by the Disconnect's reason (PROTOCOL.md
+	// Connections the server closed, by the Disconnect's reason (docs/protocol.md
 	// §7: 1 closed by the application, 2 shutdown, 3 timed out, 4
 	// replaced; ClosedOther: any other reason byte, or none).
 	ClosedApp      uint64
@@ -109,7 +109,7 @@ type Counters struct {
 	ClosedReplaced uint64
 	ClosedOther    uint64
 
-	// Restarts (PROTOCOL.md §6, "Restart"; ModeData), as
+	// Restarts (docs/protocol.md §6, "Restart"; ModeData), as
 	// fastpath.ClientHandshake rules them: RestartHandshakes received by
 	// connected clients; Restarts honoured (a restart Initial went out:
 	// only after the server has been silent for RestartSilence, and at

@@ -43,7 +43,7 @@
 //     the handshake: decode, cookie, encode).
 //   - ModeResponse: after Connect, each connected client repeats the valid
 //     Response that connected it; the server verifies the cookie and answers
-//     with the connection's Ack again (PROTOCOL.md §5, "a valid Response gets
+//     with the connection's Ack again (docs/protocol.md §5, "a valid Response gets
 //     the Ack again"). This measures Response→Ack with cookie verification
 //     at a steady rate without creating a connection per packet. The cookie
 //     stays valid until the server's second secret rotation after the
@@ -60,7 +60,7 @@
 // login storm). Both report how many connected, how fast, and why the others
 // failed (Denied by reason, timed out, wrong version). In ModeData a
 // connected client keeps its handshake and follows the server's
-// RestartHandshake as PROTOCOL.md §6 says; a restart that times out loses
+// RestartHandshake as docs/protocol.md §6 says; a restart that times out loses
 // the connection. Counters say why clients ended (Counters.Endings): denied,
 // timed out, closed by the server (by Disconnect reason), restart failed.
 //

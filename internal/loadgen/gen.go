@@ -356,7 +356,7 @@ func (g *Generator) Run(ctx context.Context, spec RunSpec) (RunResult, error) {
 	return res, werr
 }
 
-// Disconnect sends copies Disconnect packets (PROTOCOL.md §7 says 5) from
+// Disconnect sends copies Disconnect packets (docs/protocol.md §7 says 5) from
 // every connected client, at most perSecond datagrams a second in all (0:
 // 200 000), and forgets the connections. It returns the packets sent. Only
 // ModeData keeps the sequence state a Disconnect needs; in other modes it

@@ -31,7 +31,7 @@ const (
 )
 
 // restartServer is a scripted server that speaks just enough of the
-// protocol to drive a client through a restart (PROTOCOL.md §5–§6): it
+// protocol to drive a client through a restart (docs/protocol.md §5–§6): it
 // connects every client, and once asked it answers each client's connection
 // packets with RestartHandshake until the client restarts. What it does
 // with the RestartResponse is its mode.
@@ -209,7 +209,7 @@ func runRestart(t *testing.T, s *restartServer, clients int, window time.Duratio
 // counted from connecting here), so the windows run past it.
 
 // TestRestart: a connected client told RestartHandshake restarts as
-// PROTOCOL.md §6 says (restart Initial with RestartBit 1, then a
+// docs/protocol.md §6 says (restart Initial with RestartBit 1, then a
 // RestartResponse whose OrigCookie is its authorised cookie), once, even
 // though the server repeats the request for every packet, and goes on
 // after the Ack.

@@ -49,7 +49,7 @@ type worker struct {
 	ids      []connID
 	seqs     []fastpath.SeqState // ModeData
 	// hcs: each client's handshake, kept after Connect in ModeData so a
-	// connected client can follow a RestartHandshake (PROTOCOL.md §6).
+	// connected client can follow a RestartHandshake (docs/protocol.md §6).
 	hcs []fastpath.ClientHandshake
 	// restarting: clients with a restart under way, so scan looks at the
 	// handshakes only when there are some.
@@ -558,7 +558,7 @@ func (w *worker) connIn(j int, p []byte, now int64, measuring bool) {
 	w.ctr.loc[cSeqLost] += uint64(w.rep.NumLost)
 	// A packet the connection took came from the server, which therefore
 	// still knows us here: RestartHandshakes are not to be believed now,
-	// and a restart under way is moot (PROTOCOL.md §6).
+	// and a restart under way is moot (docs/protocol.md §6).
 	w.restartEvent(j, w.hcs[j].Heard(seconds(now)))
 	switch h.Kind {
 	case fastpath.KindData:
@@ -592,7 +592,7 @@ func (w *worker) end(j int, st uint8) {
 }
 
 // handshakeIn handles a handshake packet for connected client j in Run:
-// the restart (PROTOCOL.md §6) that a RestartHandshake asks for, and the
+// the restart (docs/protocol.md §6) that a RestartHandshake asks for, and the
 // Challenge and Ack that complete it, all as fastpath.ClientHandshake
 // decides. Anything else is unexpected.
 func (w *worker) handshakeIn(j int, p []byte, now int64) {

@@ -19,7 +19,7 @@ import (
 )
 
 // This file builds the worked example of the proposed sealed packet layout
-// (team/h6-sealed-protocol.md) and checks it against
+// (docs/protocol.md §11.2) and checks it against
 // testdata/sealed_example.txt; -update rewrites that file.
 //
 // The layout, with o = fastpath.ConnHeaderOffset(M):
@@ -119,7 +119,7 @@ func TestSealedExample(t *testing.T) {
 
 	var m fastpath.Magic // no magic header: o = 1
 	// The connection's authorised cookie (from the Ack): it gives the
-	// sequences and the tag (PROTOCOL.md §4), and its first 16 bytes salt
+	// sequences and the tag (docs/protocol.md §4), and its first 16 bytes salt
 	// the keys.
 	ck := cookie.Cookie{0x21, 0x03, 0x34, 0x12, 0xd4, 0xc3, 0xb2, 0xa1,
 		0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7, 0xc8, 0xc9, 0xca, 0xcb}

@@ -12,7 +12,7 @@
 //	b[len-16:]       Poly1305 tag (TagBytes)
 //
 // What the clear header holds besides the counter is the caller's (the
-// layout is in the sealed-protocol proposal). The 96-bit nonce is netcode's:
+// layout is in docs/protocol.md §11.2). The 96-bit nonce is netcode's:
 // four zero bytes, then the counter as u64 LE.
 //
 // A nonce must never repeat under one key, but each Sealer counts from 0, and
