@@ -65,15 +65,16 @@ const maxLimiterEntries = 1 << 30
 type Limit struct{ Rate, Burst float64 }
 
 // Divide returns the share of l that each of n receive loops enforces so
-// that together they allow about l: Rate/n, and Burst/n but at least 1.
+// that together they allow about l: Rate/n, and Burst/n but at least 1 (a
+// Burst below 1, which allows nothing, stays as it is).
 // Every loop keeps its own tables, and the kernel spreads one host's source
 // ports over the loops that receive handshakes, so per-loop budgets add up:
 // with n such loops a host can get n times a loop's budget. A host's
 // legitimate clients are spread the same way, so each loop's share of them
 // fits its share of the budget. Unlimited stays unlimited.
 func (l Limit) Divide(n int) Limit {
-	if n <= 1 || !(l.Rate > 0) {
-		return l
+	if n <= 1 || !(l.Rate > 0) || l.Burst < 1 {
+		return l // unlimited, or allowing nothing: the same for every share
 	}
 	return Limit{Rate: l.Rate / float64(n), Burst: max(l.Burst/float64(n), 1)}
 }

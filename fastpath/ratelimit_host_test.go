@@ -63,6 +63,7 @@ func TestLimitDivide(t *testing.T) {
 		{Limit{64, 128}, 0, Limit{64, 128}},
 		{Limit{4, 2}, 4, Limit{1, 1}}, // never a burst below one reply
 		{Limit{Rate: -1}, 8, Limit{Rate: -1}},
+		{Limit{Rate: 5, Burst: 0}, 2, Limit{Rate: 5, Burst: 0}}, // allows nothing, still
 	} {
 		if got := tc.l.Divide(tc.n); got != tc.want {
 			t.Errorf("%+v.Divide(%d) = %+v, want %+v", tc.l, tc.n, got, tc.want)
