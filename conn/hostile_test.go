@@ -73,12 +73,20 @@ func TestReplayAndForgery(t *testing.T) {
 		restart := func(origCookie cookie.Cookie, clientID uint8) {
 			attacker.clientID = clientID
 			ch := attacker.challenge()
-			attacker.send(attacker.handshakePacket(fastpath.TypeRestartResponse, func(h *fastpath.Handshake) {
+			rr := attacker.handshakePacket(fastpath.TypeRestartResponse, func(h *fastpath.Handshake) {
 				h.Restart = true
 				h.SessionID, h.SecretID, h.Timestamp, h.Cookie = ch.SessionID, ch.SecretID, ch.Timestamp, ch.Cookie
 				h.OrigCookie = origCookie
-			}))
-			attacker.silent("RestartResponse")
+			})
+			attacker.send(rr)
+			// The sender proved its own address only: it is told, in
+			// fewer bytes than it sent, that there is no such connection.
+			b, ok := attacker.recv(2 * time.Second)
+			var h fastpath.Handshake
+			if !ok || fastpath.DecodeHandshake(attacker.magic, b, &h) != fastpath.DropNone ||
+				h.Type != fastpath.TypeDenied || h.Reason != fastpath.DeniedUnknownConnection || len(b) > len(rr) {
+				t.Fatalf("RestartResponse for no connection answered %x, want a Denied(4) of at most %d bytes", b, len(rr))
+			}
 		}
 		unknown := orig
 		unknown[0] ^= 0xff

@@ -307,7 +307,15 @@ func (l *loop) migrate(addr netip.AddrPort, now time.Time) {
 	s := l.s
 	c, from, ok := s.conns.GetByCookie((*[20]byte)(&d.OrigCookie))
 	if !ok || c.clientID != d.To.ClientID || c.closed.Load() {
+		// The connection is gone (closed, or this is a restarted server):
+		// tell the client at once, rather than let it resend until its
+		// timeout. Its address is proven and a Denied is smaller than the
+		// RestartResponse.
 		l.cnt.add(cDrop+int(fastpath.DropUnknownConnection), 1)
+		m := l.slot()
+		if n := s.fc.BuildDenied(m.Buf[:cap(m.Buf)], &d.To, fastpath.DeniedUnknownConnection, &d.Cookie, &l.rnd); n > 0 {
+			l.reply(n, fastpath.TypeDenied, addr)
+		}
 		return
 	}
 	if from != addr {

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run):
 #  1. every package under the race detector;
-#  2. the heavy hostile-traffic tests (TestFlood*) again without it: they
-#     push a million datagrams through a real server, which the race
-#     detector's slowdown would stretch to many minutes (their files are
-#     built only without -race);
+#  2. without the race detector, what it would distort: the heavy
+#     hostile-traffic tests (TestFlood*: a million datagrams through a real
+#     server, files built only without -race), every zero-allocation test
+#     (by convention their names contain "Alloc": the race detector
+#     allocates, so they skip under it) and the heap-per-connection test;
 #  3. every fuzz target for FUZZTIME (default 10s) from its committed seed
 #     corpus, found by name so a new target is never forgotten.
 set -euo pipefail
@@ -13,8 +14,8 @@ cd "$(dirname "$0")/.."
 echo "== race tests"
 go test -race -count=1 -timeout 15m ./...
 
-echo "== heavy tests without the race detector"
-go test -count=1 -timeout 10m -run '^TestFlood' ./...
+echo "== heavy, allocation and memory tests without the race detector"
+go test -count=1 -timeout 10m -run '^TestFlood|Alloc|^TestHeapPerConnection' ./...
 
 echo "== fuzzing, ${FUZZTIME:=10s} per target"
 for file in $(git ls-files '*_test.go' 2>/dev/null || find . -name '*_test.go'); do
