@@ -128,7 +128,7 @@ func TestPortInUse(t *testing.T) {
 		g.Close()
 		t.Fatal("Listen on a port in use succeeded")
 	}
-	want := "address " + addr + " is already in use: stop the other process or choose another -listen port"
+	want := "address " + addr + " is already in use: stop the other process or choose another port"
 	if err.Error() != want {
 		t.Errorf("error %q\nwant  %q", err, want)
 	}

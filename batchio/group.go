@@ -181,7 +181,7 @@ func friendlyListenError(addr string, err error) error {
 	var msg string
 	switch {
 	case isErrno(err, errAddrInUse):
-		msg = fmt.Sprintf("address %s is already in use: stop the other process or choose another -listen port", addr)
+		msg = fmt.Sprintf("address %s is already in use: stop the other process or choose another port", addr)
 	case isErrno(err, errAddrNotAvail):
 		msg = fmt.Sprintf("address %s is not an address of this host: listen on 0.0.0.0 or [::], or on one of this host's addresses", addr)
 	case isErrno(err, errAccess):

@@ -37,7 +37,7 @@ type Conn struct {
 	addr     netip.AddrPort
 	// Payload bytes; the packet counters are seq's.
 	bytesIn, bytesOut uint64
-	// seq's scalars follow; it ends in a 2 KiB ring of send times.
+	// seq's scalars follow; it ends in a ring of send times.
 	seq fastpath.SeqState
 
 	// Cold: setup and the rare paths.
@@ -59,7 +59,7 @@ type ConnStats struct {
 	PacketsIn, PacketsOut uint64 // connection packets received (accepted) and sent
 	BytesIn, BytesOut     uint64 // Data payload bytes
 	Delivered, Lost       uint64 // own packets acknowledged, or fallen out of the window
-	Stale                 uint64 // duplicates and packets older than the window, dropped
+	Stale                 uint64 // duplicates, packets older than the window and suspect sequences, dropped
 	RTT                   time.Duration
 }
 
@@ -123,7 +123,7 @@ func (c *Conn) Stats() ConnStats {
 	return ConnStats{
 		PacketsIn: q.Received, PacketsOut: q.Sent,
 		BytesIn: c.bytesIn, BytesOut: c.bytesOut,
-		Delivered: q.Delivered, Lost: q.Lost, Stale: q.Duplicates + q.TooOld,
+		Delivered: q.Delivered, Lost: q.Lost, Stale: q.Duplicates + q.TooOld + q.Suspect,
 		RTT: time.Duration(c.seq.RTT() * float64(time.Second)),
 	}
 }

@@ -102,7 +102,8 @@ var (
 	ErrPayloadSize = errors.New("conn: payload is empty or larger than MaxDatagram allows")
 )
 
-// DeniedError: the server refused the client.
+// DeniedError is Dial's error when the server refused the client; Reason
+// is the Denied packet's (fastpath.Denied*).
 type DeniedError struct{ Reason uint8 }
 
 func (e *DeniedError) Error() string {
@@ -112,23 +113,25 @@ func (e *DeniedError) Error() string {
 	case fastpath.DeniedRefused:
 		return "conn: denied: refused by the server's application"
 	case fastpath.DeniedAddressLimit:
-		return "conn: denied: too many connections from this IP address or network (close some, or ask the operator to raise -max-clients-per-ip / -max-clients-per-prefix)"
+		return "conn: denied: too many connections from this IP address or network (close some, or ask the server's operator to raise its per-IP and per-network connection limits)"
 	}
 	return fmt.Sprintf("conn: denied with reason %d", e.Reason)
 }
 
-// VersionError: the server speaks another NetworkVersion or features.
+// VersionError is Dial's error when the server speaks another
+// NetworkVersion or NetworkFeatures.
 type VersionError struct {
 	ServerNetworkVersion  uint32
 	ServerNetworkFeatures uint16
 }
 
 func (e *VersionError) Error() string {
-	return fmt.Sprintf("conn: wrong version: the server runs NetworkVersion %d features %d: set Config.NetworkVersion/NetworkFeatures (or -network-version/-network-features) to match",
+	return fmt.Sprintf("conn: wrong version: the server runs NetworkVersion %d features %d: set Config.NetworkVersion and NetworkFeatures to match",
 		e.ServerNetworkVersion, e.ServerNetworkFeatures)
 }
 
-// DisconnectedError: an established connection ended.
+// DisconnectedError is the error a Client reports once its established
+// connection ended, and why.
 type DisconnectedError struct {
 	Reason DisconnectReason
 	Remote bool

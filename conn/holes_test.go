@@ -298,3 +298,89 @@ func TestHealthy(t *testing.T) {
 		t.Fatal("healthy after Close")
 	}
 }
+
+// collect counts the handshake replies of type typ that reached peers,
+// after giving the server time to answer what it was sent.
+func collect(peers []*rawPeer, typ fastpath.PacketType) int {
+	time.Sleep(200 * time.Millisecond)
+	got := 0
+	for _, p := range peers {
+		for {
+			b, ok := p.recv(time.Millisecond)
+			if !ok {
+				break
+			}
+			var h fastpath.Handshake
+			if fastpath.DecodeHandshake(p.magic, b, &h) == fastpath.DropNone && h.Type == typ {
+				got++
+			}
+		}
+	}
+	return got
+}
+
+// A spoofer aiming 1,000 ports of one host at the server draws at most the
+// host's Challenge budget toward it, not 1,000 ports' worth.
+func TestChallengesTowardOneHost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens a thousand sockets")
+	}
+	s := listen(t, Config{})
+	peers := make([]*rawPeer, 1000)
+	for i := range peers {
+		peers[i] = newRawPeer(t, s, "127.0.0.9:0")
+	}
+	start := time.Now()
+	for range 5 {
+		for _, p := range peers {
+			p.send(p.handshakePacket(fastpath.TypeInitial, nil))
+		}
+	}
+	elapsed := time.Since(start).Seconds() + 0.2 // the sends, and collect's wait
+	got := collect(peers, fastpath.TypeChallenge)
+	// Burst 128, then 64/s, whichever loops the ports land on.
+	limit := 2*fastpath.DefaultChallengeIPLimit.Rate + fastpath.DefaultChallengeIPLimit.Rate*elapsed
+	t.Logf("Challenges toward one host from 1,000 ports: %d for %d Initials in %.2f s (budget %.0f/s, burst %.0f)",
+		got, 5*len(peers), elapsed, fastpath.DefaultChallengeIPLimit.Rate, 2*fastpath.DefaultChallengeIPLimit.Rate)
+	if float64(got) > limit+1 {
+		t.Fatalf("%d Challenges toward one host, want at most %.0f", got, limit)
+	}
+	if got == 0 {
+		t.Fatal("no Challenge at all")
+	}
+}
+
+// The VersionUpgrade total (512 per 300 s) is one budget for the server,
+// whatever the number of receive loops.
+func TestVersionUpgradeTotalAcrossLoops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens hundreds of sockets")
+	}
+	clk := &clock{}
+	s := listen(t, Config{Sockets: 4, NoSteering: true, NetworkVersion: 2, Now: clk.Now})
+	peers := make([]*rawPeer, 300)
+	for i := range peers {
+		peers[i] = newRawPeer(t, s, fmt.Sprintf("127.0.%d.%d:0", 20+i/200, 1+i%200))
+		peers[i].netV = 1
+	}
+	round := func() int {
+		for range 8 { // the per-source burst
+			for _, p := range peers {
+				p.send(p.handshakePacket(fastpath.TypeInitial, nil))
+			}
+		}
+		return collect(peers, fastpath.TypeVersionUpgrade)
+	}
+	first := round()
+	clk.Advance(300 * time.Second)
+	second := round()
+	t.Logf("VersionUpgrades over 300 s across %d loops: %d, then %d after 300 s (%d requests each time)",
+		len(s.loops), first, second, 8*len(peers))
+	total := int(fastpath.DefaultVersionUpgradeTotal.Burst)
+	if first > total+2 || first+second > 2*total+4 {
+		t.Fatalf("VersionUpgrades %d and %d: more than one budget of %d per 300 s", first, second, total)
+	}
+	if first < total/2 {
+		t.Fatalf("only %d VersionUpgrades for %d requests", first, 8*len(peers))
+	}
+}

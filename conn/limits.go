@@ -126,11 +126,3 @@ func (l *addrLimits) dec(ip limitKey) {
 		delete(l.prefix, px)
 	}
 }
-
-// counts returns the connections counted for addr's IP and prefix.
-func (l *addrLimits) counts(addr netip.Addr) (ip, prefix int) {
-	k, is4 := ipKey(addr)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return int(l.ip[k]), int(l.prefix[prefixOf(k, is4)])
-}

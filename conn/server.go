@@ -140,7 +140,7 @@ func Listen(addr string, cfg Config) (*Server, error) {
 	}
 	s.fc = st.fastpathConfig(s.handshakeLoops())
 	// One VersionUpgrade budget for the whole server, not one per loop.
-	s.fc.VersionUpgradeShared = fastpath.NewSharedBucket(fastpath.DefaultVersionUpgradeTotal, seconds(now))
+	s.fc.ShareVersionUpgradeTotal(seconds(now))
 	for i, sock := range group.Sockets() {
 		l := newLoop(s, i, sock, group.Config().BatchSize, seconds(now))
 		s.loops = append(s.loops, l)

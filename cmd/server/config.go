@@ -50,6 +50,9 @@ type values struct {
 	networkFeatures     uint
 	timeout             time.Duration
 	challengeRate       float64
+	challengeRateIP     float64
+	challengeRatePrefix float64
+	steer               bool
 	overload            bool
 	app                 string
 	logLevel            string
@@ -143,6 +146,9 @@ func (o *options) newFlagSet() *flag.FlagSet {
 	fs.UintVar(&o.networkFeatures, "network-features", 0, "network features clients must match (0..65535)")
 	fs.DurationVar(&o.timeout, "timeout", conn.DefaultTimeout, "close a connection silent for this long (longer than the 1s keepalive)")
 	fs.Float64Var(&o.challengeRate, "challenge-rate", defaultChallengeRate, "Challenge replies per second per source address (0: the protocol default, 32; -1: unlimited, for load tests from one host); changes on SIGHUP")
+	fs.Float64Var(&o.challengeRateIP, "challenge-rate-per-ip", fastpath.DefaultChallengeIPLimit.Rate, "Challenge replies per second to one IP address, all its ports, for the whole server; bursts twice that (0: the default; -1: unlimited)")
+	fs.Float64Var(&o.challengeRatePrefix, "challenge-rate-per-prefix", fastpath.DefaultChallengePrefixLimit.Rate, "Challenge replies per second to one /24 (IPv4) or /64 (IPv6) network, for the whole server; bursts twice that (0: the default; -1: unlimited)")
+	fs.BoolVar(&o.steer, "steer", true, "steer handshake packets and connection packets to separate sockets in the kernel, so a handshake flood never queues ahead of players (Linux 4.5+; falls back with a warning)")
 	fs.BoolVar(&o.overload, "overload", false, "overload control: under connectionless floods shed RestartHandshake/VersionUpgrade, then cap Challenges per socket (off: the protocol default, replies limited per source only); changes on SIGHUP")
 	fs.StringVar(&o.app, "app", "echo", "application: echo (send each Data payload back) or discard")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug (adds a line per connection), info, warn or error; changes on SIGHUP")
@@ -531,6 +537,15 @@ func (o *options) validate() error {
 	if math.IsNaN(o.challengeRate) || math.IsInf(o.challengeRate, 0) {
 		bad("challenge-rate", "must be a number: replies per second like 32 (0 takes the protocol default, 32; -1 means unlimited)")
 	}
+	for _, r := range []struct {
+		name string
+		v    float64
+		def  int
+	}{{"challenge-rate-per-ip", o.challengeRateIP, 64}, {"challenge-rate-per-prefix", o.challengeRatePrefix, 256}} {
+		if math.IsNaN(r.v) || math.IsInf(r.v, 0) {
+			bad(r.name, "must be a number: replies per second like %d (0 takes the default, %d; -1 means unlimited)", r.def, r.def)
+		}
+	}
 	if o.app != "echo" && o.app != "discard" {
 		bad("app", "use echo or discard")
 	}
@@ -606,7 +621,7 @@ func settingOrder(fs *flag.FlagSet) []string {
 var definitionOrder = []string{
 	"listen", "sockets", "batch", "max-clients", "max-clients-per-ip", "max-clients-per-prefix", "max-datagram",
 	"dscp", "magic", "session-id", "network-version", "network-features",
-	"timeout", "challenge-rate", "overload", "app", "log-level", "log-format", "summary",
+	"timeout", "challenge-rate", "challenge-rate-per-ip", "challenge-rate-per-prefix", "steer", "overload", "app", "log-level", "log-format", "summary",
 	"metrics", "pprof", "drain-timeout", "agones", "agones-players",
 }
 

@@ -48,6 +48,7 @@ func TestDefaults(t *testing.T) {
 		maxDatagram:    fastpath.DefaultMaxDatagram,
 		networkVersion: 1,
 		timeout:        conn.DefaultTimeout, challengeRate: 32, app: "echo", logLevel: "info", logFormat: "text",
+		challengeRateIP: 64, challengeRatePrefix: 256, steer: true,
 		summary: 10 * time.Second, pprof: true, agonesPlayers: true,
 	}
 	if o.values != want {
@@ -55,7 +56,8 @@ func TestDefaults(t *testing.T) {
 	}
 	cfg := o.config(nil, nil)
 	if cfg.ChallengeRate != 32 || cfg.MaxClients != conn.DefaultMaxClients || cfg.BatchSize != batchio.DefaultBatchSize || cfg.DSCP != 0 ||
-		cfg.MaxClientsPerIP != conn.DefaultMaxClientsPerIP || cfg.MaxClientsPerPrefix != conn.DefaultMaxClientsPerPrefix {
+		cfg.MaxClientsPerIP != conn.DefaultMaxClientsPerIP || cfg.MaxClientsPerPrefix != conn.DefaultMaxClientsPerPrefix ||
+		cfg.ChallengeRatePerIP != 64 || cfg.ChallengeRatePerPrefix != 256 || cfg.NoSteering {
 		t.Errorf("conn.Config %+v", cfg)
 	}
 }

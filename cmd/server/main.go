@@ -316,10 +316,13 @@ func (o *options) config(logger *slog.Logger, h conn.Handler) conn.Config {
 		Timeout:             o.timeout,
 		// The same meaning in both: 0 the protocol default, negative
 		// unlimited.
-		ChallengeRate: o.challengeRate,
-		Overload:      conn.OverloadConfig{Enabled: o.overload},
-		Handler:       h,
-		Logger:        logger,
+		ChallengeRate:          o.challengeRate,
+		ChallengeRatePerIP:     o.challengeRateIP,
+		ChallengeRatePerPrefix: o.challengeRatePrefix,
+		NoSteering:             !o.steer,
+		Overload:               conn.OverloadConfig{Enabled: o.overload},
+		Handler:                h,
+		Logger:                 logger,
 	}
 }
 

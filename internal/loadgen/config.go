@@ -91,7 +91,7 @@ const (
 	DefaultFirstSource = "127.1.0.1"
 
 	// MaxClients bounds a generator: in ModeData each client holds a
-	// fastpath.SeqState (about 2 KiB).
+	// fastpath.SeqState (about 600 bytes).
 	MaxClients = 1_000_000
 	// MaxSockets bounds the load sockets (one goroutine and thread each).
 	MaxSockets = 1024
