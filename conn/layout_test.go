@@ -36,7 +36,7 @@ func TestConnLayout(t *testing.T) {
 		t.Errorf("lastSend on line %d, want 1", l)
 	}
 	// seq's scalars: SeqState less its ring of send times (4-byte stamps).
-	scalars := unsafe.Sizeof(c.seq) - unsafe.Sizeof(uint32(0))*fastpath.SeqRingSize
+	scalars := unsafe.Sizeof(c.seq) - 3*fastpath.SeqRingSize
 	if end := unsafe.Offsetof(c.seq) + scalars; end > 5*line {
 		t.Errorf("hot fields end at %d bytes: more than five cache lines", end)
 	}

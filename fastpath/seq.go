@@ -79,14 +79,12 @@ func SeqNewer(a, b uint16) bool {
 	return d != 0 && d < seqHalf
 }
 
-// SentPacket is one of our packets as reported by an AckReport.
+// SentPacket is one of our packets as reported by an AckReport. Its send
+// time is not reported: the state keeps send times only as 16-bit stamps
+// for RTT samples (see stampUnit), too coarse in range to date a packet
+// reported lost seconds later.
 type SentPacket struct {
 	Seq uint16
-	// SentAt is the now passed to NextSend, to the microsecond: the state
-	// keeps send times as 32-bit microsecond stamps, read back relative to
-	// the now of the call that reports them (so within about 35 minutes of
-	// the send; a packet is reported long before that).
-	SentAt float64
 }
 
 // AckReport is what one Receive or NextSend call learned about our own
@@ -192,20 +190,41 @@ type SeqState struct {
 	// sentAt comes last: every packet touches the fields above and one
 	// slot of this ring, so the scalars share two cache lines instead of
 	// each sitting on its own past the ring (with 100k connections each
-	// visit to a connection misses the cache). Each slot is the low 32 bits
-	// of the send time in Unix microseconds (see stamp).
-	sentAt [SeqRingSize]uint32
+	// visit to a connection misses the cache). A slot's send time is a
+	// 24-bit stamp (see stamp): its low 16 bits in sentLo, its high 8 in
+	// sentHi, which the per-packet path reads only for an RTT sample.
+	sentLo [SeqRingSize]uint16
+	sentHi [SeqRingSize]uint8
 }
 
-// stamp is now in Unix microseconds, modulo 2^32. Differences of two stamps,
-// read as int32, are exact to the microsecond for up to about 35 minutes, so
-// a send time needs 4 bytes instead of 8, and sub-millisecond loopback RTTs
-// keep their precision.
-func stamp(now float64) uint32 { return uint32(int64(math.Round(now * 1e6))) }
+// stampUnit is the resolution of send times, in seconds. A send time is
+// kept in 3 bytes, the low 24 bits of Unix time in these units, so the ring
+// costs 384 bytes a connection instead of 1 KiB as float64 (issue 11: at
+// most 1 KiB of heap per connection in all). Differences of two stamps span
+// ±134 s, far beyond the connection timeout, so an RTT sample never
+// aliases, and sub-millisecond loopback RTTs keep 16 µs precision.
+const stampUnit = 16e-6
+
+// stampBits is a stamp's width; stampMask keeps its bits.
+const (
+	stampBits = 24
+	stampMask = 1<<stampBits - 1
+)
+
+// stamp is now in units of stampUnit, modulo 2^24.
+func stamp(now float64) uint32 { return uint32(int64(math.Floor(now/stampUnit))) & stampMask }
 
 // since is the time in seconds from stamp t to stamp now; negative when the
 // clock stepped back.
-func since(now, t uint32) float64 { return float64(int32(now-t)) / 1e6 }
+func since(now, t uint32) float64 {
+	d := int32((now-t)<<(32-stampBits)) >> (32 - stampBits) // sign-extended
+	return float64(d) * stampUnit
+}
+
+// sentAt is the stamp of ring slot i.
+func (s *SeqState) sentAt(i uint16) uint32 {
+	return uint32(s.sentHi[i])<<16 | uint32(s.sentLo[i])
+}
 
 // Init starts the state for a new connection: localSeq is our initial
 // sequence number (server: ServerSeq, client: ClientSeq), remoteSeq the
@@ -269,14 +288,14 @@ func (s *SeqState) Send(now float64) (seq, ack uint16, ackBits uint64, lost Sent
 	if s.tracked() == SeqRingSize { // sendBase is pending: the invariant
 		slot := s.sendBase & ringMask
 		s.pending[slot>>6] &^= 1 << (slot & 63)
-		lost, evicted = SentPacket{Seq: s.sendBase, SentAt: now - since(t, s.sentAt[slot])}, true
+		lost, evicted = SentPacket{Seq: s.sendBase}, true
 		s.stats.lost++
 		s.stats.evicted++
 		s.advanceBase()
 	}
 	seq = s.nextSeq
 	slot := seq & ringMask
-	s.sentAt[slot] = t
+	s.sentLo[slot], s.sentHi[slot] = uint16(t), uint8(t>>16)
 	s.pending[slot>>6] |= 1 << (slot & 63)
 	s.nextSeq = (seq + 1) & seqMask
 	s.stats.sent++
@@ -374,7 +393,6 @@ func (s *SeqState) processAck(ack uint16, ackBits uint64, now float64, rep *AckR
 	if off >= s.tracked() {
 		return
 	}
-	t := stamp(now)
 	// Delivered: candidate k (0..63) is ack-SeqWindow+k, AckBits bit 63-k.
 	// Intersect with the pending bitmap in one go; mask off candidates
 	// before sendBase, whose ring slots may hold newer packets.
@@ -386,18 +404,18 @@ func (s *SeqState) processAck(ack uint16, ackBits uint64, now float64, rep *AckR
 	for cand != 0 {
 		k := bits.TrailingZeros64(cand)
 		cand &= cand - 1
-		s.reportDelivered((first+uint16(k))&seqMask, now, t, rep)
+		s.reportDelivered((first+uint16(k))&seqMask, rep)
 	}
 	if s.isPending(ack) {
-		rep.RTTSample = max(since(t, s.sentAt[ack&ringMask]), 0)
+		rep.RTTSample = max(since(stamp(now), s.sentAt(ack&ringMask)), 0)
 		s.addRTTSample(rep.RTTSample)
-		s.reportDelivered(ack, now, t, rep)
+		s.reportDelivered(ack, rep)
 	}
 	// Lost: everything tracked before ack-SeqWindow. Each packet is passed
 	// once here, since sendBase moves beyond it.
 	for n := off - SeqWindow; n > 0; n-- {
 		if s.isPending(s.sendBase) {
-			s.reportLost(s.sendBase, now, t, rep)
+			s.reportLost(s.sendBase, rep)
 		}
 		s.sendBase = (s.sendBase + 1) & seqMask
 	}
@@ -415,18 +433,18 @@ func (s *SeqState) addRTTSample(sample float64) {
 	s.srtt += float32((sample - float64(s.srtt)) / 8)
 }
 
-func (s *SeqState) reportDelivered(seq uint16, now float64, t uint32, rep *AckReport) {
+func (s *SeqState) reportDelivered(seq uint16, rep *AckReport) {
 	slot := seq & ringMask
 	s.pending[slot>>6] &^= 1 << (slot & 63)
-	rep.Delivered[rep.NumDelivered] = SentPacket{Seq: seq, SentAt: now - since(t, s.sentAt[slot])}
+	rep.Delivered[rep.NumDelivered] = SentPacket{Seq: seq}
 	rep.NumDelivered++
 	s.stats.delivered++
 }
 
-func (s *SeqState) reportLost(seq uint16, now float64, t uint32, rep *AckReport) {
+func (s *SeqState) reportLost(seq uint16, rep *AckReport) {
 	slot := seq & ringMask
 	s.pending[slot>>6] &^= 1 << (slot & 63)
-	rep.Lost[rep.NumLost] = SentPacket{Seq: seq, SentAt: now - since(t, s.sentAt[slot])}
+	rep.Lost[rep.NumLost] = SentPacket{Seq: seq}
 	rep.NumLost++
 	s.stats.lost++
 }
@@ -467,7 +485,7 @@ func (s *SeqState) pendingRun(seq uint16) uint64 {
 // It may run without the lock that guards s, racing a writer: the values are
 // meaningless then, and only the cache lines matter.
 func (s *SeqState) Touch() uint64 {
-	return s.recvHistory ^ s.pending[0] ^ s.stats.sent ^ uint64(s.sentAt[s.nextSeq&ringMask])
+	return s.recvHistory ^ s.pending[0] ^ s.stats.sent ^ uint64(s.sentLo[s.nextSeq&ringMask])
 }
 
 // InFlight is how many sent packets are not reported yet.

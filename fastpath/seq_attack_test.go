@@ -200,11 +200,11 @@ func TestSeqForgedStep(t *testing.T) {
 // scans it.
 func TestSeqStateSize(t *testing.T) {
 	var s SeqState
-	if n := unsafe.Sizeof(s); n > 600 {
-		t.Errorf("SeqState is %d bytes, want at most 600", n)
+	if n := unsafe.Sizeof(s); n > 472 {
+		t.Errorf("SeqState is %d bytes, want at most 472", n)
 	}
 	// The scalars every packet touches fit two cache lines before the ring.
-	if off := unsafe.Offsetof(s.sentAt); off > 128 {
+	if off := unsafe.Offsetof(s.sentLo); off > 128 {
 		t.Errorf("the ring starts at byte %d, want the scalars within 128", off)
 	}
 	var walk func(reflect.Type) bool
@@ -229,22 +229,36 @@ func TestSeqStateSize(t *testing.T) {
 	}
 }
 
-// TestSeqRTTMicroseconds: send times are 32-bit microsecond stamps, so a
-// loopback RTT of a tenth of a millisecond keeps its precision at today's
-// Unix time, and across the stamp's wraparound (every 2^32 µs).
-func TestSeqRTTMicroseconds(t *testing.T) {
-	const wrap = float64(1<<32) / 1e6
-	for _, start := range []float64{1.7e9, 400 * wrap, 400*wrap - 0.00005} {
+// TestSeqRTTStamps: send times are 24-bit stamps of stampUnit, so an RTT
+// keeps stampUnit's precision at today's Unix time and across the stamp's
+// wraparound (every 2^24 units), and the smoothed RTT of samples at random
+// phases converges on a loopback RTT below one unit.
+func TestSeqRTTStamps(t *testing.T) {
+	const wrap = float64(1<<stampBits) * stampUnit
+	for _, start := range []float64{1.7e9, 400 * wrap, 400*wrap - stampUnit/3} {
 		var s SeqState
 		var rep AckReport
 		s.Init(0, 0, start)
 		seq, _, _ := s.NextSend(start, &rep)
-		s.Receive(0, seq, 0, start+0.000123, &rep)
-		if d := rep.RTTSample - 0.000123; d > 1e-6 || d < -1e-6 {
-			t.Errorf("start %v: RTTSample %v, want 0.000123", start, rep.RTTSample)
+		s.Receive(0, seq, 0, start+0.001234, &rep)
+		if d := rep.RTTSample - 0.001234; d > stampUnit || d < -stampUnit {
+			t.Errorf("start %v: RTTSample %v, want 0.001234", start, rep.RTTSample)
 		}
-		if p := rep.DeliveredPackets(); len(p) != 1 || p[0].SentAt-start > 1e-6 || start-p[0].SentAt > 1e-6 {
-			t.Errorf("start %v: delivered %+v, want sent at %v", start, p, start)
+		if p := rep.DeliveredPackets(); len(p) != 1 || p[0].Seq != seq {
+			t.Errorf("start %v: delivered %+v, want seq %d", start, p, seq)
 		}
+	}
+	var s SeqState
+	var rep AckReport
+	s.Init(0, 0, 0)
+	now := 1.7e9
+	const rtt = 0.000007 // below one unit
+	for i := range 4000 {
+		now += 0.0161803 // a period unrelated to the unit
+		seq, _, _ := s.NextSend(now, &rep)
+		s.Receive(uint16(i), seq, 0, now+rtt, &rep)
+	}
+	if got := s.RTT(); got < rtt/2 || got > 2*rtt {
+		t.Errorf("smoothed RTT %v for a steady %v", got, rtt)
 	}
 }

@@ -416,7 +416,7 @@ func TestSeqAcks(t *testing.T) {
 				if !slices.Equal(evicted, st.wantEvicted) {
 					t.Errorf("step %d: evicted %v, want %v", i, evicted, st.wantEvicted)
 				}
-				if d := rep.RTTSample - st.wantRTT; d > 2e-6 || d < -2e-6 { // stamps are µs
+				if d := rep.RTTSample - st.wantRTT; d > stampUnit || d < -stampUnit { // stamps are stampUnit
 					t.Errorf("step %d: RTTSample %v, want %v", i, rep.RTTSample, st.wantRTT)
 				}
 				reported += rep.NumDelivered + rep.NumLost + len(evicted)
@@ -443,11 +443,12 @@ func TestSeqRTTSmoothing(t *testing.T) {
 		seq, _, _ := s.NextSend(now, &rep)
 		now += sample
 		s.Receive(uint16(i), seq, 0, now, &rep)
-		// Send times are microsecond stamps, the smoothed RTT a float32.
-		if rep.RTTSample < sample-1e-6 || rep.RTTSample > sample+1e-6 {
+		// Send times are stamps of stampUnit, the smoothed RTT a float32:
+		// each is within one unit.
+		if rep.RTTSample < sample-stampUnit || rep.RTTSample > sample+stampUnit {
 			t.Fatalf("sample %d: RTTSample %v, want %v", i, rep.RTTSample, sample)
 		}
-		if got := s.RTT(); got < want[i]-1e-6 || got > want[i]+1e-6 {
+		if got := s.RTT(); got < want[i]-stampUnit || got > want[i]+stampUnit {
 			t.Errorf("after sample %d: RTT %v, want %v", i, got, want[i])
 		}
 	}
@@ -627,15 +628,15 @@ func TestSeqSimulation(t *testing.T) {
 
 			// checkReport matches rep against the model's expected sets and
 			// records the reports.
-			// Send times come back to the microsecond (SentPacket.SentAt).
-			const tick = 2e-6
+			// RTT samples are exact to a stamp unit.
+			const tick = stampUnit + 1e-9
 			near := func(a, b float64) bool { return a-b <= tick && b-a <= tick }
 			samePackets := func(got []SentPacket, want []int, e *seqSimEnd) bool {
 				if len(got) != len(want) {
 					return false
 				}
 				for k, i := range want {
-					if got[k].Seq != e.sent[i].seq || !near(got[k].SentAt, e.sent[i].sentAt) {
+					if got[k].Seq != e.sent[i].seq {
 						return false
 					}
 				}
