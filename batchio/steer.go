@@ -40,6 +40,12 @@ type Steer struct {
 	// the group stays within MaxSockets.
 	SetSockets   int
 	ClearSockets int
+
+	// SetRecvBuffer, if not 0, is the receive buffer of the sockets for
+	// set bits instead of Config.RecvBuffer. udpgate's handshake sockets
+	// take a login storm's burst all at once, while its connection
+	// sockets see a steady flow: the first want the deeper queue.
+	SetRecvBuffer int
 }
 
 // MaxSteerBit is the largest Steer.Bit: the last bit of the largest UDP

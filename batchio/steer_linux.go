@@ -89,6 +89,15 @@ func (g *Group) steer(p *steerPlan) {
 		s.class = ClassBitClear
 		if i < p.set {
 			s.class = ClassBitSet
+			if want := g.cfg.Steer.SetRecvBuffer; want > 0 {
+				var w string
+				_ = s.sys.rc.Control(func(fd uintptr) {
+					w = setBuffer(int(fd), "receive", unix.SO_RCVBUFFORCE, unix.SO_RCVBUF, want)
+				})
+				if w != "" {
+					g.warn(w)
+				}
+			}
 		}
 	}
 }

@@ -47,8 +47,9 @@
 //
 // Variants are udpgate, rawecho or naive, with optional settings /bN
 // (batch), /sN (sockets), /rSIZE (socket buffers, e.g. r208k, r4m), /pN
-// (GOMAXPROCS), /frag, and for udpgate /overload (overload control on) and
-// /defaults (cmd/server's default limits and timers). A variant runs only
+// (GOMAXPROCS), /frag, and for udpgate /overload (overload control on),
+// /defaults (cmd/server's default limits and timers) and /nosteer (no
+// kernel steering of handshakes and connection packets). A variant runs only
 // in the scenarios it applies to: rawecho in the packet-rate ones,
 // udpgate/overload in storms and rtt-under-flood. Ratios use the first
 // rawecho and naive variants; each run starts a fresh server, so
@@ -101,7 +102,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	warmup := fs.Duration("warmup", 0, "warm-up before each window (0: the mode's)")
 	window := fs.Duration("window", 0, "measuring window (0: the mode's)")
 	scenarios := fs.String("scenarios", "", "comma-separated list: kind-clients with kind challenge, ack, data, storm or conns (e.g. data-100k, storm-10k, conns-100k), low-load, rtt-under-flood (default: the mode's)")
-	variants := fs.String("variants", "", "comma-separated servers: udpgate, rawecho, naive, each with optional /bN /sN /rSIZE /pN (GOMAXPROCS) /frag, udpgate also /overload /defaults (default: "+defaultServers+"; -full: "+fullServers+")")
+	variants := fs.String("variants", "", "comma-separated servers: udpgate, rawecho, naive, each with optional /bN /sN /rSIZE /pN (GOMAXPROCS) /frag, udpgate also /overload /defaults /nosteer (default: "+defaultServers+"; -full: "+fullServers+")")
 	connsRate := fs.Float64("conns-rate", 1, "conns-N: Data packets per second per client while GC is measured (0: closed loop)")
 	floodSources := fs.Int("flood-sources", 64, "rtt-under-flood: the attacker's source ports (one address), 1 to 4096")
 	floodSenders := fs.Int("flood-senders", 1, "rtt-under-flood: the attacker's sending threads, 1 to 8 (each takes a core if it can)")

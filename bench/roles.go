@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,7 +30,10 @@ const (
 	// profileEnv is "defaults" for a udpgate child that runs with the
 	// settings a new user gets (cmd/server's defaults) instead of the
 	// benchmark's (see startServer).
-	profileEnv      = "UDPGATE_BENCH_PROFILE"
+	profileEnv = "UDPGATE_BENCH_PROFILE"
+	// cpuProfileEnv names a file for the udpgate child's CPU profile:
+	// UDPGATE_BENCH_CPUPROFILE=cpu.out go run ./bench -variants udpgate ...
+	cpuProfileEnv   = "UDPGATE_BENCH_CPUPROFILE"
 	profileDefaults = "defaults"
 	// benchNetVersion is the NetworkVersion every server and the load
 	// generator use.
@@ -44,14 +48,16 @@ const (
 )
 
 // variant is a server under test: a kind and its socket settings, written
-// kind[/bN][/sN][/rSIZE][/gN][/pN][/frag][/overload][/defaults], e.g.
+// kind[/bN][/sN][/rSIZE][/gN][/pN][/frag][/overload][/defaults][/nosteer], e.g.
 // "udpgate", "udpgate/b64/s1", "rawecho/r208k", "naive/g1", "rawecho/frag",
 // "udpgate/overload" (b: batch size, s: sockets, r: receive and send buffer
 // with k or m, g: the naive server's reader goroutines, p: the child's
 // GOMAXPROCS, frag: no don't-fragment bit, overload: udpgate's overload
 // control on, as cmd/server -overload; defaults: udpgate with cmd/server's
 // default protection and timers instead of the benchmark's, which
-// rtt-under-flood always uses). Zero settings take the server's defaults.
+// rtt-under-flood always uses; nosteer: udpgate without kernel steering of
+// handshake and connection packets, as cmd/server -steer=false). Zero
+// settings take the server's defaults.
 type variant struct {
 	Spec       string `json:"spec"`
 	Kind       string `json:"kind"`
@@ -73,6 +79,9 @@ type variant struct {
 	// the per-source Challenge limit and the default KeepAlive and
 	// Timeout.
 	Defaults bool `json:"defaults,omitempty"`
+	// NoSteer turns off the kernel's steering of handshake and connection
+	// packets to separate sockets (conn.Config.NoSteering).
+	NoSteer bool `json:"nosteer,omitempty"`
 }
 
 func parseVariant(s string) (variant, error) {
@@ -94,18 +103,19 @@ func parseVariant(s string) (variant, error) {
 			v.Frag = true
 			continue
 		}
-		if p == "overload" || p == "defaults" {
+		if p == "overload" || p == "defaults" || p == "nosteer" {
 			if v.Kind != kindUdpgate {
 				return v, fmt.Errorf("variant %q: /%s is a udpgate setting", s, p)
 			}
 			v.Overload = v.Overload || p == "overload"
 			v.Defaults = v.Defaults || p == "defaults"
+			v.NoSteer = v.NoSteer || p == "nosteer"
 			continue
 		}
 		key, val := p[0], p[1:]
 		n, err := parseSize(val)
 		if err != nil || n <= 0 {
-			return v, fmt.Errorf("variant %q: setting %q: want b<batch>, s<sockets>, r<bytes, k or m suffix>, g<goroutines>, p<GOMAXPROCS>, frag, overload or defaults", s, p)
+			return v, fmt.Errorf("variant %q: setting %q: want b<batch>, s<sockets>, r<bytes, k or m suffix>, g<goroutines>, p<GOMAXPROCS>, frag, overload, defaults or nosteer", s, p)
 		}
 		switch key {
 		case 'b':
@@ -189,6 +199,7 @@ func startServer(v variant, defaults bool) (*server, error) {
 			SendBuffer:          v.Buffer,
 
 			AllowFragmentation: v.Frag,
+			NoSteering:         v.NoSteer,
 			// Off unless asked for (its default): the raw handshake rate.
 			Overload: conn.OverloadConfig{Enabled: v.Overload},
 		}
@@ -285,6 +296,14 @@ func childMain(spec string, stdin io.Reader, stdout io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stdout, "ERROR %v\n", err)
 		return 1
+	}
+	if path := os.Getenv(cpuProfileEnv); path != "" && v.Kind == kindUdpgate {
+		// The last udpgate child of the run leaves its profile at path.
+		if f, err := os.Create(path); err == nil {
+			if pprof.StartCPUProfile(f) == nil {
+				defer pprof.StopCPUProfile()
+			}
+		}
 	}
 	fmt.Fprintf(stdout, "READY %d\n", srv.addr.Port())
 	var mu sync.Mutex // one writer of stdout at a time

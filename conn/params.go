@@ -51,6 +51,13 @@ const (
 	// rate-limited RestartHandshake.
 	maxRecentFactor = 4
 
+	// handshakeQueue is the receive buffer, in bytes, that the handshake
+	// sockets of a steered server share, each getting at least batchio's
+	// default: a login storm's Initials and Responses arrive in one burst,
+	// and a datagram the kernel drops there costs its client a 1 s
+	// resend. The memory is the kernel's, used only while datagrams wait.
+	handshakeQueue = 32 << 20
+
 	// DefaultMaxClientsPerIP and DefaultMaxClientsPerPrefix bound the
 	// connections of one IP and of one /24 (IPv4) or /64 (IPv6) network,
 	// so that one host or network cannot take every slot. They admit a

@@ -90,6 +90,9 @@ func Listen(addr string, cfg Config) (*Server, error) {
 		// handshakes, the rest for connections, one each at least.
 		steer.SetSockets = max(1, sockets/2)
 		steer.ClearSockets = max(1, sockets-steer.SetSockets)
+		if st.RecvBuffer == 0 {
+			steer.SetRecvBuffer = max(batchio.DefaultRecvBuffer, handshakeQueue/steer.SetSockets)
+		}
 	}
 	group, err := batchio.Listen(addr, batchio.Config{
 		Sockets:    sockets,
