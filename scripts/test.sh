@@ -18,10 +18,20 @@ echo "== heavy, allocation and memory tests without the race detector"
 go test -count=1 -timeout 10m -run '^TestFlood|Alloc|^TestHeapPerConnection' ./...
 
 echo "== fuzzing, ${FUZZTIME:=10s} per target"
+fuzzlog=$(mktemp)
+trap 'rm -f "$fuzzlog"' EXIT
 for file in $(git ls-files '*_test.go' 2>/dev/null || find . -name '*_test.go'); do
   dir=./$(dirname "$file")
   for target in $(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$file"); do
     echo "-- $dir $target"
-    go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$dir" | tail -n 3
+    # The full output is kept and shown on failure. A failing input is saved
+    # under testdata/fuzz and fails the one retry again; a fuzzing worker
+    # that dies without one (seen once under load) gets that retry.
+    if ! go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$dir" >"$fuzzlog" 2>&1; then
+      cat "$fuzzlog"
+      echo "-- $dir $target failed; once more"
+      go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$dir" >"$fuzzlog" 2>&1 || { cat "$fuzzlog"; exit 1; }
+    fi
+    tail -n 3 "$fuzzlog"
   done
 done
