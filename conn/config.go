@@ -116,11 +116,10 @@ type Config struct {
 // settings is a validated Config with defaults filled and derived values.
 type settings struct {
 	Config
-	magic      fastpath.Magic
-	keepAlive  float64
-	timeout    float64
-	connectTO  float64
-	maxClients int
+	magic     fastpath.Magic
+	keepAlive float64
+	timeout   float64
+	connectTO float64
 	// delivery is Handler as a DeliveryHandler, or nil: asserted once,
 	// not per packet.
 	delivery DeliveryHandler
@@ -158,7 +157,6 @@ func (c Config) settings() (settings, error) {
 	if s.MaxClientsPerPrefix == 0 {
 		s.MaxClientsPerPrefix = DefaultMaxClientsPerPrefix
 	}
-	s.maxClients = s.MaxClients
 	if s.PromotionWorkers == 0 {
 		s.PromotionWorkers = DefaultPromotionWorkers
 	}

@@ -12,8 +12,9 @@ import (
 type eventCounters struct {
 	accepted atomic.Uint64
 	acks     atomic.Uint64
-	// denied counts Denied replies by reason (fastpath.Denied*).
-	denied [4]atomic.Uint64
+	// denied counts promotion workers' Denied replies by reason
+	// (fastpath.Denied*; the loops count theirs by reply type).
+	denied [fastpath.DeniedUnknownConnection + 1]atomic.Uint64
 	// replays: Responses dropped as replays by promotion workers
 	// (fastpath.DropReplayedCookie in Stats.Drops).
 	replays           atomic.Uint64
