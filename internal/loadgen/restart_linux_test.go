@@ -28,6 +28,9 @@ const (
 	// a valid KeepAlive too, as a server that still holds the connection
 	// would (the RestartHandshakes are then forgeries to ignore).
 	restartLive
+	// closeAtAck: send a Disconnect right behind every Ack, as a server
+	// shutting down just after promoting the client does.
+	closeAtAck
 )
 
 // restartServer is a scripted server that speaks just enough of the
@@ -169,15 +172,25 @@ func (s *restartServer) serve() {
 		s.mu.Unlock()
 		k := fastpath.EncodeHandshake(out, fastpath.Magic{}, &reply)
 		s.pc.WriteToUDPAddrPort(out[:k], from)
+		if s.mode == closeAtAck && reply.Type == fastpath.TypeAck {
+			s.mu.Lock()
+			s.sendConn(c, from, fastpath.KindDisconnect, []byte{fastpath.DisconnectShutdown})
+			s.mu.Unlock()
+		}
 	}
 }
 
 // sendKeepAlive sends client c a valid KeepAlive on its connection.
 func (s *restartServer) sendKeepAlive(c *restartClient, to netip.AddrPort) {
+	s.sendConn(c, to, fastpath.KindKeepAlive, nil)
+}
+
+// sendConn sends client c a valid connection packet of kind k.
+func (s *restartServer) sendConn(c *restartClient, to netip.AddrPort, k fastpath.Kind, payload []byte) {
 	seq, ack, bits, _, _ := c.seq.Send(0)
-	h := fastpath.ConnHeader{ClientID: c.clientID, Tag: cookie.SessionTag(&c.orig), Seq: seq, Ack: ack, AckBits: bits, Kind: fastpath.KindKeepAlive}
+	h := fastpath.ConnHeader{ClientID: c.clientID, Tag: cookie.SessionTag(&c.orig), Seq: seq, Ack: ack, AckBits: bits, Kind: k}
 	out := make([]byte, 64)
-	n := fastpath.EncodeConn(out, fastpath.Magic{}, &h, nil)
+	n := fastpath.EncodeConn(out, fastpath.Magic{}, &h, payload)
 	s.pc.WriteToUDPAddrPort(out[:n], to)
 }
 
@@ -316,5 +329,24 @@ func TestEndReasons(t *testing.T) {
 	}
 	if tot := g.Counters(); tot.Closed != 30 || tot.ClosedShutdown != 30 || tot.Ended() != 50 {
 		t.Errorf("after shutdown: %+v (run %+v)", tot, r.Total)
+	}
+}
+
+// TestDisconnectBehindAck: a Disconnect that arrives right behind the
+// Ack, while the generator is still in its connect phase, ends the client
+// (a server shutting down just after promoting it); it is neither lost
+// nor left to -duration.
+func TestDisconnectBehindAck(t *testing.T) {
+	const clients = 16
+	s := listenRestart(t, closeAtAck)
+	g := newGen(t, Config{Server: s.addr(), Mode: ModeData, Clients: clients, Sockets: 2,
+		LossTimeout: 50 * time.Millisecond, ConnectTimeout: 500 * time.Millisecond, ResendInterval: 200 * time.Millisecond})
+	c, err := g.Connect(context.Background())
+	if err != nil || c.Connected != clients {
+		t.Fatalf("connect: %+v, %v", c, err)
+	}
+	if tot := g.Counters(); tot.Closed != clients || tot.ClosedShutdown != clients || tot.Unexpected != 0 {
+		t.Errorf("after connect: closed %d (shutdown %d), unexpected %d; want %d, %d, 0",
+			tot.Closed, tot.ClosedShutdown, tot.Unexpected, clients, clients)
 	}
 }

@@ -290,6 +290,14 @@ func (w *worker) connectReplies(hs []fastpath.ClientHandshake, nr int, start int
 	sec := seconds(now)
 	for i := range nr {
 		p, j, ok := w.client(i)
+		if ok && w.state[j] == stConnected && w.seqs != nil {
+			// The server may already be using (or closing) a connection
+			// whose Ack came earlier in this very batch: a Disconnect
+			// right behind the Ack must end the client, not be lost to
+			// the phase change.
+			w.connIn(j, p, now, false)
+			continue
+		}
 		if !ok || w.state[j] != stHandshaking {
 			w.ctr.loc[cUnexpected]++
 			continue
