@@ -87,6 +87,43 @@ const (
 	// hears the server (client side; ClientConfig.RestartSilence).
 	DropRestartUnneeded
 
+	// Sealed mode (docs/protocol.md §11).
+
+	// DropNotProof: a packet on a connection that has not proven a
+	// connect token yet, which is not a proof packet (ProofLen bytes with
+	// netcode's version info), or a proof from an address no connection
+	// holds.
+	DropNotProof
+	// DropTokenMalformed: a proof whose request body does not parse (its
+	// size, version info or private part's fields).
+	DropTokenMalformed
+	// DropTokenProtocol: a token for another protocol id.
+	DropTokenProtocol
+	// DropTokenExpired: a token past its expire timestamp.
+	DropTokenExpired
+	// DropTokenInvalid: a token that does not open under the server's
+	// private key (forged, modified, or made with another key).
+	DropTokenInvalid
+	// DropTokenForeignServer: a valid token that does not list this
+	// server's public address.
+	DropTokenForeignServer
+	// DropProofForged: a proof whose inner seal does not authenticate under
+	// its token's client-to-server key: whoever sent it does not hold the
+	// token's keys (an observer replaying a request body).
+	DropProofForged
+	// DropTokenInUse: a valid proof with a token already proven from
+	// another address.
+	DropTokenInUse
+	// DropLateProof: a proof repeated after its connection was proven.
+	DropLateProof
+	// DropSealedReplay: a sealed packet whose counter was received already
+	// or is older than the replay window.
+	DropSealedReplay
+	// DropSealedForged: a sealed packet that does not authenticate under
+	// its connection's key: forged, modified, sealed for another connection,
+	// or not sealed at all.
+	DropSealedForged
+
 	NumDropReasons
 )
 
@@ -119,6 +156,17 @@ var dropNames = [NumDropReasons]string{
 	DropReplayedCookie:       "replayed_cookie",
 	DropSuspectSequence:      "suspect_sequence",
 	DropRestartUnneeded:      "restart_unneeded",
+	DropNotProof:             "not_proof",
+	DropTokenMalformed:       "token_malformed",
+	DropTokenProtocol:        "token_wrong_protocol",
+	DropTokenExpired:         "token_expired",
+	DropTokenInvalid:         "token_invalid",
+	DropTokenForeignServer:   "token_foreign_server",
+	DropProofForged:          "proof_forged",
+	DropTokenInUse:           "token_in_use",
+	DropLateProof:            "late_proof",
+	DropSealedReplay:         "sealed_replay",
+	DropSealedForged:         "sealed_forged",
 }
 
 // String returns the reason's metric label (snake_case, stable).

@@ -48,6 +48,9 @@ type ServerConfig struct {
 	VersionUpgradeShared *SharedBucket
 	// LimiterEntries sizes each table of buckets (fixed memory).
 	LimiterEntries int
+	// Sealed: connection packets are sealed (docs/protocol.md §11), and a
+	// RestartResponse moves nothing.
+	Sealed bool
 }
 
 // withDefaults fills zero fields.
@@ -128,6 +131,19 @@ const (
 	// SessionID, ClientID and tag already checked. Decision.Conn and
 	// Decision.Payload (borrowed from the datagram) carry it.
 	ActConn
+	// ActSealed (sealed mode): a sealed or proof packet (Decision.Proof)
+	// for the connection at this address, SessionID, ClientID and Tag
+	// checked; the rest of Decision.Conn is under the seal. The caller
+	// opens it with the connection's keys (OpenConn), or proves a token
+	// (ProofRequest, OpenProof).
+	ActSealed
+	// ActSealedMove (sealed mode): a sealed packet from an address no
+	// connection holds, within the source's restart budget. The caller
+	// looks for a connection with Decision.Conn's Tag and ClientID whose
+	// keys open it; if one does, and its counter is the newest that
+	// connection has seen, the connection moves to this address (the
+	// client's NAT rebound). Nothing is ever sent in reply.
+	ActSealedMove
 )
 
 // ReplyTo is what a later reply to a proven handshake packet needs from the
@@ -163,9 +179,11 @@ type Decision struct {
 	// (a restarted client); promotion replaces it (reason 4).
 	Replaces bool
 
-	// ActConn.
+	// ActConn, ActSealed, ActSealedMove.
 	Conn    ConnHeader
 	Payload []byte
+	// Proof (ActSealed): the packet is a proof packet.
+	Proof bool
 }
 
 // Shed is overload control's say over the next decisions (set per batch by
@@ -292,6 +310,12 @@ func (s *Server) Handle(d *Decision, src netip.AddrPort, pkt []byte, now float64
 		copyCookie(&d.Cookie, &h.Cookie)
 		d.Replaces = peer.Known
 	case TypeRestartResponse:
+		if s.cfg.Sealed {
+			// The cookie travels in clear: in sealed mode only a packet
+			// sealed with the connection's key moves it (ActSealedMove).
+			d.Drop = DropUnexpectedType
+			return
+		}
 		if !s.proven(d, &h, src, now) {
 			return
 		}
@@ -353,6 +377,10 @@ func (s *Server) handleInitial(d *Decision, src netip.AddrPort, h *request, now 
 // known address, answered with RestartHandshake (the client moved) for an
 // unknown one.
 func (s *Server) handleConn(d *Decision, src netip.AddrPort, pkt []byte, pw uint64, now float64, peer *Peer, out []byte) {
+	if s.cfg.Sealed {
+		s.handleSealed(d, src, pkt, pw, now, peer)
+		return
+	}
 	payload, r := decodeConn(s.cfg.Magic, pkt, pw, &d.Conn)
 	if r != DropNone {
 		d.Drop = r
@@ -397,6 +425,39 @@ func (s *Server) handleConn(d *Decision, src netip.AddrPort, pkt []byte, pw uint
 	}
 	d.ReplyLen = s.cfg.writeReply(out, &reply{Type: TypeRestartHandshake, Restart: true}, &d.To, hi, &s.rnd)
 	s.replied(d, TypeRestartHandshake)
+}
+
+// handleSealed is handleConn in sealed mode: the clear part is checked
+// here, the sealed part by the caller, which holds the keys. A sealed
+// server never sends RestartHandshake: a client whose address changed is
+// found by its sealed packets instead.
+func (s *Server) handleSealed(d *Decision, src netip.AddrPort, pkt []byte, pw uint64, now float64, peer *Peer) {
+	proof, r := decodeSealed(s.cfg.Magic, pkt, pw, &d.Conn)
+	switch {
+	case r != DropNone:
+		d.Drop = r
+	case d.Conn.SessionID != s.cfg.SessionID:
+		d.Drop = DropSessionMismatch
+	case peer.Known && d.Conn.ClientID != peer.ClientID:
+		d.Drop = DropClientIDMismatch
+	case peer.Known && d.Conn.Tag != peer.Tag:
+		d.Drop = DropBadTag
+	case peer.Known:
+		d.Action, d.Proof = ActSealed, proof
+	case proof:
+		// A proof belongs to the address its handshake proved.
+		d.Drop = DropNotProof
+	case peer.RecentlyClosed:
+		d.Drop = DropRecentlyDisconnected
+	case s.Shed.NoRestart:
+		d.Drop = DropOverload
+	case !s.restartRL.Allow(src, now):
+		// Each try may cost the caller an AEAD open: the same budget as
+		// the RestartHandshakes an unsealed server would send.
+		d.Drop = DropRateLimited
+	default:
+		d.Action = ActSealedMove
+	}
 }
 
 // allowChallenge spends a Challenge token of src's source, IP and prefix,

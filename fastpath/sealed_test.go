@@ -1,0 +1,234 @@
+package fastpath
+
+import (
+	"bytes"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/udpgate/udpgate/internal/seal"
+	"github.com/udpgate/udpgate/token"
+)
+
+// sealedPair is one connection's keys, both directions, as a client and a
+// server each hold them.
+type sealedPair struct {
+	cTx, sTx seal.Sealer
+	cRx, sRx seal.Opener
+}
+
+func newSealedPair(salt byte) *sealedPair {
+	var c2s, s2c [seal.KeyBytes]byte
+	var sl [seal.SaltBytes]byte
+	for i := range c2s {
+		c2s[i], s2c[i] = byte(i), byte(0x80+i)
+	}
+	sl[0] = salt
+	p := &sealedPair{}
+	p.cTx.Init(&c2s, &sl)
+	p.sRx.Init(&c2s, &sl)
+	p.sTx.Init(&s2c, &sl)
+	p.cRx.Init(&s2c, &sl)
+	return p
+}
+
+func testRequest(t testing.TB) []byte {
+	var key [token.KeyBytes]byte
+	tok, err := token.Generate(&key, &token.Params{ProtocolID: 7, ClientID: 9,
+		ServerAddresses: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:4000")},
+		Expire:          30 * time.Second, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := tok.Request()
+	b, _ := req.AppendBinary(nil)
+	return b
+}
+
+func TestSealedRoundTrip(t *testing.T) {
+	for _, magic := range []string{"", "10100101101001011010010110100101"} {
+		m, err := ParseMagic(magic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := newSealedPair(1)
+		for _, tc := range []struct {
+			kind    Kind
+			payload []byte
+		}{{KindData, []byte("secret payload bytes")}, {KindKeepAlive, nil}, {KindDisconnect, []byte{2}}} {
+			h := ConnHeader{SessionID: 2, ClientID: 5, Tag: 0xa1b2c3d4, Seq: 100, Ack: 99, AckBits: 0xf0f0, Kind: tc.kind}
+			buf := make([]byte, 1500)
+			n := SealConn(buf, m, &h, tc.payload, &p.cTx)
+			if n != SealedConnLen(m, len(tc.payload)) || tc.kind == KindData && n != ConnLen(m, KindData, len(tc.payload))+SealedOverhead {
+				t.Fatalf("%v: length %d", tc.kind, n)
+			}
+			pkt := buf[:n]
+			if len(tc.payload) > 2 && bytes.Contains(pkt, tc.payload) {
+				t.Fatalf("payload in clear: %x", pkt)
+			}
+			var got ConnHeader
+			proof, r := DecodeSealed(m, pkt, &got)
+			if r != DropNone || proof || got.Tag != h.Tag || got.ClientID != 5 || got.SessionID != 2 {
+				t.Fatalf("DecodeSealed: %v %v %+v", proof, r, got)
+			}
+			payload, ctr, r := OpenConn(m, pkt, &got, &p.sRx)
+			if r != DropNone || got != h || !bytes.Equal(payload, tc.payload) && len(tc.payload) > 0 {
+				t.Fatalf("OpenConn: %v %+v %q", r, got, payload)
+			}
+			if ctr != p.cTx.Next()-1 {
+				t.Fatalf("counter %d", ctr)
+			}
+		}
+	}
+}
+
+// TestSealedDrops: replayed, modified, wrong-key and unsealed packets are
+// dropped by reason.
+func TestSealedDrops(t *testing.T) {
+	var m Magic
+	p := newSealedPair(1)
+	other := newSealedPair(2) // same keys, another connection's salt
+	h := ConnHeader{ClientID: 1, Tag: 7, Seq: 1, Kind: KindData}
+	mk := func(s *seal.Sealer) []byte {
+		b := make([]byte, 200)
+		return b[:SealConn(b, m, &h, []byte("hello"), s)]
+	}
+	openWith := func(o *seal.Opener, pkt []byte) DropReason {
+		var g ConnHeader
+		if _, r := DecodeSealed(m, pkt, &g); r != DropNone {
+			return r
+		}
+		_, _, r := OpenConn(m, pkt, &g, o)
+		return r
+	}
+	open := func(pkt []byte) DropReason { return openWith(&p.sRx, pkt) }
+	pkt := mk(&p.cTx)
+	keep := bytes.Clone(pkt)
+	if r := open(pkt); r != DropNone {
+		t.Fatal(r)
+	}
+	if r := open(keep); r != DropSealedReplay {
+		t.Errorf("replay: %v", r)
+	}
+	for i := 0; i < len(keep)-1; i += 3 {
+		b := mk(&p.cTx)
+		b[i] ^= 0x10
+		r := open(b)
+		if r == DropNone {
+			t.Errorf("bit flipped at %d accepted", i)
+		}
+	}
+	if r := openWith(&newSealedPair(1).sRx, mk(&other.cTx)); r != DropSealedForged {
+		t.Errorf("another connection's packet: %v", r)
+	}
+	plain := make([]byte, 200)
+	n := EncodeConn(plain, m, &h, []byte("an unsealed packet, long enough to pass the size check"))
+	if r := openWith(&newSealedPair(1).sRx, plain[:n]); r != DropSealedForged {
+		t.Errorf("unsealed packet: %v", r)
+	}
+	if r := open([]byte{0x00, 0x01}); r != DropBadSize {
+		t.Errorf("short: %v", r)
+	}
+}
+
+func TestProofRoundTrip(t *testing.T) {
+	var m Magic
+	req := testRequest(t)
+	p := newSealedPair(1)
+	h := ConnHeader{ClientID: 3, Tag: 0x01020304, Seq: 5, Ack: 16383, Kind: KindKeepAlive}
+	buf := make([]byte, 1500)
+	n := SealProof(buf, m, &h, req, &p.cTx)
+	if n != ProofLen(m) || n != 1120 {
+		t.Fatalf("proof length %d", n)
+	}
+	pkt := buf[:n]
+	var g ConnHeader
+	proof, r := DecodeSealed(m, pkt, &g)
+	if r != DropNone || !proof || g.Tag != h.Tag {
+		t.Fatalf("%v %v", proof, r)
+	}
+	if !bytes.Equal(ProofRequest(m, pkt), req) {
+		t.Fatal("request body differs")
+	}
+	if _, r := OpenProof(m, pkt, &g, &p.sRx); r != DropNone || g != h {
+		t.Fatalf("OpenProof %v %+v", r, g)
+	}
+	// The same request under keys the sender does not hold.
+	q := newSealedPair(9)
+	var wrong [seal.KeyBytes]byte
+	q.cTx.Init(&wrong, nil)
+	n = SealProof(buf, m, &h, req, &q.cTx)
+	if _, r := OpenProof(m, buf[:n], &g, &newSealedPair(1).sRx); r != DropProofForged {
+		t.Fatalf("forged proof: %v", r)
+	}
+	// A Data packet cannot be a proof.
+	if SealProof(buf, m, &ConnHeader{Kind: KindData}, req, &p.cTx) != 0 {
+		t.Fatal("SealProof wrote a Data proof")
+	}
+}
+
+// TestSealedAlloc: sealing and opening allocate nothing.
+func TestSealedAlloc(t *testing.T) {
+	var m Magic
+	p := newSealedPair(1)
+	h := ConnHeader{Tag: 1, Kind: KindData}
+	buf := make([]byte, 1500)
+	payload := make([]byte, 64)
+	var g ConnHeader
+	allocs := testing.AllocsPerRun(1000, func() {
+		n := SealConn(buf, m, &h, payload, &p.cTx)
+		if _, r := DecodeSealed(m, buf[:n], &g); r != DropNone {
+			t.Fatal(r)
+		}
+		if _, _, r := OpenConn(m, buf[:n], &g, &p.sRx); r != DropNone {
+			t.Fatal(r)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per sealed packet", allocs)
+	}
+}
+
+func FuzzOpenSealed(f *testing.F) {
+	var m Magic
+	p := newSealedPair(1)
+	h := ConnHeader{Tag: 1, Kind: KindData}
+	buf := make([]byte, 1500)
+	f.Add(buf[:SealConn(buf, m, &h, []byte("x"), &p.cTx)])
+	f.Add(buf[:SealProof(buf, m, &ConnHeader{Kind: KindKeepAlive}, testRequest(f), &p.cTx)])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) == 0 {
+			return
+		}
+		var g ConnHeader
+		proof, r := DecodeSealed(m, b, &g)
+		if r != DropNone {
+			return
+		}
+		q := newSealedPair(1)
+		if proof {
+			_ = ProofRequest(m, b)
+			_, _ = OpenProof(m, b, &g, &q.sRx)
+			return
+		}
+		payload, _, r := OpenConn(m, b, &g, &q.sRx)
+		if r == DropNone && (g.Kind > KindDisconnect || !connPayloadOK(g.Kind, len(payload))) {
+			t.Fatalf("accepted a body breaking §7: %+v %d", g, len(payload))
+		}
+	})
+}
+
+func BenchmarkSealedEcho(b *testing.B) {
+	var m Magic
+	p := newSealedPair(1)
+	h := ConnHeader{Tag: 1, Kind: KindData}
+	buf := make([]byte, 1500)
+	payload := make([]byte, 64)
+	var g ConnHeader
+	b.ReportAllocs()
+	for b.Loop() {
+		n := SealConn(buf, m, &h, payload, &p.cTx)
+		DecodeSealed(m, buf[:n], &g)
+		OpenConn(m, buf[:n], &g, &p.sRx)
+	}
+}
