@@ -26,7 +26,7 @@ func TestAllocsEstablished(t *testing.T) {
 
 	// A loop of our own over the server's socket, so the test drives
 	// batches without racing the running loop.
-	l := newLoop(s, 0, s.group.Sockets()[0], 8, seconds(time.Now()))
+	l := newLoop(s, 0, s.socks[0], 8, seconds(time.Now()))
 	serverSeq, clientSeq := cookie.Sequences(&ck)
 	hdr := fastpath.ConnHeader{ClientID: p.clientID, Tag: cookie.SessionTag(&ck),
 		Ack: (serverSeq + fastpath.SeqModulus - 1) % fastpath.SeqModulus, Kind: fastpath.KindData}

@@ -19,7 +19,7 @@ import (
 type loop struct {
 	s    *Server
 	idx  int
-	sock *batchio.Socket
+	sock transport
 	fp   *fastpath.Server
 	rb   *batchio.Batch
 	sb   *batchio.Batch
@@ -56,7 +56,7 @@ type loop struct {
 	last     time.Time
 }
 
-func newLoop(s *Server, idx int, sock *batchio.Socket, size int, now float64) *loop {
+func newLoop(s *Server, idx int, sock transport, size int, now float64) *loop {
 	return &loop{
 		s:        s,
 		idx:      idx,

@@ -36,7 +36,7 @@ func benchLoopData(b *testing.B, nconns int) {
 	}
 	defer s.Close()
 	now := time.Now()
-	sock := s.group.Sockets()[0]
+	sock := s.socks[0]
 	rng := rand.New(rand.NewPCG(1, 2))
 	type client struct {
 		addr netip.AddrPort
@@ -104,7 +104,7 @@ func BenchmarkLoopChallenge(b *testing.B) {
 	defer s.Close()
 	now := time.Now()
 	const batch = 64
-	l := newLoop(s, 0, s.group.Sockets()[0], batch, seconds(now))
+	l := newLoop(s, 0, s.socks[0], batch, seconds(now))
 	h := fastpath.Handshake{Type: fastpath.TypeInitial, ClientID: 1, MinVersion: fastpath.MinHandshakeVersion,
 		CurVersion: fastpath.CurHandshakeVersion, NetworkVersion: s.st.NetworkVersion, RandomLen: 16}
 	rng := rand.New(rand.NewPCG(3, 4))

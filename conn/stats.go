@@ -65,7 +65,7 @@ type Stats struct {
 
 // SocketStats returns each socket's counters, in socket order.
 func (s *Server) SocketStats() []batchio.Stats {
-	socks := s.group.Sockets()
+	socks := s.socks
 	out := make([]batchio.Stats, len(socks))
 	for i, so := range socks {
 		out[i] = so.Stats()
