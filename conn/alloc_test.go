@@ -6,6 +6,7 @@ import (
 
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/conntest"
 )
 
 // The per-packet paths of an established connection allocate nothing:
@@ -18,7 +19,7 @@ func TestAllocsEstablished(t *testing.T) {
 	s := listen(t, Config{Sockets: 1})
 	p := newRawPeer(t, s, "127.0.0.1:0")
 	ck := p.connect()
-	eventually(t, "connection", func() bool { return s.Len() == 1 })
+	conntest.Eventually(t, "connection", func() bool { return s.Len() == 1 })
 	c, ok := s.Conn(p.addr())
 	if !ok {
 		t.Fatal("no connection")

@@ -9,11 +9,10 @@ import (
 
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/conntest"
 )
 
-type benchEcho struct{ NopHandler }
-
-func (benchEcho) OnPacket(c *Conn, p []byte) { _, _ = c.Send(p) }
+type benchEcho = conntest.Echo[*Conn, DisconnectReason]
 
 // BenchmarkLoopData times the receive loop's user-space work for Data on
 // established connections, as the end-to-end bench's data-N scenarios
