@@ -288,35 +288,6 @@ func (p *rawPeer) connPacket(ck cookie.Cookie, seq uint16, kind fastpath.Kind, p
 	return b[:fastpath.EncodeConn(b, p.magic, &h, payload)]
 }
 
-func TestDuplicateResponses(t *testing.T) {
-	rec := newRecorder(false)
-	s := listen(t, Config{Handler: rec})
-	p := newRawPeer(t, s, "127.0.0.1:0")
-	ch := p.challenge()
-	resp := p.response(ch)
-	for range 5 {
-		p.send(resp)
-	}
-	for range 5 {
-		if ack := p.expect(fastpath.TypeAck); ack.Cookie != ch.Cookie {
-			t.Fatalf("ack cookie %x", ack.Cookie)
-		}
-	}
-	time.Sleep(50 * time.Millisecond)
-	if s.Len() != 1 || rec.connects() != 1 {
-		t.Fatalf("%d connections, %d connects: want 1", s.Len(), rec.connects())
-	}
-	// A replay of the same Response from another address creates nothing.
-	q := newRawPeer(t, s, "127.0.0.1:0")
-	q.send(resp)
-	if b, ok := q.recv(200 * time.Millisecond); ok {
-		t.Fatalf("replayed Response from another address answered: %x", b)
-	}
-	if s.Len() != 1 {
-		t.Fatalf("%d connections after replay", s.Len())
-	}
-}
-
 func TestMigration(t *testing.T) {
 	rec := newRecorder(true)
 	s := listen(t, Config{Handler: rec})

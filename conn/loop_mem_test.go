@@ -60,6 +60,47 @@ func TestMemHandshake(t *testing.T) {
 	}
 }
 
+// Five copies of one Response, in one batch: one connection, five Acks
+// with its cookie. The same Response from another address is a replay:
+// no answer, no connection.
+func TestMemDuplicateResponses(t *testing.T) {
+	rec := newRecorder(false)
+	m := newMemServer(t, Config{Handler: rec})
+	c := m.client("10.0.0.2:5000", 2)
+	c.start()
+	m.step()
+	c.pump() // Challenge: the client sends its Response
+	resp := c.last
+	for range 4 {
+		c.send(resp)
+	}
+	m.step()
+	c.pump()
+	acks := 0
+	for _, typ := range c.handshakes {
+		if typ == fastpath.TypeAck {
+			acks++
+		}
+	}
+	if acks != 5 || !c.connected {
+		t.Fatalf("client got %v, want a Challenge and 5 Acks", c.handshakes)
+	}
+	if m.Len() != 1 || rec.connects() != 1 {
+		t.Fatalf("%d connections, %d connects: want 1", m.Len(), rec.connects())
+	}
+	if sc, _ := m.Conn(c.addr()); sc.cookie != c.ck {
+		t.Fatal("the Acks' cookie is not the connection's")
+	}
+	q := m.nw.Bind(netip.MustParseAddrPort("10.0.0.9:5000"))
+	if err := q.WriteTo(resp, memServerAddr); err != nil {
+		t.Fatal(err)
+	}
+	m.step()
+	if q.Pending() != 0 || m.Len() != 1 {
+		t.Fatalf("replayed Response from another address: %d replies, %d connections", q.Pending(), m.Len())
+	}
+}
+
 // A client whose address changes: its next packet, from the new address,
 // gets RestartHandshake; the restart (Initial, Challenge, RestartResponse)
 // moves the connection, sequence state and all, and Ack comes back at the

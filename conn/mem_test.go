@@ -121,6 +121,8 @@ type memClient struct {
 	ep *conntest.Endpoint
 	hs fastpath.ClientHandshake
 	id uint8 // ClientID
+	// last is the last datagram sent, for a test to repeat.
+	last []byte
 
 	events     []fastpath.ClientEvent
 	handshakes []fastpath.PacketType // handshake packets received, by type
@@ -153,6 +155,7 @@ func (m *memServer) client(addr string, clientID uint8) *memClient {
 func (c *memClient) now() float64 { return seconds(c.m.clk.Now()) }
 
 func (c *memClient) send(p []byte) {
+	c.last = bytes.Clone(p)
 	if err := c.ep.WriteTo(p, memServerAddr); err != nil {
 		c.t.Fatal(err)
 	}
