@@ -42,11 +42,13 @@ func HashAddr(seed uint64, a netip.AddrPort) uint64 {
 // would be prepended, 26 bytes through its assembly and length dispatch),
 // while its seeded Digest copies the input into a 96-byte state.
 // Specialised for this one length, the hash runs on the key's words with no
-// buffer and no call. BenchmarkHash measures the three ways
-// (inline, xxhashSum64, xxhashDigest; figures in tuning.md, "shard: lookup
-// costs"); TestHashAddrMatchesXXHash checks the result against the library.
-// The family and zone are not hashed: they only tell apart keys that
-// already share a hash.
+// buffer and no call. BenchmarkHash measures the three ways (inline,
+// xxhashSum64, xxhashDigest), and fastpath's BenchmarkLimiterAllow the
+// limiter that moved from the second to the first; tuning.md, "shard:
+// lookup and write costs", has the hash's share of a lookup and the
+// limiter's figures. TestHashAddrMatchesXXHash checks the result against
+// the library. The family and zone are not hashed: they only tell apart
+// keys that already share a hash.
 func hashAddr(seed uint64, k *addrKey) uint64 {
 	return xxh18(seed, bits.ReverseBytes64(k.hi), bits.ReverseBytes64(k.lo), uint16(k.meta>>portShift))
 }
