@@ -242,7 +242,7 @@ func (s *Server) Handle(d *Decision, src netip.AddrPort, pkt []byte, now float64
 		d.Drop = r
 		return
 	}
-	if pw>>5&1 == 0 {
+	if !prefixHandshake(pw) {
 		s.handleConn(d, src, pkt, pw, now, peer, out)
 		return
 	}

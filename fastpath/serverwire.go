@@ -127,8 +127,8 @@ func decodeRequest(m Magic, b []byte, pw uint64, pb int, q *request) DropReason 
 	// Field by field, not *q = request{...}: a composite literal is built
 	// on the stack with narrow stores and copied with 16-byte loads,
 	// which the CPU cannot forward from those stores.
-	q.SessionID = uint8(pw & 3)
-	q.ClientID = uint8(pw >> 2 & 7)
+	q.SessionID = prefixSessionID(pw)
+	q.ClientID = prefixClientID(pw)
 	q.Restart = restart
 	q.MinVersion = uint8(v >> 1)
 	q.CurVersion = uint8(v >> 9)
@@ -297,7 +297,7 @@ func (c *ServerConfig) putReply(out []byte, rep *reply, to *ReplyTo, r int, r0, 
 	// SessionID(2) ClientID(3) HandshakeBit(1) RestartBit(1) MinVersion(8)
 	// CurVersion(8) PacketType(8) SentCount(8), then NetworkVersion(32)
 	// NetworkFeatures(16).
-	w = w.put(buf, uint64(c.SessionID)|uint64(to.ClientID)<<2|1<<5|restart<<6|MinHandshakeVersion<<7|
+	w = w.put(buf, prefixWord(c.SessionID, to.ClientID, true)|restart<<prefixBits|MinHandshakeVersion<<7|
 		uint64(to.CurVersion)<<15|uint64(rep.Type)<<23|uint64(to.SentCount)<<31, 39)
 	w = w.put(buf, uint64(c.NetworkVersion)|uint64(c.NetworkFeatures)<<32, 48)
 	withCookie := true

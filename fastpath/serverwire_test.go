@@ -20,7 +20,7 @@ func requestDecode(m Magic, b []byte, q *request) DropReason {
 	if r != DropNone {
 		return r
 	}
-	if pw>>5&1 == 0 {
+	if !prefixHandshake(pw) {
 		return DropUnexpectedType
 	}
 	return decodeRequest(m, b, pw, pb, q)
