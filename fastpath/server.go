@@ -313,40 +313,15 @@ func (s *Server) handleInitial(d *Decision, src netip.AddrPort, h *request, now 
 			d.Drop = DropOverload
 			return
 		}
-		hi := s.cfg.maxRandom(TypeVersionUpgrade, &d.To)
-		if hi < MinRandomBytes {
-			d.Drop = DropAmplification
-			return
-		}
-		if !s.allowUpgrade(src, now) {
-			d.Drop = DropRateLimited
-			return
-		}
-		d.ReplyLen = s.cfg.writeReply(out, &reply{Type: TypeVersionUpgrade}, &d.To, hi, &s.rnd)
-		s.replied(d, TypeVersionUpgrade)
+		s.answer(d, src, now, out, &reply{Type: TypeVersionUpgrade})
 		return
 	}
 	if s.Shed.ChallengeBudget == 0 {
 		d.Drop = DropOverload
 		return
 	}
-	hi := s.cfg.maxRandom(TypeChallenge, &d.To)
-	if hi < MinRandomBytes {
-		d.Drop = DropAmplification
-		return
-	}
-	if !s.allowChallenge(src, now) {
-		d.Drop = DropRateLimited
-		return
-	}
-	if s.Shed.ChallengeBudget > 0 {
-		s.Shed.ChallengeBudget--
-	}
 	var ck cookie.Cookie
-	rep := reply{Type: TypeChallenge, Timestamp: now, Cookie: &ck}
-	rep.SecretID = s.signer.GenerateTo(&ck, now, src)
-	d.ReplyLen = s.cfg.writeReply(out, &rep, &d.To, hi, &s.rnd)
-	s.replied(d, TypeChallenge)
+	s.answer(d, src, now, out, &reply{Type: TypeChallenge, Timestamp: now, Cookie: &ck})
 }
 
 // handleConn handles a connection packet: checked and handed over for a
@@ -386,17 +361,57 @@ func (s *Server) handleConn(d *Decision, src netip.AddrPort, pkt []byte, pw uint
 	// CurVersion 4 and SentCount 0 (docs/protocol.md §5), and no more RandomData
 	// than keeps it within the connection packet's size.
 	d.To = ReplyTo{ClientID: d.Conn.ClientID, CurVersion: CurHandshakeVersion, RandomLen: MaxRandomBytes, Len: len(pkt)}
-	hi := s.cfg.maxRandom(TypeRestartHandshake, &d.To)
+	s.answer(d, src, now, out, &reply{Type: TypeRestartHandshake, Restart: true})
+}
+
+// answer makes the reply rep to d.To's unproven source in the steps every
+// such reply takes, in this order: the no-amplification bound
+// (DropAmplification), the reply type's budgets (DropRateLimited), then the
+// write. A Challenge's cookie is signed only once the reply will go out,
+// so a refused flood costs no hashing.
+func (s *Server) answer(d *Decision, src netip.AddrPort, now float64, out []byte, rep *reply) {
+	hi := s.cfg.maxRandom(rep.Type, &d.To)
 	if hi < MinRandomBytes {
 		d.Drop = DropAmplification
 		return
 	}
-	if !s.restartRL.Allow(src, now) {
+	if !s.allow(rep.Type, src, now) {
 		d.Drop = DropRateLimited
 		return
 	}
-	d.ReplyLen = s.cfg.writeReply(out, &reply{Type: TypeRestartHandshake, Restart: true}, &d.To, hi, &s.rnd)
-	s.replied(d, TypeRestartHandshake)
+	if rep.Type == TypeChallenge {
+		if s.Shed.ChallengeBudget > 0 {
+			s.Shed.ChallengeBudget--
+		}
+		rep.SecretID = s.signer.GenerateTo(rep.Cookie, now, src)
+	}
+	d.ReplyLen = s.cfg.writeReply(out, rep, &d.To, hi, &s.rnd)
+	s.replied(d, rep.Type)
+}
+
+// replied records a reply of type t written into out[:d.ReplyLen].
+func (s *Server) replied(d *Decision, t PacketType) {
+	if d.ReplyLen == 0 {
+		// Unreachable while maxRandom is checked first; never send
+		// garbage.
+		d.Drop = DropAmplification
+		return
+	}
+	d.Action = ActReply
+	d.Reply = t
+}
+
+// allow spends a token from every budget a reply of type t to src needs,
+// or from none.
+func (s *Server) allow(t PacketType, src netip.AddrPort, now float64) bool {
+	switch t {
+	case TypeChallenge:
+		return s.allowChallenge(src, now)
+	case TypeVersionUpgrade:
+		return s.allowUpgrade(src, now)
+	default: // TypeRestartHandshake
+		return s.restartRL.Allow(src, now)
+	}
 }
 
 // allowChallenge spends a Challenge token of src's source, IP and prefix,
@@ -438,17 +453,6 @@ func (s *Server) allowUpgrade(src netip.AddrPort, now float64) bool {
 		g.spend()
 	}
 	return ok
-}
-
-func (s *Server) replied(d *Decision, t PacketType) {
-	if d.ReplyLen == 0 {
-		// Unreachable while maxRandom is checked first; never send
-		// garbage.
-		d.Drop = DropAmplification
-		return
-	}
-	d.Action = ActReply
-	d.Reply = t
 }
 
 // compatible is the network compatibility check of an Initial (§3).
