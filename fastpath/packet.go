@@ -64,8 +64,8 @@ func DecodePrefix(m Magic, b []byte) (Prefix, DropReason) {
 // returns the bits after the magic header (the prefix word, read with
 // prefixSessionID, prefixClientID and prefixHandshake) and the payload
 // length in bits. The prefix is at most 38 bits, so one 64-bit load holds it.
-func decodePrefixWord(m Magic, b []byte) (w uint64, payloadBits int, r DropReason) {
-	pb, ok := PayloadBits(b)
+func decodePrefixWord(m Magic, b []byte) (w uint64, pbits int, r DropReason) {
+	pb, ok := payloadBits(b)
 	if !ok || pb < int(m.n)+prefixBits {
 		return 0, 0, DropMalformed
 	}
@@ -89,7 +89,7 @@ func decodePrefixWord(m Magic, b []byte) (w uint64, payloadBits int, r DropReaso
 // a size budget (the no-amplification rule of §5); it returns 0 for an
 // unknown type or a negative randomLen.
 func HandshakeLen(m Magic, t PacketType, randomLen int) int {
-	body := t.BodyBits()
+	body := t.bodyBits()
 	if body < 0 || randomLen < 0 {
 		return 0
 	}
@@ -231,7 +231,7 @@ func DecodeHandshake(m Magic, b []byte, h *Handshake) DropReason {
 	if !prefixHandshake(pw) {
 		return DropUnexpectedType
 	}
-	br := BitReader{buf: b, pos: int(m.n) + prefixBits, limit: pb}
+	br := bitReader{buf: b, pos: int(m.n) + prefixBits, limit: pb}
 	// RestartBit(1) MinVersion(8) CurVersion(8) PacketType(8) SentCount(8),
 	// then NetworkVersion(32) NetworkFeatures(16).
 	v := br.ReadBits(33)
@@ -243,7 +243,7 @@ func DecodeHandshake(m Magic, b []byte, h *Handshake) DropReason {
 	if t >= numPacketTypes {
 		return DropUnknownType
 	}
-	random := br.Left() - t.BodyBits()
+	random := br.Left() - t.bodyBits()
 	restart := v&1 != 0
 	if r := checkShape(t, random, restart); r != DropNone {
 		return r

@@ -498,7 +498,7 @@ func versionsOK(remoteMin, remoteCur uint8) bool {
 
 // MaxReplyLen is the largest reply Handle or a Build function writes: an Ack
 // with 16 random bytes and a 32-bit magic header.
-const MaxReplyLen = (MaxMagicBits + IDBits + BaseBits + 225 + 8*MaxRandomBytes + 1 + 7) / 8
+const MaxReplyLen = (maxMagicBits + IDBits + BaseBits + 225 + 8*MaxRandomBytes + 1 + 7) / 8
 
 // BuildAck writes the Ack that completes a handshake (or answers a repeated
 // Response or a RestartResponse) carrying authorised cookie c. It returns 0

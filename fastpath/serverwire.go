@@ -11,7 +11,7 @@ import (
 // layout of docs/protocol.md §3 at bit offsets that depend only on the magic
 // header's length, so the server loads the few 64-bit words a packet's
 // fields lie in and takes the fields out with shifts, and writes its
-// replies through one 64-bit accumulator, instead of a BitReader or
+// replies through one 64-bit accumulator, instead of a bitReader or
 // BitWriter call per field with its own bounds and overrun bookkeeping.
 // The server also skips what it never reads: the request's RandomData
 // bytes. Measured (BenchmarkDecodeRequest, BenchmarkDecodeHandshake,
@@ -44,13 +44,6 @@ type request struct {
 	Timestamp       float64
 	Cookie          cookie.Cookie
 	OrigCookie      cookie.Cookie
-}
-
-// bodyBits is PacketType.BodyBits for the known types, as a table: the size
-// rule is on the path of every handshake packet.
-var bodyBits = [numPacketTypes]int{
-	TypeInitial: 225, TypeChallenge: 225, TypeResponse: 225, TypeAck: 225,
-	TypeRestartHandshake: 0, TypeRestartResponse: 385, TypeVersionUpgrade: 0, TypeDenied: 168,
 }
 
 // load64 returns the 64 bits of b from bit off on. Byte off>>3 + 8 must
@@ -119,7 +112,7 @@ func decodeRequest(m Magic, b []byte, pw uint64, pb int, q *request) DropReason 
 	if t >= numPacketTypes {
 		return DropUnknownType
 	}
-	random := pb - body - bodyBits[t]
+	random := pb - body - typeBodyBits[t]
 	restart := v&1 != 0
 	if r := checkShape(t, random, restart); r != DropNone {
 		return r
