@@ -133,12 +133,13 @@ const (
 
 // ReplyTo is what a later reply to a proven handshake packet needs from the
 // request, so promotion workers never keep the (reused) receive buffer.
+// Handle fills it in Decision.To; pass it to BuildAck or BuildDenied as is.
 type ReplyTo struct {
 	ClientID   uint8
-	SentCount  uint8
-	CurVersion uint8 // min(CurHandshakeVersion, RemoteCur)
-	RandomLen  uint8 // the request's RandomData length: replies use no more
-	Len        int   // the request's size in bytes: replies are no larger
+	sentCount  uint8
+	curVersion uint8 // min(CurHandshakeVersion, RemoteCur)
+	randomLen  uint8 // the request's RandomData length: replies use no more
+	reqLen     int   // the request's size in bytes: replies are no larger
 }
 
 // Decision is the outcome of Server.Handle. Only the fields its Action names
@@ -268,10 +269,10 @@ func (s *Server) Handle(d *Decision, src netip.AddrPort, pkt []byte, now float64
 	// be built with byte stores and copied with a 16-byte load that the
 	// CPU cannot forward from them.
 	d.To.ClientID = h.ClientID
-	d.To.SentCount = h.SentCount
-	d.To.CurVersion = min(CurHandshakeVersion, h.CurVersion)
-	d.To.RandomLen = h.RandomLen
-	d.To.Len = len(pkt)
+	d.To.sentCount = h.SentCount
+	d.To.curVersion = min(CurHandshakeVersion, h.CurVersion)
+	d.To.randomLen = h.RandomLen
+	d.To.reqLen = len(pkt)
 
 	switch h.Type {
 	case TypeInitial:
@@ -359,7 +360,7 @@ func (s *Server) handleConn(d *Decision, src netip.AddrPort, pkt []byte, pw uint
 	// RestartHandshake answers a packet without versions: it carries
 	// CurVersion 4 and SentCount 0 (docs/protocol.md §5), and no more RandomData
 	// than keeps it within the connection packet's size.
-	d.To = ReplyTo{ClientID: d.Conn.ClientID, CurVersion: CurHandshakeVersion, RandomLen: MaxRandomBytes, Len: len(pkt)}
+	d.To = ReplyTo{ClientID: d.Conn.ClientID, curVersion: CurHandshakeVersion, randomLen: MaxRandomBytes, reqLen: len(pkt)}
 	s.answer(d, src, now, out, &reply{Type: TypeRestartHandshake, Restart: true})
 }
 

@@ -325,7 +325,7 @@ func TestServerResponse(t *testing.T) {
 				}
 				return
 			}
-			if d.Action != ActPromote || d.To.ClientID != 1 || d.To.SentCount != 2 || d.To.CurVersion != 4 {
+			if d.Action != ActPromote || d.To.ClientID != 1 || d.To.sentCount != 2 || d.To.curVersion != 4 {
 				t.Fatalf("%+v, want promote", d)
 			}
 			var h Handshake
@@ -437,7 +437,7 @@ func TestServerRestartResponse(t *testing.T) {
 	out := make([]byte, MaxReplyLen)
 	rnd := NewRand(3)
 	n := s.Config().BuildAck(out, &d.To, &d.OrigCookie, &rnd)
-	if h := decodeReply(t, Magic{}, out[:n]); h.Type != TypeAck || h.Cookie != orig || n > d.To.Len {
+	if h := decodeReply(t, Magic{}, out[:n]); h.Type != TypeAck || h.Cookie != orig || n > d.To.reqLen {
 		t.Fatalf("migration ack %+v (%d bytes)", h, n)
 	}
 }
@@ -665,7 +665,7 @@ func TestServerAllocs(t *testing.T) {
 	peer := Peer{}
 	known := Peer{Known: true, ClientID: 1, Tag: 3}
 	connected := Peer{Known: true, ClientID: 1, Cookie: vecCookie}
-	to := ReplyTo{ClientID: 1, CurVersion: 4, RandomLen: 16, Len: 100}
+	to := ReplyTo{ClientID: 1, curVersion: 4, randomLen: 16, reqLen: 100}
 	rnd := NewRand(1)
 	for name, f := range map[string]func(){
 		"initial->challenge": func() { s.Handle(&d, vecAddr, initial, vecTS, &peer, out) },

@@ -244,7 +244,7 @@ type reply struct {
 // impossible. A reply's length is its RandomData's plus a fixed part, so
 // the bound is a subtraction.
 func (c *ServerConfig) maxRandom(t PacketType, to *ReplyTo) int {
-	return min(int(to.RandomLen), MaxRandomBytes, to.Len-HandshakeLen(c.Magic, t, 0))
+	return min(int(to.randomLen), MaxRandomBytes, to.reqLen-HandshakeLen(c.Magic, t, 0))
 }
 
 // writeReply picks the RandomData length uniformly in [8, hi], where hi is
@@ -291,7 +291,7 @@ func (c *ServerConfig) putReply(out []byte, rep *reply, to *ReplyTo, r int, r0, 
 	// CurVersion(8) PacketType(8) SentCount(8), then NetworkVersion(32)
 	// NetworkFeatures(16).
 	w = w.put(buf, prefixWord(c.SessionID, to.ClientID, true)|restart<<prefixBits|MinHandshakeVersion<<7|
-		uint64(to.CurVersion)<<15|uint64(rep.Type)<<23|uint64(to.SentCount)<<31, 39)
+		uint64(to.curVersion)<<15|uint64(rep.Type)<<23|uint64(to.sentCount)<<31, 39)
 	w = w.put(buf, uint64(c.NetworkVersion)|uint64(c.NetworkFeatures)<<32, 48)
 	withCookie := true
 	switch rep.Type {
