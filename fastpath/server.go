@@ -193,7 +193,7 @@ type Server struct {
 	challengePrefixRL *Limiter
 	restartRL         *Limiter
 	upgradeRL         *Limiter
-	// upgradeTotal is the loop's own total when cfg.VersionUpgradeShared
+	// upgradeTotal is the loop's own total when cfg.upgradeShared
 	// is nil.
 	upgradeTotal Bucket
 	rnd          Rand
