@@ -20,10 +20,10 @@ const maxLimiterEntries = 1 << 30
 const Unlimited = -1
 
 // Limit is a token bucket: Rate tokens per second, at most Burst at once; a
-// reply spends one token. A negative Rate (Unlimited) means no limit. A
-// Burst below 1 allows nothing, and so does a Rate of 0 in a bucket; in a
-// ServerConfig a zero Rate or Burst takes the default instead (see
-// ServerConfig).
+// reply spends one token. A negative Rate (Unlimited) means no limit. In a
+// ServerConfig a zero Rate takes the default and a zero Burst is twice the
+// Rate; in a bucket, a Rate of 0 (or NaN) and a Burst below 1 allow
+// nothing.
 type Limit struct{ Rate, Burst float64 }
 
 // or returns l completed the way a ServerConfig's budgets are: def when
