@@ -96,8 +96,8 @@ const (
 	// can prove them.
 	DefaultTokenExpire = time.Hour
 	// DefaultTokenTimeout is the connection timeout sealed-mode tokens
-	// carry (netcode's common choice; the server may use it for the
-	// connection).
+	// carry (a netcode.io server uses it; udpgate's keeps its own
+	// Timeout).
 	DefaultTokenTimeout = 10 * time.Second
 
 	// MaxClients bounds a generator: in ModeData each client holds a

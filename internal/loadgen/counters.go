@@ -234,28 +234,19 @@ func deniedCounter(reason uint8) int {
 	return cDeniedOther
 }
 
-// Disconnect reasons of sealed mode's refusals (docs/protocol.md §11.3).
-const (
-	reasonTokenExpired  uint8 = 5
-	reasonTokenInvalid  uint8 = 6
-	reasonForeignServer uint8 = 7
-	reasonTokenInUse    uint8 = 8
-	reasonServerFull    uint8 = 9
-)
-
 // refusedCounter is the counter for a refusal's Disconnect reason, or -1
 // when the reason is not a refusal.
 func refusedCounter(reason uint8) int {
 	switch reason {
-	case reasonTokenExpired:
+	case fastpath.DisconnectTokenExpired:
 		return cRefusedExpired
-	case reasonTokenInvalid:
+	case fastpath.DisconnectTokenInvalid:
 		return cRefusedInvalid
-	case reasonForeignServer:
+	case fastpath.DisconnectForeignServer:
 		return cRefusedForeign
-	case reasonTokenInUse:
+	case fastpath.DisconnectTokenInUse:
 		return cRefusedInUse
-	case reasonServerFull:
+	case fastpath.DisconnectServerFull:
 		return cRefusedFull
 	}
 	return -1

@@ -179,11 +179,11 @@ func TestSealedClient(t *testing.T) {
 	}
 }
 
-// TestSealedRefusals: while proving, an unsealed Disconnect with the
+// TestSealedRefusalForms: while proving, an unsealed Disconnect with the
 // connection's Tag refuses for reasons 5 and 6 only, a sealed one for 7, 8
 // and 9; each ends the client and is counted by reason. An unsealed
 // Disconnect with another Tag, or with reason 7, is ignored.
-func TestSealedRefusals(t *testing.T) {
+func TestSealedRefusalForms(t *testing.T) {
 	w, ms := sealedWorker(t, 8, false)
 	mg := w.cfg.Magic
 	buf := make([]byte, 256)
@@ -206,7 +206,7 @@ func TestSealedRefusals(t *testing.T) {
 		return w.proofIn(j, w.rx.slots[:w.rx.hdrs[0].Len], 0, 5, nil)
 	}
 	// Ignored: a stranger's Tag, and reason 7 unsealed.
-	if in(0, unsealed(ms[0].tag+1, reasonTokenExpired)) != 0 || in(0, unsealed(ms[0].tag, reasonForeignServer)) != 0 ||
+	if in(0, unsealed(ms[0].tag+1, fastpath.DisconnectTokenExpired)) != 0 || in(0, unsealed(ms[0].tag, fastpath.DisconnectForeignServer)) != 0 ||
 		w.state[0] != stProving {
 		t.Fatalf("client 0 ended by a Disconnect it must ignore (state %d)", w.state[0])
 	}
@@ -214,11 +214,11 @@ func TestSealedRefusals(t *testing.T) {
 		p    func() []byte
 		want int
 	}{
-		{func() []byte { return unsealed(ms[1].tag, reasonTokenExpired) }, cRefusedExpired},
-		{func() []byte { return unsealed(ms[2].tag, reasonTokenInvalid) }, cRefusedInvalid},
-		{func() []byte { return sealed(3, reasonForeignServer) }, cRefusedForeign},
-		{func() []byte { return sealed(4, reasonTokenInUse) }, cRefusedInUse},
-		{func() []byte { return sealed(5, reasonServerFull) }, cRefusedFull},
+		{func() []byte { return unsealed(ms[1].tag, fastpath.DisconnectTokenExpired) }, cRefusedExpired},
+		{func() []byte { return unsealed(ms[2].tag, fastpath.DisconnectTokenInvalid) }, cRefusedInvalid},
+		{func() []byte { return sealed(3, fastpath.DisconnectForeignServer) }, cRefusedForeign},
+		{func() []byte { return sealed(4, fastpath.DisconnectTokenInUse) }, cRefusedInUse},
+		{func() []byte { return sealed(5, fastpath.DisconnectServerFull) }, cRefusedFull},
 	}
 	for i, c := range cases {
 		j := i + 1

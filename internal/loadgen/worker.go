@@ -540,7 +540,7 @@ func (w *worker) proofIn(j int, p []byte, start, now int64, sent []uint8) int {
 	}
 	payload, r := fastpath.DecodeConn(m, p, h)
 	if r == fastpath.DropNone && h.Tag == w.ids[j].tag && h.Kind == fastpath.KindDisconnect &&
-		len(payload) > 0 && (payload[0] == reasonTokenExpired || payload[0] == reasonTokenInvalid) {
+		len(payload) > 0 && (payload[0] == fastpath.DisconnectTokenExpired || payload[0] == fastpath.DisconnectTokenInvalid) {
 		w.refused(j, payload, true)
 		return 1
 	}
