@@ -382,6 +382,11 @@ func runOne(ctx context.Context, opt *options, sc scenario, v variant, rep int) 
 		PacketSize:     sc.requestSize(),
 		PayloadSize:    payloadSize,
 		NetworkVersion: benchNetVersion,
+		// As the server's (roles.go): no KeepAlive adds packets that are
+		// not answers. With the 1 s default, each of 100k clients idle
+		// between its Data sent one a second (two per Data at data-100k),
+		// all at once after a long Connect.
+		KeepAlive: time.Hour,
 	}
 	keys.apply(&lcfg)
 	gen, err := loadgen.New(lcfg)
