@@ -1,11 +1,15 @@
 package flood
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/internal/seal"
@@ -140,6 +144,69 @@ func TestSealedTemplatesUnconnected(t *testing.T) {
 			default:
 				t.Errorf("%v variant %d: action %v", Kind(k), i, d.Action)
 			}
+		}
+	}
+}
+
+type connectCounter struct {
+	conn.NopHandler
+	n atomic.Int64
+}
+
+func (c *connectCounter) OnConnect(*conn.Conn) { c.n.Add(1) }
+
+// TestFloodSealedServer floods a sealed server with hostile proofs and
+// sealed packets from sources that completed the handshake first: every
+// token check fires and is counted by reason, refusals come back no larger
+// than the proofs (no source gets more bytes than it sent), and nothing is
+// proven or reaches the application.
+func TestFloodSealedServer(t *testing.T) {
+	key := [token.KeyBytes]byte{4, 4, 4}
+	const pid = 0x5eed
+	app := &connectCounter{}
+	srv, err := conn.Listen("127.0.0.1:0", conn.Config{Handler: app, PrivateKey: &key, ProtocolID: pid,
+		// The sources share one /24 and each connects first.
+		ChallengeRate: -1, MaxClientsPerIP: -1, MaxClientsPerPrefix: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, Config{Server: srv.Addr(), Mix: Mix{KindInitial: 1, KindProof: 4, KindSealed: 1},
+		ProtocolID: pid, PrivateKey: &key, Count: 20_000, MaxDuration: 15 * time.Second, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	if err := rep.Print(&text, 3); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("report:\n%s", text.String())
+	if rep.Connected < DefaultSources*3/4 || rep.Sent.Datagrams < 20_000 {
+		t.Fatalf("%d of %d sources connected, %d datagrams sent", rep.Connected, DefaultSources, rep.Sent.Datagrams)
+	}
+	for _, s := range rep.Amplified() {
+		t.Errorf("source %v received %d bytes for %d sent", s.Addr, s.Received.Bytes, s.Sent.Bytes)
+	}
+	if rep.Replies[ReplyRefusal].Datagrams == 0 || rep.Replies[ReplySealed].Datagrams == 0 {
+		t.Errorf("replies %v; want token refusals in clear and sealed", rep.Replies)
+	}
+	for _, bad := range []ReplyType{ReplyConn, ReplyInvalid, ReplyType(fastpath.TypeRestartHandshake)} {
+		if n := rep.Replies[bad].Datagrams; n != 0 {
+			t.Errorf("%d %v replies", n, bad)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // the server publishes its counters per batch
+	st := srv.Stats()
+	t.Logf("server drops: %v", st.Drops)
+	if st.Proofs != 0 || app.n.Load() != 0 {
+		t.Errorf("the flood proved %d tokens, %d reached the application", st.Proofs, app.n.Load())
+	}
+	for _, r := range []fastpath.DropReason{fastpath.DropTokenProtocol, fastpath.DropTokenExpired, fastpath.DropTokenInvalid,
+		fastpath.DropTokenForeignServer, fastpath.DropProofForged, fastpath.DropNotProof, fastpath.DropTooLarge} {
+		if st.Drops[r] == 0 {
+			t.Errorf("server drop counter %v did not move", r)
 		}
 	}
 }
