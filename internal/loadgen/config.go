@@ -181,8 +181,8 @@ type Config struct {
 	TokenAddresses []netip.AddrPort
 }
 
-// Sealed reports whether the clients run in sealed mode.
-func (c *Config) Sealed() bool { return c.PrivateKey != nil }
+// sealed reports whether the clients run in sealed mode.
+func (c *Config) sealed() bool { return c.PrivateKey != nil }
 
 // withDefaults validates c and fills its zero fields.
 func (c Config) withDefaults() (Config, error) {
@@ -234,14 +234,14 @@ func (c Config) withDefaults() (Config, error) {
 		c.PayloadSize = DefaultPayloadSize
 	}
 	dataLen := fastpath.ConnLen(c.Magic, fastpath.KindData, c.PayloadSize)
-	if c.Sealed() {
+	if c.sealed() {
 		dataLen = fastpath.SealedConnLen(c.Magic, c.PayloadSize)
 	}
 	if dataLen > fastpath.DefaultMaxDatagram {
 		return c, fmt.Errorf("loadgen: PayloadSize %d makes %d-byte Data packets, above the server's default %d",
 			c.PayloadSize, dataLen, fastpath.DefaultMaxDatagram)
 	}
-	if c.Sealed() {
+	if c.sealed() {
 		if c.Mode != ModeData {
 			return c, fmt.Errorf("loadgen: sealed mode (a PrivateKey) runs on Data connections: use mode data, not %v", c.Mode)
 		}

@@ -42,7 +42,7 @@ func New(cfg Config) (*Generator, error) {
 	}
 	g := &Generator{cfg: cfg, epoch: time.Now()}
 	g.src = newSourceRange(cfg.FirstSource, cfg.SourcesUsed())
-	if cfg.Sealed() {
+	if cfg.sealed() {
 		if g.tokens, err = newTokenSource(&cfg); err != nil {
 			return nil, fmt.Errorf("loadgen: making connect tokens: %w", err)
 		}

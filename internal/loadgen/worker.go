@@ -128,7 +128,7 @@ func newWorker(g *Generator, idx int, s *sock) *worker {
 		w.ids = make([]connID, n)
 		w.seqs = make([]fastpath.SeqState, n)
 		w.hcs = make([]fastpath.ClientHandshake, n)
-		if cfg.Sealed() {
+		if cfg.sealed() {
 			w.sealers = make([]seal.Sealer, n)
 			w.openers = make([]seal.Opener, n)
 			w.proofAt = make([]int64, n)
