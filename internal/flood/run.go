@@ -67,7 +67,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rnd := fastpath.NewRand(st.Seed)
 
 	probeCtx, cancel := context.WithDeadline(ctx, deadline)
-	ch, err := probe(probeCtx, &st, &rnd)
+	ch, probeSock, err := probe(probeCtx, &st, &rnd)
 	cancel()
 	if err != nil {
 		return nil, err
@@ -75,7 +75,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	b := &builder{st: &st, m: st.magic, rnd: fastpath.NewRand(rnd.Uint64() | 1), ch: ch, now: seconds(time.Now())}
 	tmpl := b.templates()
 
+	// The probe's socket stays open until the sources have their ports,
+	// so that none of them gets the probe's port, from which the replayed
+	// Response would be valid and make a connection.
 	srcs, err := openSources(&st)
+	probeSock.Close()
 	if err != nil {
 		return nil, err
 	}
@@ -391,15 +395,21 @@ const (
 )
 
 // probe sends an Initial from its own socket and returns the Challenge it
-// gets. The socket is never used for the flood, so the replayed Response is
-// never valid from a flood source, and the server makes no connection.
-func probe(ctx context.Context, st *settings, rnd *fastpath.Rand) (challenge, error) {
+// gets, and the socket, which the caller closes once the flood's sources
+// are bound: the socket is never used for the flood, so the replayed
+// Response is never valid from a flood source, and the server makes no
+// connection.
+func probe(ctx context.Context, st *settings, rnd *fastpath.Rand) (ch challenge, _ *net.UDPConn, err error) {
 	local := netip.AddrPortFrom(st.sources[0], 0)
 	udp, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(local))
 	if err != nil {
-		return challenge{}, fmt.Errorf("flood: cannot open the probe socket on %s: %w", local, err)
+		return challenge{}, nil, fmt.Errorf("flood: cannot open the probe socket on %s: %w", local, err)
 	}
-	defer udp.Close()
+	defer func() {
+		if err != nil {
+			udp.Close()
+		}
+	}()
 	stop := context.AfterFunc(ctx, func() { udp.SetReadDeadline(time.Now()) })
 	defer stop()
 
@@ -420,13 +430,13 @@ func probe(ctx context.Context, st *settings, rnd *fastpath.Rand) (challenge, er
 		rnd.Fill(h.Random[:])
 		n := fastpath.EncodeHandshake(out[:], st.magic, &h)
 		if _, err := udp.WriteToUDPAddrPort(out[:n], st.Server); err != nil {
-			return challenge{}, fmt.Errorf("flood: cannot send the probe Initial to %s: %w", st.Server, err)
+			return challenge{}, nil, fmt.Errorf("flood: cannot send the probe Initial to %s: %w", st.Server, err)
 		}
 		udp.SetReadDeadline(time.Now().Add(probeWait))
 		for {
 			n, from, err := udp.ReadFromUDPAddrPort(in)
 			if ctx.Err() != nil {
-				return challenge{}, fmt.Errorf("flood: probing %s: %w", st.Server, context.Cause(ctx))
+				return challenge{}, nil, fmt.Errorf("flood: probing %s: %w", st.Server, context.Cause(ctx))
 			}
 			if err != nil {
 				break // no reply in probeWait: send again
@@ -441,14 +451,14 @@ func probe(ctx context.Context, st *settings, rnd *fastpath.Rand) (challenge, er
 			switch r.Type {
 			case fastpath.TypeChallenge:
 				return challenge{ok: true, sessionID: r.SessionID, clientID: r.ClientID, sentCount: r.SentCount,
-					secretID: r.SecretID, timestamp: r.Timestamp, cookie: r.Cookie}, nil
+					secretID: r.SecretID, timestamp: r.Timestamp, cookie: r.Cookie}, udp, nil
 			case fastpath.TypeVersionUpgrade:
-				return challenge{}, fmt.Errorf("flood: the server at %s runs NetworkVersion %d features %d, not %d features %d: set NetworkVersion/NetworkFeatures (-network-version/-network-features) to match",
+				return challenge{}, nil, fmt.Errorf("flood: the server at %s runs NetworkVersion %d features %d, not %d features %d: set NetworkVersion/NetworkFeatures (-network-version/-network-features) to match",
 					st.Server, r.NetworkVersion, r.NetworkFeatures, st.NetworkVersion, st.NetworkFeatures)
 			}
 		}
 	}
-	return challenge{}, fmt.Errorf("flood: no Challenge from %s after %d Initials in %v: check that the server runs there and that Magic (-magic) matches",
+	return challenge{}, nil, fmt.Errorf("flood: no Challenge from %s after %d Initials in %v: check that the server runs there and that Magic (-magic) matches",
 		st.Server, probeTries, probeTries*probeWait)
 }
 
