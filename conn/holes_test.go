@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/conntest"
 )
 
 // Attacks from outside (issue 12), each through real sockets against a
@@ -25,16 +26,16 @@ func TestReplayedResponseAfterClose(t *testing.T) {
 	resp := p.response(ch)
 	p.send(resp)
 	ck := p.expect(fastpath.TypeAck).Cookie
-	eventually(t, "connection", func() bool { return s.Len() == 1 })
+	conntest.Eventually(t, "connection", func() bool { return s.Len() == 1 })
 	p.send(p.connPacket(ck, 0, fastpath.KindDisconnect, []byte{1}))
-	eventually(t, "close", func() bool { return s.Len() == 0 })
+	conntest.Eventually(t, "close", func() bool { return s.Len() == 0 })
 
 	for _, after := range []time.Duration{3 * time.Second, 17 * time.Second} {
 		clk.Advance(after) // 3 s, then 20 s after the Challenge
 		before := s.Stats().Drops[fastpath.DropReplayedCookie]
 		p.send(resp)
 		p.silent(fmt.Sprintf("Response replayed %v later", after))
-		eventually(t, "replay counted", func() bool {
+		conntest.Eventually(t, "replay counted", func() bool {
 			return s.Stats().Drops[fastpath.DropReplayedCookie] > before
 		})
 		if s.Len() != 0 || rec.connects() != 1 {
@@ -44,7 +45,7 @@ func TestReplayedResponseAfterClose(t *testing.T) {
 	// The same client with a fresh handshake gets in.
 	clk.Advance(time.Second)
 	p.connect()
-	eventually(t, "reconnect", func() bool { return s.Len() == 1 })
+	conntest.Eventually(t, "reconnect", func() bool { return s.Len() == 1 })
 }
 
 // A restarted client's new connection (another ClientID) must not be
@@ -60,7 +61,7 @@ func TestOlderResponseDoesNotReplace(t *testing.T) {
 	clk.Advance(time.Second)
 	p.clientID = 2 // the client restarts
 	p.connect()
-	eventually(t, "replacement", func() bool { return rec.connects() == 2 })
+	conntest.Eventually(t, "replacement", func() bool { return rec.connects() == 2 })
 	current := rec.at(t, 1)
 
 	p.send(old)
@@ -119,7 +120,7 @@ func TestAddressLimits(t *testing.T) {
 	p := peers[0]
 	c, _ := s.Conn(p.addr())
 	c.Close()
-	eventually(t, "close", func() bool { return s.Len() == 5 })
+	conntest.Eventually(t, "close", func() bool { return s.Len() == 5 })
 	if _, h := connect("127.0.0.1"); h.Type != fastpath.TypeAck {
 		t.Fatalf("after a close: %v, want Ack", h.Type)
 	}
@@ -211,7 +212,7 @@ func TestStormPromotesEveryone(t *testing.T) {
 	for _, p := range peers {
 		p.expect(fastpath.TypeAck)
 	}
-	eventually(t, "every connection", func() bool { return s.Len() == n })
+	conntest.Eventually(t, "every connection", func() bool { return s.Len() == n })
 	if st := s.Stats(); st.PromotionRejected != 0 || st.Drops[fastpath.DropPromotionFull] != 0 {
 		t.Fatalf("promotion refused %d clients", st.PromotionRejected)
 	}
@@ -339,9 +340,9 @@ func TestChallengesTowardOneHost(t *testing.T) {
 	elapsed := time.Since(start).Seconds() + 0.2 // the sends, and collect's wait
 	got := collect(peers, fastpath.TypeChallenge)
 	// Burst 128, then 64/s, whichever loops the ports land on.
-	limit := 2*fastpath.DefaultChallengeIPLimit.Rate + fastpath.DefaultChallengeIPLimit.Rate*elapsed
-	t.Logf("Challenges toward one host from 1,000 ports: %d for %d Initials in %.2f s (budget %.0f/s, burst %.0f)",
-		got, 5*len(peers), elapsed, fastpath.DefaultChallengeIPLimit.Rate, 2*fastpath.DefaultChallengeIPLimit.Rate)
+	limit := 2*fastpath.DefaultChallengeIPRate + fastpath.DefaultChallengeIPRate*elapsed
+	t.Logf("Challenges toward one host from 1,000 ports: %d for %d Initials in %.2f s (budget %d/s, burst %d)",
+		got, 5*len(peers), elapsed, fastpath.DefaultChallengeIPRate, 2*fastpath.DefaultChallengeIPRate)
 	if float64(got) > limit+1 {
 		t.Fatalf("%d Challenges toward one host, want at most %.0f", got, limit)
 	}
@@ -376,7 +377,7 @@ func TestVersionUpgradeTotalAcrossLoops(t *testing.T) {
 	second := round()
 	t.Logf("VersionUpgrades over 300 s across %d loops: %d, then %d after 300 s (%d requests each time)",
 		len(s.loops), first, second, 8*len(peers))
-	total := int(fastpath.DefaultVersionUpgradeTotal.Burst)
+	total := fastpath.DefaultVersionUpgradeTotal
 	if first > total+2 || first+second > 2*total+4 {
 		t.Fatalf("VersionUpgrades %d and %d: more than one budget of %d per 300 s", first, second, total)
 	}

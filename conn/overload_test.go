@@ -62,12 +62,11 @@ func TestOverloadCapsChallenges(t *testing.T) {
 	s := listen(t, Config{Sockets: 1, ChallengeRate: -1,
 		Overload: OverloadConfig{Enabled: true, ChallengeCaps: [2]float64{100, 10}}})
 	s.ov.level.Store(int32(LevelFlood))
-	l := newLoop(s, 0, s.group.Sockets()[0], 64, seconds(time.Now()))
+	l := newLoop(s, 0, s.socks[0], 64, seconds(time.Now()))
 	p := newRawPeer(t, s, "127.0.0.1:0")
 	initial := p.handshakePacket(0, nil)
 	now := time.Now()
-	l.last = now
-	l.chTokens = 0
+	l.shed(now) // the level's first batch: the budget starts empty
 	run := func(at time.Time, n int) uint64 {
 		before := l.cnt.local[cReply+1]
 		for i := range n {

@@ -68,7 +68,7 @@ type Collector struct {
 	rttPercentile, rttSampled                      *prometheus.Desc
 
 	// Label values, made once.
-	dropLabels []string // index: fastpath.DropReason
+	dropLabels []string // index: conn.DropReason
 	typeLabels []string // index: fastpath.PacketType
 	pctLabels  []string
 
@@ -106,7 +106,7 @@ func NewCollector(srv *conn.Server) *Collector {
 		sockTxPackets:   d("socket_sent_packets_total", "Datagrams sent, by socket.", "socket"),
 		sockTxBytes:     d("socket_sent_bytes_total", "Bytes sent, by socket.", "socket"),
 
-		drops:       d("drops_total", "Datagrams the server dropped, by reason (fastpath.DropReason).", "reason"),
+		drops:       d("drops_total", "Datagrams the server dropped, by reason (conn.DropReason).", "reason"),
 		hsIn:        d("handshake_received_total", "Handshake packets received, by type.", "type"),
 		hsOut:       d("handshake_sent_total", "Handshake packets sent, by type, from the receive loops and the promotion workers (acks of new connections, denials).", "type"),
 		denied:      d("denied_total", "Proven clients answered Denied, by reason: server_full (max-clients, or draining), refused (the application), address_limit (max-clients-per-ip or -prefix).", "reason"),
@@ -133,9 +133,9 @@ func NewCollector(srv *conn.Server) *Collector {
 		rttPercentile: d("connection_rtt_seconds", "Smoothed RTT of the connections open now, by percentile over them (100: the slowest), read at scrape time from at most "+strconv.Itoa(RTTSampleLimit)+" connections; NaN when none has measured an RTT.", "percentile"),
 		rttSampled:    d("connection_rtt_sampled", "Connections open now that udpgate_connection_rtt_seconds describes: those that measured an RTT, at most "+strconv.Itoa(RTTSampleLimit)+"."),
 	}
-	c.dropLabels = make([]string, fastpath.NumDropReasons)
+	c.dropLabels = make([]string, conn.NumDropReasons)
 	for r := range c.dropLabels {
-		c.dropLabels[r] = fastpath.DropReason(r).String()
+		c.dropLabels[r] = conn.DropReason(r).String()
 	}
 	var st conn.Stats
 	c.typeLabels = make([]string, len(st.HandshakeIn))
