@@ -26,6 +26,7 @@ import (
 	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/internal/conntest"
 	"github.com/udpgate/udpgate/internal/flood"
+	"github.com/udpgate/udpgate/token"
 )
 
 // counter is a server application that counts and echoes Data.
@@ -59,7 +60,31 @@ func TestFloodWithLegitimateClients(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a million datagrams: not in -short")
 	}
-	srv := startFloodServer(t)
+	floodWithClients(t, false)
+}
+
+// TestFloodSealedWithPlayers is TestFloodWithLegitimateClients against a
+// sealed server (docs/protocol.md §11), with hostile token packets in the
+// mix: proofs with expired, foreign, wrong-key, wrong-protocol, bit-flipped,
+// truncated and oversized tokens, forged inner seals, and sealed packets
+// with random counters, each from a source that completed the handshake
+// first. Every player proves its token and echoes its Data; no hostile
+// source gets more bytes than it sent, nothing hostile is proven, and the
+// heap stays flat.
+func TestFloodSealedWithPlayers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("half a million datagrams: not in -short")
+	}
+	floodWithClients(t, true)
+}
+
+// floodKey and floodProtocol are the sealed flood server's.
+var floodKey = [token.KeyBytes]byte{7, 7, 7}
+
+const floodProtocol = 0xf100d
+
+func floodWithClients(t *testing.T, sealed bool) {
+	srv := startFloodServer(t, sealed)
 	srv.do("reset")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -71,18 +96,29 @@ func TestFloodWithLegitimateClients(t *testing.T) {
 	)
 	go func() {
 		defer close(flooding)
-		rep, floodErr = flood.Run(ctx, flood.Config{
+		cfg := flood.Config{
 			Server:      srv.addr,
 			NumSources:  200,
 			Count:       1_000_000,
 			MaxDuration: 90 * time.Second,
 			Seed:        1,
-		})
+		}
+		if sealed {
+			// Every unsealed kind, and as much again of hostile proofs and
+			// sealed packets; proofs are 1 KiB, so fewer datagrams.
+			cfg.Mix = flood.DefaultMix
+			cfg.Mix[flood.KindProof], cfg.Mix[flood.KindSealed] = 6, 2
+			cfg.ProtocolID, cfg.PrivateKey = floodProtocol, &floodKey
+			cfg.Count = 500_000
+		}
+		rep, floodErr = flood.Run(ctx, cfg)
 	}()
 	conntest.Eventually(t, "the flood to start", func() bool { return srv.report().Stats.Connectionless > 20_000 })
 
 	const clients, packets = 100, 20
 	errs := make(chan error, clients)
+	var dialMu sync.Mutex
+	var dials []time.Duration
 	var wg sync.WaitGroup
 	for i := range clients {
 		wg.Add(1)
@@ -90,7 +126,21 @@ func TestFloodWithLegitimateClients(t *testing.T) {
 			defer wg.Done()
 			dctx, dcancel := context.WithTimeout(ctx, 30*time.Second)
 			defer dcancel()
-			c, err := Dial(dctx, srv.addr.String(), Config{LocalAddr: fmt.Sprintf("127.0.1.%d:0", 1+i)})
+			cfg := Config{LocalAddr: fmt.Sprintf("127.0.1.%d:0", 1+i)}
+			if sealed {
+				tok, err := token.Generate(&floodKey, &token.Params{ProtocolID: floodProtocol, ClientID: uint64(i),
+					ServerAddresses: []netip.AddrPort{srv.addr}, Expire: time.Minute, Timeout: 5 * time.Second})
+				if err != nil {
+					errs <- err
+					return
+				}
+				cfg.Token = tok
+			}
+			start := time.Now()
+			c, err := Dial(dctx, srv.addr.String(), cfg)
+			dialMu.Lock()
+			dials = append(dials, time.Since(start))
+			dialMu.Unlock()
 			if err != nil {
 				errs <- fmt.Errorf("client %d: %v", i, err)
 				return
@@ -111,6 +161,11 @@ func TestFloodWithLegitimateClients(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+	slices.Sort(dials)
+	if len(dials) > 0 {
+		t.Logf("players' dials under the flood: p50 %v, p90 %v, max %v", dials[len(dials)/2].Round(time.Millisecond),
+			dials[len(dials)*9/10].Round(time.Millisecond), dials[len(dials)-1].Round(time.Millisecond))
+	}
 	<-flooding
 	if floodErr != nil {
 		t.Fatalf("flood: %v", floodErr)
@@ -122,7 +177,7 @@ func TestFloodWithLegitimateClients(t *testing.T) {
 		rep.Received.Datagrams, rep.Received.Bytes, rep.Amplification())
 	t.Logf("server: overload level changes %d, kernel drops %d, drops %s", st.OverloadChanges, st.Sockets.RxDrops, nonZeroDrops(st))
 
-	if rep.Sent.Datagrams < 1_000_000 {
+	if want := uint64(1_000_000); !sealed && rep.Sent.Datagrams < want || sealed && rep.Sent.Datagrams < want/2 {
 		t.Fatalf("the flood sent only %d datagrams", rep.Sent.Datagrams)
 	}
 	if len(rep.Sources) < 200 {
@@ -133,13 +188,34 @@ func TestFloodWithLegitimateClients(t *testing.T) {
 			t.Errorf("source %v got %d bytes for %d", src.Addr, src.Received.Bytes, src.Sent.Bytes)
 		}
 	}
-	if st.Accepted != clients {
+	switch {
+	case !sealed && st.Accepted != clients:
 		t.Fatalf("%d connections accepted, want exactly the %d legitimate ones", st.Accepted, clients)
+	case sealed && st.Proofs != clients:
+		// The hostile sources complete handshakes (unproven connections),
+		// but only the players prove a token.
+		t.Fatalf("%d tokens proven, want exactly the %d players'", st.Proofs, clients)
+	case sealed:
+		// (A malformed proof fails its size or version info first: it is
+		// counted as not_proof, before any token work.)
+		for _, d := range []fastpath.DropReason{fastpath.DropTokenExpired, fastpath.DropTokenInvalid,
+			fastpath.DropTokenProtocol, fastpath.DropProofForged, fastpath.DropTokenForeignServer, fastpath.DropNotProof} {
+			if st.Drops[d] == 0 {
+				t.Errorf("no %s drop: that hostile proof never reached its check", d.String())
+			}
+		}
 	}
 	// The server's own drops never touch a connection's Data: these are the
-	// reasons that apply to packets from connected addresses.
-	for _, d := range []fastpath.DropReason{fastpath.DropStaleSequence, fastpath.DropBadTag,
-		fastpath.DropClientIDMismatch, fastpath.DropPromotionFull} {
+	// reasons that apply to packets from connected addresses. (Sealed, the
+	// hostile sources hold unproven connections of their own, and their
+	// forged packets from those addresses count as bad_tag and
+	// client_id_mismatch; the players' Data is checked below.)
+	fromConnected := []fastpath.DropReason{fastpath.DropStaleSequence, fastpath.DropBadTag,
+		fastpath.DropClientIDMismatch, fastpath.DropPromotionFull}
+	if sealed {
+		fromConnected = []fastpath.DropReason{fastpath.DropStaleSequence, fastpath.DropPromotionFull}
+	}
+	for _, d := range fromConnected {
 		if st.Drops[d] != 0 {
 			t.Errorf("%d drops for %s", st.Drops[d], d.String())
 		}
@@ -174,10 +250,13 @@ type floodReport struct {
 	Stats           Stats
 }
 
-func startFloodServer(t *testing.T) *floodServer {
+func startFloodServer(t *testing.T, sealed bool) *floodServer {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestFloodServerProcess$")
 	cmd.Env = append(os.Environ(), "UDPGATE_FLOOD_CHILD=1")
+	if sealed {
+		cmd.Env = append(cmd.Env, "UDPGATE_FLOOD_SEALED=1")
+	}
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -242,7 +321,11 @@ func TestFloodServerProcess(t *testing.T) {
 	}
 	app := &counter{got: map[*Conn]int{}}
 	// Overload control on, as an internet-facing server should run.
-	s, err := Listen("127.0.0.1:0", Config{Handler: app, Overload: OverloadConfig{Enabled: true}})
+	cfg := Config{Handler: app, Overload: OverloadConfig{Enabled: true}}
+	if os.Getenv("UDPGATE_FLOOD_SEALED") != "" {
+		cfg.PrivateKey, cfg.ProtocolID = &floodKey, floodProtocol
+	}
+	s, err := Listen("127.0.0.1:0", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +390,7 @@ func BenchmarkRTTUnderHandshakeFlood(b *testing.B) {
 		flooded := tc.rate != 0
 		b.Run(tc.name, func(b *testing.B) {
 			t := &testing.T{}
-			srv := startFloodServer(t)
+			srv := startFloodServer(t, false)
 			defer srv.do("reset") // keeps the child alive until here
 			rec := &clientRecorder{ch: make(chan []byte, 16)}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

@@ -357,6 +357,11 @@ func (l *loop) sealed(m *batchio.Message, c *Conn, now time.Time) {
 	}
 	pkt := m.Buf[:m.N]
 	switch st := sec.state.Load(); {
+	case st == sealClosed:
+		// Closed since the batch looked it up (a refusal earlier in
+		// this batch, say).
+		l.cnt.add(cDrop+int(fastpath.DropUnknownConnection), 1)
+		return
 	case d.Proof && st == sealUnproven:
 		l.prove(m, c, now)
 		return
