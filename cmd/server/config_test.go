@@ -50,6 +50,7 @@ func TestDefaults(t *testing.T) {
 		timeout:        conn.DefaultTimeout, challengeRate: 32, app: "echo", logLevel: "info", logFormat: "text",
 		challengeRateIP: 64, challengeRatePrefix: 256, steer: true,
 		summary: 10 * time.Second, pprof: true, agonesPlayers: true,
+		proofTimeout: defaultProofTimeout, maxUnproven: defaultMaxUnproven,
 	}
 	if o.values != want {
 		t.Errorf("defaults %+v, want %+v", o.values, want)
