@@ -331,6 +331,12 @@ func (c *Client) handle(pkt []byte, now time.Time, rep *fastpath.AckReport) {
 			c.drops[fastpath.DropUnknownConnection].Add(1)
 			return
 		}
+		if conn.sec != nil {
+			if r := c.handleSealed(conn, pkt, now, rep); r != fastpath.DropNone {
+				c.drops[r].Add(1)
+			}
+			return
+		}
 		var h fastpath.ConnHeader
 		payload, r := fastpath.DecodeConn(c.st.magic, pkt, &h)
 		switch {
@@ -351,6 +357,14 @@ func (c *Client) handle(pkt []byte, now time.Time, rep *fastpath.AckReport) {
 	}
 	var out [fastpath.MaxReplyLen + 32]byte
 	c.mu.Lock()
+	if c.conn != nil && c.conn.sec != nil {
+		// A sealed connection never restarts: a server moves it when a
+		// sealed packet arrives from a new address, and a RestartHandshake
+		// here is a stray or a forgery.
+		c.mu.Unlock()
+		c.drops[fastpath.DropRestartUnneeded].Add(1)
+		return
+	}
 	if c.dialed && c.conn == nil {
 		// Dial has failed already: nothing the server says matters.
 		c.mu.Unlock()
@@ -410,6 +424,13 @@ func (c *Client) event(ev fastpath.ClientEvent, now time.Time) {
 		conn.tag = cookie.SessionTag(&conn.cookie)
 		conn.initSeq(false, now)
 		c.conn = conn
+		if c.st.Token != nil {
+			// Sealed: connected once the server accepts the token.
+			c.startProof(conn, now)
+			c.proveLocked(now)
+			c.mu.Unlock()
+			return
+		}
 		c.dialDoneLocked(nil)
 		c.mu.Unlock()
 		c.st.Handler.OnConnect(conn)
@@ -490,6 +511,7 @@ func (c *Client) timers() {
 		c.mu.Lock()
 		hev := c.heardLocked()
 		ev := c.pollLocked(now)
+		c.proveLocked(now)
 		conn := c.conn
 		c.mu.Unlock()
 		c.event(hev, now)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/token"
 )
 
 // Config configures a Server (Listen) or a Client (Dial). The zero value is
@@ -102,6 +103,31 @@ type Config struct {
 	// it.
 	ClientID uint8
 
+	// Sealed mode (docs/protocol.md §11), server side: a PrivateKey turns
+	// it on. Clients must then prove a netcode.io connect token made with
+	// this key and ProtocolID (by the game's backend, package token)
+	// before the Handler hears of them, and every connection packet is
+	// sealed. Without a key the server is unsealed and UE-compatible.
+	PrivateKey *[token.KeyBytes]byte
+	ProtocolID uint64
+	// PublicAddresses are the addresses clients are sent to (the server
+	// list in their tokens); a token must list one of them. nil: the
+	// listen address, which must then be a specific one (not 0.0.0.0 or
+	// [::]).
+	PublicAddresses []netip.AddrPort
+	// ProofTimeout: a connection that has not proven a token this long
+	// after its Ack is closed (0: 5 s; at most 5 s).
+	ProofTimeout time.Duration
+	// MaxUnproven bounds connections waiting for their proof, apart from
+	// MaxClients (0: DefaultMaxUnproven). When it is reached, the oldest
+	// waiting connection makes room for the newest: valid handshakes
+	// without tokens cannot lock players out.
+	MaxUnproven int
+
+	// Token (client) is a connect token: Dial then proves it after the
+	// handshake and seals the connection. DialToken sets it.
+	Token *token.ConnectToken
+
 	// Handler receives connection events; nil ignores them.
 	Handler Handler
 	// Accept (server only) is asked, from a promotion worker, whether to
@@ -193,6 +219,9 @@ func (c Config) settings() (settings, error) {
 		s.Handler = NopHandler{}
 	}
 	s.delivery, _ = s.Handler.(DeliveryHandler)
+	if err := s.sealedSettings(); err != nil {
+		return s, err
+	}
 	s.Overload = s.Overload.withDefaults()
 	s.keepAlive = s.KeepAlive.Seconds()
 	s.timeout = s.Timeout.Seconds()
@@ -210,6 +239,7 @@ func (s *settings) fastpathConfig(loops int) fastpath.ServerConfig {
 		NetworkFeatures:      s.NetworkFeatures,
 		IgnoreNetworkVersion: s.IgnoreNetworkVersion,
 		MaxDatagram:          s.MaxDatagram,
+		Sealed:               s.PrivateKey != nil,
 	}
 	fc.ChallengeLimit = rateLimit(s.ChallengeRate, s.ChallengeBurst, fastpath.DefaultChallengeLimit)
 	// The per-IP and per-network budgets are totals: the kernel spreads

@@ -51,7 +51,9 @@ type Conn struct {
 	link  link
 	// timer is housekeeping's: the connection's place in the timer wheel.
 	timer timerLink
-	user  atomic.Pointer[any]
+	// sec is the sealed-mode state; nil on an unsealed connection.
+	sec  *sealState
+	user atomic.Pointer[any]
 }
 
 // ConnStats are a connection's counters.
@@ -144,14 +146,31 @@ func (c *Conn) Value() any {
 // protocol reports loss, it does not retransmit. payload is copied before
 // Send returns.
 func (c *Conn) Send(payload []byte) (uint16, error) {
-	if len(payload) == 0 || fastpath.ConnLen(c.st.magic, fastpath.KindData, len(payload)) > c.st.MaxDatagram {
+	n := fastpath.ConnLen(c.st.magic, fastpath.KindData, len(payload))
+	if c.sec != nil {
+		n = fastpath.SealedConnLen(c.st.magic, len(payload))
+	}
+	if len(payload) == 0 || n > c.st.MaxDatagram {
 		return 0, ErrPayloadSize
 	}
 	return c.sendKind(fastpath.KindData, payload)
 }
 
-// sendKind encodes and sends one connection packet.
+// sendKind encodes and sends one connection packet: sealed on a proven
+// sealed connection; an unproven one sends nothing (only proofs and
+// refusals, which have their own paths).
 func (c *Conn) sendKind(kind fastpath.Kind, payload []byte) (uint16, error) {
+	if c.sec == nil {
+		return c.send(kind, payload, false)
+	}
+	if !c.sec.proven() {
+		return 0, ErrClosed
+	}
+	return c.send(kind, payload, true)
+}
+
+// send encodes (sealed or not) and sends one connection packet.
+func (c *Conn) send(kind fastpath.Kind, payload []byte, sealed bool) (uint16, error) {
 	if c.closed.Load() && kind != fastpath.KindDisconnect {
 		return 0, ErrClosed
 	}
@@ -171,7 +190,7 @@ func (c *Conn) sendKind(kind fastpath.Kind, payload []byte) (uint16, error) {
 	}
 	if l != nil && l.out < len(l.sb.Msgs) {
 		m := &l.sb.Msgs[l.out]
-		if n := fastpath.EncodeConn(m.Buf[:cap(m.Buf)], c.st.magic, &h, payload); n > 0 {
+		if n := c.encode(m.Buf[:cap(m.Buf)], &h, payload, sealed); n > 0 {
 			m.N, m.Addr = n, c.addr
 			l.out++
 			c.mu.Unlock()
@@ -183,7 +202,7 @@ func (c *Conn) sendKind(kind fastpath.Kind, payload []byte) (uint16, error) {
 		}
 	}
 	buf := sendBufs.Get().(*[fastpath.MaxDatagramLimit]byte)
-	n := fastpath.EncodeConn(buf[:], c.st.magic, &h, payload)
+	n := c.encode(buf[:], &h, payload, sealed)
 	addr, lk := c.addr, c.link
 	c.mu.Unlock()
 	c.lastSend.Store(now.UnixNano())
@@ -228,7 +247,7 @@ func (c *Conn) receive(h *fastpath.ConnHeader, payload []byte, now time.Time, re
 		c.st.Handler.OnPacket(c, payload)
 	case fastpath.KindDisconnect:
 		reason := ReasonClosed
-		if len(payload) == 1 && payload[0] >= 1 && payload[0] <= 4 {
+		if len(payload) == 1 && payload[0] >= 1 && payload[0] < NumDisconnectReasons {
 			reason = DisconnectReason(payload[0])
 		}
 		c.shutdown(reason, true)
@@ -268,6 +287,15 @@ func (c *Conn) tick(now time.Time) {
 		return
 	}
 	ns := now.UnixNano()
+	if c.sec != nil && !c.sec.proven() {
+		// Unproven: no KeepAlives, only the proof deadline (server; a
+		// client's proof timer is its Dial's).
+		if c.srv != nil && ns >= c.sec.proofBy {
+			c.srv.ev.proofTimeouts.Add(1)
+			c.shutdown(ReasonTimedOut, false)
+		}
+		return
+	}
 	if ns-c.lastRecv.Load() >= c.st.Timeout.Nanoseconds() {
 		c.shutdown(ReasonTimedOut, false)
 		return
@@ -297,7 +325,10 @@ func (c *Conn) shutdown(reason DisconnectReason, remote bool) {
 	if c.closed.Swap(true) {
 		return
 	}
-	if !remote {
+	// An unproven sealed connection was never announced: its end is
+	// silent, to the peer and to the Handler.
+	announced := c.sec == nil || c.sec.proven()
+	if !remote && announced {
 		var p [1]byte
 		p[0] = byte(reason)
 		n := DisconnectPackets
@@ -314,5 +345,7 @@ func (c *Conn) shutdown(reason DisconnectReason, remote bool) {
 	if c.cli != nil {
 		c.cli.ended(reason, remote)
 	}
-	c.st.Handler.OnDisconnect(c, reason, remote)
+	if announced {
+		c.st.Handler.OnDisconnect(c, reason, remote)
+	}
 }

@@ -22,11 +22,28 @@ const (
 	// ReasonReplaced: the client restarted (new ClientID from the same
 	// address) and its new connection replaced this one.
 	ReasonReplaced DisconnectReason = DisconnectReason(fastpath.DisconnectReplaced)
+
+	// Sealed mode: why a server refused a client's connect token
+	// (docs/protocol.md §11.3). A refused connection was never announced
+	// to the server's Handler; a client's Dial fails with the matching
+	// ErrToken* error.
+
+	// ReasonTokenExpired: the token is past its expire time.
+	ReasonTokenExpired DisconnectReason = DisconnectReason(fastpath.DisconnectTokenExpired)
+	// ReasonTokenInvalid: the token does not open under the server's key
+	// and protocol id.
+	ReasonTokenInvalid DisconnectReason = DisconnectReason(fastpath.DisconnectTokenInvalid)
+	// ReasonForeignServer: the token does not list this server.
+	ReasonForeignServer DisconnectReason = DisconnectReason(fastpath.DisconnectForeignServer)
+	// ReasonTokenInUse: the token is in use from another address.
+	ReasonTokenInUse DisconnectReason = DisconnectReason(fastpath.DisconnectTokenInUse)
+	// ReasonServerFull: the server holds MaxClients connections.
+	ReasonServerFull DisconnectReason = DisconnectReason(fastpath.DisconnectServerFull)
 )
 
 // NumDisconnectReasons bounds DisconnectReason values (Stats.Disconnects is
 // indexed by reason).
-const NumDisconnectReasons = 5
+const NumDisconnectReasons = 10
 
 // Label is the reason as a metric label: snake_case, stable.
 func (r DisconnectReason) Label() string {
@@ -39,6 +56,16 @@ func (r DisconnectReason) Label() string {
 		return "timed_out"
 	case ReasonReplaced:
 		return "replaced"
+	case ReasonTokenExpired:
+		return "token_expired"
+	case ReasonTokenInvalid:
+		return "token_invalid"
+	case ReasonForeignServer:
+		return "foreign_server"
+	case ReasonTokenInUse:
+		return "token_in_use"
+	case ReasonServerFull:
+		return "server_full"
 	}
 	return "reason_" + strconv.Itoa(int(r))
 }
@@ -53,6 +80,16 @@ func (r DisconnectReason) String() string {
 		return "timed out"
 	case ReasonReplaced:
 		return "replaced"
+	case ReasonTokenExpired:
+		return "token expired"
+	case ReasonTokenInvalid:
+		return "token invalid (wrong key or protocol id)"
+	case ReasonForeignServer:
+		return "this server is not in the token"
+	case ReasonTokenInUse:
+		return "token already in use from another address"
+	case ReasonServerFull:
+		return "server full"
 	}
 	return fmt.Sprintf("reason %d", uint8(r))
 }

@@ -50,6 +50,8 @@ type loop struct {
 	conns []*Conn
 	addrs []netip.AddrPort
 	sink  uint64
+	// sealedScratch is sealed mode's per-loop state (nil when unsealed).
+	sealedScratch *loopSealed
 	// Challenge token bucket under overload.
 	chTokens float64
 	budget   int
@@ -57,20 +59,30 @@ type loop struct {
 }
 
 func newLoop(s *Server, idx int, sock *batchio.Socket, size int, now float64) *loop {
+	// Replies are small, but a handler's Send goes into the same batch:
+	// in sealed mode every packet carries 24 more bytes, so room for a
+	// whole datagram keeps echoes in the batch.
+	msgLen := fastpath.MaxReplyLen
+	var ls *loopSealed
+	if s.sealed != nil {
+		msgLen = max(msgLen, s.st.MaxDatagram)
+		ls = newLoopSealed(&s.st)
+	}
 	return &loop{
-		s:        s,
-		idx:      idx,
-		sock:     sock,
-		fp:       fastpath.NewServer(s.fc, s.secrets, 0, now),
-		rb:       batchio.NewBatch(size, s.st.MaxDatagram+1),
-		sb:       batchio.NewBatch(size, fastpath.MaxReplyLen),
-		rnd:      fastpath.NewRand(0),
-		pending:  make([]promotion, 0, size),
-		queue:    promoQueue{sock: sock},
-		deferred: make([]int32, 0, size),
-		conns:    make([]*Conn, size),
-		addrs:    make([]netip.AddrPort, size),
-		budget:   -1,
+		sealedScratch: ls,
+		s:             s,
+		idx:           idx,
+		sock:          sock,
+		fp:            fastpath.NewServer(s.fc, s.secrets, 0, now),
+		rb:            batchio.NewBatch(size, s.st.MaxDatagram+1),
+		sb:            batchio.NewBatch(size, msgLen),
+		rnd:           fastpath.NewRand(0),
+		pending:       make([]promotion, 0, size),
+		queue:         promoQueue{sock: sock},
+		deferred:      make([]int32, 0, size),
+		conns:         make([]*Conn, size),
+		addrs:         make([]netip.AddrPort, size),
+		budget:        -1,
 	}
 }
 
@@ -243,6 +255,10 @@ func (l *loop) handle(m *batchio.Message, c *Conn, now time.Time) {
 		l.promote(m.Addr)
 	case fastpath.ActMigrate:
 		l.migrate(m.Addr, now)
+	case fastpath.ActSealed:
+		l.sealed(m, c, now)
+	case fastpath.ActSealedMove:
+		l.sealedMove(m, now)
 	default:
 		l.cnt.add(cDrop+int(d.Drop), 1)
 	}
@@ -318,38 +334,49 @@ func (l *loop) migrate(addr netip.AddrPort, now time.Time) {
 		}
 		return
 	}
-	if from != addr {
-		_, _, displaced, moved := s.conns.Move((*[20]byte)(&d.OrigCookie), addr)
-		if !moved {
-			l.cnt.add(cDrop+int(fastpath.DropUnknownConnection), 1)
-			return
-		}
-		c.mu.Lock()
-		c.addr = addr
-		c.link.sock = s.sendSocket(l.sock, addr)
-		c.mu.Unlock()
-		s.limits.move(addr.Addr(), &c.limit)
-		if s.st.Logger.Enabled(context.Background(), slog.LevelDebug) {
-			s.st.Logger.Debug("connection migrated", "from", from, "to", addr, "client_id", c.clientID)
-		}
-		if c.closed.Load() {
-			// It closed while moving: its shutdown may have looked for
-			// it at the old address. closed was set before that lookup
-			// read c.addr, so one of the two removals finds the entry.
-			s.forget(c)
-		}
-		s.clearRecent(addr)
-		if displaced != nil && displaced != c {
-			s.count.Add(-1)
-			displaced.shutdown(ReasonReplaced, false)
-		}
-		s.ev.migrations.Add(1)
+	if from != addr && !l.move(c, addr) {
+		l.cnt.add(cDrop+int(fastpath.DropUnknownConnection), 1)
+		return
 	}
 	// A valid RestartResponse proves the client alive.
 	c.lastRecv.Store(now.UnixNano())
 	m := l.slot()
 	n := s.fc.BuildAck(m.Buf[:cap(m.Buf)], &d.To, &d.OrigCookie, &l.rnd)
 	l.reply(n, fastpath.TypeAck, addr)
+}
+
+// move moves connection c to addr (it proved itself there) and reports
+// whether it did; a connection that another move took first stays.
+func (l *loop) move(c *Conn, addr netip.AddrPort) bool {
+	s := l.s
+	_, from, displaced, moved := s.conns.Move((*[20]byte)(&c.cookie), addr)
+	if !moved {
+		return false
+	}
+	c.mu.Lock()
+	c.addr = addr
+	c.link.sock = s.sendSocket(l.sock, addr)
+	c.mu.Unlock()
+	s.limits.move(addr.Addr(), &c.limit)
+	if c.sec != nil {
+		s.sealed.moved(c, addr)
+	}
+	if s.st.Logger.Enabled(context.Background(), slog.LevelDebug) {
+		s.st.Logger.Debug("connection migrated", "from", from, "to", addr, "client_id", c.clientID)
+	}
+	if c.closed.Load() {
+		// It closed while moving: its shutdown may have looked for
+		// it at the old address. closed was set before that lookup
+		// read c.addr, so one of the two removals finds the entry.
+		s.forget(c)
+	}
+	s.clearRecent(addr)
+	if displaced != nil && displaced != c {
+		s.count.Add(-1)
+		displaced.shutdown(ReasonReplaced, false)
+	}
+	s.ev.migrations.Add(1)
+	return true
 }
 
 // Loop counter layout: drops by reason, handshake packets received by type,

@@ -149,7 +149,11 @@ func (s *Server) promoteBatch(pb *promoBatch) {
 	}
 	s.flushReplies(pb)
 	for _, c := range pb.made {
-		s.st.Handler.OnConnect(c)
+		if c.sec == nil {
+			// A sealed connection is announced once its token is
+			// proven (loop.prove).
+			s.st.Handler.OnConnect(c)
+		}
 	}
 	clear(pb.made)
 	pb.made = pb.made[:0]
@@ -174,6 +178,7 @@ type verdict struct {
 	denied uint8          // or Denied with this reason
 	made   *Conn          // the new connection
 	prev   *Conn          // the connection it replaced at the address
+	evict  *Conn          // the oldest unproven connection, making room (sealed)
 	replay bool           // or drop it as a replay
 }
 
@@ -228,6 +233,10 @@ func (s *Server) promoteOne(pb *promoBatch, p *promotion, rnd *fastpath.Rand, no
 		// The map already points at the new connection, so prev's close
 		// removes nothing and the count stays: it took prev's place.
 		v.prev.shutdown(ReasonReplaced, false)
+	}
+	if v.evict != nil {
+		s.ev.unprovenEvicted.Add(1)
+		v.evict.shutdown(ReasonTimedOut, false) // silent: never announced
 	}
 	s.ev.accepted.Add(1)
 	pb.made = append(pb.made, v.made)
@@ -287,10 +296,22 @@ func (s *Server) admit(p *promotion, sock *batchio.Socket, now time.Time) (v ver
 	if prev == nil {
 		s.count.Add(1)
 	}
+	if s.sealed != nil {
+		v.evict = s.sealed.admitted(c)
+	}
 	s.clearRecent(p.addr)
 	v.ack, v.made, v.prev = &c.cookie, c, prev
 	return v
 }
 
 // full reports whether the server holds MaxClients connections.
-func (s *Server) full() bool { return s.count.Load() >= s.maxClients.Load() }
+func (s *Server) full() bool { return s.connected() >= s.maxClients.Load() }
+
+// connected counts connections, leaving out those still to prove a token.
+func (s *Server) connected() int64 {
+	n := s.count.Load()
+	if s.sealed != nil {
+		n -= s.sealed.unproven.Load()
+	}
+	return n
+}

@@ -26,6 +26,8 @@ type Server struct {
 	group   *batchio.Group
 	secrets *cookie.Secrets
 	conns   *shard.Map[Conn]
+	// sealed is the sealed mode's state; nil when unsealed.
+	sealed *sealedServer
 	// recent remembers, per address whose connection closed, until when
 	// its stray packets get no RestartHandshake and which cookies are spent.
 	recent  *shard.AddrMap[recentClose]
@@ -121,6 +123,12 @@ func Listen(addr string, cfg Config) (*Server, error) {
 		done:    make(chan struct{}),
 		ov:      overload{cfg: st.Overload},
 	}
+	if st.PrivateKey != nil {
+		if s.sealed, err = newSealedServer(&st, group.LocalAddr()); err != nil {
+			group.Close()
+			return nil, err
+		}
+	}
 	s.maxClients.Store(int64(st.MaxClients))
 	s.ov.enabled.Store(st.Overload.Enabled)
 	s.timers.init(st.SweepInterval, now)
@@ -170,7 +178,7 @@ func (s *Server) Config() Config { return s.st.Config }
 func (s *Server) Addr() netip.AddrPort { return s.group.LocalAddr() }
 
 // Len is the number of connections.
-func (s *Server) Len() int { return int(s.count.Load()) }
+func (s *Server) Len() int { return int(s.connected()) }
 
 // Conn returns the connection at addr, if any.
 func (s *Server) Conn(addr netip.AddrPort) (*Conn, bool) { return s.conns.Get(addr) }
@@ -233,6 +241,7 @@ func (s *Server) housekeeping() {
 	t := time.NewTicker(s.st.SweepInterval)
 	defer t.Stop()
 	var batch []*Conn
+	var lastPurge time.Time
 	for {
 		select {
 		case <-s.done:
@@ -244,6 +253,10 @@ func (s *Server) housekeeping() {
 			s.st.Logger.Error("secret rotation failed; the previous secrets stay in use", "err", err)
 		}
 		batch = s.sweep(now, batch[:0])
+		if s.sealed != nil && now.Sub(lastPurge) >= time.Second {
+			s.sealed.purge(now)
+			lastPurge = now
+		}
 		s.checkOverload(now)
 	}
 }
@@ -308,6 +321,11 @@ func (s *Server) sweep(now time.Time, batch []*Conn) []*Conn {
 // removed is called once when a server connection closes.
 func (s *Server) removed(c *Conn, reason DisconnectReason) {
 	s.timers.remove(c)
+	announced := true
+	if c.sec != nil {
+		announced = c.sec.proven()
+		s.sealed.closed(c)
+	}
 	s.limits.release(&c.limit)
 	// A connection replaced at its address leaves no memory there: the
 	// address is held by its successor, whose cookie is newer.
@@ -322,7 +340,7 @@ func (s *Server) removed(c *Conn, reason DisconnectReason) {
 		}
 		s.recent.Set(addr, r)
 	}
-	if int(reason) < len(s.ev.disconnects) {
+	if announced && int(reason) < len(s.ev.disconnects) {
 		s.ev.disconnects[reason].Add(1)
 	}
 }
@@ -414,5 +432,8 @@ func (s *Server) newConn(p *promotion, sock *batchio.Socket, now time.Time) *Con
 	}
 	c.timer.home = s.timers.home()
 	c.initSeq(true, now)
+	if s.sealed != nil {
+		c.sec = &sealState{proofBy: now.Add(s.sealed.timeout).UnixNano()}
+	}
 	return c
 }

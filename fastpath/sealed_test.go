@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/internal/seal"
 	"github.com/udpgate/udpgate/token"
 )
@@ -230,5 +231,59 @@ func BenchmarkSealedEcho(b *testing.B) {
 		n := SealConn(buf, m, &h, payload, &p.cTx)
 		DecodeSealed(m, buf[:n], &g)
 		OpenConn(m, buf[:n], &g, &p.sRx)
+	}
+}
+
+// TestSealedDecisions: what a sealed Server decides for each kind of
+// connection packet, from a known and an unknown address.
+func TestSealedDecisions(t *testing.T) {
+	sec, err := cookie.NewSecrets(1000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(ServerConfig{Sealed: true, RestartLimit: Limit{Rate: 1, Burst: 2}}, sec, 1, 1000)
+	var m Magic
+	p := newSealedPair(1)
+	h := ConnHeader{ClientID: 3, Tag: 77, Kind: KindData}
+	buf := make([]byte, 1500)
+	data := bytes.Clone(buf[:SealConn(buf, m, &h, []byte("x"), &p.cTx)])
+	proof := bytes.Clone(buf[:SealProof(buf, m, &ConnHeader{ClientID: 3, Tag: 77, Kind: KindKeepAlive}, testRequest(t), &p.cTx)])
+	plain := bytes.Clone(buf[:EncodeConn(buf, m, &h, []byte("x"))])
+	src := netip.MustParseAddrPort("192.0.2.1:5000")
+	known := &Peer{Known: true, ClientID: 3, Tag: 77}
+	out := make([]byte, MaxReplyLen)
+	var d Decision
+	for _, tc := range []struct {
+		name   string
+		pkt    []byte
+		peer   *Peer
+		action Action
+		drop   DropReason
+		proof  bool
+	}{
+		{"sealed, known", data, known, ActSealed, DropNone, false},
+		{"proof, known", proof, known, ActSealed, DropNone, true},
+		{"sealed, wrong tag", data, &Peer{Known: true, ClientID: 3, Tag: 78}, ActDrop, DropBadTag, false},
+		{"sealed, wrong client id", data, &Peer{Known: true, ClientID: 4, Tag: 77}, ActDrop, DropClientIDMismatch, false},
+		{"unsealed, known (too short to be sealed)", plain, known, ActDrop, DropBadSize, false},
+		{"proof, unknown address", proof, &Peer{}, ActDrop, DropNotProof, false},
+		{"sealed, recently closed", data, &Peer{RecentlyClosed: true}, ActDrop, DropRecentlyDisconnected, false},
+		{"sealed, unknown: try to move", data, &Peer{}, ActSealedMove, DropNone, false},
+		{"sealed, unknown again", data, &Peer{}, ActSealedMove, DropNone, false},
+		{"sealed, unknown over budget", data, &Peer{}, ActDrop, DropRateLimited, false},
+	} {
+		s.Handle(&d, src, tc.pkt, 1000, tc.peer, out)
+		if d.Action != tc.action || d.Drop != tc.drop || d.Proof != tc.proof || d.ReplyLen != 0 {
+			t.Errorf("%s: action %v drop %v proof %v reply %d", tc.name, d.Action, d.Drop, d.Proof, d.ReplyLen)
+		}
+	}
+	// The cookie of a RestartResponse travels in clear: a sealed server
+	// moves nothing for it.
+	var ck cookie.Cookie
+	rr := Handshake{Type: TypeRestartResponse, Restart: true, ClientID: 3, MinVersion: 3, CurVersion: 4, RandomLen: 8, Timestamp: 999, Cookie: ck, OrigCookie: ck}
+	n := EncodeHandshake(buf, m, &rr)
+	s.Handle(&d, src, buf[:n], 1000, known, out)
+	if d.Action != ActDrop || d.Drop != DropUnexpectedType {
+		t.Errorf("RestartResponse: action %v drop %v", d.Action, d.Drop)
 	}
 }

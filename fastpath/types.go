@@ -100,6 +100,15 @@ const (
 	DisconnectShutdown uint8 = 2
 	DisconnectTimedOut uint8 = 3
 	DisconnectReplaced uint8 = 4
+
+	// Sealed mode's refusals of a proof (docs/protocol.md §11.3): sent
+	// unsealed (5, 6: the server has no key the client could check) or
+	// sealed (7, 8, 9).
+	DisconnectTokenExpired  uint8 = 5
+	DisconnectTokenInvalid  uint8 = 6
+	DisconnectForeignServer uint8 = 7
+	DisconnectTokenInUse    uint8 = 8
+	DisconnectServerFull    uint8 = 9
 )
 
 // Handshake is one decoded or to-be-encoded handshake packet. It is a value

@@ -1,0 +1,490 @@
+package conn
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/loadgen"
+	"github.com/udpgate/udpgate/internal/netem"
+	"github.com/udpgate/udpgate/token"
+)
+
+const testProtocolID = 0x1122334455667788
+
+var testKey = [token.KeyBytes]byte{1, 2, 3, 4, 5, 6, 7, 8}
+
+// sealedListen starts a sealed server with testKey.
+func sealedListen(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	cfg.PrivateKey, cfg.ProtocolID = &testKey, testProtocolID
+	return listen(t, cfg)
+}
+
+// makeToken makes a token for servers with testKey (or key) and p's
+// fields over the defaults.
+func makeToken(t *testing.T, key *[token.KeyBytes]byte, p token.Params) *token.ConnectToken {
+	t.Helper()
+	if key == nil {
+		key = &testKey
+	}
+	if p.ProtocolID == 0 {
+		p.ProtocolID = testProtocolID
+	}
+	if p.Expire == 0 {
+		p.Expire = 30 * time.Second
+	}
+	if p.Timeout == 0 {
+		p.Timeout = 5 * time.Second
+	}
+	tok, err := token.Generate(key, &p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func dialToken(t *testing.T, addr netip.AddrPort, tok *token.ConnectToken, cfg Config) (*Client, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg.Token = tok
+	c, err := Dial(ctx, addr.String(), cfg)
+	if err == nil {
+		t.Cleanup(func() { c.Close() })
+	}
+	return c, err
+}
+
+// identityApp echoes and records each connection's Identity.
+type identityApp struct {
+	NopHandler
+	mu       sync.Mutex
+	ids      []Identity
+	payloads int
+	discs    int
+}
+
+func (a *identityApp) OnConnect(c *Conn) {
+	id, ok := c.Identity()
+	if !ok {
+		panic("sealed connection without an identity")
+	}
+	a.mu.Lock()
+	a.ids = append(a.ids, id)
+	a.mu.Unlock()
+}
+
+func (a *identityApp) OnPacket(c *Conn, p []byte) {
+	a.mu.Lock()
+	a.payloads++
+	a.mu.Unlock()
+	_, _ = c.Send(p)
+}
+
+func (a *identityApp) OnDisconnect(*Conn, DisconnectReason, bool) {
+	a.mu.Lock()
+	a.discs++
+	a.mu.Unlock()
+}
+
+// TestSealedEcho: a client proves its token through a proxy that sees
+// every datagram; Data flows both ways sealed (the payload never appears
+// in clear), and the server's Handler learns the client id and user data.
+func TestSealedEcho(t *testing.T) {
+	app := &identityApp{}
+	s := sealedListen(t, Config{Handler: app})
+	proxy, err := netem.New(s.Addr(), netem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	secret := []byte("the secret payload 0123456789")
+	var mu sync.Mutex
+	var seen, leaked int
+	proxy.Observe(func(_ netem.Fate, b []byte) {
+		mu.Lock()
+		seen++
+		if bytes.Contains(b, secret[:12]) {
+			leaked++
+		}
+		mu.Unlock()
+	})
+	tok := makeToken(t, nil, token.Params{ClientID: 0xfeedface, UserData: []byte("player:alice"),
+		ServerAddresses: []netip.AddrPort{s.Addr()}})
+	got := &clientRecorder{ch: make(chan []byte, 16)}
+	c, err := dialToken(t, proxy.Addr(), tok, Config{Handler: got})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := c.Send(secret); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case p := <-got.ch:
+			if !bytes.Equal(p, secret) {
+				t.Fatalf("echo %d: %q", i, p)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("echo %d never came back", i)
+		}
+	}
+	app.mu.Lock()
+	ids := app.ids
+	app.mu.Unlock()
+	if len(ids) != 1 || ids[0].ClientID != 0xfeedface || string(ids[0].UserData[:12]) != "player:alice" {
+		t.Fatalf("identities %+v", ids)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seen < 15 || leaked != 0 {
+		t.Fatalf("%d datagrams seen, %d with the payload in clear", seen, leaked)
+	}
+	if st := s.Stats(); st.Proofs != 1 || st.Unproven != 0 || st.Connections != 1 {
+		t.Fatalf("stats: proofs %d, unproven %d, connections %d", st.Proofs, st.Unproven, st.Connections)
+	}
+}
+
+// TestSealedRefusals: each refused token ends the dial with its reason,
+// and no refused client reaches the Handler or holds a slot.
+func TestSealedRefusals(t *testing.T) {
+	app := &identityApp{}
+	s := sealedListen(t, Config{Handler: app})
+	here := []netip.AddrPort{s.Addr()}
+	otherKey := [token.KeyBytes]byte{9, 9, 9}
+	for _, tc := range []struct {
+		name string
+		tok  *token.ConnectToken
+		cfg  Config
+		want error
+		drop fastpath.DropReason
+	}{
+		{"wrong key", makeToken(t, &otherKey, token.Params{ServerAddresses: here}), Config{}, ErrTokenInvalid, fastpath.DropTokenInvalid},
+		{"wrong protocol", makeToken(t, nil, token.Params{ProtocolID: 77, ServerAddresses: here}), Config{}, ErrTokenInvalid, fastpath.DropTokenProtocol},
+		{"foreign server", makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:1")}}), Config{}, ErrTokenForeignServer, fastpath.DropTokenForeignServer},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := s.Stats().Drops[tc.drop]
+			_, err := dialToken(t, s.Addr(), tc.tok, tc.cfg)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("dial: %v, want %v", err, tc.want)
+			}
+			eventually(t, tc.drop.String()+" counted", func() bool { return s.Stats().Drops[tc.drop] > before })
+		})
+	}
+	eventually(t, "refused connections gone", func() bool { st := s.Stats(); return st.Unproven == 0 && st.Connections == 0 })
+	if len(app.ids) != 0 || app.discs != 0 {
+		t.Fatalf("the Handler heard of refused clients: %d connects, %d disconnects", len(app.ids), app.discs)
+	}
+}
+
+// TestSealedExpired: a token past its expire time is refused as such.
+func TestSealedExpired(t *testing.T) {
+	// The server's clock is an hour ahead: every token is expired there.
+	s := sealedListen(t, Config{Now: func() time.Time { return time.Now().Add(time.Hour) }})
+	tok := makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{s.Addr()}})
+	if _, err := dialToken(t, s.Addr(), tok, Config{}); !errors.Is(err, ErrTokenExpired) {
+		t.Fatalf("dial: %v, want %v", err, ErrTokenExpired)
+	}
+	eventually(t, "token_expired counted", func() bool { return s.Stats().Drops[fastpath.DropTokenExpired] > 0 })
+}
+
+// TestSealedTokenInUse: a token proven from one address is refused from
+// another while it has not expired; the first connection is untouched.
+func TestSealedTokenInUse(t *testing.T) {
+	s := sealedListen(t, Config{})
+	tok := makeToken(t, nil, token.Params{ClientID: 5, ServerAddresses: []netip.AddrPort{s.Addr()}})
+	if _, err := dialToken(t, s.Addr(), tok, Config{LocalAddr: "127.0.0.2:0"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dialToken(t, s.Addr(), tok, Config{LocalAddr: "127.0.0.3:0"}); !errors.Is(err, ErrTokenInUse) {
+		t.Fatalf("second dial: %v, want %v", err, ErrTokenInUse)
+	}
+	if st := s.Stats(); st.Connections != 1 || st.Drops[fastpath.DropTokenInUse] == 0 {
+		t.Fatalf("connections %d, token_in_use drops %d", st.Connections, st.Drops[fastpath.DropTokenInUse])
+	}
+}
+
+// TestSealedSameClientID: a second token for the same client id, proven
+// from another address, replaces the first connection (reason 4): a
+// client that crashed reconnects at once.
+func TestSealedSameClientID(t *testing.T) {
+	s := sealedListen(t, Config{})
+	here := []netip.AddrPort{s.Addr()}
+	first, err := dialToken(t, s.Addr(), makeToken(t, nil, token.Params{ClientID: 7, ServerAddresses: here}), Config{LocalAddr: "127.0.0.2:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dialToken(t, s.Addr(), makeToken(t, nil, token.Params{ClientID: 7, ServerAddresses: here}), Config{LocalAddr: "127.0.0.3:0"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-first.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first connection was not replaced")
+	}
+	var de *DisconnectedError
+	if !errors.As(first.Err(), &de) || de.Reason != ReasonReplaced {
+		t.Fatalf("first ended with %v, want replaced", first.Err())
+	}
+	eventually(t, "one connection", func() bool { return s.Len() == 1 })
+}
+
+// TestSealedUnprovenTimeout: a client that completes the handshake but
+// proves no token is closed after ProofTimeout, silently, and never
+// counts as a connection.
+func TestSealedUnprovenTimeout(t *testing.T) {
+	app := &identityApp{}
+	s := sealedListen(t, Config{Handler: app, ProofTimeout: 300 * time.Millisecond})
+	p := newRawPeer(t, s, "127.0.0.1:0")
+	p.connect()
+	eventually(t, "an unproven connection", func() bool { return s.Stats().Unproven == 1 })
+	if s.Len() != 0 {
+		t.Fatalf("an unproven connection counts: Len %d", s.Len())
+	}
+	eventually(t, "the proof timeout", func() bool { st := s.Stats(); return st.Unproven == 0 && st.ProofTimeouts == 1 })
+	if len(app.ids) != 0 || app.discs != 0 {
+		t.Fatalf("the Handler heard of an unproven client")
+	}
+}
+
+// TestSealedTokenlessFlood: 10,000 valid handshakes without tokens (no
+// per-address limits, so only the unproven cap stands in their way) do not
+// stop a client with a token from connecting.
+func TestSealedTokenlessFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 handshakes")
+	}
+	s := sealedListen(t, Config{MaxClientsPerIP: -1, MaxClientsPerPrefix: -1, ChallengeRate: -1, MaxUnproven: 1000})
+	g, err := loadgen.New(loadgen.Config{Server: s.Addr(), Mode: loadgen.ModeData, Clients: 10_000, Sockets: 4, Window: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = g.Connect(ctx)
+	}()
+	// Connect while the flood is under way.
+	eventually(t, "the flood", func() bool { return s.Stats().Accepted > 2000 })
+	tok := makeToken(t, nil, token.Params{ClientID: 1, ServerAddresses: []netip.AddrPort{s.Addr()}})
+	c, err := dialToken(t, s.Addr(), tok, Config{LocalAddr: "127.0.0.9:0"})
+	if err != nil {
+		t.Fatalf("a client with a token could not connect during the flood: %v", err)
+	}
+	<-done
+	st := s.Stats()
+	t.Logf("accepted %d, unproven %d, evicted %d, connections %d", st.Accepted, st.Unproven, st.UnprovenEvicted, st.Connections)
+	if st.Accepted < 10_000 || st.UnprovenEvicted == 0 || st.Unproven > 1000 || st.Connections != 1 {
+		t.Fatalf("accepted %d, evicted %d, unproven %d, connections %d", st.Accepted, st.UnprovenEvicted, st.Unproven, st.Connections)
+	}
+	if _, err := c.Send([]byte("still here")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// observer is an on-path attacker: it sees every datagram between one
+// client and the server (Acks included) and sends from its own socket.
+type observer struct {
+	mu       sync.Mutex
+	toServer [][]byte // client → server datagrams, in order
+	udp      *net.UDPConn
+}
+
+func (o *observer) last(pred func([]byte) bool) []byte {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i := len(o.toServer) - 1; i >= 0; i-- {
+		if pred(o.toServer[i]) {
+			return bytes.Clone(o.toServer[i])
+		}
+	}
+	return nil
+}
+
+// TestSealedOnPathObserver: an attacker who sees every packet cannot
+// inject Data, replay it, disconnect the client, or move its connection.
+func TestSealedOnPathObserver(t *testing.T) {
+	app := &identityApp{}
+	s := sealedListen(t, Config{Handler: app})
+	proxy, err := netem.New(s.Addr(), netem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	o := &observer{}
+	proxy.Observe(func(f netem.Fate, b []byte) {
+		if f.Dir == netem.ToServer {
+			o.mu.Lock()
+			o.toServer = append(o.toServer, bytes.Clone(b))
+			o.mu.Unlock()
+		}
+	})
+	o.udp, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 7)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.udp.Close()
+	tok := makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{s.Addr()}})
+	got := &clientRecorder{ch: make(chan []byte, 64)}
+	c, err := dialToken(t, proxy.Addr(), tok, Config{Handler: got})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Send([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	<-got.ch
+	at := c.Conn().RemoteAddr()
+	var conn *Conn
+	s.Range(func(x *Conn) bool { conn = x; return false })
+	home := conn.RemoteAddr()
+	data := o.last(func(b []byte) bool { return len(b) == fastpath.SealedConnLen(fastpath.Magic{}, 5) })
+	if data == nil {
+		t.Fatal("the observer saw no sealed Data packet")
+	}
+	st0 := s.Stats()
+
+	// Replay from the client's own address (through the proxy's upstream
+	// socket the server knows) is not possible for the observer without
+	// spoofing; from its own address the replayed packet must not move
+	// the connection (its counter is not new).
+	for range 5 {
+		o.udp.WriteToUDPAddrPort(data, s.Addr())
+	}
+	// Forged Data, a forged Disconnect in clear, and a bit-flipped copy.
+	forged := bytes.Clone(data)
+	forged[len(forged)-5] ^= 1
+	o.udp.WriteToUDPAddrPort(forged, s.Addr())
+	var h fastpath.ConnHeader
+	fastpath.DecodeSealed(fastpath.Magic{}, data, &h)
+	h.Kind = fastpath.KindDisconnect
+	disc := make([]byte, 64)
+	n := fastpath.EncodeConn(disc, fastpath.Magic{}, &h, []byte{1})
+	o.udp.WriteToUDPAddrPort(disc[:n], s.Addr())
+	// A Data packet with the connection's Tag but the wrong key.
+	var wrongTx sealStateForTest
+	wrongTx.init()
+	h.Kind = fastpath.KindData
+	n = fastpath.SealConn(disc, fastpath.Magic{}, &h, []byte("evil"), &wrongTx.s.tx)
+	o.udp.WriteToUDPAddrPort(disc[:n], s.Addr())
+
+	eventually(t, "the attacks counted", func() bool {
+		st := s.Stats()
+		return st.Drops[fastpath.DropSealedReplay]+st.Drops[fastpath.DropSealedForged] >= st0.Drops[fastpath.DropSealedReplay]+st0.Drops[fastpath.DropSealedForged]+7
+	})
+	if conn.RemoteAddr() != home || s.Stats().Migrations != 0 {
+		t.Fatalf("the connection moved from %v to %v", home, conn.RemoteAddr())
+	}
+	app.mu.Lock()
+	payloads, discs := app.payloads, app.discs
+	app.mu.Unlock()
+	if payloads != 1 || discs != 0 {
+		t.Fatalf("the application saw %d payloads and %d disconnects; want 1 and 0", payloads, discs)
+	}
+	// The client still works, from where it was.
+	if _, err := c.Send([]byte("still")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-got.ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client's connection stopped working")
+	}
+	if c.Conn().RemoteAddr() != at {
+		t.Fatal("client side moved")
+	}
+	// The observer got nothing back.
+	o.udp.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, _, err := o.udp.ReadFromUDPAddrPort(make([]byte, 2048)); err == nil {
+		t.Fatalf("the server answered the observer with %d bytes", n)
+	}
+}
+
+// TestSealedMigration: a sealed client whose address changes (its NAT
+// rebound) is followed by the server on its first sealed packet from the
+// new address, with no handshake.
+func TestSealedMigration(t *testing.T) {
+	app := &identityApp{}
+	s := sealedListen(t, Config{Handler: app})
+	tok := makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{s.Addr()}})
+	got := &clientRecorder{ch: make(chan []byte, 16)}
+	c, err := dialToken(t, s.Addr(), tok, Config{Handler: got})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := c.LocalAddr()
+	if err := c.Rebind(); err != nil {
+		t.Fatal(err)
+	}
+	if c.LocalAddr() == old {
+		t.Fatal("Rebind kept the address")
+	}
+	if _, err := c.Send([]byte("from the new address")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case p := <-got.ch:
+		if string(p) != "from the new address" {
+			t.Fatalf("echo %q", p)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no echo after the address changed")
+	}
+	if st := s.Stats(); st.Migrations != 1 || st.Connections != 1 {
+		t.Fatalf("migrations %d, connections %d", st.Migrations, st.Connections)
+	}
+}
+
+// sealStateForTest is a sealState under an unrelated key.
+type sealStateForTest struct{ s sealState }
+
+func (x *sealStateForTest) init() {
+	var k [32]byte
+	k[0] = 0xee
+	x.s.tx.Init(&k, nil)
+}
+
+// TestSealedAlloc: receiving a sealed Data packet (open, sequence state,
+// handler echo, seal) allocates nothing.
+func TestSealedAlloc(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race runtime allocates; run without -race")
+	}
+	s := sealedListen(t, Config{Sockets: 1, Handler: &identityApp{}})
+	tok := makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{s.Addr()}})
+	c, err := dialToken(t, s.Addr(), tok, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := c.Conn()
+	l := newLoop(s, 0, s.group.Sockets()[0], 8, seconds(time.Now()))
+	payload := []byte("position update 0123456789")
+	receive := func() {
+		cc.mu.Lock()
+		seq, ack, bits, _, _ := cc.seq.Send(seconds(time.Now()))
+		h := fastpath.ConnHeader{SessionID: cc.session, ClientID: cc.clientID, Tag: cc.tag, Seq: seq, Ack: ack, AckBits: bits, Kind: fastpath.KindData}
+		m := &l.rb.Msgs[0]
+		m.N = fastpath.SealConn(m.Buf, s.st.magic, &h, payload, &cc.sec.tx)
+		cc.mu.Unlock()
+		m.Addr = c.LocalAddr()
+		l.batch(1, time.Now())
+	}
+	before := s.Stats().ConnPacketsIn
+	if n := testing.AllocsPerRun(1000, receive); n != 0 {
+		t.Errorf("receiving sealed Data: %v allocs per packet", n)
+	}
+	if got := l.cnt.local[cConnIn]; got < 1000 {
+		t.Fatalf("only %d packets reached the connection (stats before %d, drops %v)", got, before, l.cnt.local[:fastpath.NumDropReasons])
+	}
+}
