@@ -51,6 +51,13 @@ var disconnectLabels = map[conn.DisconnectReason]string{
 	conn.ReasonShutdown: conn.ReasonShutdown.Label(),
 	conn.ReasonTimedOut: conn.ReasonTimedOut.Label(),
 	conn.ReasonReplaced: conn.ReasonReplaced.Label(),
+	// Sealed mode's refusals (a refused, never announced connection is not
+	// counted; the labels keep the series' names readable).
+	conn.ReasonTokenExpired:  conn.ReasonTokenExpired.Label(),
+	conn.ReasonTokenInvalid:  conn.ReasonTokenInvalid.Label(),
+	conn.ReasonForeignServer: conn.ReasonForeignServer.Label(),
+	conn.ReasonTokenInUse:    conn.ReasonTokenInUse.Label(),
+	conn.ReasonServerFull:    conn.ReasonServerFull.Label(),
 }
 
 var _ prometheus.Collector = (*Collector)(nil)

@@ -305,7 +305,7 @@ func isLoopback(a net.Addr) bool {
 
 // config is the conn.Config of the settings.
 func (o *options) config(logger *slog.Logger, h conn.Handler) conn.Config {
-	return conn.Config{
+	cfg := conn.Config{
 		Magic:               o.magic,
 		SessionID:           uint8(o.sessionID),
 		NetworkVersion:      uint32(o.networkVersion),
@@ -328,6 +328,15 @@ func (o *options) config(logger *slog.Logger, h conn.Handler) conn.Config {
 		Handler:                h,
 		Logger:                 logger,
 	}
+	// Sealed mode; conn refuses its settings without a key.
+	if o.privateKey != nil {
+		cfg.PrivateKey = o.privateKey
+		cfg.ProtocolID = uint64(o.protocolID)
+		cfg.PublicAddresses = o.publicAddrs
+		cfg.ProofTimeout = o.proofTimeout
+		cfg.MaxUnproven = o.maxUnproven
+	}
+	return cfg
 }
 
 // logSummary logs one line: connections, handshakes, packets and drops by

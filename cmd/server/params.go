@@ -13,11 +13,4 @@ const (
 	// bottleneck. Lines left out are counted in the next one (suppressed).
 	connLogRate  = 100
 	connLogBurst = 200
-
-	// defaultProofTimeout and defaultMaxUnproven are conn's defaults for
-	// sealed mode (Config.ProofTimeout, Config.MaxUnproven), spelt out so
-	// -h and -print-config show them. The proof timeout is also its
-	// upper bound: the protocol closes an unproven connection within 5 s.
-	defaultProofTimeout = 5 * time.Second
-	defaultMaxUnproven  = 4096
 )
