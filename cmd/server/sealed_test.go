@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
 	"io"
 	"net/netip"
 	"os"
@@ -12,7 +13,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -231,5 +234,64 @@ func TestReloadKey(t *testing.T) {
 	out := r.stderr.String()
 	if strings.Contains(out, testKeyHex[:16]) || strings.Contains(out, newKey[:16]) {
 		t.Errorf("the log shows a key:\n%s", out)
+	}
+}
+
+// TestSealedServe: a server started with a key admits a client with a token
+// for it, echoes through sealed packets, refuses a token of another
+// protocol id, and counts that refusal by reason in its summary and
+// metrics.
+func TestSealedServe(t *testing.T) {
+	key := writeKey(t, testKeyHex, 0o600)
+	r := start(t, []string{"-private-key-file", key, "-protocol-id", "0x77", "-metrics", "127.0.0.1:0"}, env())
+	addr := netip.MustParseAddrPort(r.udp)
+	dialToken := func(protocol uint64) (*conn.Client, *echoes, error) {
+		tok, err := token.Generate(testKey(t), &token.Params{ProtocolID: protocol, ClientID: 9,
+			ServerAddresses: []netip.AddrPort{addr}, Expire: 30 * time.Second, Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := &echoes{}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cl, err := conn.DialToken(ctx, tok, conn.Config{NetworkVersion: 1, Handler: h})
+		if err == nil {
+			t.Cleanup(func() { cl.Close() })
+		}
+		return cl, h, err
+	}
+	cl, h, err := dialToken(0x77)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoed(t, cl, h)
+	if _, _, err := dialToken(0x78); !errors.Is(err, conn.ErrTokenInvalid) {
+		t.Errorf("a token of another protocol id: %v, want ErrTokenInvalid", err)
+	}
+	// A client without a token completes the (UE) handshake, but it is
+	// not a connection (max-clients counts the one sealed client) and what
+	// it sends never reaches the application.
+	plain := &echoes{}
+	pc, err := dial(t, r.udp, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pc.Send([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	echoed(t, cl, h)
+	_, body := r.get(t, "/metrics")
+	for _, w := range []string{`udpgate_drops_total{reason="token_wrong_protocol"} 1`, "udpgate_connections 1\n"} {
+		if !strings.Contains(body, w) {
+			t.Errorf("/metrics lacks %s", w)
+		}
+	}
+	r.sigs <- syscall.SIGTERM
+	if err := r.wait(t, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	logged(t, r.stderr, `msg=final .*drops="[^"]*(token_wrong_protocol=1)`)
+	if plain.n.Load() != 0 {
+		t.Error("a client without a token was echoed")
 	}
 }
