@@ -66,12 +66,6 @@ func NewBatch(size, bufSize int) *Batch {
 	return b
 }
 
-// Len returns the number of messages in the batch.
-func (b *Batch) Len() int { return len(b.Msgs) }
-
-// MessageSize returns the size of each slot in bytes.
-func (b *Batch) MessageSize() int { return b.msgSize }
-
 // slot returns slot i at its full usable size.
 func (b *Batch) slot(i int) []byte {
 	off := i * b.stride

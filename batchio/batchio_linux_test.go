@@ -383,7 +383,7 @@ func TestCloseUnblocksRecv(t *testing.T) {
 				}
 			}
 			t.Logf("Recv returned %v after Close", time.Since(start))
-			if d := time.Since(start); mode == ModeBlocking && d >= BlockingWakeInterval {
+			if d := time.Since(start); mode == ModeBlocking && d >= blockingWakeInterval {
 				t.Logf("note: woke only by the SO_RCVTIMEO safety net (%v)", d)
 			}
 			s := g.Sockets()[0]

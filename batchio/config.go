@@ -12,7 +12,7 @@ type Mode uint8
 
 const (
 	// ModeAuto picks the fastest measured mode for the platform: see
-	// autoMode in the per-OS files and the figures in params.go.
+	// autoMode in the per-OS files and params.go.
 	ModeAuto Mode = iota
 	// ModeNetpoll uses a non-blocking socket and parks the receiving
 	// goroutine in Go's netpoller when the socket is empty. Goroutines are
@@ -76,8 +76,8 @@ type Config struct {
 	// AllowFragmentation, if true, leaves the kernel's path-MTU discovery
 	// default alone, so IPv4 datagrams go out without the don't-fragment
 	// bit. By default batchio sets DF for IPv4 traffic, as QUIC does
-	// (IP_PMTUDISC_PROBE on IPv4 and dual-stack sockets; the figures are
-	// in params.go): without DF, Linux picks an IP ID for every IPv4
+	// (IP_PMTUDISC_PROBE on IPv4 and dual-stack sockets; see params.go):
+	// without DF, Linux picks an IP ID for every IPv4
 	// datagram from a table hashed by destination, a cache miss per packet
 	// once there are many peers. IPv6 is left alone: it has no per-packet
 	// ID to save, and DF there would refuse datagrams of 1453-1472 bytes
@@ -126,19 +126,20 @@ type Config struct {
 	// kernel work per datagram.
 	Control func(network, address string, c syscall.RawConn) error
 
-	// Logger, if not nil, receives the Group's warnings (also available
-	// from Group.Warnings) at Warn level.
+	// Logger, if not nil, receives at Warn level the problems Listen
+	// worked around (a socket buffer capped by a sysctl, steering the
+	// kernel refused), each with the fix.
 	Logger *slog.Logger
 }
 
 // validate reports settings that have no sensible reading. Everything
 // else is defaulted or clamped by normalize.
 func (cfg Config) validate() error {
-	if cfg.DSCP < 0 || cfg.DSCP > MaxDSCP {
-		return fmt.Errorf("batchio: DSCP %d is out of range: use a code point from 1 to %d (46 is Expedited Forwarding), or 0 to leave datagrams unmarked", cfg.DSCP, MaxDSCP)
+	if cfg.DSCP < 0 || cfg.DSCP > maxDSCP {
+		return fmt.Errorf("batchio: DSCP %d is out of range: use a code point from 1 to %d (46 is Expedited Forwarding), or 0 to leave datagrams unmarked", cfg.DSCP, maxDSCP)
 	}
-	if cfg.Steer.Enabled && (cfg.Steer.Bit < 0 || cfg.Steer.Bit > MaxSteerBit) {
-		return fmt.Errorf("batchio: Steer.Bit %d is out of range: use a payload bit from 0 to %d (udpgate's HandshakeBit is the magic header's length in bits + 5), or turn steering off", cfg.Steer.Bit, MaxSteerBit)
+	if cfg.Steer.Enabled && (cfg.Steer.Bit < 0 || cfg.Steer.Bit > maxSteerBit) {
+		return fmt.Errorf("batchio: Steer.Bit %d is out of range: use a payload bit from 0 to %d (udpgate's HandshakeBit is the magic header's length in bits + 5), or turn steering off", cfg.Steer.Bit, maxSteerBit)
 	}
 	return nil
 }

@@ -14,8 +14,7 @@
 //
 // ModeNetpoll parks an idle receiver in Go's netpoller; ModeBlocking lets it
 // sleep in recvmmsg(MSG_WAITFORONE) on a blocking socket, which avoids the
-// scheduler's work around every wake-up and measured fastest (params.go):
-// about half the CPU per echoed packet of a plain ReadFromUDPAddrPort loop.
+// scheduler's work around every wake-up and measured fastest (params.go).
 // Close wakes a blocked Recv at once in both modes.
 //
 // # Concurrency
@@ -35,7 +34,8 @@
 // HandshakeBit: handshake packets to one set, connection packets to the
 // other. Within a set, one source always reaches the same socket.
 // Socket.Class tells a loop which datagrams it gets; where the kernel
-// refuses the program the group runs unsteered and Warnings says why.
+// refuses the program the group runs unsteered and Config.Logger is told
+// why.
 //
 // # Socket options
 //

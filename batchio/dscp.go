@@ -8,8 +8,8 @@ import (
 	"golang.org/x/net/ipv6"
 )
 
-// MaxDSCP is the largest Config.DSCP: the field is six bits (RFC 2474).
-const MaxDSCP = 63
+// maxDSCP is the largest Config.DSCP: the field is six bits (RFC 2474).
+const maxDSCP = 63
 
 // setDSCP marks the datagrams c sends with dscp: the IPv4 TOS byte for
 // IPv4 traffic (v4: an IPv4 socket, or the IPv4 peers of a dual-stack one)

@@ -154,7 +154,7 @@ func TestConfigErrors(t *testing.T) {
 		{Config{DSCP: -1}, []string{"DSCP -1 is out of range", "1 to 63", "or 0"}},
 		{Config{DSCP: 64}, []string{"DSCP 64 is out of range", "1 to 63", "or 0"}},
 		{Config{Steer: Steer{Enabled: true, Bit: -1}}, []string{"Steer.Bit -1 is out of range", "0 to 524055", "+ 5"}},
-		{Config{Steer: Steer{Enabled: true, Bit: MaxSteerBit + 1}}, []string{"Steer.Bit 524056 is out of range"}},
+		{Config{Steer: Steer{Enabled: true, Bit: maxSteerBit + 1}}, []string{"Steer.Bit 524056 is out of range"}},
 	} {
 		g, err := Listen("127.0.0.1:0", tc.cfg)
 		if err == nil {

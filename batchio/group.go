@@ -101,9 +101,6 @@ func (g *Group) LocalAddr() netip.AddrPort { return g.local }
 // Sockets returns the group's sockets. The slice must not be modified.
 func (g *Group) Sockets() []*Socket { return g.sockets }
 
-// Mode returns the effective receive mode of the group's sockets.
-func (g *Group) Mode() Mode { return g.cfg.Mode }
-
 // Config returns the group's configuration with every default filled in:
 // Sockets is the number of sockets the group has, and Steer.Enabled
 // reports whether it is steered.
@@ -111,12 +108,9 @@ func (g *Group) Config() Config { return g.cfg }
 
 // Steered reports whether the kernel steers the group's datagrams by
 // Config.Steer (see Socket.Class). It is false when steering was not asked
-// for, and when it was but the kernel refused it (Warnings says why).
+// for, and when it was but the kernel refused it (Config.Logger is told
+// why).
 func (g *Group) Steered() bool { return g.cfg.Steer.Enabled }
-
-// Warnings returns the problems Listen worked around, such as a socket
-// buffer capped by a sysctl, each with the fix.
-func (g *Group) Warnings() []string { return g.warnings }
 
 // NewBatch returns a batch of Config.BatchSize slots of Config.MessageSize
 // bytes.

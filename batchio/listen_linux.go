@@ -38,8 +38,9 @@ type socketSys struct {
 // readDrops brings c's kernel drop count up to date and reports whether
 // the kernel could tell. The count comes from getsockopt(SO_MEMINFO),
 // which Stats callers pay for, rather than from SO_RXQ_OVFL, which makes
-// the kernel write a control message into every received datagram
-// (2.4 % of the server's CPU in profiles, plus the control buffers).
+// the kernel write a control message into every received datagram, for
+// the rest of the socket's life once it has dropped anything (a visible
+// share of the server's CPU profile; see params.go).
 // Both report the same kernel counter (sk_drops).
 func (s *socketSys) readDrops(c *counters) bool {
 	s.memMu.Lock()
@@ -263,7 +264,7 @@ func (g *Group) setOptions(fd, family int, v6only, blocking bool) error {
 		}
 	}
 	if blocking {
-		tv := unix.NsecToTimeval(BlockingWakeInterval.Nanoseconds())
+		tv := unix.NsecToTimeval(blockingWakeInterval.Nanoseconds())
 		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 			return os.NewSyscallError("setsockopt SO_RCVTIMEO", err)
 		}

@@ -32,12 +32,6 @@ type Socket struct {
 	ctr    counters
 }
 
-// LocalAddr returns the address the socket is bound to.
-func (s *Socket) LocalAddr() netip.AddrPort { return s.local }
-
-// Mode returns the socket's effective receive mode.
-func (s *Socket) Mode() Mode { return s.mode }
-
 // Class returns which datagrams the socket receives: ClassAll unless the
 // group is steered (Config.Steer).
 func (s *Socket) Class() Class { return s.class }

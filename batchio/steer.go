@@ -19,8 +19,8 @@ import (
 //
 // Linux only, through a classic BPF program on the SO_REUSEPORT group
 // (SO_ATTACH_REUSEPORT_CBPF, Linux 4.5). Where the kernel refuses it, the
-// Group runs unsteered with Config.Sockets sockets and says so in
-// Group.Warnings; Group.Steered and Socket.Class tell which happened.
+// Group runs unsteered with Config.Sockets sockets and says so to
+// Config.Logger; Group.Steered and Socket.Class tell which happened.
 type Steer struct {
 	// Enabled turns steering on.
 	Enabled bool
@@ -29,7 +29,7 @@ type Steer struct {
 	// first bit of the UDP payload in the order of docs/protocol.md §1: bit n
 	// is in byte n/8 under mask 1<<(n%8). udpgate's HandshakeBit is bit
 	// M+5, M being the length of the magic header in bits. At most
-	// MaxSteerBit.
+	// 65507*8 − 1, the last bit of the largest UDP payload over IPv4.
 	Bit int
 
 	// SetSockets is the number of sockets for datagrams whose bit is 1,
@@ -48,9 +48,9 @@ type Steer struct {
 	SetRecvBuffer int
 }
 
-// MaxSteerBit is the largest Steer.Bit: the last bit of the largest UDP
+// maxSteerBit is the largest Steer.Bit: the last bit of the largest UDP
 // payload over IPv4 (65507 bytes).
-const MaxSteerBit = 65507*8 - 1
+const maxSteerBit = 65507*8 - 1
 
 // Class is which datagrams a socket of a Group receives.
 type Class uint8

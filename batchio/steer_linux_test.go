@@ -500,7 +500,7 @@ func TestSteerZeroAllocs(t *testing.T) {
 // (BPF_MAXINSNS, 4096) and its conditional jumps within reach for every
 // bit.
 func TestSteerProgramSize(t *testing.T) {
-	for _, bit := range []int{0, 37, MaxSteerBit} {
+	for _, bit := range []int{0, 37, maxSteerBit} {
 		raw, err := steerProgram(bit, MaxSockets/2, MaxSockets/2, 1)
 		if err != nil {
 			t.Fatalf("bit %d: %v", bit, err)

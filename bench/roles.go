@@ -220,7 +220,7 @@ func startServer(v variant, defaults bool) (*server, error) {
 			so := st.Sockets
 			return fmt.Sprintf("conns=%d accepted=%d conn_in=%d drops=%d promotion_full=%d denied_full=%d overload_changes=%d rx=%d fill=%.1f rx_drops=%d tx=%d tx_calls=%d sockets=%d",
 				st.Connections, st.Accepted, st.ConnPacketsIn, st.TotalDrops(), st.Drops[fastpath.DropPromotionFull],
-				st.DeniedFull, st.OverloadChanges, so.RxPackets, so.RxBatchFill(),
+				st.DeniedFull, st.OverloadChanges, so.RxPackets, float64(so.RxPackets)/float64(max(so.RxBatches, 1)),
 				so.RxDrops, so.TxPackets, so.TxCalls, len(s.SocketStats()))
 		}}, nil
 	case kindRawEcho:

@@ -172,7 +172,11 @@ func benchUdpgateStage(b *testing.B, kind string, n int) {
 	srv := fastpath.NewServer(fastpath.ServerConfig{
 		NetworkVersion: benchNetVersion, ChallengeLimit: fastpath.Limit{Rate: -1},
 	}, secrets, 1, now)
-	load := newStageLoad(b, kind, n, signer.Generate, now-0.5)
+	load := newStageLoad(b, kind, n, func(ts float64, a netip.AddrPort) (uint8, cookie.Cookie) {
+		var c cookie.Cookie
+		id := signer.GenerateTo(&c, ts, a)
+		return id, c
+	}, now-0.5)
 	conns := shard.NewMap[stageConn](0)
 	if kind != scChallenge {
 		for i := range n {

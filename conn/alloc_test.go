@@ -6,6 +6,7 @@ import (
 
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/conntest"
 )
 
 // The per-packet paths of an established connection allocate nothing:
@@ -18,7 +19,7 @@ func TestAllocsEstablished(t *testing.T) {
 	s := listen(t, Config{Sockets: 1})
 	p := newRawPeer(t, s, "127.0.0.1:0")
 	ck := p.connect()
-	eventually(t, "connection", func() bool { return s.Len() == 1 })
+	conntest.Eventually(t, "connection", func() bool { return s.Len() == 1 })
 	c, ok := s.Conn(p.addr())
 	if !ok {
 		t.Fatal("no connection")
@@ -26,7 +27,7 @@ func TestAllocsEstablished(t *testing.T) {
 
 	// A loop of our own over the server's socket, so the test drives
 	// batches without racing the running loop.
-	l := newLoop(s, 0, s.group.Sockets()[0], 8, seconds(time.Now()))
+	l := newLoop(s, 0, s.socks[0], 8, seconds(time.Now()))
 	serverSeq, clientSeq := cookie.Sequences(&ck)
 	hdr := fastpath.ConnHeader{ClientID: p.clientID, Tag: cookie.SessionTag(&ck),
 		Ack: (serverSeq + fastpath.SeqModulus - 1) % fastpath.SeqModulus, Kind: fastpath.KindData}

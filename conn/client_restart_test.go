@@ -12,6 +12,7 @@ import (
 
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/conntest"
 )
 
 // Issue 12 item 1 through a real client socket. The attacker knows only the
@@ -179,11 +180,11 @@ func underAttack(t *testing.T, s *scriptServer, c *Client, clk *clock, n int) {
 	for range n {
 		in := c.Conn().Stats().PacketsIn
 		s.sendValid()
-		eventually(t, "valid packet accepted", func() bool { return c.Conn().Stats().PacketsIn > in })
+		conntest.Eventually(t, "valid packet accepted", func() bool { return c.Conn().Stats().PacketsIn > in })
 		clk.Advance(50 * time.Millisecond)
 		refused := c.Drops()[fastpath.DropRestartUnneeded]
 		s.sendRestart()
-		eventually(t, "RestartHandshake refused", func() bool { return c.Drops()[fastpath.DropRestartUnneeded] > refused })
+		conntest.Eventually(t, "RestartHandshake refused", func() bool { return c.Drops()[fastpath.DropRestartUnneeded] > refused })
 	}
 }
 
@@ -216,9 +217,9 @@ func TestClientRestartsAfterSilence(t *testing.T) {
 	s.mu.Unlock()
 	clk.Advance(1600 * time.Millisecond)
 	s.sendRestart()
-	eventually(t, "restart Initial", func() bool { return s.restartInitials.Load() == 1 })
+	conntest.Eventually(t, "restart Initial", func() bool { return s.restartInitials.Load() == 1 })
 	s.sendValid()
-	eventually(t, "restart canceled", func() bool {
+	conntest.Eventually(t, "restart canceled", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return !c.hs.Restarting()
@@ -235,7 +236,7 @@ func TestClientRestartsAfterSilence(t *testing.T) {
 	s.mu.Unlock()
 	clk.Advance(1600 * time.Millisecond)
 	s.sendRestart()
-	eventually(t, "restart completed", func() bool { return c.Restarts() == 1 })
+	conntest.Eventually(t, "restart completed", func() bool { return c.Restarts() == 1 })
 	if c.Err() != nil {
 		t.Fatal(c.Err())
 	}

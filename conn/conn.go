@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
 )
@@ -65,11 +64,10 @@ type ConnStats struct {
 	RTT                   time.Duration
 }
 
-// link is where a connection's packets go: a server socket (batched,
-// shared) or a client's own UDP socket. Two concrete fields instead of an
-// interface keep the send buffer on the stack.
+// link is where a connection's packets go: a server socket's transport
+// (batched, shared) or a client's own UDP socket.
 type link struct {
-	sock *batchio.Socket
+	sock transport
 	udp  *net.UDPConn
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/conntest"
 )
 
 // clock is an injectable clock: real time plus an offset tests advance, so
@@ -71,7 +72,7 @@ func (r *recorder) disconnect(c *Conn) (DisconnectReason, bool, bool) {
 // at returns the i-th connection seen, waiting for it to arrive.
 func (r *recorder) at(t *testing.T, i int) *Conn {
 	t.Helper()
-	eventually(t, fmt.Sprintf("connect #%d", i+1), func() bool { return r.connects() > i })
+	conntest.Eventually(t, fmt.Sprintf("connect #%d", i+1), func() bool { return r.connects() > i })
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.conn[i]
@@ -83,17 +84,6 @@ func (r *recorder) connects() int {
 	return len(r.conn)
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func listen(t *testing.T, cfg Config) *Server {
 	t.Helper()
 	if cfg.Sockets == 0 {
@@ -102,12 +92,7 @@ func listen(t *testing.T, cfg Config) *Server {
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = 10 * time.Millisecond
 	}
-	s, err := Listen("127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return conntest.Listen(t, Listen, cfg)
 }
 
 func dial(t *testing.T, s *Server, cfg Config) *Client {
@@ -303,35 +288,6 @@ func (p *rawPeer) connPacket(ck cookie.Cookie, seq uint16, kind fastpath.Kind, p
 	return b[:fastpath.EncodeConn(b, p.magic, &h, payload)]
 }
 
-func TestDuplicateResponses(t *testing.T) {
-	rec := newRecorder(false)
-	s := listen(t, Config{Handler: rec})
-	p := newRawPeer(t, s, "127.0.0.1:0")
-	ch := p.challenge()
-	resp := p.response(ch)
-	for range 5 {
-		p.send(resp)
-	}
-	for range 5 {
-		if ack := p.expect(fastpath.TypeAck); ack.Cookie != ch.Cookie {
-			t.Fatalf("ack cookie %x", ack.Cookie)
-		}
-	}
-	time.Sleep(50 * time.Millisecond)
-	if s.Len() != 1 || rec.connects() != 1 {
-		t.Fatalf("%d connections, %d connects: want 1", s.Len(), rec.connects())
-	}
-	// A replay of the same Response from another address creates nothing.
-	q := newRawPeer(t, s, "127.0.0.1:0")
-	q.send(resp)
-	if b, ok := q.recv(200 * time.Millisecond); ok {
-		t.Fatalf("replayed Response from another address answered: %x", b)
-	}
-	if s.Len() != 1 {
-		t.Fatalf("%d connections after replay", s.Len())
-	}
-}
-
 func TestMigration(t *testing.T) {
 	rec := newRecorder(true)
 	s := listen(t, Config{Handler: rec})
@@ -343,7 +299,7 @@ func TestMigration(t *testing.T) {
 	if p := recvOne(t, cr.ch); string(p) != "before" {
 		t.Fatalf("echo %q", p)
 	}
-	eventually(t, "server connection", func() bool { return rec.connects() == 1 })
+	conntest.Eventually(t, "server connection", func() bool { return rec.connects() == 1 })
 	serverConn := rec.at(t, 0)
 	before := serverConn.Stats()
 	oldAddr := c.LocalAddr()
@@ -451,9 +407,9 @@ func TestSilentClientTimesOut(t *testing.T) {
 	s := listen(t, Config{Handler: rec, Now: clk.Now})
 	p := newRawPeer(t, s, "127.0.0.1:0")
 	p.connect()
-	eventually(t, "connection", func() bool { return s.Len() == 1 })
+	conntest.Eventually(t, "connection", func() bool { return s.Len() == 1 })
 	clk.Advance(6 * time.Second)
-	eventually(t, "timeout", func() bool { return s.Len() == 0 })
+	conntest.Eventually(t, "timeout", func() bool { return s.Len() == 0 })
 	r, remote, ok := rec.disconnect(rec.at(t, 0))
 	if !ok || r != ReasonTimedOut || remote {
 		t.Fatalf("disconnect %v remote %v", r, remote)
@@ -497,11 +453,11 @@ func TestCleanDisconnect(t *testing.T) {
 		rec := newRecorder(false)
 		s := listen(t, Config{Handler: rec})
 		c := dial(t, s, Config{})
-		eventually(t, "connect", func() bool { return rec.connects() == 1 })
+		conntest.Eventually(t, "connect", func() bool { return rec.connects() == 1 })
 		c.Close()
 		// The count drops before OnDisconnect runs: wait for the latter.
 		sc := rec.at(t, 0)
-		eventually(t, "server sees disconnect", func() bool { _, _, ok := rec.disconnect(sc); return ok })
+		conntest.Eventually(t, "server sees disconnect", func() bool { _, _, ok := rec.disconnect(sc); return ok })
 		if s.Len() != 0 {
 			t.Fatalf("%d connections after the disconnect", s.Len())
 		}
@@ -514,7 +470,7 @@ func TestCleanDisconnect(t *testing.T) {
 		rec := newRecorder(false)
 		s := listen(t, Config{Handler: rec})
 		c := dial(t, s, Config{})
-		eventually(t, "connect", func() bool { return rec.connects() == 1 })
+		conntest.Eventually(t, "connect", func() bool { return rec.connects() == 1 })
 		rec.at(t, 0).Close()
 		select {
 		case <-c.Done():
@@ -556,12 +512,12 @@ func TestRecentlyDisconnectedGetsNoRestart(t *testing.T) {
 	s := listen(t, Config{})
 	p := newRawPeer(t, s, "127.0.0.1:0")
 	ck := p.connect()
-	eventually(t, "connection", func() bool { return s.Len() == 1 })
+	conntest.Eventually(t, "connection", func() bool { return s.Len() == 1 })
 	// The client closes; its late packets must not provoke a restart.
 	var reason [1]byte
 	reason[0] = 1
 	p.send(p.connPacket(ck, 0, fastpath.KindDisconnect, reason[:]))
-	eventually(t, "close", func() bool { return s.Len() == 0 })
+	conntest.Eventually(t, "close", func() bool { return s.Len() == 0 })
 	p.send(p.connPacket(ck, 1, fastpath.KindData, []byte("late")))
 	if b, ok := p.recv(300 * time.Millisecond); ok {
 		t.Fatalf("got %x after disconnect, want silence", b)
@@ -580,12 +536,12 @@ func TestRestartedClientReplacesStale(t *testing.T) {
 	s := listen(t, Config{Handler: rec})
 	p := newRawPeer(t, s, "127.0.0.1:0")
 	p.connect()
-	eventually(t, "first", func() bool { return rec.connects() == 1 })
+	conntest.Eventually(t, "first", func() bool { return rec.connects() == 1 })
 	// The same address, a new ClientID: a restarted client.
 	p.clientID = 5
 	p.connect()
-	eventually(t, "second", func() bool { return rec.connects() == 2 })
-	eventually(t, "replaced", func() bool {
+	conntest.Eventually(t, "second", func() bool { return rec.connects() == 2 })
+	conntest.Eventually(t, "replaced", func() bool {
 		r, _, ok := rec.disconnect(rec.at(t, 0))
 		return ok && r == ReasonReplaced
 	})

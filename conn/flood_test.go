@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/conntest"
 	"github.com/udpgate/udpgate/internal/flood"
 )
 
@@ -78,7 +79,7 @@ func TestFloodWithLegitimateClients(t *testing.T) {
 			Seed:        1,
 		})
 	}()
-	eventually(t, "the flood to start", func() bool { return srv.report().Stats.Connectionless > 20_000 })
+	conntest.Eventually(t, "the flood to start", func() bool { return srv.report().Stats.Connectionless > 20_000 })
 
 	const clients, packets = 100, 20
 	errs := make(chan error, clients)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/conntest"
 )
 
 // Attacks from outside (issue 12), each through real sockets against a
@@ -25,16 +26,16 @@ func TestReplayedResponseAfterClose(t *testing.T) {
 	resp := p.response(ch)
 	p.send(resp)
 	ck := p.expect(fastpath.TypeAck).Cookie
-	eventually(t, "connection", func() bool { return s.Len() == 1 })
+	conntest.Eventually(t, "connection", func() bool { return s.Len() == 1 })
 	p.send(p.connPacket(ck, 0, fastpath.KindDisconnect, []byte{1}))
-	eventually(t, "close", func() bool { return s.Len() == 0 })
+	conntest.Eventually(t, "close", func() bool { return s.Len() == 0 })
 
 	for _, after := range []time.Duration{3 * time.Second, 17 * time.Second} {
 		clk.Advance(after) // 3 s, then 20 s after the Challenge
 		before := s.Stats().Drops[fastpath.DropReplayedCookie]
 		p.send(resp)
 		p.silent(fmt.Sprintf("Response replayed %v later", after))
-		eventually(t, "replay counted", func() bool {
+		conntest.Eventually(t, "replay counted", func() bool {
 			return s.Stats().Drops[fastpath.DropReplayedCookie] > before
 		})
 		if s.Len() != 0 || rec.connects() != 1 {
@@ -44,7 +45,7 @@ func TestReplayedResponseAfterClose(t *testing.T) {
 	// The same client with a fresh handshake gets in.
 	clk.Advance(time.Second)
 	p.connect()
-	eventually(t, "reconnect", func() bool { return s.Len() == 1 })
+	conntest.Eventually(t, "reconnect", func() bool { return s.Len() == 1 })
 }
 
 // A restarted client's new connection (another ClientID) must not be
@@ -60,7 +61,7 @@ func TestOlderResponseDoesNotReplace(t *testing.T) {
 	clk.Advance(time.Second)
 	p.clientID = 2 // the client restarts
 	p.connect()
-	eventually(t, "replacement", func() bool { return rec.connects() == 2 })
+	conntest.Eventually(t, "replacement", func() bool { return rec.connects() == 2 })
 	current := rec.at(t, 1)
 
 	p.send(old)
@@ -119,7 +120,7 @@ func TestAddressLimits(t *testing.T) {
 	p := peers[0]
 	c, _ := s.Conn(p.addr())
 	c.Close()
-	eventually(t, "close", func() bool { return s.Len() == 5 })
+	conntest.Eventually(t, "close", func() bool { return s.Len() == 5 })
 	if _, h := connect("127.0.0.1"); h.Type != fastpath.TypeAck {
 		t.Fatalf("after a close: %v, want Ack", h.Type)
 	}
@@ -211,7 +212,7 @@ func TestStormPromotesEveryone(t *testing.T) {
 	for _, p := range peers {
 		p.expect(fastpath.TypeAck)
 	}
-	eventually(t, "every connection", func() bool { return s.Len() == n })
+	conntest.Eventually(t, "every connection", func() bool { return s.Len() == n })
 	if st := s.Stats(); st.PromotionRejected != 0 || st.Drops[fastpath.DropPromotionFull] != 0 {
 		t.Fatalf("promotion refused %d clients", st.PromotionRejected)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/conntest"
 )
 
 // silent asserts the server answers nothing within a short wait.
@@ -31,7 +32,7 @@ func TestReplayAndForgery(t *testing.T) {
 		before := drops(fastpath.DropExpiredCookie)
 		p.send(resp)
 		p.silent("expired Response")
-		eventually(t, "expired drop counted", func() bool { return drops(fastpath.DropExpiredCookie) > before })
+		conntest.Eventually(t, "expired drop counted", func() bool { return drops(fastpath.DropExpiredCookie) > before })
 	})
 	t.Run("from another address", func(t *testing.T) {
 		p := newRawPeer(t, s, "127.0.0.1:0")
@@ -40,7 +41,7 @@ func TestReplayAndForgery(t *testing.T) {
 		before := drops(fastpath.DropBadCookie)
 		q.send(resp)
 		q.silent("Response from another address")
-		eventually(t, "bad cookie counted", func() bool { return drops(fastpath.DropBadCookie) > before })
+		conntest.Eventually(t, "bad cookie counted", func() bool { return drops(fastpath.DropBadCookie) > before })
 	})
 	t.Run("under a rotated-out secret", func(t *testing.T) {
 		p := newRawPeer(t, s, "127.0.0.1:0")
@@ -57,7 +58,7 @@ func TestReplayAndForgery(t *testing.T) {
 		before := drops(fastpath.DropWrongSecret) + drops(fastpath.DropBadCookie)
 		p.send(resp)
 		p.silent("Response under a rotated-out secret")
-		eventually(t, "rejection counted", func() bool {
+		conntest.Eventually(t, "rejection counted", func() bool {
 			return drops(fastpath.DropWrongSecret)+drops(fastpath.DropBadCookie) > before
 		})
 	})
@@ -68,7 +69,7 @@ func TestReplayAndForgery(t *testing.T) {
 	t.Run("RestartResponse that matches no connection", func(t *testing.T) {
 		victim := newRawPeer(t, s, "127.0.0.1:0")
 		orig := victim.connect()
-		eventually(t, "victim connected", func() bool { return s.Len() == 1 })
+		conntest.Eventually(t, "victim connected", func() bool { return s.Len() == 1 })
 		attacker := newRawPeer(t, s, "127.0.0.3:0")
 		restart := func(origCookie cookie.Cookie, clientID uint8) {
 			attacker.clientID = clientID
@@ -128,12 +129,17 @@ func TestRotationUnderLoad(t *testing.T) {
 	}()
 	var ok, failed atomic.Int64
 	var wg sync.WaitGroup
-	deadline := time.Now().Add(6 * time.Second)
+	// Until three rotations have happened (about 6 s when the machine is
+	// idle), bounded: a loaded machine runs the fast clock slower.
+	deadline := time.Now().Add(60 * time.Second)
+	more := func() bool {
+		return time.Now().Before(deadline) && s.secrets.Load().Gen-gen0 < 3
+	}
 	for w := range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; time.Now().Before(deadline); i++ {
+			for i := 0; more(); i++ {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				// The client keeps real time: only the server's secrets
 				// need to rotate fast.

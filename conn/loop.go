@@ -19,7 +19,7 @@ import (
 type loop struct {
 	s    *Server
 	idx  int
-	sock *batchio.Socket
+	sock transport
 	fp   *fastpath.Server
 	rb   *batchio.Batch
 	sb   *batchio.Batch
@@ -58,7 +58,7 @@ type loop struct {
 	last     time.Time
 }
 
-func newLoop(s *Server, idx int, sock *batchio.Socket, size int, now float64) *loop {
+func newLoop(s *Server, idx int, sock transport, size int, now float64) *loop {
 	// Replies are small, but a handler's Send goes into the same batch:
 	// in sealed mode every packet carries 24 more bytes, so room for a
 	// whole datagram keeps echoes in the batch.

@@ -9,11 +9,10 @@ import (
 
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/conntest"
 )
 
-type benchEcho struct{ NopHandler }
-
-func (benchEcho) OnPacket(c *Conn, p []byte) { _, _ = c.Send(p) }
+type benchEcho = conntest.Echo[*Conn, DisconnectReason]
 
 // BenchmarkLoopData times the receive loop's user-space work for Data on
 // established connections, as the end-to-end bench's data-N scenarios
@@ -36,7 +35,7 @@ func benchLoopData(b *testing.B, nconns int) {
 	}
 	defer s.Close()
 	now := time.Now()
-	sock := s.group.Sockets()[0]
+	sock := s.socks[0]
 	rng := rand.New(rand.NewPCG(1, 2))
 	type client struct {
 		addr netip.AddrPort
@@ -104,7 +103,7 @@ func BenchmarkLoopChallenge(b *testing.B) {
 	defer s.Close()
 	now := time.Now()
 	const batch = 64
-	l := newLoop(s, 0, s.group.Sockets()[0], batch, seconds(now))
+	l := newLoop(s, 0, s.socks[0], batch, seconds(now))
 	h := fastpath.Handshake{Type: fastpath.TypeInitial, ClientID: 1, MinVersion: fastpath.MinHandshakeVersion,
 		CurVersion: fastpath.CurHandshakeVersion, NetworkVersion: s.st.NetworkVersion, RandomLen: 16}
 	rng := rand.New(rand.NewPCG(3, 4))

@@ -23,7 +23,7 @@ func liveHeap() uint64 {
 // system call, from n distinct addresses.
 func promoteN(tb testing.TB, s *Server, n int) {
 	tb.Helper()
-	sock := s.group.Sockets()[0]
+	sock := s.socks[0]
 	now := s.st.Now()
 	rng := rand.New(rand.NewPCG(5, 6))
 	for i := range n {

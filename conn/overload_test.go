@@ -62,7 +62,7 @@ func TestOverloadCapsChallenges(t *testing.T) {
 	s := listen(t, Config{Sockets: 1, ChallengeRate: -1,
 		Overload: OverloadConfig{Enabled: true, ChallengeCaps: [2]float64{100, 10}}})
 	s.ov.level.Store(int32(LevelFlood))
-	l := newLoop(s, 0, s.group.Sockets()[0], 64, seconds(time.Now()))
+	l := newLoop(s, 0, s.socks[0], 64, seconds(time.Now()))
 	p := newRawPeer(t, s, "127.0.0.1:0")
 	initial := p.handshakePacket(0, nil)
 	now := time.Now()

@@ -37,7 +37,7 @@ type promotion struct {
 
 // promoQueue is one receive loop's proven clients waiting for a worker.
 type promoQueue struct {
-	sock *batchio.Socket
+	sock transport
 
 	mu sync.Mutex
 	// items[head:] wait, oldest first.
@@ -127,7 +127,7 @@ type promoBatch struct {
 	items []promotion
 	out   *batchio.Batch // replies, out.Msgs[:n]
 	n     int
-	sock  *batchio.Socket
+	sock  transport
 	made  []*Conn
 }
 
@@ -245,7 +245,7 @@ func (s *Server) promoteOne(pb *promoBatch, p *promotion, rnd *fastpath.Rand, no
 // admit decides, under promoMu, whether p becomes a connection, and makes
 // it. promoMu serialises the check-then-insert, so duplicate Responses
 // racing through two workers create one connection.
-func (s *Server) admit(p *promotion, sock *batchio.Socket, now time.Time) (v verdict) {
+func (s *Server) admit(p *promotion, sock transport, now time.Time) (v verdict) {
 	s.promoMu.Lock()
 	defer s.promoMu.Unlock()
 	if c, at, ok := s.conns.GetByCookie((*[20]byte)(&p.cookie)); ok {

@@ -141,6 +141,8 @@ type sealedServer struct {
 	// by Tag, for sealed packets from a new address.
 	byID  map[uint64]*Conn
 	byTag map[uint32][]*Conn
+	// lastPurge is housekeeping's own.
+	lastPurge time.Time
 }
 
 // usedEvictSample: how many used-token entries a full table compares to
@@ -289,8 +291,13 @@ func (ss *sealedServer) evictUsed() {
 	delete(ss.used, victim)
 }
 
-// purge drops expired used tokens; housekeeping calls it.
+// purge drops expired used tokens, at most once a second; housekeeping
+// calls it.
 func (ss *sealedServer) purge(now time.Time) {
+	if now.Sub(ss.lastPurge) < time.Second {
+		return
+	}
+	ss.lastPurge = now
 	t := uint64(now.Unix())
 	ss.mu.Lock()
 	for k, u := range ss.used {

@@ -23,7 +23,8 @@ import (
 type Server struct {
 	st      settings
 	fc      fastpath.ServerConfig // immutable, shared by loops and workers
-	group   *batchio.Group
+	group   transportGroup
+	socks   []transport
 	secrets *cookie.Secrets
 	conns   *shard.Map[Conn]
 	// sealed is the sealed mode's state; nil when unsealed.
@@ -39,7 +40,7 @@ type Server struct {
 	// connSocks are the sockets connection packets arrive on (all of them
 	// when unsteered); connections send from them, never from a socket a
 	// handshake flood keeps busy.
-	connSocks []*batchio.Socket
+	connSocks []transport
 	pool      *ants.PoolWithFuncGeneric[*promoQueue]
 	// drainers: pool tasks one loop's queue may have running at once.
 	drainers int
@@ -113,9 +114,22 @@ func Listen(addr string, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	s, err := newServer(st, now, secrets, group, socketTransports(group), group.Config().BatchSize)
+	if err != nil {
+		return nil, err
+	}
+	s.start()
+	return s, nil
+}
+
+// newServer makes a server over its transports, whose loops read batches
+// of batchSize; start sets it running. A listening server's transports are
+// its sockets; conn's tests make servers over an in-memory network.
+func newServer(st settings, now time.Time, secrets *cookie.Secrets, group transportGroup, socks []transport, batchSize int) (*Server, error) {
 	s := &Server{
 		st:      st,
 		group:   group,
+		socks:   socks,
 		secrets: secrets,
 		conns:   shard.NewMap[Conn](0),
 		recent:  shard.NewAddrMap[recentClose](0),
@@ -123,6 +137,7 @@ func Listen(addr string, cfg Config) (*Server, error) {
 		done:    make(chan struct{}),
 		ov:      overload{cfg: st.Overload},
 	}
+	var err error
 	if st.PrivateKey != nil {
 		if s.sealed, err = newSealedServer(&st, group.LocalAddr()); err != nil {
 			group.Close()
@@ -133,8 +148,8 @@ func Listen(addr string, cfg Config) (*Server, error) {
 	s.ov.enabled.Store(st.Overload.Enabled)
 	s.timers.init(st.SweepInterval, now)
 	s.promos.New = func() any { return newPromoBatch() }
-	s.drainers = max(1, st.PromotionWorkers/len(group.Sockets()))
-	s.pool, err = ants.NewPoolWithFuncGeneric(max(st.PromotionWorkers, len(group.Sockets())), s.drain,
+	s.drainers = max(1, st.PromotionWorkers/len(socks))
+	s.pool, err = ants.NewPoolWithFuncGeneric(max(st.PromotionWorkers, len(socks)), s.drain,
 		ants.WithNonblocking(true),
 		ants.WithPanicHandler(func(p any) {
 			s.ev.promotionPanics.Add(1)
@@ -144,7 +159,7 @@ func Listen(addr string, cfg Config) (*Server, error) {
 		group.Close()
 		return nil, fmt.Errorf("conn: cannot start the promotion pool: %w", err)
 	}
-	for _, sock := range group.Sockets() {
+	for _, sock := range socks {
 		if sock.Class() != batchio.ClassBitSet {
 			s.connSocks = append(s.connSocks, sock)
 		}
@@ -152,23 +167,27 @@ func Listen(addr string, cfg Config) (*Server, error) {
 	s.fc = st.fastpathConfig(s.handshakeLoops())
 	// One VersionUpgrade budget for the whole server, not one per loop.
 	s.fc.ShareVersionUpgradeTotal(seconds(now))
-	for i, sock := range group.Sockets() {
-		l := newLoop(s, i, sock, group.Config().BatchSize, seconds(now))
+	for i, sock := range socks {
+		l := newLoop(s, i, sock, batchSize, seconds(now))
 		s.loops = append(s.loops, l)
 	}
 	if group.Steered() {
 		st.Logger.Info("handshake and connection packets steered to separate sockets",
-			"handshake_sockets", len(group.Sockets())-len(s.connSocks), "connection_sockets", len(s.connSocks))
+			"handshake_sockets", len(socks)-len(s.connSocks), "connection_sockets", len(s.connSocks))
 	}
 	if !cookie.Accelerated() {
 		st.Logger.Warn("handshake cookies use the slower textbook HMAC: this Go's crypto/sha1 no longer matches what package cookie expects; cookies stay correct, and a udpgate built for this Go restores the speed")
 	}
+	return s, nil
+}
+
+// start runs the receive loops and housekeeping.
+func (s *Server) start() {
 	s.wg.Add(len(s.loops) + 1)
 	for _, l := range s.loops {
 		go l.run()
 	}
 	go s.housekeeping()
-	return s, nil
 }
 
 // Config returns the server's effective configuration, defaults filled.
@@ -241,24 +260,28 @@ func (s *Server) housekeeping() {
 	t := time.NewTicker(s.st.SweepInterval)
 	defer t.Stop()
 	var batch []*Conn
-	var lastPurge time.Time
 	for {
 		select {
 		case <-s.done:
 			return
 		case <-t.C:
 		}
-		now := s.st.Now()
-		if _, err := s.secrets.MaybeRotate(seconds(now)); err != nil {
-			s.st.Logger.Error("secret rotation failed; the previous secrets stay in use", "err", err)
-		}
-		batch = s.sweep(now, batch[:0])
-		if s.sealed != nil && now.Sub(lastPurge) >= time.Second {
-			s.sealed.purge(now)
-			lastPurge = now
-		}
-		s.checkOverload(now)
+		batch = s.housekeep(s.st.Now(), batch)
 	}
+}
+
+// housekeep is one round of housekeeping at now; batch is its reusable
+// scratch. Tests call it to run a sweep at a time of their choosing.
+func (s *Server) housekeep(now time.Time, batch []*Conn) []*Conn {
+	if _, err := s.secrets.MaybeRotate(seconds(now)); err != nil {
+		s.st.Logger.Error("secret rotation failed; the previous secrets stay in use", "err", err)
+	}
+	batch = s.sweep(now, batch[:0])
+	if s.sealed != nil {
+		s.sealed.purge(now)
+	}
+	s.checkOverload(now)
+	return batch
 }
 
 // checkOverload moves the overload level from the loops' connectionless
@@ -401,15 +424,15 @@ func (s *Server) clearRecent(addr netip.AddrPort) {
 // handshakeLoops is how many receive loops handshake packets arrive at.
 func (s *Server) handshakeLoops() int {
 	if !s.group.Steered() {
-		return len(s.group.Sockets())
+		return len(s.socks)
 	}
-	return len(s.group.Sockets()) - len(s.connSocks)
+	return len(s.socks) - len(s.connSocks)
 }
 
 // sendSocket is the socket a connection at addr sends from: sock, the one
 // its packet arrived on, when connection packets arrive there too, or else
 // a connection socket chosen by the address.
-func (s *Server) sendSocket(sock *batchio.Socket, addr netip.AddrPort) *batchio.Socket {
+func (s *Server) sendSocket(sock transport, addr netip.AddrPort) transport {
 	if sock.Class() != batchio.ClassBitSet {
 		return sock
 	}
@@ -418,7 +441,7 @@ func (s *Server) sendSocket(sock *batchio.Socket, addr netip.AddrPort) *batchio.
 
 // newConn makes the connection for a proven client. The caller holds
 // promoMu.
-func (s *Server) newConn(p *promotion, sock *batchio.Socket, now time.Time) *Conn {
+func (s *Server) newConn(p *promotion, sock transport, now time.Time) *Conn {
 	c := &Conn{
 		st:       &s.st,
 		srv:      s,

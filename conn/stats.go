@@ -47,8 +47,8 @@ type Stats struct {
 	Migrations         uint64
 	// ConnPacketsIn: connection packets accepted for connections.
 	ConnPacketsIn uint64
-	// Drops by reason; index with fastpath.DropReason.
-	Drops [fastpath.NumDropReasons]uint64
+	// Drops by reason; index with DropReason.
+	Drops [NumDropReasons]uint64
 	// Disconnects by DisconnectReason (index 1..4).
 	Disconnects [NumDisconnectReasons]uint64
 	// PromotionRejected: proven clients the promotion pool had no room for.
@@ -72,15 +72,50 @@ type Stats struct {
 	ProofTimeouts   uint64
 	UnprovenEvicted uint64
 	// Sockets: packets, bytes, batches and kernel drops, summed.
-	Sockets batchio.Stats
+	Sockets SocketStats
+}
+
+// SocketStats are a socket's counters, or the sum over a server's sockets,
+// since Listen.
+type SocketStats struct {
+	// RxPackets and RxBytes count datagrams received, truncated (too
+	// large) ones included; RxBatches counts the receive calls that
+	// returned them, so RxPackets/RxBatches is the average batch.
+	RxPackets, RxBytes, RxBatches uint64
+	// RxTruncated counts datagrams larger than MaxDatagram.
+	RxTruncated uint64
+	// RxDrops counts datagrams the kernel dropped because the socket's
+	// receive buffer was full (Linux 4.12 and later; 0 elsewhere).
+	RxDrops uint64
+	// RxErrors counts receive errors that were retried.
+	RxErrors uint64
+	// TxPackets and TxBytes count datagrams handed to the kernel; TxCalls
+	// counts the send calls that carried them.
+	TxPackets, TxBytes, TxCalls uint64
+	// TxErrors counts datagrams the kernel refused for a reason of their
+	// own (no route, a firewall, too large); TxPartial counts send calls
+	// that sent only part of their batch.
+	TxErrors, TxPartial uint64
+	// TxWaits counts waits for a full socket send buffer; QueueWaits,
+	// waits for a socket's full queue of sends from outside its loop.
+	TxWaits, QueueWaits uint64
+}
+
+func socketStats(b batchio.Stats) SocketStats {
+	return SocketStats{
+		RxPackets: b.RxPackets, RxBytes: b.RxBytes, RxBatches: b.RxBatches,
+		RxTruncated: b.RxTruncated, RxDrops: b.RxDrops, RxErrors: b.RxErrors,
+		TxPackets: b.TxPackets, TxBytes: b.TxBytes, TxCalls: b.TxCalls,
+		TxErrors: b.TxErrors, TxPartial: b.TxPartial, TxWaits: b.TxWaits, QueueWaits: b.QueueWaits,
+	}
 }
 
 // SocketStats returns each socket's counters, in socket order.
-func (s *Server) SocketStats() []batchio.Stats {
-	socks := s.group.Sockets()
-	out := make([]batchio.Stats, len(socks))
+func (s *Server) SocketStats() []SocketStats {
+	socks := s.socks
+	out := make([]SocketStats, len(socks))
 	for i, so := range socks {
-		out[i] = so.Stats()
+		out[i] = socketStats(so.Stats())
 	}
 	return out
 }
@@ -137,6 +172,6 @@ func (s *Server) Stats() Stats {
 	}
 	st.OverloadLevel = OverloadLevel(s.ov.level.Load())
 	st.OverloadChanges = s.ov.changes.Load()
-	st.Sockets = s.group.Stats()
+	st.Sockets = socketStats(s.group.Stats())
 	return st
 }

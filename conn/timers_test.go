@@ -45,7 +45,7 @@ func TestTimerWheel(t *testing.T) {
 
 	const n = 1000
 	conns := make([]*Conn, n)
-	sock := s.group.Sockets()[0]
+	sock := s.socks[0]
 	for i := range conns {
 		p := promotion{addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 3, byte(i >> 8), byte(i)}), 9)}
 		p.cookie[0], p.cookie[1] = byte(i), byte(i>>8)
@@ -143,7 +143,7 @@ func TestTimerWheelRemove(t *testing.T) {
 		p := promotion{addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 4, 0, byte(i)}), 9)}
 		p.cookie[0] = byte(i)
 		s.promoMu.Lock()
-		c := s.newConn(&p, s.group.Sockets()[0], clk.Now())
+		c := s.newConn(&p, s.socks[0], clk.Now())
 		c.timer.home = tm.home()
 		s.promoMu.Unlock()
 		s.conns.Insert(p.addr, p.cookie, c)

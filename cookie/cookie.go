@@ -27,12 +27,15 @@ const (
 	// MaxLifetime bounds now − Timestamp for a valid cookie, in seconds:
 	// (15 + 5) × 2, so a cookie outlives at most one rotation.
 	MaxLifetime = 40.0
-	// RotateInterval and RotateJitter: a secret rotates every
-	// RotateInterval + uniform[0, RotateJitter) seconds.
-	RotateInterval = 15.0
-	RotateJitter   = 5.0
 	// InputSize is the HMAC message: Timestamp (8) ‖ address (16) ‖ port (2).
 	InputSize = 26
+)
+
+// A secret rotates every rotateInterval + uniform[0, rotateJitter) seconds
+// (docs/protocol.md §4).
+const (
+	rotateInterval = 15.0
+	rotateJitter   = 5.0
 )
 
 // Cookie is the 20-byte proof that a client received a Challenge at its

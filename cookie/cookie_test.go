@@ -41,7 +41,7 @@ const vecT0 = 1795000000.0
 
 func vecSnapshot(t testing.TB) Snapshot {
 	t.Helper()
-	snap := Snapshot{LastUpdate: vecT0, NextRotate: vecT0 + RotateInterval}
+	snap := Snapshot{LastUpdate: vecT0, NextRotate: vecT0 + rotateInterval}
 	for i, s := range vecSecrets {
 		b, err := hex.DecodeString(s)
 		if err != nil || len(b) != SecretSize {

@@ -107,6 +107,6 @@ func (s *Secrets) schedule(snap *Snapshot) error {
 	}
 	// 53 random bits scaled into [0, 1): exact in a float64, never 1.
 	u := float64(binary.LittleEndian.Uint64(b[:])>>11) / (1 << 53)
-	snap.NextRotate = snap.LastUpdate + RotateInterval + u*RotateJitter
+	snap.NextRotate = snap.LastUpdate + rotateInterval + u*rotateJitter
 	return nil
 }

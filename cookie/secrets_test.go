@@ -45,7 +45,7 @@ func TestNewSecrets(t *testing.T) {
 	if p.Secrets[0] == zero || p.Secrets[1] == zero || p.Secrets[0] == p.Secrets[1] {
 		t.Errorf("secrets not both filled: %x %x", p.Secrets[0], p.Secrets[1])
 	}
-	if d := p.NextRotate - p.LastUpdate; d < RotateInterval || d > RotateInterval+RotateJitter {
+	if d := p.NextRotate - p.LastUpdate; d < rotateInterval || d > rotateInterval+rotateJitter {
 		t.Errorf("first rotation after %v s", d)
 	}
 
@@ -64,8 +64,8 @@ func TestRotateTiming(t *testing.T) {
 		b        byte
 		min, max float64
 	}{
-		{0x00, RotateInterval, RotateInterval},
-		{0xff, RotateInterval + RotateJitter - 1e-9, RotateInterval + RotateJitter},
+		{0x00, rotateInterval, rotateInterval},
+		{0xff, rotateInterval + rotateJitter - 1e-9, rotateInterval + rotateJitter},
 	} {
 		s, err := NewSecrets(1000, fillReader(tc.b))
 		if err != nil {
@@ -116,7 +116,7 @@ func TestRotateJitterFresh(t *testing.T) {
 			now += 0.5
 		}
 	}
-	if lo < RotateInterval || hi > RotateInterval+RotateJitter || lo > 15.1 || hi < 19.9 {
+	if lo < rotateInterval || hi > rotateInterval+rotateJitter || lo > 15.1 || hi < 19.9 {
 		t.Errorf("intervals %v..%v, want spread over [15, 20)", lo, hi)
 	}
 	if g := s.Load().Gen; g != 1000 {

@@ -42,16 +42,19 @@ func (r Result) String() string {
 // block's, hands it one block it has padded itself and reads the chaining
 // value back, which after a padded final block is the digest. crypto/sha1
 // offers no API for that, so Signer reaches into its digest (see
-// sha1Digest): Sum would copy the whole digest and pad through a second
-// Write, and restoring and reading the state through UnmarshalBinary and
-// AppendBinary, as Signer did before, copies and parses the whole 96-byte
-// state in and out around each compression. Where the digest is not laid out as expected, Signer
-// computes the textbook HMAC instead: slower, never wrong.
+// sha1Digest). Where the digest is not laid out as expected, Signer computes
+// the textbook HMAC instead: slower, never wrong.
 //
-// Measured (BenchmarkGenerate*, BenchmarkVerify*, SHA-NI): Verify ≈ 115
-// ns, of which the two compressions are ≈ 85; through the marshaled state
-// ≈ 135; the textbook fallback ≈ 265; a reused crypto/hmac ≈ 200; hmac.New
-// per cookie ≈ 540 ns and 6 allocations.
+// Why by hand rather than with crypto/hmac: every Initial from any source,
+// spoofed or not, costs the server a cookie, so the cookie is the price of a
+// handshake flood. A crypto/hmac instance reused with Reset restores both
+// key states for every cookie by parsing a marshaled copy of the whole hash
+// state, and pads and copies through Sum; hmac.New per cookie compresses
+// the key blocks again and allocates. The direct path does the two
+// compressions that depend on the input and little else.
+// BenchmarkVerify measures it against BenchmarkVerifyHMACReset,
+// BenchmarkVerifyHMACNew and the fallback (BenchmarkGenerateTextbook);
+// the figures are in tuning.md, "cookie: the cost of a cookie".
 type Signer struct {
 	secrets *Secrets
 	snap    *Snapshot // the snapshot the key states were built from
@@ -177,31 +180,13 @@ var signerDirectOK = sync.OnceValue(func() bool {
 	return true
 })
 
-// Snapshot returns the snapshot the Signer uses, catching up with the
-// latest one first.
-func (g *Signer) Snapshot() *Snapshot { return g.sync() }
-
-// Generate makes a cookie under the active secret, for a Challenge.
-func (g *Signer) Generate(ts float64, addr netip.AddrPort) (secretID uint8, c Cookie) {
-	secretID = g.sync().Active
-	g.sign(&c, secretID, ts, addr)
-	return secretID, c
-}
-
-// GenerateTo is Generate writing the cookie into *c, for a caller that
-// needs it in place rather than as a returned array to copy.
+// GenerateTo makes a cookie under the active secret, for a Challenge, and
+// writes it into *c, so a Challenge is encoded from the cookie in place
+// instead of from a returned array copied first. It returns the secret's id.
 func (g *Signer) GenerateTo(c *Cookie, ts float64, addr netip.AddrPort) (secretID uint8) {
 	secretID = g.sync().Active
 	g.sign(c, secretID, ts, addr)
 	return secretID
-}
-
-// GenerateWith makes a cookie under secret secretID, which must be 0 or 1.
-func (g *Signer) GenerateWith(secretID uint8, ts float64, addr netip.AddrPort) Cookie {
-	g.sync()
-	var c Cookie
-	g.sign(&c, secretID, ts, addr)
-	return c
 }
 
 // Verify applies the three rules of docs/protocol.md §4 to a Response's SecretId,

@@ -8,7 +8,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/udpgate/udpgate/shard"
 )
 
 // Reply rate limits (docs/protocol.md §5). They bound what a spoofed source can
@@ -249,32 +249,26 @@ func (l *Limiter) entry(h uint64) *slot {
 // Entries returns the table's size: fixed at construction, 0 when unlimited.
 func (l *Limiter) Entries() int { return len(l.slots) }
 
-// hash is xxhash64 of key ‖ 16-byte address ‖ port, with the port zeroed
-// for PerIP and the address masked to its /24 or /64 for PerPrefix (an IPv4
-// address in its IPv4-mapped form, so a dual-stack socket's view of it
-// counts with the plain one). xxhash is not a MAC, but its output never
-// leaves the server; an attacker sees only which of its packets are
-// answered.
+// hash is shard.HashAddr, the seeded XXH64 the connection maps place
+// addresses by, of src with the port zeroed for PerIP, and with the port
+// zeroed and the address masked to its /24 (IPv4, also in its IPv4-mapped
+// form, so a dual-stack socket's view of it counts with the plain one) or
+// /64 (IPv6) for PerPrefix. XXH64 is not a MAC, but its output never leaves
+// the server; an attacker sees only which of its packets are answered.
 func (l *Limiter) hash(src netip.AddrPort) uint64 {
-	var b [8 + 16 + 2]byte
-	binary.LittleEndian.PutUint64(b[0:8], l.key)
-	ip := src.Addr()
-	a := ip.As16()
-	port := src.Port()
 	switch l.by {
 	case PerIP:
-		port = 0
+		src = netip.AddrPortFrom(src.Addr(), 0)
 	case PerPrefix:
-		port = 0
-		if ip.Is4() || ip.Is4In6() {
-			a[15] = 0
-		} else {
-			clear(a[8:])
+		ip := src.Addr().Unmap()
+		bits := 64
+		if ip.Is4() {
+			bits = 24
 		}
+		p, _ := ip.Prefix(bits) // fails for no address of either family
+		src = netip.AddrPortFrom(p.Addr(), 0)
 	}
-	copy(b[8:24], a[:])
-	binary.LittleEndian.PutUint16(b[24:26], port)
-	return xxhash.Sum64(b[:])
+	return shard.HashAddr(l.key, src)
 }
 
 // Bucket is a single token bucket, for a budget shared by all sources such as

@@ -260,3 +260,27 @@ func BenchmarkLimiterAllow(b *testing.B) {
 		now += 1e-6
 	}
 }
+
+// BenchmarkLimiterAllowBy is BenchmarkLimiterAllow for each LimitKey, whose
+// hashes differ in what they mask.
+func BenchmarkLimiterAllowBy(b *testing.B) {
+	var srcs [1024]netip.AddrPort
+	for i := range srcs {
+		srcs[i] = rlSource(i)
+	}
+	for _, by := range []struct {
+		name string
+		key  LimitKey
+	}{{"source", PerSource}, {"ip", PerIP}, {"prefix", PerPrefix}} {
+		b.Run(by.name, func(b *testing.B) {
+			l := NewLimiterBy(by.key, 0, DefaultChallengeLimit, 0)
+			now, i := rlTime, 0
+			b.ReportAllocs()
+			for b.Loop() {
+				l.Allow(srcs[i&1023], now)
+				i++
+				now += 1e-6
+			}
+		})
+	}
+}

@@ -50,6 +50,16 @@ func vecSecrets() *cookie.Secrets {
 	return cookie.NewSecretsFrom(snap)
 }
 
+// signWith returns the cookie for ts and addr under secret id of sec,
+// active or not.
+func signWith(sec *cookie.Secrets, id uint8, ts float64, addr netip.AddrPort) cookie.Cookie {
+	snap := *sec.Load()
+	snap.Active = id
+	var c cookie.Cookie
+	cookie.NewSigner(cookie.NewSecretsFrom(snap)).GenerateTo(&c, ts, addr)
+	return c
+}
+
 func testServer(t testing.TB, mut func(*ServerConfig)) (*Server, *cookie.Secrets) {
 	cfg := ServerConfig{NetworkVersion: vecNetV}
 	if mut != nil {
@@ -295,7 +305,6 @@ func TestServerChallengeRateLimit(t *testing.T) {
 
 func TestServerResponse(t *testing.T) {
 	s, sec := testServer(t, nil)
-	signer := cookie.NewSigner(sec)
 	other := netip.MustParseAddrPort("127.0.0.2:7777")
 	otherPort := netip.MustParseAddrPort("127.0.0.1:7778")
 	for _, tc := range []struct {
@@ -315,7 +324,7 @@ func TestServerResponse(t *testing.T) {
 		{"other secret id", vecAddr, response(t, vecTS, vecCookie, func(h *Handshake) { h.SecretID = 1 }), vecTS + 1, DropWrongSecret},
 		{"timestamp changed", vecAddr, response(t, vecTS+0.5, vecCookie, nil), vecTS + 1, DropBadCookie},
 		{"session mismatch", vecAddr, response(t, vecTS, vecCookie, func(h *Handshake) { h.SessionID = 1 }), vecTS + 1, DropSessionMismatch},
-		{"secret 1 valid", vecAddr, response(t, vecTS-10, signer.GenerateWith(1, vecTS-10, vecAddr), func(h *Handshake) { h.SecretID = 1 }), vecTS, DropNone},
+		{"secret 1 valid", vecAddr, response(t, vecTS-10, signWith(sec, 1, vecTS-10, vecAddr), func(h *Handshake) { h.SecretID = 1 }), vecTS, DropNone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, _ := handle(s, tc.src, tc.pkt, tc.now, Peer{})
@@ -581,7 +590,6 @@ func TestServerNoAmplification(t *testing.T) {
 			c.RestartLimit = Limit{Rate: -1}
 			c.VersionUpgradeLimit = Limit{Rate: -1}
 		})
-		signer := cookie.NewSigner(sec)
 		for i := range 2000 {
 			var pkt []byte
 			switch i % 4 {
@@ -593,7 +601,7 @@ func TestServerNoAmplification(t *testing.T) {
 					}
 				})
 			case 2:
-				ck := signer.GenerateWith(0, vecTS, vecAddr)
+				ck := signWith(sec, 0, vecTS, vecAddr)
 				pkt = clientPacket(t, m, func(h *Handshake) {
 					h.Type = TypeResponse
 					h.Timestamp = vecTS

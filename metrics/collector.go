@@ -44,22 +44,6 @@ const RTTSampleLimit = 20_000
 // Prometheus reserves that name for summaries, which are cumulative.)
 var RTTPercentiles = []float64{50, 90, 99, 100}
 
-// disconnectLabels name conn.DisconnectReason values as label values
-// (conn's String has spaces, which read badly in PromQL).
-var disconnectLabels = map[conn.DisconnectReason]string{
-	conn.ReasonClosed:   conn.ReasonClosed.Label(),
-	conn.ReasonShutdown: conn.ReasonShutdown.Label(),
-	conn.ReasonTimedOut: conn.ReasonTimedOut.Label(),
-	conn.ReasonReplaced: conn.ReasonReplaced.Label(),
-	// Sealed mode's refusals (a refused, never announced connection is not
-	// counted; the labels keep the series' names readable).
-	conn.ReasonTokenExpired:  conn.ReasonTokenExpired.Label(),
-	conn.ReasonTokenInvalid:  conn.ReasonTokenInvalid.Label(),
-	conn.ReasonForeignServer: conn.ReasonForeignServer.Label(),
-	conn.ReasonTokenInUse:    conn.ReasonTokenInUse.Label(),
-	conn.ReasonServerFull:    conn.ReasonServerFull.Label(),
-}
-
 var _ prometheus.Collector = (*Collector)(nil)
 
 // Collector is a prometheus.Collector reading a conn.Server at scrape time.
@@ -80,10 +64,11 @@ type Collector struct {
 	promoRunning, promoQueued, promoRejected       *prometheus.Desc
 	promoPanics                                    *prometheus.Desc
 	overload, overloadChanges, connless            *prometheus.Desc
+	unproven, proofs, proofTimeouts, evicted       *prometheus.Desc
 	rttPercentile, rttSampled                      *prometheus.Desc
 
 	// Label values, made once.
-	dropLabels []string // index: fastpath.DropReason
+	dropLabels []string // index: conn.DropReason
 	typeLabels []string // index: fastpath.PacketType
 	pctLabels  []string
 
@@ -121,7 +106,7 @@ func NewCollector(srv *conn.Server) *Collector {
 		sockTxPackets:   d("socket_sent_packets_total", "Datagrams sent, by socket.", "socket"),
 		sockTxBytes:     d("socket_sent_bytes_total", "Bytes sent, by socket.", "socket"),
 
-		drops:       d("drops_total", "Datagrams the server dropped, by reason (fastpath.DropReason).", "reason"),
+		drops:       d("drops_total", "Datagrams the server dropped, by reason (conn.DropReason).", "reason"),
 		hsIn:        d("handshake_received_total", "Handshake packets received, by type.", "type"),
 		hsOut:       d("handshake_sent_total", "Handshake packets sent, by type, from the receive loops and the promotion workers (acks of new connections, denials).", "type"),
 		denied:      d("denied_total", "Proven clients answered Denied, by reason: server_full (max-clients, or draining), refused (the application), address_limit (max-clients-per-ip or -prefix).", "reason"),
@@ -140,12 +125,17 @@ func NewCollector(srv *conn.Server) *Collector {
 		overloadChanges: d("overload_level_changes_total", "Overload level changes."),
 		connless:        d("connectionless_received_total", "Datagrams from addresses that hold no connection (handshakes, strays, attacks): what overload control watches."),
 
+		unproven:      d("unproven_connections", "Sealed mode: connections waiting for their connect token's proof now (not in udpgate_connections)."),
+		proofs:        d("token_proofs_total", "Sealed mode: connect tokens proven (connections admitted)."),
+		proofTimeouts: d("proof_timeouts_total", "Sealed mode: unproven connections closed at the proof timeout."),
+		evicted:       d("unproven_evicted_total", "Sealed mode: unproven connections closed to make room for newer ones (max-unproven reached)."),
+
 		rttPercentile: d("connection_rtt_seconds", "Smoothed RTT of the connections open now, by percentile over them (100: the slowest), read at scrape time from at most "+strconv.Itoa(RTTSampleLimit)+" connections; NaN when none has measured an RTT.", "percentile"),
 		rttSampled:    d("connection_rtt_sampled", "Connections open now that udpgate_connection_rtt_seconds describes: those that measured an RTT, at most "+strconv.Itoa(RTTSampleLimit)+"."),
 	}
-	c.dropLabels = make([]string, fastpath.NumDropReasons)
+	c.dropLabels = make([]string, conn.NumDropReasons)
 	for r := range c.dropLabels {
-		c.dropLabels[r] = fastpath.DropReason(r).String()
+		c.dropLabels[r] = conn.DropReason(r).String()
 	}
 	var st conn.Stats
 	c.typeLabels = make([]string, len(st.HandshakeIn))
@@ -168,6 +158,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.connections, c.accepted, c.disconnects,
 		c.promoRunning, c.promoQueued, c.promoRejected, c.promoPanics,
 		c.overload, c.overloadChanges, c.connless,
+		c.unproven, c.proofs, c.proofTimeouts, c.evicted,
 		c.rttPercentile, c.rttSampled,
 	} {
 		ch <- d
@@ -247,12 +238,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.connIn, st.ConnPacketsIn)
 	gauge(c.connections, float64(st.Connections))
 	counter(c.accepted, st.Accepted)
-	for r := 1; r < len(st.Disconnects); r++ { // 0 is no reason
-		l, ok := disconnectLabels[conn.DisconnectReason(r)]
-		if !ok {
-			l = "reason_" + strconv.Itoa(r)
-		}
-		counter(c.disconnects, st.Disconnects[r], l)
+	// Reasons 1..4 end connections; the sealed mode's refusals (5..9)
+	// end unproven ones, which are counted as drops by reason instead.
+	for r := conn.ReasonClosed; r <= conn.ReasonReplaced; r++ {
+		counter(c.disconnects, st.Disconnects[r], r.Label())
 	}
 	gauge(c.promoRunning, float64(st.PromotionsRunning))
 	gauge(c.promoQueued, float64(st.PromotionsQueued))
@@ -261,6 +250,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.overload, float64(st.OverloadLevel))
 	counter(c.overloadChanges, st.OverloadChanges)
 	counter(c.connless, st.Connectionless)
+	gauge(c.unproven, float64(st.Unproven))
+	counter(c.proofs, st.Proofs)
+	counter(c.proofTimeouts, st.ProofTimeouts)
+	counter(c.evicted, st.UnprovenEvicted)
 
 	c.collectRTT(gauge)
 }

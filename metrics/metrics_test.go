@@ -22,13 +22,9 @@ import (
 
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/conntest"
 	"github.com/udpgate/udpgate/metrics"
 )
-
-// echo sends every Data payload back.
-type echo struct{ conn.NopHandler }
-
-func (echo) OnPacket(c *conn.Conn, p []byte) { _, _ = c.Send(p) }
 
 // counter counts the Data payloads a client receives.
 type counter struct {
@@ -40,17 +36,12 @@ func (h *counter) OnPacket(*conn.Conn, []byte) { h.n.Add(1) }
 
 func listen(t testing.TB) *conn.Server {
 	t.Helper()
-	srv, err := conn.Listen("127.0.0.1:0", conn.Config{
-		Handler:       echo{},
+	return conntest.Listen(t, conn.Listen, conn.Config{
+		Handler:       conntest.Echo[*conn.Conn, conn.DisconnectReason]{},
 		Sockets:       2,
 		SweepInterval: 10 * time.Millisecond,
 		ChallengeRate: -1, // benchmarks dial many clients from one host
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	return srv
 }
 
 func serve(t testing.TB, srv *conn.Server) *metrics.Endpoint {
@@ -154,17 +145,6 @@ func (f families) sum(name string) float64 {
 	return s
 }
 
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestScrapeRealServer runs clients against a real server, scrapes its
 // endpoint over HTTP and checks the counters against the traffic.
 func TestScrapeRealServer(t *testing.T) {
@@ -186,7 +166,7 @@ func TestScrapeRealServer(t *testing.T) {
 		}
 	}
 	for i := range clients {
-		eventually(t, fmt.Sprintf("client %d's echoes", i), func() bool { return got[i].n.Load() >= sends })
+		conntest.Eventually(t, fmt.Sprintf("client %d's echoes", i), func() bool { return got[i].n.Load() >= sends })
 	}
 
 	// One malformed datagram (its last byte is zero: no terminator) from a
@@ -201,7 +181,7 @@ func TestScrapeRealServer(t *testing.T) {
 	}
 
 	var f families
-	eventually(t, "the malformed drop in a scrape", func() bool {
+	conntest.Eventually(t, "the malformed drop in a scrape", func() bool {
 		f = scrape(t, ep)
 		return f.value("udpgate_drops_total", "reason", "malformed") >= 1
 	})
@@ -264,7 +244,7 @@ func TestScrapeRealServer(t *testing.T) {
 
 	// RTT: each client acks the echoes with its next packet, a KeepAlive
 	// within a second, so every connection soon has an RTT.
-	eventually(t, "an RTT for every connection", func() bool {
+	conntest.Eventually(t, "an RTT for every connection", func() bool {
 		f = scrape(t, ep)
 		return f.value("udpgate_connection_rtt_sampled") == clients
 	})
@@ -286,7 +266,7 @@ func TestScrapeRealServer(t *testing.T) {
 
 	// A client that leaves moves the gauges and the disconnect reasons.
 	cls[0].Close()
-	eventually(t, "the closed connection in a scrape", func() bool {
+	conntest.Eventually(t, "the closed connection in a scrape", func() bool {
 		f = scrape(t, ep)
 		return f.value("udpgate_disconnects_total", "reason", "closed") == 1 && f.value("udpgate_connections") == clients-1
 	})
@@ -365,9 +345,9 @@ func TestRTTGauges(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "both RTTs", func() bool { return gather().value("udpgate_connection_rtt_sampled") == 2 })
+	conntest.Eventually(t, "both RTTs", func() bool { return gather().value("udpgate_connection_rtt_sampled") == 2 })
 	a.Close()
-	eventually(t, "one RTT once a client left", func() bool { return gather().value("udpgate_connection_rtt_sampled") == 1 })
+	conntest.Eventually(t, "one RTT once a client left", func() bool { return gather().value("udpgate_connection_rtt_sampled") == 1 })
 	_ = b
 }
 

@@ -11,10 +11,11 @@ import (
 // It bounds write contention (two writers on different cores meet in the
 // same shard with probability 1/shards) and the pauses a shard imposes on its
 // own writers: a RangeShard sweep and a table rebuild each cover 1/shards of
-// the entries (about 16 k per shard at 1 M entries, whose rebuild takes about
-// 3 ms on the machine of docs/limits.md). 64 shard headers take 4 KiB and stay in L1, and an empty map
-// takes 64 one-group tables (about 20 KiB). Maps expected to hold millions
-// of entries and to take many writes may pass a larger count.
+// the entries (about 16 k per shard at 1 M entries; tuning.md gives the
+// time such a rebuild holds the shard's lock). 64 shard headers take 4 KiB
+// and stay in L1, and an empty map takes 64 one-group tables (about
+// 20 KiB). Maps expected to hold millions of entries and to take many writes
+// may pass a larger count.
 const DefaultShards = 64
 
 // MaxShards bounds the shard count. Shards are chosen by hash bits 32–47.
@@ -73,7 +74,8 @@ func addrMeta(k *addrKey, h uint64) uint64 {
 //
 // Keys compare as netip.AddrPort values: 1.2.3.4:5 and [::ffff:1.2.3.4]:5 are
 // different keys (which share a shard), as are addresses differing only in
-// zone (see MaxZones).
+// zone. Zones name local interfaces (fe80::1%eth0), so they are few: a map
+// holds addresses of at most 8191 distinct zones, and Set panics beyond.
 //
 // Get, Set of an existing key and Delete never allocate; adding a key
 // allocates only when its shard's table is rebuilt, which doubles it once
@@ -139,13 +141,6 @@ func (m *AddrMap[T]) Delete(a netip.AddrPort) (*T, bool) {
 	return v, v != nil
 }
 
-// CompareAndDelete removes a only if its value is old, and reports whether
-// it did. This is how an owner deletes "this value, if it is still the one at
-// a" without racing a concurrent Set.
-func (m *AddrMap[T]) CompareAndDelete(a netip.AddrPort, old *T) bool {
-	return old != nil && m.delete(a, old) != nil
-}
-
 func (m *AddrMap[T]) delete(a netip.AddrPort, old *T) *T {
 	k, ok := m.zones.key(a, false)
 	if !ok {
@@ -167,20 +162,6 @@ func (m *AddrMap[T]) delete(a netip.AddrPort, old *T) *T {
 	s.removeAt(i)
 	s.endWrite()
 	return v
-}
-
-// Len returns the number of entries. It locks the shards one at a time, so
-// under concurrent writes it is a sum of per-shard snapshots, not one
-// snapshot of the whole map.
-func (m *AddrMap[T]) Len() int {
-	n := 0
-	for i := range m.shards {
-		s := &m.shards[i]
-		s.mu.Lock()
-		n += s.count
-		s.mu.Unlock()
-	}
-	return n
 }
 
 // NumShards returns the number of shards, the bound for RangeShard's index.

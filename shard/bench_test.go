@@ -392,7 +392,7 @@ func BenchmarkHash(b *testing.B) {
 	b.Run("xxhashSum64", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			var buf [8 + AddrKeySize]byte
+			var buf [8 + addrKeySize]byte
 			a := q[i&mask]
 			binary.LittleEndian.PutUint64(buf[:8], seed)
 			a16 := a.Addr().As16()
@@ -405,7 +405,7 @@ func BenchmarkHash(b *testing.B) {
 		b.ReportAllocs()
 		var d xxhash.Digest
 		for i := 0; b.Loop(); i++ {
-			var buf [AddrKeySize]byte
+			var buf [addrKeySize]byte
 			a := q[i&mask]
 			a16 := a.Addr().As16()
 			copy(buf[:16], a16[:])

@@ -13,6 +13,7 @@
 // lengths and tested against the library) of As16 ‖ port, keyed with a
 // secret seed per map, so no one outside the process can aim keys at one
 // shard or one probe sequence, and a key is hashed once per operation.
+// HashAddr gives the address hash to other fixed tables keyed by address.
 //
 // Tables. Each shard is a Swiss table (groups of 8 slots, a control word of
 // 7-bit hash tags per group, SWAR matching) whose control words are kept in
@@ -43,9 +44,9 @@
 // of them in a write section from its first change to its last; a reader
 // validates its one shard. Every operation is therefore linearizable, and no
 // Get or GetByCookie can observe one index with an entry or a value the other
-// lacks. Move and DeleteByCookie start from the cookie, whose shard comes
-// last in the lock order: they read the cookie's address without locking,
-// lock in order, and retry if the entry moved meanwhile.
+// lacks. Move starts from the cookie, whose shard comes last in the lock
+// order: it reads the cookie's address without locking, locks in order, and
+// retries if the entry moved meanwhile.
 //
 // Sweeps. RangeShard visits one shard with its writer lock held, so periodic
 // work (keepalives, timeouts, expiry) never holds up the whole map, nor any
@@ -55,40 +56,8 @@
 //
 // # Performance
 //
-// Measured on the machine of docs/limits.md (2 vCPU, Go 1.26, shared with other
-// work, hence 8 runs) with
-//
-//	go test -run '^$' -bench 'Get$|GetParallel|ShardRead' -count 8 ./shard/
-//
-// Keys and queries are as in docs/limits.md §4, and in BenchmarkGet each query
-// depends on the result of the one before, so hits are latencies (misses
-// return nil on a predicted branch and overlap, for every map alike).
-// Medians, ns per lookup, against an unlocked Go map of the same keys in the
-// same run:
-//
-//	                 AddrMap   Map    map[AddrPort]*T   RWMutex+map
-//	hit     1 k       31.3     30.2        23.6            31.8
-//	hit   100 k       64.2     65.7        71.1            87.0
-//	hit     1 M      311      303         313             329
-//	miss    1 k       14.9     14.9         8.4            26.3
-//	miss  100 k       29.5     29.2        31.2            63.1
-//	miss    1 M       31.5     32.1        68.2           242
-//
-// From 100 k entries up, lookups cost 0.9–1.0x an unlocked Go map for hits
-// and 0.5–0.95x for misses (the control words stay cached where Go's, one
-// per cache line of slots, do not). At 1 k entries, where everything is in
-// L1/L2 and the difference is instructions, they cost 1.3x (hits) and 1.8x
-// (misses): the seeded XXH64 alone is 6.3 ns of a 15 ns miss, where Go's map
-// hashes with AES instructions. On both cores at once (BenchmarkGetParallel)
-// lookups take 15 / 31 / 133 ns against 115 / 128 / 220 ns for one
-// RWMutex-guarded map (1 k / 100 k / 1 M), as fast as an unlocked Go map.
-//
-// From a full run (-bench . -count 5): BenchmarkShardRead compares guards
-// for the same table at 1 k; the seqlock read costs 31 ns serial and 15 ns
-// in parallel, a sync.Mutex per shard 33 and 40, a sync.RWMutex read lock 35
-// and 26.
-// Writes take the locks and do every store atomically: an AddrMap insert
-// plus delete costs 125–223 ns, a Map insert plus delete (two indexes, two
-// locks each) 0.4–1.1 µs, a Move 0.3–0.8 µs (1 k–100 k entries); a rebuild
-// of a 16 k-entry shard takes about 3 ms of that shard's writer lock.
+// The benchmarks in bench_test.go (BenchmarkGet, BenchmarkGetParallel,
+// BenchmarkShardRead, BenchmarkHash and the write benchmarks) compare the
+// maps with Go maps and other guards; their figures are in tuning.md,
+// "shard: lookup and write costs".
 package shard

@@ -15,9 +15,10 @@ import (
 // A lookup costs about as much as the Go map it replaces, so what a factored
 // version adds (calls to keyOf, xxh18, shard.get and table.find, their
 // argument shuffling and spills, the bounds checks, the load of the table
-// header) is a measurable share of it: about 2 ns of a 30 ns lookup at 1 k
-// entries. Uncommon cases (zoned addresses, a netip layout other than the
-// expected one, a concurrent write) leave through calls.
+// header) is a measurable share of it in BenchmarkGet at 1 k entries (the
+// figure is in tuning.md, "shard: lookup and write costs"). Uncommon cases
+// (zoned addresses, a netip layout other than the expected one, a
+// concurrent write) leave through calls.
 func getAddr[T any](z *zoneTable, seed uint64, shards []shard[T], a netip.AddrPort) (*T, bool) {
 	k, h, ok := addrKeyHash(z, seed, a)
 	if !ok {
@@ -52,7 +53,7 @@ func addrKeyHash(z *zoneTable, seed uint64, a netip.AddrPort) (k addrKey, h uint
 		return k, 0, false
 	}
 
-	h = seed + prime5 + AddrKeySize
+	h = seed + prime5 + addrKeySize
 	h ^= round0(bits.ReverseBytes64(k.hi))
 	h = bits.RotateLeft64(h, 27)*prime1 + prime4
 	h ^= round0(bits.ReverseBytes64(k.lo))

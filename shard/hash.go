@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"math/bits"
+	"net/netip"
 )
 
 // XXH64 constants (http://cyan4973.github.io/xxHash/, as in
@@ -16,19 +17,38 @@ const (
 	prime5 uint64 = 2870177450012600261
 )
 
-// AddrKeySize is the length of the byte string hashed for an address:
+// addrKeySize is the length of the byte string hashed for an address:
 // As16 ‖ port (big endian), so an IPv4 address and its IPv4-mapped IPv6 form
 // land in the same shard (they remain distinct keys).
-const AddrKeySize = 18
+const addrKeySize = 18
 
-// hashAddr returns XXH64(seed, As16(a) ‖ port₁₆ big endian) for the address
-// a whose key is k: bit for bit what xxhash.NewWithSeed(seed) returns for
-// those 18 bytes (tested against the library), written out for this one
-// length so that it runs with no buffer, no call into the library and no
-// length dispatch. The library's Sum64 has no seed (the seed would have to be
-// prepended: 26 bytes through its assembly) and its Digest copies the input
-// into a 96-byte state; see BenchmarkHash. The family and zone are not
-// hashed: they only tell apart keys that already share a hash.
+// HashAddr returns the seeded hash by which the maps place an address:
+// XXH64 with seed over As16(a) ‖ port (big endian), bit for bit what
+// github.com/cespare/xxhash/v2's NewWithSeed(seed) gives for those 18 bytes.
+// An IPv4 address and its IPv4-mapped IPv6 form hash alike; the zone is not
+// hashed. It is for other fixed tables indexed by address, such as
+// fastpath's rate limiter, that must not be aimable from outside: keep seed
+// secret (draw it from crypto/rand). It never allocates.
+func HashAddr(seed uint64, a netip.AddrPort) uint64 {
+	k, _ := keyOf(a)
+	return hashAddr(seed, &k)
+}
+
+// hashAddr returns HashAddr's value for the address whose key is k.
+//
+// Why XXH64 is written out here rather than called from
+// github.com/cespare/xxhash/v2: the library hashes a byte slice, so a key
+// would first be copied into a buffer, and its Sum64 has no seed (the seed
+// would be prepended, 26 bytes through its assembly and length dispatch),
+// while its seeded Digest copies the input into a 96-byte state.
+// Specialised for this one length, the hash runs on the key's words with no
+// buffer and no call. BenchmarkHash measures the three ways (inline,
+// xxhashSum64, xxhashDigest), and fastpath's BenchmarkLimiterAllow the
+// limiter that moved from the second to the first; tuning.md, "shard:
+// lookup and write costs", has the hash's share of a lookup and the
+// limiter's figures. TestHashAddrMatchesXXHash checks the result against
+// the library. The family and zone are not hashed: they only tell apart
+// keys that already share a hash.
 func hashAddr(seed uint64, k *addrKey) uint64 {
 	return xxh18(seed, bits.ReverseBytes64(k.hi), bits.ReverseBytes64(k.lo), uint16(k.meta>>portShift))
 }
@@ -36,7 +56,7 @@ func hashAddr(seed uint64, k *addrKey) uint64 {
 // xxh18 is XXH64 of the 18 bytes w0 ‖ w1 ‖ p₁₆ big endian (w0 and w1 little
 // endian, as XXH64 reads them).
 func xxh18(seed, w0, w1 uint64, p uint16) uint64 {
-	h := seed + prime5 + AddrKeySize
+	h := seed + prime5 + addrKeySize
 	h ^= round0(w0)
 	h = bits.RotateLeft64(h, 27)*prime1 + prime4
 	h ^= round0(w1)

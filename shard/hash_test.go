@@ -36,7 +36,7 @@ func sampleAddrs(r *rand.Rand, n int) []netip.AddrPort {
 // refHashAddr is the specification: XXH64 with seed over As16 ‖ port (big
 // endian), computed by github.com/cespare/xxhash/v2.
 func refHashAddr(seed uint64, a netip.AddrPort) uint64 {
-	var b [AddrKeySize]byte
+	var b [addrKeySize]byte
 	a16 := a.Addr().As16()
 	copy(b[:], a16[:])
 	binary.BigEndian.PutUint16(b[16:], a.Port())
@@ -50,6 +50,9 @@ func TestHashAddrMatchesXXHash(t *testing.T) {
 	for _, seed := range []uint64{0, 1, 0x9e3779b97f4a7c15, ^uint64(0), r.Uint64()} {
 		for _, a := range sampleAddrs(r, 2000) {
 			want := refHashAddr(seed, a)
+			if got := HashAddr(seed, a); got != want {
+				t.Fatalf("HashAddr(%#x, %v) = %#x, want %#x", seed, a, got, want)
+			}
 			k, _ := keyOf(a)
 			if got := hashAddr(seed, &k); got != want {
 				t.Fatalf("hashAddr(%#x, %v) = %#x, want %#x", seed, a, got, want)
@@ -64,7 +67,7 @@ func TestHashAddrMatchesXXHash(t *testing.T) {
 	// With a zero seed, XXH64 with seed is plain XXH64.
 	a := netip.MustParseAddrPort("1.2.3.4:5")
 	k, _ := keyOf(a)
-	var b [AddrKeySize]byte
+	var b [addrKeySize]byte
 	a16 := a.Addr().As16()
 	copy(b[:], a16[:])
 	binary.BigEndian.PutUint16(b[16:], a.Port())

@@ -29,11 +29,11 @@ const (
 	famV4      = 1
 	famV6      = 2
 
-	// MaxZones is how many distinct IPv6 zones one map can hold addresses
+	// maxZones is how many distinct IPv6 zones one map can hold addresses
 	// of. Zones name local interfaces (fe80::1%eth0), so they are few; each
 	// is given a small id the first time an address with it is stored, and
 	// keeps it for the map's life.
-	MaxZones = 1<<(63-zoneShift) - 1
+	maxZones = 1<<(63-zoneShift) - 1
 )
 
 // addrLayout mirrors netip.Addr: the 128-bit address as hi and lo words, then
@@ -144,7 +144,7 @@ func (k addrKey) addrPort(zones *zoneTable) netip.AddrPort {
 		binary.BigEndian.PutUint64(b[:8], k.hi)
 		binary.BigEndian.PutUint64(b[8:], k.lo)
 		ip = netip.AddrFrom16(b)
-		if id := k.meta >> zoneShift & MaxZones; id != 0 {
+		if id := k.meta >> zoneShift & maxZones; id != 0 {
 			ip = ip.WithZone(zones.name(id))
 		}
 	}
@@ -167,7 +167,7 @@ type zoneSnap struct {
 
 // id returns zone's id. If zone has none yet, register decides whether to
 // give it one (for stores) or to report false (for lookups: no entry can
-// have an unregistered zone). It panics when a map would exceed MaxZones.
+// have an unregistered zone). It panics when a map would exceed maxZones.
 func (z *zoneTable) id(zone string, register bool) (uint64, bool) {
 	if s := z.snap.Load(); s != nil {
 		if id, ok := s.ids[zone]; ok {
@@ -191,7 +191,7 @@ func (z *zoneTable) id(zone string, register bool) (uint64, bool) {
 		s.names = append(s.names[:0], old.names...)
 	}
 	id := uint64(len(s.names))
-	if id > MaxZones {
+	if id > maxZones {
 		panic("shard: too many distinct IPv6 zones")
 	}
 	s.ids[zone] = id

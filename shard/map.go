@@ -28,9 +28,9 @@ func cookieMeta(w2, h uint64) uint64 {
 // no Get or GetByCookie can observe a state in which one index has an entry
 // the other lacks, or a value the other does not have. Locks are taken in
 // one global order, all address shards before any cookie shard and by index
-// within each index, so the map cannot deadlock. Operations that start from
-// a cookie (Move, DeleteByCookie) first read the cookie's address without
-// locking, then lock in order and retry if the entry moved meanwhile.
+// within each index, so the map cannot deadlock. An operation that starts from
+// a cookie (Move) first reads the cookie's address without locking, then
+// locks in order and retries if the entry moved meanwhile.
 //
 // Values are non-nil pointers, so a nil result means "none". Lookups never
 // allocate; neither do mutations, except when a table is rebuilt (see
@@ -138,18 +138,9 @@ func (m *Map[T]) GetByCookie(c *[20]byte) (*T, netip.AddrPort, bool) {
 // resolving, unless it was c) and is returned as old. If c already belongs to
 // an entry at another address, Insert changes nothing and returns ok false:
 // a cookie names one connection, and re-pointing it would orphan that
-// connection's address entry. InsertNew refuses both kinds of conflict.
+// connection's address entry.
 func (m *Map[T]) Insert(a netip.AddrPort, c [20]byte, v *T) (old *T, ok bool) {
 	return m.insert(a, &c, v, true)
-}
-
-// InsertNew stores v at address a under cookie c only if neither a nor c is
-// in the map, and reports whether it did: the atomic check-and-insert that a
-// connection promotion needs when two workers may race to promote the same
-// client. It panics if v is nil.
-func (m *Map[T]) InsertNew(a netip.AddrPort, c [20]byte, v *T) bool {
-	_, ok := m.insert(a, &c, v, false)
-	return ok
 }
 
 func (m *Map[T]) insert(a netip.AddrPort, c *[20]byte, v *T, replace bool) (old *T, ok bool) {
@@ -308,13 +299,6 @@ func (m *Map[T]) Move(c *[20]byte, to netip.AddrPort) (v *T, from netip.AddrPort
 	}
 }
 
-// Delete removes the entry at address a from both indexes and returns its
-// value.
-func (m *Map[T]) Delete(a netip.AddrPort) (*T, bool) {
-	v := m.delete(a, nil)
-	return v, v != nil
-}
-
 // CompareAndDelete removes the entry at address a only if its value is old,
 // and reports whether it did: "delete this connection, if it is still at this
 // address", without racing a concurrent Insert or Move.
@@ -358,58 +342,6 @@ func (m *Map[T]) removeBoth(as *shard[T], i int) {
 	cl.s.endWrite()
 	as.endWrite()
 	cl.s.mu.Unlock()
-}
-
-// DeleteByCookie removes the entry with cookie c, wherever it is, and
-// returns its value and address. A cookie names one connection, so this is
-// how a connection removes itself race-free even if it may have moved.
-func (m *Map[T]) DeleteByCookie(c *[20]byte) (*T, netip.AddrPort, bool) {
-	cl := m.cookieLocOf(c)
-	for {
-		_, x, found := cl.s.get(cl.meta, cl.w[0], cl.w[1], true)
-		if !found {
-			return nil, netip.AddrPort{}, false
-		}
-		al := m.addrLoc(keyFromWords(x))
-		al.s.mu.Lock()
-		cl.s.mu.Lock()
-		ic := cl.find()
-		if ic < 0 || cl.s.t().extAt(ic) != x {
-			cl.s.mu.Unlock()
-			al.s.mu.Unlock()
-			if ic < 0 {
-				return nil, netip.AddrPort{}, false
-			}
-			continue
-		}
-		ia := al.find()
-		if ia < 0 {
-			inconsistent()
-		}
-		v := al.s.t().slots[ia].val.Load()
-		al.s.beginWrite()
-		cl.s.beginWrite()
-		cl.s.removeAt(ic)
-		al.s.removeAt(ia)
-		cl.s.endWrite()
-		al.s.endWrite()
-		cl.s.mu.Unlock()
-		al.s.mu.Unlock()
-		return v, al.k.addrPort(&m.zones), true
-	}
-}
-
-// Len returns the number of entries. It locks the address shards one at a
-// time, so under concurrent writes it is a sum of per-shard snapshots.
-func (m *Map[T]) Len() int {
-	n := 0
-	for i := range m.addrs {
-		s := &m.addrs[i]
-		s.mu.Lock()
-		n += s.count
-		s.mu.Unlock()
-	}
-	return n
 }
 
 // NumShards returns the number of shards per index, the bound for

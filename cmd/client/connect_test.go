@@ -12,17 +12,16 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/conn"
+	"github.com/udpgate/udpgate/internal/conntest"
 )
 
 // echoServer echoes Data and records how connections ended.
 type echoServer struct {
-	conn.NopHandler
+	conntest.Echo[*conn.Conn, conn.DisconnectReason]
 	mu    sync.Mutex
 	ends  []conn.DisconnectReason
 	wasRm []bool
 }
-
-func (*echoServer) OnPacket(c *conn.Conn, p []byte) { _, _ = c.Send(p) }
 
 func (e *echoServer) OnDisconnect(_ *conn.Conn, r conn.DisconnectReason, remote bool) {
 	e.mu.Lock()
@@ -53,12 +52,7 @@ func startServer(t *testing.T, cfg conn.Config) (*conn.Server, *echoServer) {
 	h := &echoServer{}
 	cfg.Handler = h
 	cfg.SweepInterval = 10 * time.Millisecond
-	srv, err := conn.Listen("127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	return srv, h
+	return conntest.Listen(t, conn.Listen, cfg), h
 }
 
 // TestConnectEchoesAndClosesCleanly: each line comes back on its own line,
@@ -104,7 +98,7 @@ func TestConnectInterrupted(t *testing.T) {
 	pr, pw := io.Pipe()
 	defer pw.Close()
 	ctx, cancel := context.WithCancel(t.Context())
-	var out, errb syncBuffer
+	var out, errb conntest.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- runConnect(ctx, []string{"-server", srv.Addr().String()}, pr, &out, &errb)
@@ -202,7 +196,7 @@ func TestConnectErrors(t *testing.T) {
 		srv, _ := startServer(t, conn.Config{NetworkVersion: 1})
 		pr, pw := io.Pipe()
 		defer pw.Close()
-		var out, errb syncBuffer
+		var out, errb conntest.SyncBuffer
 		done := make(chan error, 1)
 		go func() {
 			done <- runConnect(t.Context(), []string{"-server", srv.Addr().String()}, pr, &out, &errb)

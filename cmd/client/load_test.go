@@ -11,26 +11,20 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/conn"
+	"github.com/udpgate/udpgate/internal/conntest"
 )
 
-type loadEchoApp struct{ conn.NopHandler }
-
-func (loadEchoApp) OnPacket(c *conn.Conn, p []byte) { _, _ = c.Send(p) }
+type loadEchoApp = conntest.Echo[*conn.Conn, conn.DisconnectReason]
 
 // loadEchoServer starts an echo server on 127.0.0.1 with a free port.
 func loadEchoServer(t *testing.T) *conn.Server {
 	t.Helper()
-	s, err := conn.Listen("127.0.0.1:0", conn.Config{
+	return conntest.Listen(t, conn.Listen, conn.Config{
 		Handler:        loadEchoApp{},
 		NetworkVersion: 1,
 		ChallengeRate:  -1,
 		Sockets:        1,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
 }
 
 func TestLoadEndToEnd(t *testing.T) {

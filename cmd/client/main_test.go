@@ -1,35 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/udpgate/udpgate/internal/conntest"
 )
-
-// syncBuffer is a bytes.Buffer safe for a command's goroutines and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // runCmd runs the command as main does, with stdin, and returns the exit
 // status and what it printed.
 func runCmd(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errb syncBuffer
+	var out, errb conntest.SyncBuffer
 	code = run(args, strings.NewReader(stdin), &out, &errb)
 	return code, out.String(), errb.String()
 }

@@ -357,7 +357,7 @@ func logSummary(logger *slog.Logger, prev, cur conn.Stats, every time.Duration) 
 	var drops []string
 	for r := range cur.Drops {
 		if n := cur.Drops[r] - prev.Drops[r]; n > 0 {
-			drops = append(drops, fastpath.DropReason(r).String()+"="+strconv.FormatUint(n, 10))
+			drops = append(drops, conn.DropReason(r).String()+"="+strconv.FormatUint(n, 10))
 		}
 	}
 	attrs = append(attrs, "drops", strings.Join(drops, ","))

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,28 +21,11 @@ import (
 
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/conntest"
 )
 
-// syncBuffer is a bytes.Buffer safe for the server's logger and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // logged waits for a log line matching re and returns its first group.
-func logged(t *testing.T, out *syncBuffer, re string) string {
+func logged(t *testing.T, out *conntest.SyncBuffer, re string) string {
 	t.Helper()
 	rx := regexp.MustCompile(re)
 	deadline := time.Now().Add(10 * time.Second)
@@ -61,7 +43,7 @@ func logged(t *testing.T, out *syncBuffer, re string) string {
 type running struct {
 	sigs   chan os.Signal
 	done   chan error
-	stderr *syncBuffer
+	stderr *conntest.SyncBuffer
 	udp    string // the UDP address
 	web    string // the metrics address, "" without -metrics
 	cancel context.CancelFunc
@@ -72,7 +54,7 @@ type running struct {
 func start(t *testing.T, args []string, environment environ) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{sigs: make(chan os.Signal, 4), done: make(chan error, 1), stderr: &syncBuffer{}, cancel: cancel}
+	r := &running{sigs: make(chan os.Signal, 4), done: make(chan error, 1), stderr: &conntest.SyncBuffer{}, cancel: cancel}
 	args = append([]string{"-listen", "127.0.0.1:0", "-summary", "0"}, args...)
 	go func() {
 		r.done <- serve(ctx, args, environment, io.Discard, r.stderr, r.sigs, func() {})
@@ -159,7 +141,7 @@ func TestRunWithMetrics(t *testing.T) {
 	path := writeFile(t, "max-clients = 10\nsummary = \"50ms\"\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr syncBuffer
+	var stderr conntest.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"-config", path, "-listen", "127.0.0.1:0"},
@@ -410,7 +392,7 @@ func TestReloadLive(t *testing.T) {
 // TestReloadRealSignal: the process's own SIGHUP and SIGTERM reach run.
 func TestReloadRealSignal(t *testing.T) {
 	path := writeFile(t, "max-clients = 1\n")
-	var stderr syncBuffer
+	var stderr conntest.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(context.Background(), []string{"-config", path, "-listen", "127.0.0.1:0", "-summary", "0"}, env(), io.Discard, &stderr)

@@ -13,21 +13,15 @@ import (
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/conntest"
 )
 
-type echo struct{ conn.NopHandler }
-
-func (echo) OnPacket(c *conn.Conn, p []byte) { _, _ = c.Send(p) }
+type echo = conntest.Echo[*conn.Conn, conn.DisconnectReason]
 
 func listen(t *testing.T, cfg conn.Config) *conn.Server {
 	t.Helper()
 	cfg.Handler = echo{}
-	srv, err := conn.Listen("127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	return srv
+	return conntest.Listen(t, conn.Listen, cfg)
 }
 
 // TestFloodAgainstServer floods a real server with every kind and checks the

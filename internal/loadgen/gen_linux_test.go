@@ -10,26 +10,20 @@ import (
 
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/conn"
+	"github.com/udpgate/udpgate/internal/conntest"
 )
 
-type echoApp struct{ conn.NopHandler }
-
-func (echoApp) OnPacket(c *conn.Conn, p []byte) { c.Send(p) }
+type echoApp = conntest.Echo[*conn.Conn, conn.DisconnectReason]
 
 // listenEcho starts an udpgate server with the echo application.
 func listenEcho(t *testing.T) *conn.Server {
 	t.Helper()
-	s, err := conn.Listen("127.0.0.1:0", conn.Config{
+	return conntest.Listen(t, conn.Listen, conn.Config{
 		Handler:       echoApp{},
 		ChallengeRate: -1,
 		// overload control is off by default
 		Sockets: 1,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
 }
 
 // listenRawEcho starts a batchio echo: every datagram straight back.

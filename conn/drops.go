@@ -1,0 +1,14 @@
+package conn
+
+import "github.com/udpgate/udpgate/fastpath"
+
+// DropReason is why a datagram was dropped: the index of Stats.Drops and of
+// Client.Drops. The reasons are the protocol's (docs/protocol.md); String
+// names each, as logs and metrics label them.
+type DropReason uint8
+
+// NumDropReasons is the number of drop reasons, the length of Stats.Drops.
+const NumDropReasons = DropReason(fastpath.NumDropReasons)
+
+// String is the reason's name, such as "bad_cookie".
+func (r DropReason) String() string { return fastpath.DropReason(r).String() }

@@ -1,0 +1,113 @@
+package conn
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/udpgate/udpgate/batchio"
+	"github.com/udpgate/udpgate/cookie"
+	"github.com/udpgate/udpgate/fastpath"
+)
+
+// replaySock is a transport whose Recv fills the batch with fresh Data
+// packets from established clients and whose Send only counts: a loop over
+// it does all of its user-space work per batch and no system call.
+type replaySock struct {
+	fill func(b *batchio.Batch) int
+	sent int
+}
+
+func (r *replaySock) Recv(b *batchio.Batch) (int, error)   { return r.fill(b), nil }
+func (r *replaySock) Send(_ *batchio.Batch, n int) error   { r.sent += n; return nil }
+func (r *replaySock) WriteTo([]byte, netip.AddrPort) error { r.sent++; return nil }
+func (r *replaySock) Class() batchio.Class                 { return batchio.ClassAll }
+func (r *replaySock) Stats() batchio.Stats                 { return batchio.Stats{} }
+
+// BenchmarkLoopTransport prices the transport interface: a loop's full
+// round per batch of 64 echoed Data packets (Recv, the fast path, the
+// handlers' echoes, Send), with the transport called through the interface
+// as the loop does (iface), and through the concrete type (direct). The
+// difference is two indirect calls per batch.
+func BenchmarkLoopTransport(b *testing.B) {
+	for _, mode := range []string{"direct", "iface"} {
+		b.Run(fmt.Sprintf("via=%s", mode), func(b *testing.B) { benchLoopTransport(b, mode == "iface") })
+	}
+}
+
+func benchLoopTransport(b *testing.B, iface bool) {
+	const nconns, batch = 1000, 64
+	s, err := Listen("127.0.0.1:0", Config{Sockets: 1, Handler: benchEcho{},
+		KeepAlive: time.Hour, Timeout: 2 * time.Hour, MaxClients: nconns})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	rng := rand.New(rand.NewPCG(1, 2))
+	type client struct {
+		addr netip.AddrPort
+		hdr  fastpath.ConnHeader
+	}
+	rs := &replaySock{}
+	clients := make([]client, nconns)
+	for i := range clients {
+		var p promotion
+		p.addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 1, byte(i >> 8), byte(i)}), 10000)
+		for j := range p.cookie {
+			p.cookie[j] = byte(rng.Uint32())
+		}
+		p.to.ClientID = 1
+		c := s.newConn(&p, rs, now)
+		if _, ok := s.conns.Insert(p.addr, p.cookie, c); !ok {
+			b.Fatal("insert failed")
+		}
+		s.count.Add(1)
+		serverSeq, clientSeq := cookie.Sequences(&p.cookie)
+		clients[i] = client{addr: p.addr, hdr: fastpath.ConnHeader{SessionID: s.st.SessionID,
+			ClientID: 1, Tag: c.tag, Seq: clientSeq,
+			Ack: (serverSeq + fastpath.SeqModulus - 1) % fastpath.SeqModulus, Kind: fastpath.KindData}}
+	}
+	payload := make([]byte, 32)
+	rs.fill = func(rb *batchio.Batch) int {
+		for i := range batch {
+			cl := &clients[rng.IntN(nconns)]
+			m := &rb.Msgs[i]
+			m.N = fastpath.EncodeConn(m.Buf, s.st.magic, &cl.hdr, payload)
+			m.Addr = cl.addr
+			cl.hdr.Seq = (cl.hdr.Seq + 1) % fastpath.SeqModulus
+			cl.hdr.Ack = (cl.hdr.Ack + 1) % fastpath.SeqModulus
+			cl.hdr.AckBits = ^uint64(0)
+		}
+		return batch
+	}
+	l := newLoop(s, 0, rs, batch, seconds(now))
+	b.ReportAllocs()
+	b.ResetTimer()
+	if iface {
+		for done := 0; done < b.N; done += batch {
+			n, _ := l.sock.Recv(l.rb)
+			l.batch(n, now) // Send through l.sock
+			now = now.Add(time.Millisecond)
+		}
+	} else {
+		for done := 0; done < b.N; done += batch {
+			n, _ := rs.Recv(l.rb)
+			l.process(n, now)
+			_ = rs.Send(l.sb, l.out)
+			l.out = 0
+			l.handOff()
+			l.cnt.publish()
+			now = now.Add(time.Millisecond)
+		}
+	}
+	b.StopTimer()
+	if got := l.cnt.local[cConnIn]; got < uint64(b.N) {
+		b.Fatalf("only %d of %d packets accepted", got, b.N)
+	}
+	if rs.sent < b.N {
+		b.Fatalf("only %d of %d echoes sent", rs.sent, b.N)
+	}
+}
