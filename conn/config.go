@@ -69,8 +69,10 @@ type Config struct {
 	MaxClientsPerIP     int
 	MaxClientsPerPrefix int
 	// ChallengeRate and ChallengeBurst bound Challenge replies per source
-	// (address and port) per second; 0 takes the protocol defaults (32/s,
-	// burst 64), a negative rate means unlimited (benchmarks).
+	// (address and port) per second. As in a fastpath.Limit, a rate of 0
+	// takes the protocol default (32/s), a negative rate
+	// (fastpath.Unlimited) means unlimited (benchmarks), and a burst of 0
+	// is twice the rate.
 	ChallengeRate  float64
 	ChallengeBurst float64
 	// ChallengeRatePerIP and ChallengeRatePerPrefix bound Challenge
@@ -241,33 +243,15 @@ func (s *settings) fastpathConfig(loops int) fastpath.ServerConfig {
 		MaxDatagram:          s.MaxDatagram,
 		Sealed:               s.PrivateKey != nil,
 	}
-	fc.ChallengeLimit = rateLimit(s.ChallengeRate, s.ChallengeBurst, fastpath.DefaultChallengeLimit)
-	// The per-IP and per-network budgets are totals: the kernel spreads
-	// one host's ports over every handshake loop, each with its own
-	// table, so each loop gets its share. With no per-source limit
-	// (benchmarks loading from few addresses) they are off unless set.
-	ipDef, prefixDef := fastpath.DefaultChallengeIPLimit, fastpath.DefaultChallengePrefixLimit
-	if s.ChallengeRate < 0 {
-		ipDef, prefixDef = fastpath.Limit{Rate: -1}, fastpath.Limit{Rate: -1}
-	}
-	fc.ChallengeIPLimit = rateLimit(s.ChallengeRatePerIP, 0, ipDef).Divide(loops)
-	fc.ChallengePrefixLimit = rateLimit(s.ChallengeRatePerPrefix, 0, prefixDef).Divide(loops)
+	// Config's rates mean what a fastpath.Limit's do (0 the default, a
+	// negative rate unlimited, a burst of 0 twice the rate), so they pass
+	// through. The per-IP and per-network budgets are totals that fastpath
+	// shares out over the handshake loops.
+	fc.ChallengeLimit = fastpath.Limit{Rate: s.ChallengeRate, Burst: s.ChallengeBurst}
+	fc.ChallengeIPLimit = fastpath.Limit{Rate: s.ChallengeRatePerIP}
+	fc.ChallengePrefixLimit = fastpath.Limit{Rate: s.ChallengeRatePerPrefix}
+	fc.Loops = loops
 	return fc
-}
-
-// rateLimit is a Config rate as a fastpath.Limit: 0 the default, negative
-// unlimited, a burst of 0 twice the rate.
-func rateLimit(rate, burst float64, def fastpath.Limit) fastpath.Limit {
-	switch {
-	case rate < 0:
-		return fastpath.Limit{Rate: -1}
-	case rate == 0:
-		return def
-	}
-	if burst == 0 {
-		burst = 2 * rate
-	}
-	return fastpath.Limit{Rate: rate, Burst: burst}
 }
 
 // seconds converts a clock reading to the protocol's Unix seconds.

@@ -340,9 +340,9 @@ func TestChallengesTowardOneHost(t *testing.T) {
 	elapsed := time.Since(start).Seconds() + 0.2 // the sends, and collect's wait
 	got := collect(peers, fastpath.TypeChallenge)
 	// Burst 128, then 64/s, whichever loops the ports land on.
-	limit := 2*fastpath.DefaultChallengeIPLimit.Rate + fastpath.DefaultChallengeIPLimit.Rate*elapsed
-	t.Logf("Challenges toward one host from 1,000 ports: %d for %d Initials in %.2f s (budget %.0f/s, burst %.0f)",
-		got, 5*len(peers), elapsed, fastpath.DefaultChallengeIPLimit.Rate, 2*fastpath.DefaultChallengeIPLimit.Rate)
+	limit := 2*fastpath.DefaultChallengeIPRate + fastpath.DefaultChallengeIPRate*elapsed
+	t.Logf("Challenges toward one host from 1,000 ports: %d for %d Initials in %.2f s (budget %d/s, burst %d)",
+		got, 5*len(peers), elapsed, fastpath.DefaultChallengeIPRate, 2*fastpath.DefaultChallengeIPRate)
 	if float64(got) > limit+1 {
 		t.Fatalf("%d Challenges toward one host, want at most %.0f", got, limit)
 	}
@@ -377,7 +377,7 @@ func TestVersionUpgradeTotalAcrossLoops(t *testing.T) {
 	second := round()
 	t.Logf("VersionUpgrades over 300 s across %d loops: %d, then %d after 300 s (%d requests each time)",
 		len(s.loops), first, second, 8*len(peers))
-	total := int(fastpath.DefaultVersionUpgradeTotal.Burst)
+	total := fastpath.DefaultVersionUpgradeTotal
 	if first > total+2 || first+second > 2*total+4 {
 		t.Fatalf("VersionUpgrades %d and %d: more than one budget of %d per 300 s", first, second, total)
 	}

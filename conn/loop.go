@@ -52,10 +52,9 @@ type loop struct {
 	sink  uint64
 	// sealedScratch is sealed mode's per-loop state (nil when unsealed).
 	sealedScratch *loopSealed
-	// Challenge token bucket under overload.
-	chTokens float64
-	budget   int
-	last     time.Time
+	// challenges is the overload Challenge budget, which fp.Shed points
+	// to: kept here so that it survives fp being rebuilt.
+	challenges fastpath.Bucket
 }
 
 func newLoop(s *Server, idx int, sock transport, size int, now float64) *loop {
@@ -82,7 +81,6 @@ func newLoop(s *Server, idx int, sock transport, size int, now float64) *loop {
 		deferred:      make([]int32, 0, size),
 		conns:         make([]*Conn, size),
 		addrs:         make([]netip.AddrPort, size),
-		budget:        -1,
 	}
 }
 
@@ -174,7 +172,7 @@ func (l *loop) process(n int, now time.Time) {
 }
 
 // handOff queues the batch's proven clients for the promotion pool, once
-// per batch, and settles the overload Challenge budget.
+// per batch.
 func (l *loop) handOff() {
 	s := l.s
 	if len(l.pending) > 0 {
@@ -185,33 +183,20 @@ func (l *loop) handOff() {
 		clear(l.pending)
 		l.pending = l.pending[:0]
 	}
-	if l.budget >= 0 {
-		l.chTokens -= float64(l.budget - l.fp.Shed.ChallengeBudget)
-	}
 }
 
 // shed applies the overload level to this batch: which optional replies to
-// skip, and the Challenge budget from the loop's token bucket (one second
-// of the level's cap at most).
+// skip, and the level's Challenge cap as a token bucket that holds one
+// second of it at most (fastpath spends it per Challenge).
 func (l *loop) shed(now time.Time) {
 	ov := &l.s.ov
 	level := OverloadLevel(ov.level.Load())
-	elapsed := now.Sub(l.last).Seconds()
-	l.last = now
-	limit := ov.challengeCap(level)
+	limit := ov.challengeCap(level) // negative: no cap
 	sh := &l.fp.Shed
 	sh.NoRestart = level >= LevelBurst
 	sh.NoVersionUpgrade = level >= LevelBurst
-	if limit < 0 {
-		sh.ChallengeBudget, l.budget = -1, -1
-		l.chTokens = 0
-		return
-	}
-	if elapsed > 0 {
-		l.chTokens = min(limit, l.chTokens+elapsed*limit)
-	}
-	l.budget = int(l.chTokens)
-	sh.ChallengeBudget = l.budget
+	l.challenges.SetLimit(fastpath.Limit{Rate: limit, Burst: limit}, seconds(now))
+	sh.Challenges = &l.challenges
 }
 
 // handle runs one datagram through the fast path; c is its address's

@@ -49,7 +49,10 @@ func (p *payloadSet) OnPacket(c *Conn, b []byte) {
 // report agrees with what the proxy really did.
 func TestLossyNetwork(t *testing.T) {
 	app := &payloadSet{seen: map[string]int{}}
-	s := listen(t, Config{Handler: app})
+	// Timeouts long enough that no connection times out here: the test
+	// is about delivery reports, and a loaded machine (the race pass
+	// beside other packages) can starve a connection for 5 s.
+	s := listen(t, Config{Handler: app, Timeout: 30 * time.Second})
 	proxy, err := netem.New(s.Addr(), netem.Config{Loss: 0.25, Duplicate: 0.10, Reorder: 0.10,
 		Delay: time.Millisecond, Jitter: 3 * time.Millisecond, Seed: 42})
 	if err != nil {
@@ -92,7 +95,7 @@ func TestLossyNetwork(t *testing.T) {
 			// At 25% loss each way a round trip fails with p = 0.44, so
 			// ten in a row (the default 10 s timeout) happen to one of
 			// 100 clients in ~5% of runs; with 20 s, in ~1e-5.
-			c, err := Dial(ctx, proxy.Addr().String(), Config{Handler: logs[i], ConnectTimeout: 20 * time.Second})
+			c, err := Dial(ctx, proxy.Addr().String(), Config{Handler: logs[i], ConnectTimeout: 20 * time.Second, Timeout: 30 * time.Second})
 			if err != nil {
 				errs <- fmt.Errorf("client %d: %v", i, err)
 				return

@@ -66,8 +66,7 @@ func TestOverloadCapsChallenges(t *testing.T) {
 	p := newRawPeer(t, s, "127.0.0.1:0")
 	initial := p.handshakePacket(0, nil)
 	now := time.Now()
-	l.last = now
-	l.chTokens = 0
+	l.shed(now) // the level's first batch: the budget starts empty
 	run := func(at time.Time, n int) uint64 {
 		before := l.cnt.local[cReply+1]
 		for i := range n {

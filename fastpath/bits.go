@@ -136,20 +136,17 @@ func (w *BitWriter) WriteTerminator() {
 	}
 }
 
-// Bits returns the number of bits written.
-func (w *BitWriter) Bits() int { return w.pos }
-
 // Len returns the number of bytes holding written bits.
 func (w *BitWriter) Len() int { return (w.pos + 7) >> 3 }
 
 // Overflow reports whether a write did not fit in the buffer.
 func (w *BitWriter) Overflow() bool { return w.overflow }
 
-// PayloadBits applies the receiving rule of §1 to a datagram: it is dropped
+// payloadBits applies the receiving rule of §1 to a datagram: it is dropped
 // (false) when empty or when its last byte is zero; otherwise the highest set
 // bit of the last byte is the terminator and the payload is every bit before
 // it.
-func PayloadBits(datagram []byte) (int, bool) {
+func payloadBits(datagram []byte) (int, bool) {
 	n := len(datagram)
 	if n == 0 || datagram[n-1] == 0 {
 		return 0, false
@@ -157,33 +154,23 @@ func PayloadBits(datagram []byte) (int, bool) {
 	return 8*(n-1) + bits.Len8(datagram[n-1]) - 1, true
 }
 
-// BitReader reads an LSB-first bitstream from a caller-owned datagram, up to
+// bitReader reads an LSB-first bitstream from a caller-owned datagram, up to
 // the terminator (§1).
 //
 // A read that runs past the terminator sets Overrun and returns zeros, and so
 // does every later read (Left is then 0); decoders read a fixed run of fields
 // and check Overrun once, instead of a bounds check per field.
-type BitReader struct {
+type bitReader struct {
 	buf     []byte
 	pos     int // bits read
 	limit   int // payload bits: reads never pass this
 	overrun bool
 }
 
-// NewBitReader returns a reader over the payload bits of datagram, or false
-// if PayloadBits rejects it.
-func NewBitReader(datagram []byte) (BitReader, bool) {
-	n, ok := PayloadBits(datagram)
-	if !ok {
-		return BitReader{}, false
-	}
-	return BitReader{buf: datagram, limit: n}, true
-}
-
 // ReadBits reads an n-bit field, value-bit 0 first. n must be in 0..64.
-func (r *BitReader) ReadBits(n int) uint64 {
+func (r *bitReader) ReadBits(n int) uint64 {
 	if uint(n) > 64 {
-		panic("fastpath: BitReader.ReadBits: n out of range 0..64")
+		panic("fastpath: bitReader.ReadBits: n out of range 0..64")
 	}
 	if n > r.limit-r.pos {
 		r.fail()
@@ -218,18 +205,18 @@ func (r *BitReader) ReadBits(n int) uint64 {
 
 // fail marks an overrun. Pulling the limit down to the position makes every
 // later read fail too, without a separate check on the fast path.
-func (r *BitReader) fail() {
+func (r *bitReader) fail() {
 	r.overrun = true
 	r.limit = r.pos
 }
 
 // ReadBool reads one bit.
-func (r *BitReader) ReadBool() bool { return r.ReadBits(1) != 0 }
+func (r *bitReader) ReadBool() bool { return r.ReadBits(1) != 0 }
 
 // ReadBytes fills dst with len(dst) 8-bit fields. On an overrun dst is
 // zeroed. On a byte boundary it is a copy; otherwise each eight bytes are one
 // 64-bit load, shifted, plus the ninth byte's low bits.
-func (r *BitReader) ReadBytes(dst []byte) {
+func (r *bitReader) ReadBytes(dst []byte) {
 	if len(dst) > (r.limit-r.pos)/8 {
 		r.fail()
 		clear(dst)
@@ -257,7 +244,7 @@ func (r *BitReader) ReadBytes(dst []byte) {
 }
 
 // Left returns the payload bits not yet read.
-func (r *BitReader) Left() int { return r.limit - r.pos }
+func (r *bitReader) Left() int { return r.limit - r.pos }
 
 // Overrun reports whether a read ran past the terminator.
-func (r *BitReader) Overrun() bool { return r.overrun }
+func (r *bitReader) Overrun() bool { return r.overrun }

@@ -8,7 +8,7 @@ import (
 )
 
 // bitsRefSet and bitsRefGet are the §1 bit rule written the obvious way; the
-// word-at-a-time BitWriter and BitReader are checked against them.
+// word-at-a-time BitWriter and bitReader are checked against them.
 func bitsRefSet(b []byte, n int, v bool) {
 	if v {
 		b[n>>3] |= 1 << (n & 7)
@@ -185,9 +185,9 @@ func TestBitWriterTerminator(t *testing.T) {
 		if w.Bits() != 8*n || n != pos/8+1 {
 			t.Fatalf("pos %d: bits=%d len=%d", pos, w.Bits(), n)
 		}
-		got, ok := PayloadBits(buf[:n])
+		got, ok := payloadBits(buf[:n])
 		if !ok || got != pos {
-			t.Fatalf("pos %d: PayloadBits = %d, %v", pos, got, ok)
+			t.Fatalf("pos %d: payloadBits = %d, %v", pos, got, ok)
 		}
 	}
 }
@@ -196,7 +196,7 @@ func TestBitPanicsOnBadWidth(t *testing.T) {
 	for _, n := range []int{-1, 65} {
 		for name, f := range map[string]func(){
 			"WriteBits": func() { w := NewBitWriter(make([]byte, 16)); w.WriteBits(0, n) },
-			"ReadBits":  func() { r, _ := NewBitReader(bytes.Repeat([]byte{1}, 16)); r.ReadBits(n) },
+			"ReadBits":  func() { r, _ := newBitReader(bytes.Repeat([]byte{1}, 16)); r.ReadBits(n) },
 		} {
 			func() {
 				defer func() {
@@ -225,13 +225,13 @@ func TestPayloadBits(t *testing.T) {
 		{[]byte{0xFF, 0x02}, 9, true},
 		{[]byte{0, 0, 0x10}, 20, true},
 	} {
-		bits, ok := PayloadBits(tc.in)
+		bits, ok := payloadBits(tc.in)
 		if bits != tc.bits || ok != tc.ok {
-			t.Errorf("PayloadBits(%x) = %d, %v; want %d, %v", tc.in, bits, ok, tc.bits, tc.ok)
+			t.Errorf("payloadBits(%x) = %d, %v; want %d, %v", tc.in, bits, ok, tc.bits, tc.ok)
 		}
-		r, ok := NewBitReader(tc.in)
+		r, ok := newBitReader(tc.in)
 		if ok != tc.ok || r.Left() != tc.bits {
-			t.Errorf("NewBitReader(%x): ok=%v left=%d", tc.in, ok, r.Left())
+			t.Errorf("newBitReader(%x): ok=%v left=%d", tc.in, ok, r.Left())
 		}
 	}
 }
@@ -247,10 +247,10 @@ func TestBitReaderMatchesReference(t *testing.T) {
 		if data[size-1] == 0 {
 			data[size-1] = 1 << rng.IntN(8)
 		}
-		limit, _ := PayloadBits(data)
-		r, ok := NewBitReader(data)
+		limit, _ := payloadBits(data)
+		r, ok := newBitReader(data)
 		if !ok {
-			t.Fatal("NewBitReader refused a valid datagram")
+			t.Fatal("newBitReader refused a valid datagram")
 		}
 		pos := 0
 		for r.Left() > 0 {
@@ -282,7 +282,7 @@ func TestBitReaderMatchesReference(t *testing.T) {
 
 func TestBitReaderOverrun(t *testing.T) {
 	// 0xFF 0x03: payload is 9 bits, all ones.
-	r, _ := NewBitReader([]byte{0xFF, 0x03})
+	r, _ := newBitReader([]byte{0xFF, 0x03})
 	if v := r.ReadBits(4); v != 0xF {
 		t.Fatalf("ReadBits(4) = %#x", v)
 	}
@@ -297,14 +297,14 @@ func TestBitReaderOverrun(t *testing.T) {
 		t.Fatal("ReadBool after overrun = true")
 	}
 
-	r, _ = NewBitReader([]byte{0xAA, 0xBB, 0x01})
+	r, _ = newBitReader([]byte{0xAA, 0xBB, 0x01})
 	dst := []byte{9, 9, 9}
 	r.ReadBytes(dst)
 	if !r.Overrun() || !bytes.Equal(dst, []byte{0, 0, 0}) {
 		t.Fatalf("ReadBytes past the end: overrun=%v dst=%x", r.Overrun(), dst)
 	}
 
-	r, _ = NewBitReader([]byte{0xAA, 0xBB, 0x01})
+	r, _ = newBitReader([]byte{0xAA, 0xBB, 0x01})
 	r.ReadBits(3)
 	r.ReadBytes(dst[:2]) // 16 bits with 13 left
 	if !r.Overrun() {
@@ -332,7 +332,7 @@ func TestBitRoundTrip(t *testing.T) {
 		if w.Overflow() {
 			t.Fatalf("iter %d: overflow", iter)
 		}
-		r, ok := NewBitReader(buf[:w.Len()])
+		r, ok := newBitReader(buf[:w.Len()])
 		if !ok || r.Left() != total {
 			t.Fatalf("iter %d: reader ok=%v left=%d, want %d", iter, ok, r.Left(), total)
 		}
@@ -367,7 +367,7 @@ func TestBitCodecAllocs(t *testing.T) {
 		w.WriteBits(0x1234, 13)
 		w.WriteBytes(cookie)
 		w.WriteTerminator()
-		r, _ := NewBitReader(buf[:w.Len()])
+		r, _ := newBitReader(buf[:w.Len()])
 		r.ReadBits(13)
 		r.ReadBytes(cookie)
 	}); n != 0 {

@@ -9,7 +9,7 @@ import (
 // MaxClientPacketLen is the largest handshake packet a client sends: a
 // RestartResponse with 16 random bytes and a 32-bit magic header. An out
 // buffer of this size always fits what Poll and Receive write.
-const MaxClientPacketLen = (MaxMagicBits + IDBits + BaseBits + 385 + 8*MaxRandomBytes + 1 + 7) / 8
+const MaxClientPacketLen = (maxMagicBits + IDBits + BaseBits + 385 + 8*MaxRandomBytes + 1 + 7) / 8
 
 // Client timing defaults (docs/protocol.md §6; UE5's net.HandshakeResendInterval
 // and MIN_COOKIE_LIFETIME, docs/protocol.md §12).

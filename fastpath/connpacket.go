@@ -74,7 +74,7 @@ func EncodeConn(dst []byte, m Magic, h *ConnHeader, payload []byte) int {
 	dst = dst[:n]
 	// The prefix is at most 38 bits and n ≥ 19, so one 8-byte store writes
 	// it and its zero padding; the header then overwrites from offset o.
-	binary.LittleEndian.PutUint64(dst, uint64(m.bits)|uint64(h.SessionID)<<m.n|uint64(h.ClientID)<<(m.n+2))
+	binary.LittleEndian.PutUint64(dst, uint64(m.bits)|prefixWord(h.SessionID, h.ClientID, false)<<m.n)
 	o := ConnHeaderOffset(m)
 	binary.LittleEndian.PutUint32(dst[o:], h.Tag)
 	binary.LittleEndian.PutUint16(dst[o+4:], h.Seq)
@@ -124,7 +124,7 @@ func DecodeConn(m Magic, b []byte, h *ConnHeader) (payload []byte, r DropReason)
 // decodeConn is DecodeConn after the prefix checks, for a caller that has
 // decoded the prefix word pw already (decodePrefixWord accepted b).
 func decodeConn(m Magic, b []byte, pw uint64, h *ConnHeader) (payload []byte, r DropReason) {
-	if pw>>5&1 != 0 {
+	if prefixHandshake(pw) {
 		return nil, DropUnexpectedType
 	}
 	end := len(b) - 1
@@ -141,8 +141,8 @@ func decodeConn(m Magic, b []byte, pw uint64, h *ConnHeader) (payload []byte, r 
 		return nil, DropBadBody
 	}
 	*h = ConnHeader{
-		SessionID: uint8(pw & 3),
-		ClientID:  uint8(pw >> 2 & 7),
+		SessionID: prefixSessionID(pw),
+		ClientID:  prefixClientID(pw),
 		Tag:       binary.LittleEndian.Uint32(hdr),
 		Seq:       seq,
 		Ack:       ack,

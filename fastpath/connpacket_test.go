@@ -33,7 +33,7 @@ func codecRandConn(rng *rand.Rand) (ConnHeader, []byte) {
 }
 
 func TestConnGeometry(t *testing.T) {
-	for n := 0; n <= MaxMagicBits; n++ {
+	for n := 0; n <= maxMagicBits; n++ {
 		m := Magic{n: uint8(n)}
 		off := ConnHeaderOffset(m)
 		if want := (n + 6 + 7) / 8; off != want {
@@ -270,7 +270,7 @@ func TestConnAllocs(t *testing.T) {
 func TestConnEveryGeometry(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
 	buf := make([]byte, 128)
-	for mlen := 0; mlen <= MaxMagicBits; mlen++ {
+	for mlen := 0; mlen <= maxMagicBits; mlen++ {
 		m := codecFuzzMagic(uint8(mlen), rng.Uint32())
 		for kind := KindData; kind <= KindDisconnect; kind++ {
 			h, payload := codecRandConn(rng)

@@ -78,7 +78,7 @@ const (
 	// The server remembers spent cookies for the cookie lifetime (§5).
 	DropReplayedCookie
 	// DropSuspectSequence: a connection packet whose sequence fields are not
-	// believable: more than SeqMaxJump ahead of the newest received and not
+	// believable: more than seqMaxJump ahead of the newest received and not
 	// yet confirmed by a second packet, or an Ack that names a packet never
 	// sent or goes back behind the newest packet's (a replay from 16384
 	// packets earlier, or a forgery). See SeqState.Receive.
@@ -176,7 +176,3 @@ func (r DropReason) String() string {
 	}
 	return "unknown"
 }
-
-// Error lets a DropReason travel as an error from decoders without an
-// allocation (a small integer in an interface is not boxed on the heap).
-func (r DropReason) Error() string { return "fastpath: drop: " + r.String() }

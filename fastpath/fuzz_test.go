@@ -12,14 +12,14 @@ import (
 
 // codecFuzzMagic maps fuzzer input onto a valid magic header.
 func codecFuzzMagic(n uint8, bits uint32) Magic {
-	m := Magic{n: n % (MaxMagicBits + 1)}
+	m := Magic{n: n % (maxMagicBits + 1)}
 	m.bits = bits & uint32(m.mask())
 	return m
 }
 
-// codecRefPrefix is DecodePrefix written with the BitReader, field by field.
+// codecRefPrefix is DecodePrefix written with the bitReader, field by field.
 func codecRefPrefix(m Magic, b []byte) (Prefix, DropReason) {
-	r, ok := NewBitReader(b)
+	r, ok := newBitReader(b)
 	if !ok || r.Left() < m.Len()+IDBits+1 {
 		return Prefix{}, DropMalformed
 	}
@@ -145,10 +145,10 @@ func FuzzDecodeConn(f *testing.F) {
 // datagram itself, whatever the field boundaries.
 func FuzzBitReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, ops []byte) {
-		limit, ok := PayloadBits(data)
-		r, rok := NewBitReader(data)
+		limit, ok := payloadBits(data)
+		r, rok := newBitReader(data)
 		if rok != ok {
-			t.Fatalf("NewBitReader ok=%v, PayloadBits ok=%v", rok, ok)
+			t.Fatalf("newBitReader ok=%v, payloadBits ok=%v", rok, ok)
 		}
 		if !ok {
 			if len(data) != 0 && data[len(data)-1] != 0 {

@@ -15,7 +15,7 @@ type Magic struct {
 }
 
 // ParseMagic parses a magic header given as a string of '0' and '1', first
-// character first on the wire, at most MaxMagicBits long. The empty string
+// character first on the wire, at most maxMagicBits long. The empty string
 // is the empty header (no magic).
 func ParseMagic(s string) (Magic, error) {
 	var m Magic
@@ -23,7 +23,7 @@ func ParseMagic(s string) (Magic, error) {
 		switch c {
 		case '0':
 		case '1':
-			if i < MaxMagicBits {
+			if i < maxMagicBits {
 				m.bits |= 1 << uint(i)
 			}
 		default:
@@ -31,9 +31,9 @@ func ParseMagic(s string) (Magic, error) {
 				"use only the characters '0' and '1', first character first on the wire", s, c, i)
 		}
 	}
-	if len(s) > MaxMagicBits {
+	if len(s) > maxMagicBits {
 		return Magic{}, fmt.Errorf("fastpath: magic header %q is %d bits long; "+
-			"use at most %d characters of '0' and '1', or \"\" for none", s, len(s), MaxMagicBits)
+			"use at most %d characters of '0' and '1', or \"\" for none", s, len(s), maxMagicBits)
 	}
 	m.n = uint8(len(s))
 	return m, nil

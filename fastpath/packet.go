@@ -14,9 +14,37 @@ type Prefix struct {
 	Handshake bool
 }
 
-// prefixBits is the prefix's length after the magic header: SessionID,
-// ClientID and HandshakeBit.
-const prefixBits = IDBits + 1
+// The prefix after the magic header, as decodePrefixWord returns it and the
+// encoders write it (docs/protocol.md §2): SessionID in bits 0..1, ClientID
+// in bits 2..4, HandshakeBit in bit 5; the bits above belong to what
+// follows. These are the only places that know the layout.
+const (
+	// prefixBits is the prefix's length: SessionID, ClientID and
+	// HandshakeBit.
+	prefixBits         = IDBits + 1
+	prefixClientShift  = 2
+	prefixHandshakeBit = 1 << IDBits
+)
+
+// prefixSessionID returns the SessionID of prefix word pw.
+func prefixSessionID(pw uint64) uint8 { return uint8(pw & (1<<prefixClientShift - 1)) }
+
+// prefixClientID returns the ClientID of prefix word pw.
+func prefixClientID(pw uint64) uint8 { return uint8(pw >> prefixClientShift & 7) }
+
+// prefixHandshake reports the HandshakeBit of prefix word pw.
+func prefixHandshake(pw uint64) bool { return pw&prefixHandshakeBit != 0 }
+
+// prefixWord is the prefix of a packet with sessionID, clientID and the
+// HandshakeBit set for a handshake packet: the first prefixBits bits after
+// the magic header. IDs must fit their fields (the encoders check).
+func prefixWord(sessionID, clientID uint8, handshake bool) uint64 {
+	w := uint64(sessionID) | uint64(clientID)<<prefixClientShift
+	if handshake {
+		w |= prefixHandshakeBit
+	}
+	return w
+}
 
 // DecodePrefix checks the terminator and the magic header of b and returns
 // its SessionID, ClientID and HandshakeBit. It is the whole per-datagram cost
@@ -29,15 +57,15 @@ func DecodePrefix(m Magic, b []byte) (Prefix, DropReason) {
 	if r != DropNone {
 		return Prefix{}, r
 	}
-	return Prefix{SessionID: uint8(w & 3), ClientID: uint8(w >> 2 & 7), Handshake: w>>5&1 != 0}, DropNone
+	return Prefix{SessionID: prefixSessionID(w), ClientID: prefixClientID(w), Handshake: prefixHandshake(w)}, DropNone
 }
 
 // decodePrefixWord applies the terminator rule and the magic check and
-// returns the bits after the magic header (SessionID in bits 0..1, ClientID
-// in 2..4, HandshakeBit in 5, later bits unspecified) and the payload length
-// in bits. The prefix is at most 38 bits, so one 64-bit load holds it.
-func decodePrefixWord(m Magic, b []byte) (w uint64, payloadBits int, r DropReason) {
-	pb, ok := PayloadBits(b)
+// returns the bits after the magic header (the prefix word, read with
+// prefixSessionID, prefixClientID and prefixHandshake) and the payload
+// length in bits. The prefix is at most 38 bits, so one 64-bit load holds it.
+func decodePrefixWord(m Magic, b []byte) (w uint64, pbits int, r DropReason) {
+	pb, ok := payloadBits(b)
 	if !ok || pb < int(m.n)+prefixBits {
 		return 0, 0, DropMalformed
 	}
@@ -61,7 +89,7 @@ func decodePrefixWord(m Magic, b []byte) (w uint64, payloadBits int, r DropReaso
 // a size budget (the no-amplification rule of §5); it returns 0 for an
 // unknown type or a negative randomLen.
 func HandshakeLen(m Magic, t PacketType, randomLen int) int {
-	body := t.BodyBits()
+	body := t.bodyBits()
 	if body < 0 || randomLen < 0 {
 		return 0
 	}
@@ -119,7 +147,7 @@ func EncodeHandshake(dst []byte, m Magic, h *Handshake) int {
 	if h.Restart {
 		restart = 1
 	}
-	w.WriteBits(uint64(h.SessionID)|uint64(h.ClientID)<<2|1<<5|restart<<6|
+	w.WriteBits(prefixWord(h.SessionID, h.ClientID, true)|restart<<prefixBits|
 		uint64(h.MinVersion)<<7|uint64(h.CurVersion)<<15|uint64(h.Type)<<23|uint64(h.SentCount)<<31, 39)
 	w.WriteBits(uint64(h.NetworkVersion)|uint64(h.NetworkFeatures)<<32, 48)
 	switch h.Type {
@@ -200,10 +228,10 @@ func DecodeHandshake(m Magic, b []byte, h *Handshake) DropReason {
 	if r != DropNone {
 		return r
 	}
-	if pw>>5&1 == 0 {
+	if !prefixHandshake(pw) {
 		return DropUnexpectedType
 	}
-	br := BitReader{buf: b, pos: int(m.n) + prefixBits, limit: pb}
+	br := bitReader{buf: b, pos: int(m.n) + prefixBits, limit: pb}
 	// RestartBit(1) MinVersion(8) CurVersion(8) PacketType(8) SentCount(8),
 	// then NetworkVersion(32) NetworkFeatures(16).
 	v := br.ReadBits(33)
@@ -215,15 +243,15 @@ func DecodeHandshake(m Magic, b []byte, h *Handshake) DropReason {
 	if t >= numPacketTypes {
 		return DropUnknownType
 	}
-	random := br.Left() - t.BodyBits()
+	random := br.Left() - t.bodyBits()
 	restart := v&1 != 0
 	if r := checkShape(t, random, restart); r != DropNone {
 		return r
 	}
 
 	// The size rule guarantees every read below is in bounds.
-	h.SessionID = uint8(pw & 3)
-	h.ClientID = uint8(pw >> 2 & 7)
+	h.SessionID = prefixSessionID(pw)
+	h.ClientID = prefixClientID(pw)
 	h.Restart = restart
 	h.MinVersion = uint8(v >> 1)
 	h.CurVersion = uint8(v >> 9)

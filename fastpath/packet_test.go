@@ -98,8 +98,8 @@ func TestHandshakeRoundTrip(t *testing.T) {
 				if pkt[n-1] == 0 {
 					t.Fatalf("magic %q %v: last byte zero", ms, typ)
 				}
-				bits, _ := PayloadBits(pkt)
-				if want := m.Len() + IDBits + BaseBits + typ.BodyBits() + 8*int(h.RandomLen); bits != want {
+				bits, _ := payloadBits(pkt)
+				if want := m.Len() + IDBits + BaseBits + typ.bodyBits() + 8*int(h.RandomLen); bits != want {
 					t.Fatalf("magic %q %v: payload %d bits, want %d", ms, typ, bits, want)
 				}
 				got := codecGarbage()
@@ -341,7 +341,7 @@ func TestDecodeHandshakeDrops(t *testing.T) {
 	// The size windows of every type: R = 8 and 16 accepted; 7, 17 and
 	// an extra or missing bit dropped.
 	for typ := range numPacketTypes {
-		body := typ.BodyBits()
+		body := typ.bodyBits()
 		for _, w := range []struct {
 			extra int
 			want  DropReason
@@ -377,7 +377,7 @@ func TestDecodeHandshakeDrops(t *testing.T) {
 // garbage: every field the type does not carry must come back zero.
 func TestDecodeHandshakeZeroesUncarried(t *testing.T) {
 	for _, typ := range []PacketType{TypeInitial, TypeRestartHandshake, TypeVersionUpgrade, TypeDenied, TypeAck} {
-		body := typ.BodyBits()
+		body := typ.bodyBits()
 		pkt := codecRawHandshake(Magic{}, uint8(typ), typ == TypeRestartHandshake, body+64)
 		h := codecGarbage()
 		if r := DecodeHandshake(Magic{}, pkt, &h); r != DropNone {
@@ -485,7 +485,7 @@ func TestHandshakeAllocs(t *testing.T) {
 func TestHandshakeEveryGeometry(t *testing.T) {
 	rng := rand.New(rand.NewPCG(17, 18))
 	buf := make([]byte, 128)
-	for mlen := 0; mlen <= MaxMagicBits; mlen++ {
+	for mlen := 0; mlen <= maxMagicBits; mlen++ {
 		m := codecFuzzMagic(uint8(mlen), rng.Uint32())
 		for typ := range numPacketTypes {
 			for rlen := MinRandomBytes; rlen <= MaxRandomBytes; rlen++ {
@@ -548,7 +548,7 @@ func TestHandshakeEveryGeometry(t *testing.T) {
 						t.Fatalf("M=%d %v R=%d: body/random byte %d = %#x, want %#x", mlen, typ, rlen, i, got, c)
 					}
 				}
-				if bits, _ := PayloadBits(pkt); bits != pos {
+				if bits, _ := payloadBits(pkt); bits != pos {
 					t.Fatalf("M=%d %v R=%d: terminator at bit %d, fields end at %d", mlen, typ, rlen, bits, pos)
 				}
 				got := codecGarbage()

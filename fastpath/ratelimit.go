@@ -11,60 +11,34 @@ import (
 	"github.com/udpgate/udpgate/shard"
 )
 
-// Reply rate limits (docs/protocol.md §5). They bound what a spoofed source can
-// make the server send to one address: replies to an unproven address are
-// never larger than their requests, so these caps are what keeps the server
-// from being a useful reflector.
-var (
-	// DefaultRestartLimit caps RestartHandshake replies per source.
-	DefaultRestartLimit = Limit{Rate: 4, Burst: 8}
-	// DefaultVersionUpgradeLimit caps VersionUpgrade replies per source.
-	DefaultVersionUpgradeLimit = Limit{Rate: 4, Burst: 8}
-	// DefaultChallengeLimit caps Challenge replies per source. A real client
-	// resends its Initial once a second, so this only ever stops floods.
-	DefaultChallengeLimit = Limit{Rate: 32, Burst: 64}
-	// DefaultChallengeIPLimit caps Challenge replies per IP address, all
-	// its ports together, and DefaultChallengePrefixLimit per /24 (IPv4)
-	// or /64 (IPv6) network. The per-source cap alone let a spoofer draw a
-	// host's whole port range: 1,000 ports of one host pulled 38,300
-	// Challenges/s toward it. These bound what one host, or one network,
-	// receives whatever its port count: 64/s (about 3.6 KB/s of 56-byte
-	// Challenges) after a burst of 128, per receive loop.
-	//
-	// Players behind one NAT share these budgets, and each needs one
-	// Challenge per attempt (a client resends its Initial once a second
-	// until it gets one): 128 players starting in the same second all get
-	// theirs at once, and 256 (conn's default cap of connections per IP)
-	// within 2 s more. A network's 1024 (conn's cap per prefix) take about
-	// 2 s at 256/s after a burst of 512.
-	DefaultChallengeIPLimit     = Limit{Rate: 64, Burst: 128}
-	DefaultChallengePrefixLimit = Limit{Rate: 256, Burst: 512}
-	// DefaultVersionUpgradeTotal caps VersionUpgrade replies, whatever their
-	// source: 512 per 300 s, for the whole server when its loops share one
-	// SharedBucket (ServerConfig.VersionUpgradeShared), else per loop.
-	DefaultVersionUpgradeTotal = Limit{Rate: 512.0 / 300, Burst: 512}
-)
-
-// DefaultLimiterEntries sizes each table: 16 B an entry, so 256 KiB per
-// table. A server keeps five per loop: per source for Challenge,
-// RestartHandshake and VersionUpgrade, and per IP and per prefix for
-// Challenge, so 1.25 MiB per loop.
-// A source's entry matters only until its bucket is full again, Burst/Rate =
-// 2 s for the defaults; legitimate sources handshaking on one loop within 2 s
-// are far fewer than 16384, so they rarely meet. To evict a victim's entry a
-// flood must hit its slot, about 16384 spoofed packets per eviction, which
-// buys the victim's address one more burst.
-const DefaultLimiterEntries = 1 << 14
-
 // maxLimiterEntries keeps the index bits below the 32 tag bits.
 const maxLimiterEntries = 1 << 30
 
+// Unlimited, as a Limit's Rate, turns the limit off. It is the one spelling
+// of "no limit" from the command line (-1) through conn.Config down to
+// here: any negative rate means the same.
+const Unlimited = -1
+
 // Limit is a token bucket: Rate tokens per second, at most Burst at once; a
-// reply spends one token. Rate ≤ 0 means unlimited; Burst below 1 allows
+// reply spends one token. A negative Rate (Unlimited) means no limit. In a
+// ServerConfig a zero Rate takes the default and a zero Burst is twice the
+// Rate; in a bucket, a Rate of 0 (or NaN) and a Burst below 1 allow
 // nothing.
 type Limit struct{ Rate, Burst float64 }
 
-// Divide returns the share of l that each of n receive loops enforces so
+// or returns l completed the way a ServerConfig's budgets are: def when
+// Rate is 0, and a Burst of 0 as twice the Rate.
+func (l Limit) or(def Limit) Limit {
+	if l.Rate == 0 {
+		l = def
+	}
+	if l.Burst == 0 && l.Rate > 0 {
+		l.Burst = 2 * l.Rate
+	}
+	return l
+}
+
+// divide returns the share of l that each of n receive loops enforces so
 // that together they allow about l: Rate/n, and Burst/n but at least 1 (a
 // Burst below 1, which allows nothing, stays as it is).
 // Every loop keeps its own tables, and the kernel spreads one host's source
@@ -72,7 +46,7 @@ type Limit struct{ Rate, Burst float64 }
 // with n such loops a host can get n times a loop's budget. A host's
 // legitimate clients are spread the same way, so each loop's share of them
 // fits its share of the budget. Unlimited stays unlimited.
-func (l Limit) Divide(n int) Limit {
+func (l Limit) divide(n int) Limit {
 	if n <= 1 || !(l.Rate > 0) || l.Burst < 1 {
 		return l // unlimited, or allowing nothing: the same for every share
 	}
@@ -89,9 +63,16 @@ type gcra struct {
 	tolerance float64 // how far ahead of now the full time may be: (Burst − 1) tokens
 }
 
+// denyAll is the rule of a Limit that allows nothing ever: check's
+// comparison fails for every time, NaN included.
+var denyAll = gcra{interval: math.Inf(1), tolerance: -1}
+
 func newGCRA(l Limit) gcra {
-	if !(l.Rate > 0) {
+	switch {
+	case l.Rate < 0:
 		return gcra{}
+	case !(l.Rate > 0): // 0 or NaN: fail closed
+		return denyAll
 	}
 	t := 1 / l.Rate
 	return gcra{interval: t, tolerance: (l.Burst - 1) * t}
@@ -163,21 +144,17 @@ type slot struct {
 	tag  uint32
 }
 
-// NewLimiter makes a table of entries slots, rounded up to a power of two
-// (DefaultLimiterEntries when ≤ 0), with a bucket per source. key seeds the
-// hash; 0 draws one from crypto/rand. An unlimited Limit keeps no table.
-func NewLimiter(entries int, limit Limit, key uint64) *Limiter {
-	return NewLimiterBy(PerSource, entries, limit, key)
-}
-
-// NewLimiterBy is NewLimiter with a bucket per what by names.
-func NewLimiterBy(by LimitKey, entries int, limit Limit, key uint64) *Limiter {
+// newLimiter makes a table of entries slots, rounded up to a power of two
+// (defaultLimiterEntries when ≤ 0), with a bucket per what by names. key
+// seeds the hash; 0 draws one from crypto/rand. An unlimited Limit keeps
+// no table.
+func newLimiter(by LimitKey, entries int, limit Limit, key uint64) *Limiter {
 	l := &Limiter{key: key, rule: newGCRA(limit), by: by}
 	if l.rule.interval == 0 {
 		return l
 	}
 	if entries <= 0 {
-		entries = DefaultLimiterEntries
+		entries = defaultLimiterEntries
 	}
 	n := max(2, 1<<bits.Len(uint(min(entries, maxLimiterEntries)-1))) // a set is two slots
 	if key == 0 {
@@ -271,48 +248,90 @@ func (l *Limiter) hash(src netip.AddrPort) uint64 {
 	return shard.HashAddr(l.key, src)
 }
 
-// Bucket is a single token bucket, for a budget shared by all sources such as
-// DefaultVersionUpgradeTotal. Not safe for concurrent use.
+// Bucket is a single token bucket, for a budget shared by all sources: the
+// loop's own VersionUpgrade total, or the Challenge cap of overload control
+// (Shed.Challenges). The zero Bucket is unlimited. Not safe for concurrent
+// use.
 type Bucket struct {
 	rule gcra
 	full float64
 }
 
-// NewBucket returns a full bucket.
-func NewBucket(limit Limit, now float64) Bucket {
+// newBucket returns a full bucket.
+func newBucket(limit Limit, now float64) Bucket {
 	return Bucket{rule: newGCRA(limit), full: now}
+}
+
+// SetLimit changes the bucket's Limit at now. The tokens it holds carry
+// over, up to the new Burst; a bucket that was unlimited starts empty and
+// fills at the new Rate. Setting the Limit it has already changes nothing,
+// so a caller may set it on every batch.
+func (b *Bucket) SetLimit(limit Limit, now float64) {
+	r := newGCRA(limit)
+	if r == b.rule {
+		return
+	}
+	var tokens float64
+	if b.rule.interval != 0 && b.rule != denyAll {
+		tokens = b.tokens(now)
+	}
+	b.rule = r
+	b.full = now
+	if r.interval != 0 && r != denyAll {
+		// Full when the missing tokens have come in.
+		burst := r.tolerance/r.interval + 1
+		b.full = now + (burst-min(tokens, burst))*r.interval
+	}
+}
+
+// tokens is how many tokens a limited bucket holds at now.
+func (b *Bucket) tokens(now float64) float64 {
+	burst := b.rule.tolerance/b.rule.interval + 1
+	return max(0, burst-max(0, b.full-now)/b.rule.interval)
 }
 
 // Allow reports whether a reply may be sent now, and if so spends a token.
 func (b *Bucket) Allow(now float64) bool {
-	if b.rule.interval == 0 {
-		return true
-	}
-	return b.rule.allow(&b.full, now)
+	g, ok := b.reserve(now)
+	g.spend()
+	return ok
 }
 
-// SharedBucket is a single token bucket that several receive loops spend
-// from at once: the one VersionUpgrade budget of a server (docs/protocol.md §5,
-// 512 per 300 s), which per-loop Buckets would multiply by the number of
-// loops. Allow is lock-free and never allocates: the bucket is one word, its
-// full time, moved by compare-and-swap. While the bucket is empty, Allow
-// only reads that word, so a flood that the budget refuses does not make the
-// loops fight over its cache line.
-type SharedBucket struct {
+// reserve reports whether the bucket has a token now without spending it,
+// like Limiter.reserve. A nil Bucket is unlimited.
+func (b *Bucket) reserve(now float64) (grant, bool) {
+	if b == nil || b.rule.interval == 0 {
+		return grant{}, true
+	}
+	next, ok := b.rule.check(b.full, now)
+	if !ok {
+		return grant{}, false
+	}
+	return grant{full: &b.full, next: next}, true
+}
+
+// sharedBucket is a single token bucket that several receive loops spend
+// from at once: the one VersionUpgrade budget of a server (docs/protocol.md
+// §5, 512 per 300 s), which per-loop Buckets would multiply by the number
+// of loops. Allow is lock-free and never allocates: the bucket is one word,
+// its full time, moved by compare-and-swap. While the bucket is empty,
+// Allow only reads that word, so a flood that the budget refuses does not
+// make the loops fight over its cache line.
+type sharedBucket struct {
 	rule gcra
 	full atomic.Uint64 // math.Float64bits of the full time
 }
 
-// NewSharedBucket returns a full bucket.
-func NewSharedBucket(limit Limit, now float64) *SharedBucket {
-	b := &SharedBucket{rule: newGCRA(limit)}
+// newSharedBucket returns a full bucket.
+func newSharedBucket(limit Limit, now float64) *sharedBucket {
+	b := &sharedBucket{rule: newGCRA(limit)}
 	b.full.Store(math.Float64bits(now))
 	return b
 }
 
 // Allow reports whether a reply may be sent now, and if so spends a token.
 // It is safe for concurrent use.
-func (b *SharedBucket) Allow(now float64) bool {
+func (b *sharedBucket) Allow(now float64) bool {
 	if b.rule.interval == 0 {
 		return true
 	}

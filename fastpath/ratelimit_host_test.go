@@ -11,16 +11,31 @@ import (
 // VersionUpgrade budget for all of a server's receive loops.
 
 func TestLimiterHostDefaults(t *testing.T) {
-	if DefaultChallengeIPLimit != (Limit{64, 128}) || DefaultChallengePrefixLimit != (Limit{256, 512}) {
-		t.Errorf("per-IP %+v, per-prefix %+v", DefaultChallengeIPLimit, DefaultChallengePrefixLimit)
+	c := ServerConfig{}.withDefaults()
+	ip, px := c.ChallengeIPLimit, c.ChallengePrefixLimit
+	if ip != (Limit{64, 128}) || px != (Limit{256, 512}) {
+		t.Errorf("per-IP %+v, per-prefix %+v", ip, px)
 	}
 	// The per-IP burst admits at least half of conn's default cap of
 	// connections per IP (256) at once, the rest within 2 s of resends.
-	if DefaultChallengeIPLimit.Burst+2*DefaultChallengeIPLimit.Rate < 256 {
+	if ip.Burst+2*ip.Rate < 256 {
 		t.Error("per-IP Challenge budget too small for 256 players behind one address")
 	}
-	if DefaultChallengePrefixLimit.Burst+2*DefaultChallengePrefixLimit.Rate < 1024 {
+	if px.Burst+2*px.Rate < 1024 {
 		t.Error("per-prefix Challenge budget too small for 1024 players in one network")
+	}
+	// Per-loop shares of the totals, and the defaults follow an
+	// unlimited per-source budget unless set.
+	c = ServerConfig{Loops: 4}.withDefaults()
+	if c.ChallengeIPLimit != (Limit{16, 32}) || c.ChallengePrefixLimit != (Limit{64, 128}) {
+		t.Errorf("4 loops: per-IP %+v, per-prefix %+v", c.ChallengeIPLimit, c.ChallengePrefixLimit)
+	}
+	if again := c.withDefaults(); again != c {
+		t.Errorf("withDefaults twice: %+v, then %+v", c, again)
+	}
+	c = ServerConfig{ChallengeLimit: Limit{Rate: Unlimited}, ChallengePrefixLimit: Limit{Rate: 8}}.withDefaults()
+	if c.ChallengeIPLimit.Rate >= 0 || c.ChallengePrefixLimit != (Limit{8, 16}) {
+		t.Errorf("unlimited per source: per-IP %+v, per-prefix %+v", c.ChallengeIPLimit, c.ChallengePrefixLimit)
 	}
 }
 
@@ -44,7 +59,7 @@ func TestLimiterKeys(t *testing.T) {
 		{PerPrefix, p("[2001:db8:0:1::1]:1"), p("[2001:db8:0:1:ffff::2]:2"), true},
 		{PerPrefix, p("[2001:db8:0:1::1]:1"), p("[2001:db8:0:2::1]:1"), false},
 	} {
-		l := NewLimiterBy(tc.by, 0, Limit{Rate: 1, Burst: 1}, rlKey)
+		l := newLimiter(tc.by, 0, Limit{Rate: 1, Burst: 1}, rlKey)
 		l.Allow(tc.a, rlTime)
 		if shared := !l.Allow(tc.b, rlTime); shared != tc.shared {
 			t.Errorf("by %d: %v and %v share a bucket: %v, want %v", tc.by, tc.a, tc.b, shared, tc.shared)
@@ -65,8 +80,8 @@ func TestLimitDivide(t *testing.T) {
 		{Limit{Rate: -1}, 8, Limit{Rate: -1}},
 		{Limit{Rate: 5, Burst: 0}, 2, Limit{Rate: 5, Burst: 0}}, // allows nothing, still
 	} {
-		if got := tc.l.Divide(tc.n); got != tc.want {
-			t.Errorf("%+v.Divide(%d) = %+v, want %+v", tc.l, tc.n, got, tc.want)
+		if got := tc.l.divide(tc.n); got != tc.want {
+			t.Errorf("%+v.divide(%d) = %+v, want %+v", tc.l, tc.n, got, tc.want)
 		}
 	}
 }
@@ -107,7 +122,7 @@ func TestServerChallengesTowardOneHost(t *testing.T) {
 	victim := []netip.Addr{netip.MustParseAddr("198.51.100.7")}
 	const secs = 10
 	got := initialFlood(s, pkt, victim, 1000, 40, secs)
-	ip := DefaultChallengeIPLimit
+	ip := s.cfg.ChallengeIPLimit
 	if max := int(ip.Burst + ip.Rate*(secs-1)); got > max {
 		t.Fatalf("1,000 ports of one host got %d Challenges in %d s, want at most %d", got, secs, max)
 	}
@@ -123,7 +138,7 @@ func TestServerChallengesTowardOneHost(t *testing.T) {
 		hosts = append(hosts, netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}))
 	}
 	got = initialFlood(s, pkt, hosts, 100, 40, secs)
-	px := DefaultChallengePrefixLimit
+	px := s.cfg.ChallengePrefixLimit
 	if max := int(px.Burst + px.Rate*(secs-1)); got > max {
 		t.Fatalf("20 hosts of one /24 got %d Challenges in %d s, want at most %d", got, secs, max)
 	}
@@ -246,7 +261,7 @@ func TestServerVersionUpgradeShared(t *testing.T) {
 // TestSharedBucketConcurrent: loops spending at once never overspend (run
 // with -race too).
 func TestSharedBucketConcurrent(t *testing.T) {
-	b := NewSharedBucket(Limit{Rate: 1, Burst: 512}, rlTime)
+	b := newSharedBucket(Limit{Rate: 1, Burst: 512}, rlTime)
 	var got atomic.Int64
 	var wg sync.WaitGroup
 	for range 8 {
@@ -267,18 +282,18 @@ func TestSharedBucketConcurrent(t *testing.T) {
 	if !b.Allow(rlTime+1) || b.Allow(rlTime+1) {
 		t.Fatal("refill of one token per second")
 	}
-	if u := NewSharedBucket(Limit{Rate: -1}, rlTime); !u.Allow(rlTime) {
+	if u := newSharedBucket(Limit{Rate: -1}, rlTime); !u.Allow(rlTime) {
 		t.Fatal("unlimited shared bucket refused")
 	}
 	var c ServerConfig
 	c.ShareVersionUpgradeTotal(rlTime)
-	if c.VersionUpgradeShared.rule != newGCRA(DefaultVersionUpgradeTotal) {
+	if c.upgradeShared.rule != newGCRA(Limit{512.0 / 300, 512}) {
 		t.Fatal("ShareVersionUpgradeTotal of a zero config: not the default budget")
 	}
 }
 
 func TestLimiterHostAllocs(t *testing.T) {
-	s, _ := testServer(t, func(c *ServerConfig) { c.VersionUpgradeShared = NewSharedBucket(c.VersionUpgradeTotal, vecTS) })
+	s, _ := testServer(t, func(c *ServerConfig) { c.upgradeShared = newSharedBucket(c.VersionUpgradeTotal, vecTS) })
 	initial := clientPacket(t, Magic{}, nil)
 	bad := clientPacket(t, Magic{}, func(h *Handshake) { h.NetworkVersion = 99 })
 	out := make([]byte, MaxReplyLen)

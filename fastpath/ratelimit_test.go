@@ -24,23 +24,29 @@ func rlDrain(l *Limiter, src netip.AddrPort, now float64, limit int) int {
 }
 
 func TestLimiterDefaults(t *testing.T) {
+	c := ServerConfig{}.withDefaults()
 	for _, tc := range []struct {
 		name      string
 		got, want Limit
 	}{
-		{"restart", DefaultRestartLimit, Limit{4, 8}},
-		{"version upgrade", DefaultVersionUpgradeLimit, Limit{4, 8}},
-		{"challenge", DefaultChallengeLimit, Limit{32, 64}},
-		{"version upgrade total", DefaultVersionUpgradeTotal, Limit{512.0 / 300, 512}},
+		{"restart", c.RestartLimit, Limit{4, 8}},
+		{"version upgrade", c.VersionUpgradeLimit, Limit{4, 8}},
+		{"challenge", c.ChallengeLimit, Limit{32, 64}},
+		{"version upgrade total", c.VersionUpgradeTotal, Limit{512.0 / 300, 512}},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, tc.got, tc.want)
 		}
 	}
+	// A zero Burst is twice the Rate; a negative Rate stays unlimited.
+	c = ServerConfig{RestartLimit: Limit{Rate: 10}, VersionUpgradeLimit: Limit{Rate: -5}}.withDefaults()
+	if c.RestartLimit != (Limit{10, 20}) || c.VersionUpgradeLimit.Rate >= 0 {
+		t.Errorf("restart %+v, version upgrade %+v", c.RestartLimit, c.VersionUpgradeLimit)
+	}
 }
 
 func TestLimiterBurstRefill(t *testing.T) {
-	l := NewLimiter(0, Limit{Rate: 4, Burst: 8}, rlKey)
+	l := newLimiter(PerSource, 0, Limit{Rate: 4, Burst: 8}, rlKey)
 	for _, step := range []struct {
 		dt   float64
 		want int
@@ -59,7 +65,7 @@ func TestLimiterBurstRefill(t *testing.T) {
 }
 
 func TestLimiterSourcesIndependent(t *testing.T) {
-	l := NewLimiter(0, Limit{Rate: 4, Burst: 8}, rlKey)
+	l := newLimiter(PerSource, 0, Limit{Rate: 4, Burst: 8}, rlKey)
 	if n := rlDrain(l, rlSrc, rlTime, 100); n != 8 {
 		t.Fatalf("first source: %d", n)
 	}
@@ -81,7 +87,7 @@ func TestLimiterSourcesIndependent(t *testing.T) {
 // An IPv4 source is the same source in its mapped form: it is the same
 // client, as the cookie input also says.
 func TestLimiterMappedIPv4(t *testing.T) {
-	l := NewLimiter(0, Limit{Rate: 4, Burst: 8}, rlKey)
+	l := newLimiter(PerSource, 0, Limit{Rate: 4, Burst: 8}, rlKey)
 	rlDrain(l, rlSrc, rlTime, 100)
 	if n := rlDrain(l, netip.MustParseAddrPort("[::ffff:192.0.2.1]:7777"), rlTime, 100); n != 0 {
 		t.Errorf("mapped form of a drained IPv4 source got %d", n)
@@ -92,7 +98,7 @@ func TestLimiterMappedIPv4(t *testing.T) {
 // Two sources each keep a bucket of their own, so taking turns refills
 // neither; a third evicts the fuller entry, not a drained one.
 func TestLimiterCollisions(t *testing.T) {
-	l := NewLimiter(2, Limit{Rate: 4, Burst: 8}, rlKey)
+	l := newLimiter(PerSource, 2, Limit{Rate: 4, Burst: 8}, rlKey)
 	other := netip.MustParseAddrPort("198.51.100.7:9")
 	third := netip.MustParseAddrPort("203.0.113.9:9")
 	if n := rlDrain(l, rlSrc, rlTime, 100); n != 8 {
@@ -128,11 +134,11 @@ func TestLimiterCollisions(t *testing.T) {
 
 func TestLimiterEntries(t *testing.T) {
 	for _, tc := range []struct{ in, want int }{
-		{-1, DefaultLimiterEntries}, {0, DefaultLimiterEntries},
+		{-1, defaultLimiterEntries}, {0, defaultLimiterEntries},
 		{1, 2}, {2, 2}, {3, 4}, {1000, 1024}, {1024, 1024}, {1025, 2048},
 	} {
-		if got := NewLimiter(tc.in, Limit{Rate: 1, Burst: 1}, rlKey).Entries(); got != tc.want {
-			t.Errorf("NewLimiter(%d): %d entries, want %d", tc.in, got, tc.want)
+		if got := newLimiter(PerSource, tc.in, Limit{Rate: 1, Burst: 1}, rlKey).Entries(); got != tc.want {
+			t.Errorf("newLimiter(PerSource, %d): %d entries, want %d", tc.in, got, tc.want)
 		}
 	}
 }
@@ -146,7 +152,7 @@ func rlSource(i int) netip.AddrPort {
 }
 
 func TestLimiterFixedMemory(t *testing.T) {
-	l := NewLimiter(1024, Limit{Rate: 4, Burst: 8}, rlKey)
+	l := newLimiter(PerSource, 1024, Limit{Rate: 4, Burst: 8}, rlKey)
 	slots := &l.slots[0]
 	i := 0
 	allocs := testing.AllocsPerRun(100_000, func() {
@@ -156,7 +162,7 @@ func TestLimiterFixedMemory(t *testing.T) {
 		i++
 	})
 	if size := unsafe.Sizeof(slot{}); size != 16 {
-		t.Errorf("an entry takes %d bytes; DefaultLimiterEntries' memory budget assumes 16", size)
+		t.Errorf("an entry takes %d bytes; defaultLimiterEntries' memory budget assumes 16", size)
 	}
 	if allocs != 0 || l.Entries() != 1024 || len(l.slots) != 1024 || cap(l.slots) != 1024 || &l.slots[0] != slots {
 		t.Errorf("after %d sources: %v allocs per Allow, %d entries, table %d/%d", i, allocs, l.Entries(), len(l.slots), cap(l.slots))
@@ -164,7 +170,7 @@ func TestLimiterFixedMemory(t *testing.T) {
 }
 
 func TestLimiterAllocs(t *testing.T) {
-	l := NewLimiter(0, DefaultChallengeLimit, 0)
+	l := newLimiter(PerSource, 0, Limit{Rate: DefaultChallengeRate, Burst: 2 * DefaultChallengeRate}, 0)
 	now := rlTime
 	if n := testing.AllocsPerRun(1000, func() { l.Allow(rlSrc, now); now += 0.001 }); n != 0 {
 		t.Errorf("Allow: %v allocs", n)
@@ -172,7 +178,7 @@ func TestLimiterAllocs(t *testing.T) {
 }
 
 func TestLimiterKeyed(t *testing.T) {
-	a, b := NewLimiter(1024, DefaultChallengeLimit, 1), NewLimiter(1024, DefaultChallengeLimit, 2)
+	a, b := newLimiter(PerSource, 1024, Limit{Rate: DefaultChallengeRate, Burst: 2 * DefaultChallengeRate}, 1), newLimiter(PerSource, 1024, Limit{Rate: DefaultChallengeRate, Burst: 2 * DefaultChallengeRate}, 2)
 	same := 0
 	for i := range 1000 {
 		if a.hash(rlSource(i))&a.mask == b.hash(rlSource(i))&b.mask {
@@ -182,21 +188,30 @@ func TestLimiterKeyed(t *testing.T) {
 	if same > 10 { // about 1 expected
 		t.Errorf("keys 1 and 2 put %d of 1000 sources in the same slot", same)
 	}
-	if x, y := NewLimiter(0, DefaultChallengeLimit, 0), NewLimiter(0, DefaultChallengeLimit, 0); x.key == y.key {
+	if x, y := newLimiter(PerSource, 0, Limit{Rate: DefaultChallengeRate, Burst: 2 * DefaultChallengeRate}, 0), newLimiter(PerSource, 0, Limit{Rate: DefaultChallengeRate, Burst: 2 * DefaultChallengeRate}, 0); x.key == y.key {
 		t.Errorf("two random keys are both %#x", x.key)
 	}
 }
 
+// TestLimiterUnlimited: a negative Rate (Unlimited) is the one spelling of
+// no limit; a Rate of 0 or NaN that reaches a bucket fails closed.
 func TestLimiterUnlimited(t *testing.T) {
-	for _, rate := range []float64{0, -1, math.NaN()} {
-		l := NewLimiter(0, Limit{Rate: rate}, rlKey)
+	for _, rate := range []float64{0, math.NaN()} {
+		l := newLimiter(PerSource, 0, Limit{Rate: rate, Burst: 8}, rlKey)
+		b := newBucket(Limit{Rate: rate, Burst: 8}, rlTime)
+		if l.Allow(rlSrc, rlTime) || b.Allow(rlTime) || b.Allow(rlTime+1e6) {
+			t.Errorf("rate %v: a reply allowed", rate)
+		}
+	}
+	for _, rate := range []float64{Unlimited, -0.5, math.Inf(-1)} {
+		l := newLimiter(PerSource, 0, Limit{Rate: rate}, rlKey)
 		if n := rlDrain(l, rlSrc, rlTime, 10_000); n != 10_000 {
 			t.Errorf("rate %v: %d of 10000 allowed", rate, n)
 		}
 		if l.Entries() != 0 {
 			t.Errorf("rate %v: unlimited limiter keeps %d entries", rate, l.Entries())
 		}
-		b := NewBucket(Limit{Rate: rate}, rlTime)
+		b := newBucket(Limit{Rate: rate}, rlTime)
 		for i := range 10_000 {
 			if !b.Allow(rlTime) {
 				t.Fatalf("rate %v: bucket refused reply %d", rate, i)
@@ -206,7 +221,7 @@ func TestLimiterUnlimited(t *testing.T) {
 }
 
 func TestLimiterClockBackwards(t *testing.T) {
-	l := NewLimiter(0, Limit{Rate: 4, Burst: 8}, rlKey)
+	l := newLimiter(PerSource, 0, Limit{Rate: 4, Burst: 8}, rlKey)
 	rlDrain(l, rlSrc, rlTime, 100)
 	for _, now := range []float64{rlTime - 0.5, rlTime - 1e6, 0, -1, math.Inf(-1), math.NaN(), rlTime} {
 		if n := rlDrain(l, rlSrc, now, 100); n != 0 {
@@ -219,7 +234,7 @@ func TestLimiterClockBackwards(t *testing.T) {
 }
 
 func TestBucket(t *testing.T) {
-	b := NewBucket(DefaultVersionUpgradeTotal, rlTime)
+	b := newBucket(Limit{512.0 / 300, 512}, rlTime)
 	count := func(now float64) int {
 		n := 0
 		for n < 10_000 && b.Allow(now) {
@@ -247,7 +262,7 @@ func TestBucket(t *testing.T) {
 }
 
 func BenchmarkLimiterAllow(b *testing.B) {
-	l := NewLimiter(0, DefaultChallengeLimit, 0)
+	l := newLimiter(PerSource, 0, Limit{Rate: DefaultChallengeRate, Burst: 2 * DefaultChallengeRate}, 0)
 	var srcs [1024]netip.AddrPort
 	for i := range srcs {
 		srcs[i] = rlSource(i)
@@ -273,7 +288,7 @@ func BenchmarkLimiterAllowBy(b *testing.B) {
 		key  LimitKey
 	}{{"source", PerSource}, {"ip", PerIP}, {"prefix", PerPrefix}} {
 		b.Run(by.name, func(b *testing.B) {
-			l := NewLimiterBy(by.key, 0, DefaultChallengeLimit, 0)
+			l := newLimiter(by.key, 0, Limit{Rate: DefaultChallengeRate, Burst: 2 * DefaultChallengeRate}, 0)
 			now, i := rlTime, 0
 			b.ReportAllocs()
 			for b.Loop() {
@@ -282,5 +297,48 @@ func BenchmarkLimiterAllowBy(b *testing.B) {
 				now += 1e-6
 			}
 		})
+	}
+}
+
+// TestBucketSetLimit: overload control moves a loop's Challenge cap with the
+// level. The zero Bucket is unlimited; under a first cap it starts empty
+// and fills at the cap's rate; tokens carry over to a new cap up to its
+// burst; setting the cap it has changes nothing.
+func TestBucketSetLimit(t *testing.T) {
+	var b Bucket
+	count := func(now float64) int {
+		n := 0
+		for n < 10_000 && b.Allow(now) {
+			n++
+		}
+		return n
+	}
+	if n := count(rlTime); n != 10_000 {
+		t.Fatalf("zero Bucket allowed %d, want unlimited", n)
+	}
+	b.SetLimit(Limit{Rate: 100, Burst: 100}, rlTime)
+	if n := count(rlTime); n != 0 {
+		t.Fatalf("a first cap: %d at once, want an empty bucket", n)
+	}
+	b.SetLimit(Limit{Rate: 100, Burst: 100}, rlTime+0.255) // the same cap: no change
+	if n := count(rlTime + 0.255); n != 25 {
+		t.Fatalf("0.255 s at 100/s: %d, want 25", n)
+	}
+	// About 70 tokens by now: a cap of 10 keeps 10 of them.
+	b.SetLimit(Limit{Rate: 10, Burst: 10}, rlTime+0.955)
+	if n := count(rlTime + 0.955); n != 10 {
+		t.Fatalf("lowered cap: %d, want its burst 10", n)
+	}
+	// Raised again: the empty bucket stays empty, then fills at 100/s.
+	b.SetLimit(Limit{Rate: 100, Burst: 100}, rlTime+0.955)
+	if n := count(rlTime + 0.955); n != 0 {
+		t.Fatalf("raised cap: %d at once, want none carried", n)
+	}
+	if n := count(rlTime + 1.055); n != 10 {
+		t.Fatalf("0.1 s at 100/s: %d, want 10", n)
+	}
+	b.SetLimit(Limit{Rate: Unlimited}, rlTime+2)
+	if n := count(rlTime + 2); n != 10_000 {
+		t.Fatalf("no cap: %d, want unlimited", n)
 	}
 }

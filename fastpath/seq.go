@@ -19,26 +19,26 @@ const (
 	// of exactly seqHalf is ambiguous and counts as older, so it is dropped.
 	seqHalf = SeqModulus / 2
 
-	// SeqWindow is the receive window: a packet more than SeqWindow behind the
+	// seqWindow is the receive window: a packet more than seqWindow behind the
 	// newest received one is too old, and AckBits describes exactly the
-	// SeqWindow sequence numbers before Ack.
-	SeqWindow = 64
+	// seqWindow sequence numbers before Ack.
+	seqWindow = 64
 
-	// SeqMaxJump is the largest step ahead of the newest received packet
+	// seqMaxJump is the largest step ahead of the newest received packet
 	// that is believed at once. A packet further ahead is a jump: it is
 	// dropped and remembered, and believed only when a second, different
-	// packet within SeqWindow of it confirms it. A lone stale or forged
+	// packet within seqWindow of it confirms it. A lone stale or forged
 	// packet therefore cannot move the window: 14-bit numbers repeat every
 	// 16384 packets, so a Data packet replayed 8193–16383 packets later
 	// looks up to 8191 ahead, and a forged one may claim anything.
 	//
-	// It equals SeqWindow so that every believed step keeps the numbers it
+	// It equals seqWindow so that every believed step keeps the numbers it
 	// skips inside the window: a legitimate packet the step passed over is
 	// still accepted when it arrives, so no step can make the peer's next
 	// packets look too old. The cost is one packet after a run of more than
-	// SeqWindow consecutive losses (the first packet after the gap waits for
+	// seqWindow consecutive losses (the first packet after the gap waits for
 	// the second to confirm it).
-	SeqMaxJump = SeqWindow
+	seqMaxJump = seqWindow
 
 	// SeqRingSize is how many consecutive sequence numbers of ours are
 	// tracked, from the oldest unreported packet on. It bounds the time a
@@ -49,14 +49,15 @@ const (
 	// divides SeqModulus, so a sequence number's slot survives wraparound.
 	SeqRingSize = 128
 
-	// MaxDeliveredPerReport bounds AckReport.Delivered: one packet's ack info
-	// names at most Ack and the SeqWindow numbers before it.
-	MaxDeliveredPerReport = SeqWindow + 1
-	// MaxLostPerReport bounds AckReport.Lost. Receive reports lost exactly
-	// the tracked packets more than SeqWindow behind Ack; Ack is itself
-	// tracked, so at most SeqRingSize-1 sit before it and SeqWindow of those
-	// are within the window. NextSend loses at most one, by eviction.
-	MaxLostPerReport = SeqRingSize - SeqWindow - 1
+	// maxDeliveredPerReport bounds AckReport.delivered: one packet's ack info
+	// names at most Ack and the seqWindow numbers before it.
+	maxDeliveredPerReport = seqWindow + 1
+	// maxLostPerReport bounds AckReport.lost. Receive reports lost exactly
+	// the tracked packets more than seqWindow behind Ack; Ack is itself
+	// tracked, so at most SeqRingSize-1 sit before it and seqWindow of those
+	// are within the window. (Send loses at most one, by eviction, and
+	// reports it itself.)
+	maxLostPerReport = SeqRingSize - seqWindow - 1
 
 	ringMask  = SeqRingSize - 1
 	ringWords = SeqRingSize / 64
@@ -68,13 +69,13 @@ var (
 	_ = [1]struct{}{}[SeqModulus%SeqRingSize] // slots are stable across wraparound
 	_ = [1]struct{}{}[SeqRingSize%64]         // the pending bitmap is whole words
 	_ [seqHalf - SeqRingSize]struct{}         // tracked offsets never look "ahead"
-	_ [SeqRingSize - SeqWindow - 1]struct{}   // MaxLostPerReport ≥ 0
-	_ [SeqWindow - SeqMaxJump]struct{}        // believed steps stay in the window
+	_ [SeqRingSize - seqWindow - 1]struct{}   // maxLostPerReport ≥ 0
+	_ [seqWindow - seqMaxJump]struct{}        // believed steps stay in the window
 )
 
-// SeqNewer reports whether sequence number a is newer than b modulo
+// seqNewer reports whether sequence number a is newer than b modulo
 // SeqModulus: ahead of it by 1..8191.
-func SeqNewer(a, b uint16) bool {
+func seqNewer(a, b uint16) bool {
 	d := (a - b) & seqMask
 	return d != 0 && d < seqHalf
 }
@@ -87,15 +88,15 @@ type SentPacket struct {
 	Seq uint16
 }
 
-// AckReport is what one Receive or NextSend call learned about our own
+// AckReport is what one Receive call learned about our own
 // packets. It is caller-owned and reused: each call resets the counts and
 // overwrites the entries, and the fixed arrays are sized for the worst case,
 // so nothing is ever left out and nothing is allocated.
 type AckReport struct {
-	// Delivered and Lost are filled up to NumDelivered and NumLost, each in
+	// delivered and lost are filled up to NumDelivered and NumLost, each in
 	// ascending sequence order (oldest first).
-	Delivered    [MaxDeliveredPerReport]SentPacket
-	Lost         [MaxLostPerReport]SentPacket
+	delivered    [maxDeliveredPerReport]SentPacket
+	lost         [maxLostPerReport]SentPacket
 	NumDelivered int
 	NumLost      int
 	// RTTSample is now minus the send time of the packet equal to Ack, when
@@ -104,10 +105,10 @@ type AckReport struct {
 }
 
 // DeliveredPackets returns the delivered entries (a view, no copy).
-func (r *AckReport) DeliveredPackets() []SentPacket { return r.Delivered[:r.NumDelivered] }
+func (r *AckReport) DeliveredPackets() []SentPacket { return r.delivered[:r.NumDelivered] }
 
 // LostPackets returns the lost entries (a view, no copy).
-func (r *AckReport) LostPackets() []SentPacket { return r.Lost[:r.NumLost] }
+func (r *AckReport) LostPackets() []SentPacket { return r.lost[:r.NumLost] }
 
 func (r *AckReport) reset() {
 	r.NumDelivered = 0
@@ -117,7 +118,7 @@ func (r *AckReport) reset() {
 
 // SeqStats counts a SeqState's traffic since Init.
 type SeqStats struct {
-	Sent       uint64 // sequence numbers allocated by NextSend
+	Sent       uint64 // sequence numbers allocated by Send
 	Received   uint64 // packets accepted by Receive
 	Delivered  uint64 // our packets reported delivered
 	Lost       uint64 // our packets reported lost, Evicted included
@@ -154,11 +155,10 @@ const (
 // independent snapshot. It is not safe for concurrent use; it never reads
 // the clock (now is Unix seconds passed in) and never allocates.
 //
-// Every sequence number NextSend hands out is reported exactly once, in some
-// later AckReport: delivered when the peer's ack info names it, lost when the
-// peer's Ack moves more than SeqWindow past it unacknowledged, or lost when
-// SeqRingSize newer packets were sent first. Packets still outstanding are
-// counted by InFlight.
+// Every sequence number Send hands out is reported exactly once: in a later
+// Receive's AckReport, delivered when the peer's ack info names it or lost
+// when the peer's Ack moves more than seqWindow past it unacknowledged; or
+// by a later Send, lost when SeqRingSize newer packets were sent first.
 //
 // The receive side defends the window against packets that are not what
 // their 14-bit number says, a replay from 16384 packets earlier or a forgery
@@ -229,10 +229,10 @@ func (s *SeqState) sentAt(i uint16) uint32 {
 // Init starts the state for a new connection: localSeq is our initial
 // sequence number (server: ServerSeq, client: ClientSeq), remoteSeq the
 // peer's; both are taken modulo SeqModulus. now is not kept: the state has
-// no clock of its own, send times are stamped by NextSend, and a connection
+// no clock of its own, send times are stamped by Send, and a connection
 // tracks its keepalive and timeout itself.
 //
-// The receive window starts as if remoteSeq-1 and the SeqWindow numbers
+// The receive window starts as if remoteSeq-1 and the seqWindow numbers
 // before it had been received. That one rule gives docs/protocol.md §7's "accept
 // only sequence numbers newer than the peer's initial sequence − 1" (anything
 // else is a duplicate or too old) and, once something arrives, AckBits set for
@@ -253,36 +253,24 @@ func (s *SeqState) Init(localSeq, remoteSeq uint16, now float64) {
 	}
 }
 
-// Ack returns the Ack and AckBits fields for a packet sent now.
-func (s *SeqState) Ack() (ack uint16, ackBits uint64) {
+// ack returns the Ack and AckBits fields for a packet sent now.
+func (s *SeqState) ack() (ack uint16, ackBits uint64) {
 	if s.flags&seqRecvAny == 0 {
 		return s.recvNewest, 0
 	}
 	return s.recvNewest, s.recvHistory
 }
 
-// NextSend allocates the sequence number of a packet about to be sent (the
+// Send allocates the sequence number of a packet about to be sent (the
 // first call returns localSeq, then each call the next modulo SeqModulus),
-// records now as its send time and tracks it until it is reported. It returns
-// the header's Seq, Ack and AckBits.
+// records now as its send time and tracks it until it is reported. It
+// returns the header's Seq, Ack and AckBits.
 //
-// rep is reset; when the oldest unreported packet is SeqRingSize numbers
-// behind the new one, it is evicted and reported in rep.Lost (at most one
+// When the oldest unreported packet is SeqRingSize numbers behind the new
+// one, it is evicted and comes back as lost, with evicted set (at most one
 // per call), so an ack that never comes cannot leave a packet unreported.
-// rep must not be nil.
-func (s *SeqState) NextSend(now float64, rep *AckReport) (seq, ack uint16, ackBits uint64) {
-	rep.reset()
-	seq, ack, ackBits, lost, evicted := s.Send(now)
-	if evicted {
-		rep.Lost[0] = lost
-		rep.NumLost = 1
-	}
-	return seq, ack, ackBits
-}
-
-// Send is NextSend without an AckReport: the packet it may evict (at most
-// one) comes back as lost/evicted. An AckReport is kilobytes that a sender
-// would zero on every packet only to learn about one loss.
+// It returns that loss rather than fill an AckReport, which is kilobytes a
+// sender would zero on every packet only to learn about one loss.
 func (s *SeqState) Send(now float64) (seq, ack uint16, ackBits uint64, lost SentPacket, evicted bool) {
 	t := stamp(now)
 	if s.tracked() == SeqRingSize { // sendBase is pending: the invariant
@@ -299,7 +287,7 @@ func (s *SeqState) Send(now float64) (seq, ack uint16, ackBits uint64, lost Sent
 	s.pending[slot>>6] |= 1 << (slot & 63)
 	s.nextSeq = (seq + 1) & seqMask
 	s.stats.sent++
-	ack, ackBits = s.Ack()
+	ack, ackBits = s.ack()
 	return seq, ack, ackBits, lost, evicted
 }
 
@@ -311,15 +299,15 @@ func (s *SeqState) Send(now float64) (seq, ack uint16, ackBits uint64, lost Sent
 // checked:
 //
 //   - DropBadBody: Seq or Ack above 16383;
-//   - DropStaleSequence: a duplicate, or more than SeqWindow behind the
+//   - DropStaleSequence: a duplicate, or more than seqWindow behind the
 //     newest accepted packet;
 //   - DropSuspectSequence: Ack names a packet newer than any we sent (the
 //     peer can only acknowledge what exists); or the packet is newer than
 //     the newest accepted one but its Ack is older than that one's (the
 //     peer's Ack never goes back, so the packet is older than its number
-//     says: a replay from a wrap earlier); or it is more than SeqMaxJump
+//     says: a replay from a wrap earlier); or it is more than seqMaxJump
 //     ahead and not confirmed. A jump is confirmed by the next such packet
-//     within SeqWindow of it that is not the same number; until then each
+//     within seqWindow of it that is not the same number; until then each
 //     jump is dropped and remembered in place of the last one, and any
 //     believable step forward forgets it. The jump that a confirmation
 //     believes moves the window to the confirming packet; the first packet
@@ -338,7 +326,7 @@ func (s *SeqState) Receive(seq, ack uint16, ackBits uint64, now float64, rep *Ac
 	var back uint16
 	if !newer {
 		back = (s.recvNewest - seq) & seqMask // 0 (the newest itself) .. seqHalf
-		if back > SeqWindow {
+		if back > seqWindow {
 			s.stats.tooOld++
 			return DropStaleSequence
 		}
@@ -347,11 +335,11 @@ func (s *SeqState) Receive(seq, ack uint16, ackBits uint64, now float64, rep *Ac
 			return DropStaleSequence
 		}
 	}
-	if SeqNewer(ack, (s.nextSeq-1)&seqMask) || newer && SeqNewer(s.ackNewest, ack) {
+	if seqNewer(ack, (s.nextSeq-1)&seqMask) || newer && seqNewer(s.ackNewest, ack) {
 		s.stats.suspect++
 		return DropSuspectSequence
 	}
-	if newer && d > SeqMaxJump && !s.confirmsJump(seq) {
+	if newer && d > seqMaxJump && !s.confirmsJump(seq) {
 		s.jump = seq
 		s.flags |= seqJumpHeld
 		s.stats.suspect++
@@ -374,7 +362,7 @@ func (s *SeqState) Receive(seq, ack uint16, ackBits uint64, now float64, rep *Ac
 }
 
 // confirmsJump reports whether seq, itself a jump, confirms the one held: a
-// different number within SeqWindow of it, on either side. Two packets that
+// different number within seqWindow of it, on either side. Two packets that
 // agree on a far position are what a peer that really moved on sends; one
 // packet, or the same one twice, is what a replay or a forgery is.
 func (s *SeqState) confirmsJump(seq uint16) bool {
@@ -382,24 +370,24 @@ func (s *SeqState) confirmsJump(seq uint16) bool {
 		return false
 	}
 	dd := (seq - s.jump) & seqMask
-	return dd != 0 && (dd <= SeqWindow || dd >= SeqModulus-SeqWindow)
+	return dd != 0 && (dd <= seqWindow || dd >= SeqModulus-seqWindow)
 }
 
 // processAck reports the tracked packets that Ack/AckBits names as
-// delivered, then those more than SeqWindow behind Ack as lost: the peer's
+// delivered, then those more than seqWindow behind Ack as lost: the peer's
 // window has moved past them, so no later packet can acknowledge them.
 func (s *SeqState) processAck(ack uint16, ackBits uint64, now float64, rep *AckReport) {
 	off := int((ack - s.sendBase) & seqMask) // Ack's position among the tracked
 	if off >= s.tracked() {
 		return
 	}
-	// Delivered: candidate k (0..63) is ack-SeqWindow+k, AckBits bit 63-k.
+	// Delivered: candidate k (0..63) is ack-seqWindow+k, AckBits bit 63-k.
 	// Intersect with the pending bitmap in one go; mask off candidates
 	// before sendBase, whose ring slots may hold newer packets.
-	first := (ack - SeqWindow) & seqMask
+	first := (ack - seqWindow) & seqMask
 	cand := bits.Reverse64(ackBits) & s.pendingRun(first)
-	if off < SeqWindow {
-		cand &= ^uint64(0) << (SeqWindow - off)
+	if off < seqWindow {
+		cand &= ^uint64(0) << (seqWindow - off)
 	}
 	for cand != 0 {
 		k := bits.TrailingZeros64(cand)
@@ -411,9 +399,9 @@ func (s *SeqState) processAck(ack uint16, ackBits uint64, now float64, rep *AckR
 		s.addRTTSample(rep.RTTSample)
 		s.reportDelivered(ack, rep)
 	}
-	// Lost: everything tracked before ack-SeqWindow. Each packet is passed
+	// Lost: everything tracked before ack-seqWindow. Each packet is passed
 	// once here, since sendBase moves beyond it.
-	for n := off - SeqWindow; n > 0; n-- {
+	for n := off - seqWindow; n > 0; n-- {
 		if s.isPending(s.sendBase) {
 			s.reportLost(s.sendBase, rep)
 		}
@@ -436,7 +424,7 @@ func (s *SeqState) addRTTSample(sample float64) {
 func (s *SeqState) reportDelivered(seq uint16, rep *AckReport) {
 	slot := seq & ringMask
 	s.pending[slot>>6] &^= 1 << (slot & 63)
-	rep.Delivered[rep.NumDelivered] = SentPacket{Seq: seq}
+	rep.delivered[rep.NumDelivered] = SentPacket{Seq: seq}
 	rep.NumDelivered++
 	s.stats.delivered++
 }
@@ -444,7 +432,7 @@ func (s *SeqState) reportDelivered(seq uint16, rep *AckReport) {
 func (s *SeqState) reportLost(seq uint16, rep *AckReport) {
 	slot := seq & ringMask
 	s.pending[slot>>6] &^= 1 << (slot & 63)
-	rep.Lost[rep.NumLost] = SentPacket{Seq: seq}
+	rep.lost[rep.NumLost] = SentPacket{Seq: seq}
 	rep.NumLost++
 	s.stats.lost++
 }
@@ -488,23 +476,8 @@ func (s *SeqState) Touch() uint64 {
 	return s.recvHistory ^ s.pending[0] ^ s.stats.sent ^ uint64(s.sentLo[s.nextSeq&ringMask])
 }
 
-// InFlight is how many sent packets are not reported yet.
-func (s *SeqState) InFlight() int {
-	n := 0
-	for _, w := range s.pending {
-		n += bits.OnesCount64(w)
-	}
-	return n
-}
-
 // RTT returns the smoothed round-trip time in seconds, 0 before any sample.
 func (s *SeqState) RTT() float64 { return float64(s.srtt) }
-
-// Received returns the newest sequence number received from the peer, and
-// whether anything was received at all.
-func (s *SeqState) Received() (newest uint16, any bool) {
-	return s.recvNewest, s.flags&seqRecvAny != 0
-}
 
 // Stats returns the counters since Init.
 func (s *SeqState) Stats() SeqStats {

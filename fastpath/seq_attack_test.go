@@ -128,14 +128,14 @@ func TestSeqReplayAfterWrap(t *testing.T) {
 // TestSeqForgedJump: one forged packet far ahead (issue 12: a KeepAlive
 // 8000 ahead made the server drop the client's next 51 packets until it
 // timed out) is dropped, and the legitimate packets that follow are all
-// accepted, for every distance past SeqMaxJump. The forger copies the Ack of
+// accepted, for every distance past seqMaxJump. The forger copies the Ack of
 // the last packet it saw, the most believable one.
 func TestSeqForgedJump(t *testing.T) {
 	l := newSeqWrapLink(t, 1, 1, 2)
 	for range 100 {
 		l.round()
 	}
-	for d := SeqMaxJump + 1; d < seqHalf; d++ {
+	for d := seqMaxJump + 1; d < seqHalf; d++ {
 		last := l.hist[len(l.hist)-1]
 		if r := l.b.Receive((last.seq+uint16(d))&seqMask, last.ack, last.bits, l.now, &l.rep); r != DropSuspectSequence {
 			t.Fatalf("forged packet %d ahead: %v, want %v", d, r, DropSuspectSequence)
@@ -156,7 +156,7 @@ func TestSeqForgedJump(t *testing.T) {
 	}
 }
 
-// TestSeqForgedStep: a forged packet within SeqMaxJump of the newest,
+// TestSeqForgedStep: a forged packet within seqMaxJump of the newest,
 // with the tag, cannot be told from a legitimate one (without a MAC nothing
 // can). It is delivered, and the connection then stalls only briefly: the
 // forged Ack (here the largest believable, our newest packet) makes the
@@ -171,7 +171,7 @@ func TestSeqForgedStep(t *testing.T) {
 	for range 100 {
 		l.round()
 	}
-	for d := 1; d <= SeqMaxJump; d++ {
+	for d := 1; d <= seqMaxJump; d++ {
 		last := l.hist[len(l.hist)-1]
 		newestOfB := (l.b.nextSeq - 1) & seqMask
 		if r := l.b.Receive((last.seq+uint16(d))&seqMask, newestOfB, 0, l.now, &l.rep); r != DropNone {

@@ -31,8 +31,8 @@ func TestSeqNewer(t *testing.T) {
 		{100, 8293, true}, // 100 is 8191 ahead of 8293 modulo 16384
 		{100, 8292, false},
 	} {
-		if got := SeqNewer(tc.a, tc.b); got != tc.want {
-			t.Errorf("SeqNewer(%d, %d) = %v, want %v", tc.a, tc.b, got, tc.want)
+		if got := seqNewer(tc.a, tc.b); got != tc.want {
+			t.Errorf("seqNewer(%d, %d) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
 	}
 }
@@ -220,18 +220,18 @@ func TestSeqReceiveWindow(t *testing.T) {
 		{"wraparound with reordering", 16382,
 			[]seqStep{{1, ok}, {16383, ok}, {0, ok}, {16382, ok}, {16381, stale}, {1, stale}},
 			1, ^uint64(0)},
-		{"a step of SeqMaxJump is believed at once", 0,
-			[]seqStep{{0, ok}, {SeqMaxJump, ok}},
-			SeqMaxJump, 1 << 63},
+		{"a step of seqMaxJump is believed at once", 0,
+			[]seqStep{{0, ok}, {seqMaxJump, ok}},
+			seqMaxJump, 1 << 63},
 		{"a jump needs a second packet; the first is not delivered", 0,
-			[]seqStep{{0, ok}, {1, ok}, {1 + SeqMaxJump + 1, jump}, {1 + SeqMaxJump + 1, jump}, {1 + SeqMaxJump + 3, ok},
-				{1 + SeqMaxJump + 1, ok}, {1 + SeqMaxJump + 2, ok}, {1, stale}},
-			1 + SeqMaxJump + 3, 0b11},
+			[]seqStep{{0, ok}, {1, ok}, {1 + seqMaxJump + 1, jump}, {1 + seqMaxJump + 1, jump}, {1 + seqMaxJump + 3, ok},
+				{1 + seqMaxJump + 1, ok}, {1 + seqMaxJump + 2, ok}, {1, stale}},
+			1 + seqMaxJump + 3, 0b11},
 		{"the same jump twice confirms nothing", 0,
 			[]seqStep{{0, ok}, {500, jump}, {500, jump}, {500, jump}, {1, ok}},
 			1, ^uint64(0)},
 		{"a confirmation may come from just before the jump", 0,
-			[]seqStep{{0, ok}, {500, jump}, {500 - SeqWindow, ok}, {500, ok}},
+			[]seqStep{{0, ok}, {500, jump}, {500 - seqWindow, ok}, {500, ok}},
 			500, 1 << 63},
 		{"a packet too far from the jump replaces it", 0,
 			[]seqStep{{0, ok}, {500, jump}, {600, jump}, {500, jump}, {501, ok}},
@@ -373,14 +373,14 @@ func TestSeqAcks(t *testing.T) {
 		{"eviction when the ring is full", 16300, []seqAckStep{
 			{sendBefore: SeqRingSize + 3, ack: 16300 + SeqRingSize + 2 - SeqModulus, bits: all,
 				wantEvicted:   seqSpan(16300, 3),
-				wantDelivered: seqSpan(16300+SeqRingSize+2-SeqWindow, SeqWindow+1),
-				wantLost:      seqSpan(16303, SeqRingSize-SeqWindow-1),
+				wantDelivered: seqSpan(16300+SeqRingSize+2-seqWindow, seqWindow+1),
+				wantLost:      seqSpan(16303, SeqRingSize-seqWindow-1),
 				wantRTT:       0.1},
 		}},
 		{"worst case report: both arrays full", 0, []seqAckStep{
 			{sendBefore: SeqRingSize, ack: SeqRingSize - 1, bits: all,
-				wantDelivered: seqSpan(SeqRingSize-1-SeqWindow, MaxDeliveredPerReport),
-				wantLost:      seqSpan(0, MaxLostPerReport),
+				wantDelivered: seqSpan(SeqRingSize-1-seqWindow, maxDeliveredPerReport),
+				wantLost:      seqSpan(0, maxLostPerReport),
 				wantRTT:       0.1},
 		}},
 	} {
@@ -525,7 +525,7 @@ type seqSimPacket struct {
 func (e *seqSimEnd) absIndex(seq uint16) (int, bool) {
 	last := len(e.sent) - 1
 	lastSeq := uint16((int(e.local) + last) & seqMask)
-	if SeqNewer(seq, lastSeq) || last < 0 {
+	if seqNewer(seq, lastSeq) || last < 0 {
 		return 0, false
 	}
 	return last - int((lastSeq-seq)&seqMask), true
@@ -548,7 +548,7 @@ func (e *seqSimEnd) wantAck() (uint16, uint64) {
 
 const (
 	seqSimDelivered = 1 + iota
-	seqSimLost      // Ack moved more than SeqWindow past it
+	seqSimLost      // Ack moved more than seqWindow past it
 	seqSimEvicted   // SeqRingSize newer packets were sent first
 )
 
@@ -565,11 +565,11 @@ type seqSimTally struct {
 // against what really happened on the wire:
 //
 //   - the receive filter accepts a packet iff it was not accepted before and
-//     is at most SeqWindow behind the newest accepted one; Ack/AckBits on
+//     is at most seqWindow behind the newest accepted one; Ack/AckBits on
 //     every send equal the model's;
 //   - each call reports exactly the model's delivered set (our unreported
 //     packets named by an accepted packet's Ack/AckBits) and lost set (our
-//     unreported packets more than SeqWindow behind that Ack), in order;
+//     unreported packets more than seqWindow behind that Ack), in order;
 //     evictions are the oldest unreported packet when SeqRingSize are
 //     tracked;
 //   - delivered ⇒ the peer really accepted the packet (its Receive returned
@@ -725,15 +725,15 @@ func TestSeqSimulation(t *testing.T) {
 					e.accepted = append(e.accepted, false)
 				}
 				// Model of the receive filter: within the window and not
-				// accepted before; more than SeqMaxJump ahead only when it
+				// accepted before; more than seqMaxJump ahead only when it
 				// confirms the jump held (a different packet within
-				// SeqWindow of it), else it becomes the jump held. A step
-				// forward of at most SeqMaxJump forgets the jump. The
+				// seqWindow of it), else it becomes the jump held. A step
+				// forward of at most seqMaxJump forgets the jump. The
 				// channels never forge, so the ack checks never fire.
-				wantAccept, wantDrop := !e.accepted[p.idx] && p.idx >= e.maxAcc-SeqWindow, DropStaleSequence
-				if d := p.idx - e.maxAcc; d > SeqMaxJump {
+				wantAccept, wantDrop := !e.accepted[p.idx] && p.idx >= e.maxAcc-seqWindow, DropStaleSequence
+				if d := p.idx - e.maxAcc; d > seqMaxJump {
 					dj := p.idx - e.jump
-					wantAccept = e.jump >= 0 && dj != 0 && dj >= -SeqWindow && dj <= SeqWindow
+					wantAccept = e.jump >= 0 && dj != 0 && dj >= -seqWindow && dj <= seqWindow
 					if !wantAccept {
 						e.jump, wantDrop = p.idx, DropSuspectSequence
 					}
@@ -763,12 +763,12 @@ func TestSeqSimulation(t *testing.T) {
 				var wantDelivered, wantLost []int
 				wantRTT := -1.0
 				if a, ok := e.absIndex(p.ack); ok {
-					for i := max(0, a-SeqWindow); i <= a && i < len(e.sent); i++ {
+					for i := max(0, a-seqWindow); i <= a && i < len(e.sent); i++ {
 						if e.sent[i].status == 0 && (i == a || p.bits&(1<<(a-1-i)) != 0) {
 							wantDelivered = append(wantDelivered, i)
 						}
 					}
-					for i := oldestUnreported(e); i < a-SeqWindow && i < len(e.sent); i++ {
+					for i := oldestUnreported(e); i < a-seqWindow && i < len(e.sent); i++ {
 						if e.sent[i].status == 0 {
 							wantLost = append(wantLost, i)
 						}
@@ -813,7 +813,7 @@ func TestSeqSimulation(t *testing.T) {
 			// order, until both windows have moved past every old packet.
 			now += 10
 			deliverUntil(now)
-			for range SeqRingSize + SeqWindow {
+			for range SeqRingSize + seqWindow {
 				now += dt
 				send(0, now, nil)
 				deliverUntil(now)
@@ -862,7 +862,7 @@ func TestSeqSimulation(t *testing.T) {
 					t.Errorf("%s: scenario never evicted", e.name)
 				}
 				if sc.requireJump && st.Suspect == 0 {
-					t.Errorf("%s: scenario never lost more than SeqMaxJump in a row", e.name)
+					t.Errorf("%s: scenario never lost more than seqMaxJump in a row", e.name)
 				}
 				if tl.lostNeverArrived == 0 || tl.delivered == 0 {
 					t.Errorf("%s: scenario too tame: %+v", e.name, tl)
@@ -970,7 +970,7 @@ func BenchmarkSeqNextSend(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {
-				if !evicting && i%SeqWindow == 0 && i > 0 {
+				if !evicting && i%seqWindow == 0 && i > 0 {
 					b.StopTimer()
 					newest := uint16((100 + i - 1) & seqMask)
 					s.Receive(peerSeq, newest, ^uint64(0), now, &rep)

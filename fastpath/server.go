@@ -22,74 +22,75 @@ type ServerConfig struct {
 	// DefaultMaxDatagram.
 	MaxDatagram int
 
-	// Per-source reply budgets (docs/protocol.md §5). A zero Limit takes the
-	// default; Limit{Rate: -1} means unlimited.
+	// Reply budgets (docs/protocol.md §5), each a Limit. In a
+	// ServerConfig a zero Rate takes the default (params.go), a zero Burst
+	// is twice the Rate, and Unlimited turns the budget off.
+	//
+	// ChallengeLimit, RestartLimit and VersionUpgradeLimit are per source
+	// (address and port).
 	ChallengeLimit      Limit
 	RestartLimit        Limit
 	VersionUpgradeLimit Limit
 	// ChallengeIPLimit and ChallengePrefixLimit cap Challenge replies per
 	// IP address (all ports) and per /24 or /64 network, on top of the
 	// per-source ChallengeLimit: a Challenge needs a token from all three.
-	// Each Server (receive loop) enforces them alone, so a host that the
-	// kernel spreads over n loops may get n times these; to set a total,
-	// give each loop Limit.Divide(n) of it. Zero takes
-	// DefaultChallengeIPLimit and DefaultChallengePrefixLimit, or
-	// unlimited when ChallengeLimit is unlimited (a benchmark setting:
-	// load from few addresses).
+	// They are totals for Loops receive loops; the default is
+	// DefaultChallengeIPRate and DefaultChallengePrefixRate, or unlimited
+	// when ChallengeLimit is unlimited (a benchmark setting: load from few
+	// addresses).
 	ChallengeIPLimit     Limit
 	ChallengePrefixLimit Limit
-	// VersionUpgradeTotal caps VersionUpgrade replies whatever their source.
+	// Loops is how many Servers made with this configuration receive
+	// handshakes (0 is 1). Each keeps its own tables, and the kernel
+	// spreads one host's source ports over them, so each Server enforces
+	// a Loops-th of ChallengeIPLimit and ChallengePrefixLimit.
+	Loops int
+	// VersionUpgradeTotal caps VersionUpgrade replies whatever their
+	// source: per Server, or for all of them after
+	// ShareVersionUpgradeTotal. The default is DefaultVersionUpgradeTotal
+	// per 300 s.
 	VersionUpgradeTotal Limit
-	// VersionUpgradeShared, when set, is the VersionUpgradeTotal budget
-	// that every Server made with this configuration spends from: one
-	// total for all of a server's receive loops (make it once with
-	// NewSharedBucket(VersionUpgradeTotal, now)). When nil, each Server
-	// keeps its own bucket of VersionUpgradeTotal, a budget per loop.
-	VersionUpgradeShared *SharedBucket
-	// LimiterEntries sizes each table of buckets (fixed memory).
-	LimiterEntries int
+
+	// upgradeShared, when set, is the VersionUpgradeTotal budget that
+	// every Server made with this configuration spends from (see
+	// ShareVersionUpgradeTotal). When nil, each Server keeps its own
+	// bucket of VersionUpgradeTotal.
+	upgradeShared *sharedBucket
 	// Sealed: connection packets are sealed (docs/protocol.md §11), and a
 	// RestartResponse moves nothing.
 	Sealed bool
 }
 
-// withDefaults fills zero fields.
+// withDefaults fills zero fields. The result is a Server's effective,
+// per-loop configuration: applying it again changes nothing.
 func (c ServerConfig) withDefaults() ServerConfig {
 	if c.MaxDatagram <= 0 {
 		c.MaxDatagram = DefaultMaxDatagram
 	}
-	def := func(l *Limit, d Limit) {
-		if *l == (Limit{}) {
-			*l = d
-		} else if l.Rate < 0 {
-			*l = Limit{} // Rate 0 is unlimited for the limiter
-		}
-	}
-	def(&c.ChallengeLimit, DefaultChallengeLimit)
-	def(&c.RestartLimit, DefaultRestartLimit)
-	def(&c.VersionUpgradeLimit, DefaultVersionUpgradeLimit)
-	ipDef, prefixDef := DefaultChallengeIPLimit, DefaultChallengePrefixLimit
-	if c.ChallengeLimit == (Limit{}) {
+	c.ChallengeLimit = c.ChallengeLimit.or(Limit{Rate: DefaultChallengeRate})
+	c.RestartLimit = c.RestartLimit.or(Limit{Rate: defaultRestartRate})
+	c.VersionUpgradeLimit = c.VersionUpgradeLimit.or(Limit{Rate: defaultVersionUpgradeRate})
+	ipDef, prefixDef := Limit{Rate: DefaultChallengeIPRate}, Limit{Rate: DefaultChallengePrefixRate}
+	if c.ChallengeLimit.Rate < 0 {
 		// Unlimited per source (benchmarks: load from few addresses):
 		// unlimited per host too, unless set.
-		ipDef, prefixDef = Limit{Rate: -1}, Limit{Rate: -1}
+		ipDef, prefixDef = Limit{Rate: Unlimited}, Limit{Rate: Unlimited}
 	}
-	def(&c.ChallengeIPLimit, ipDef)
-	def(&c.ChallengePrefixLimit, prefixDef)
-	def(&c.VersionUpgradeTotal, DefaultVersionUpgradeTotal)
-	if c.LimiterEntries <= 0 {
-		c.LimiterEntries = DefaultLimiterEntries
-	}
+	c.ChallengeIPLimit = c.ChallengeIPLimit.or(ipDef).divide(c.Loops)
+	c.ChallengePrefixLimit = c.ChallengePrefixLimit.or(prefixDef).divide(c.Loops)
+	c.Loops = 1 // the shares above are this loop's
+	c.VersionUpgradeTotal = c.VersionUpgradeTotal.or(
+		Limit{Rate: DefaultVersionUpgradeTotal / versionUpgradeWindow, Burst: DefaultVersionUpgradeTotal})
 	return c
 }
 
-// ShareVersionUpgradeTotal sets VersionUpgradeShared to a new full bucket of
-// VersionUpgradeTotal (the default when zero, unlimited when negative), so
-// that every Server made from c, or from a copy of it, afterwards spends
-// from one budget. Call it once per server, before making its loops'
-// Servers, and keep the pointer when the configuration is rebuilt live.
+// ShareVersionUpgradeTotal makes every Server made from c, or from a copy of
+// it, afterwards spend from one VersionUpgradeTotal budget (the default
+// when zero, unlimited when Unlimited), starting full at now. Call it once
+// per server, before making its loops' Servers, and keep the configuration
+// it set when the configuration is rebuilt live.
 func (c *ServerConfig) ShareVersionUpgradeTotal(now float64) {
-	c.VersionUpgradeShared = NewSharedBucket(c.withDefaults().VersionUpgradeTotal, now)
+	c.upgradeShared = newSharedBucket(c.withDefaults().VersionUpgradeTotal, now)
 }
 
 // Peer is what the caller knows about a datagram's source address before the
@@ -148,12 +149,13 @@ const (
 
 // ReplyTo is what a later reply to a proven handshake packet needs from the
 // request, so promotion workers never keep the (reused) receive buffer.
+// Handle fills it in Decision.To; pass it to BuildAck or BuildDenied as is.
 type ReplyTo struct {
 	ClientID   uint8
-	SentCount  uint8
-	CurVersion uint8 // min(CurHandshakeVersion, RemoteCur)
-	RandomLen  uint8 // the request's RandomData length: replies use no more
-	Len        int   // the request's size in bytes: replies are no larger
+	sentCount  uint8
+	curVersion uint8 // min(CurHandshakeVersion, RemoteCur)
+	randomLen  uint8 // the request's RandomData length: replies use no more
+	reqLen     int   // the request's size in bytes: replies are no larger
 }
 
 // Decision is the outcome of Server.Handle. Only the fields its Action names
@@ -175,9 +177,6 @@ type Decision struct {
 	// per address).
 	Timestamp float64
 	To        ReplyTo
-	// Replaces: the address is held by a connection with another ClientID
-	// (a restarted client); promotion replaces it (reason 4).
-	Replaces bool
 
 	// ActConn, ActSealed, ActSealedMove.
 	Conn    ConnHeader
@@ -188,12 +187,15 @@ type Decision struct {
 
 // Shed is overload control's say over the next decisions (set per batch by
 // the receive loop): which optional replies to skip and how many Challenges
-// may still be sent. Established connections are never shed here.
+// may be sent. Established connections are never shed here.
 type Shed struct {
 	NoRestart        bool
 	NoVersionUpgrade bool
-	// ChallengeBudget caps Challenge replies until reset; < 0 is unlimited.
-	ChallengeBudget int
+	// Challenges, when set, is one more budget every Challenge spends a
+	// token from, together with its rate limits; an Initial that finds it
+	// empty is dropped as DropOverload before any other check. The caller
+	// owns it, so it outlives the Server across configuration changes.
+	Challenges *Bucket
 }
 
 // Server decides, for one receive loop, what to do with each datagram. It
@@ -209,7 +211,7 @@ type Server struct {
 	challengePrefixRL *Limiter
 	restartRL         *Limiter
 	upgradeRL         *Limiter
-	// upgradeTotal is the loop's own total when cfg.VersionUpgradeShared
+	// upgradeTotal is the loop's own total when cfg.upgradeShared
 	// is nil.
 	upgradeTotal Bucket
 	rnd          Rand
@@ -231,14 +233,13 @@ func NewServer(cfg ServerConfig, secrets *cookie.Secrets, seed uint64, now float
 	return &Server{
 		cfg:               cfg,
 		signer:            cookie.NewSigner(secrets),
-		challengeRL:       NewLimiter(cfg.LimiterEntries, cfg.ChallengeLimit, k[0]),
-		restartRL:         NewLimiter(cfg.LimiterEntries, cfg.RestartLimit, k[1]),
-		upgradeRL:         NewLimiter(cfg.LimiterEntries, cfg.VersionUpgradeLimit, k[2]),
-		challengeIPRL:     NewLimiterBy(PerIP, cfg.LimiterEntries, cfg.ChallengeIPLimit, k[3]),
-		challengePrefixRL: NewLimiterBy(PerPrefix, cfg.LimiterEntries, cfg.ChallengePrefixLimit, k[4]),
-		upgradeTotal:      NewBucket(cfg.VersionUpgradeTotal, now),
+		challengeRL:       newLimiter(PerSource, 0, cfg.ChallengeLimit, k[0]),
+		restartRL:         newLimiter(PerSource, 0, cfg.RestartLimit, k[1]),
+		upgradeRL:         newLimiter(PerSource, 0, cfg.VersionUpgradeLimit, k[2]),
+		challengeIPRL:     newLimiter(PerIP, 0, cfg.ChallengeIPLimit, k[3]),
+		challengePrefixRL: newLimiter(PerPrefix, 0, cfg.ChallengePrefixLimit, k[4]),
+		upgradeTotal:      newBucket(cfg.VersionUpgradeTotal, now),
 		rnd:               NewRand(seed),
-		Shed:              Shed{ChallengeBudget: -1},
 	}
 }
 
@@ -260,7 +261,7 @@ func (s *Server) Handle(d *Decision, src netip.AddrPort, pkt []byte, now float64
 		d.Drop = r
 		return
 	}
-	if pw>>5&1 == 0 {
+	if !prefixHandshake(pw) {
 		s.handleConn(d, src, pkt, pw, now, peer, out)
 		return
 	}
@@ -286,10 +287,10 @@ func (s *Server) Handle(d *Decision, src netip.AddrPort, pkt []byte, now float64
 	// be built with byte stores and copied with a 16-byte load that the
 	// CPU cannot forward from them.
 	d.To.ClientID = h.ClientID
-	d.To.SentCount = h.SentCount
-	d.To.CurVersion = min(CurHandshakeVersion, h.CurVersion)
-	d.To.RandomLen = h.RandomLen
-	d.To.Len = len(pkt)
+	d.To.sentCount = h.SentCount
+	d.To.curVersion = min(CurHandshakeVersion, h.CurVersion)
+	d.To.randomLen = h.RandomLen
+	d.To.reqLen = len(pkt)
 
 	switch h.Type {
 	case TypeInitial:
@@ -308,7 +309,6 @@ func (s *Server) Handle(d *Decision, src netip.AddrPort, pkt []byte, now float64
 		d.Action = ActPromote
 		d.Timestamp = h.Timestamp
 		copyCookie(&d.Cookie, &h.Cookie)
-		d.Replaces = peer.Known
 	case TypeRestartResponse:
 		if s.cfg.Sealed {
 			// The cookie travels in clear: in sealed mode only a packet
@@ -337,40 +337,15 @@ func (s *Server) handleInitial(d *Decision, src netip.AddrPort, h *request, now 
 			d.Drop = DropOverload
 			return
 		}
-		hi := s.cfg.maxRandom(TypeVersionUpgrade, &d.To)
-		if hi < MinRandomBytes {
-			d.Drop = DropAmplification
-			return
-		}
-		if !s.allowUpgrade(src, now) {
-			d.Drop = DropRateLimited
-			return
-		}
-		d.ReplyLen = s.cfg.writeReply(out, &reply{Type: TypeVersionUpgrade}, &d.To, hi, &s.rnd)
-		s.replied(d, TypeVersionUpgrade)
+		s.answer(d, src, now, out, &reply{Type: TypeVersionUpgrade})
 		return
 	}
-	if s.Shed.ChallengeBudget == 0 {
+	if _, ok := s.Shed.Challenges.reserve(now); !ok {
 		d.Drop = DropOverload
 		return
 	}
-	hi := s.cfg.maxRandom(TypeChallenge, &d.To)
-	if hi < MinRandomBytes {
-		d.Drop = DropAmplification
-		return
-	}
-	if !s.allowChallenge(src, now) {
-		d.Drop = DropRateLimited
-		return
-	}
-	if s.Shed.ChallengeBudget > 0 {
-		s.Shed.ChallengeBudget--
-	}
 	var ck cookie.Cookie
-	rep := reply{Type: TypeChallenge, Timestamp: now, Cookie: &ck}
-	rep.SecretID = s.signer.GenerateTo(&ck, now, src)
-	d.ReplyLen = s.cfg.writeReply(out, &rep, &d.To, hi, &s.rnd)
-	s.replied(d, TypeChallenge)
+	s.answer(d, src, now, out, &reply{Type: TypeChallenge, Timestamp: now, Cookie: &ck})
 }
 
 // handleConn handles a connection packet: checked and handed over for a
@@ -413,18 +388,30 @@ func (s *Server) handleConn(d *Decision, src netip.AddrPort, pkt []byte, pw uint
 	// RestartHandshake answers a packet without versions: it carries
 	// CurVersion 4 and SentCount 0 (docs/protocol.md §5), and no more RandomData
 	// than keeps it within the connection packet's size.
-	d.To = ReplyTo{ClientID: d.Conn.ClientID, CurVersion: CurHandshakeVersion, RandomLen: MaxRandomBytes, Len: len(pkt)}
-	hi := s.cfg.maxRandom(TypeRestartHandshake, &d.To)
+	d.To = ReplyTo{ClientID: d.Conn.ClientID, curVersion: CurHandshakeVersion, randomLen: MaxRandomBytes, reqLen: len(pkt)}
+	s.answer(d, src, now, out, &reply{Type: TypeRestartHandshake, Restart: true})
+}
+
+// answer makes the reply rep to d.To's unproven source in the steps every
+// such reply takes, in this order: the no-amplification bound
+// (DropAmplification), the reply type's budgets (DropRateLimited), then the
+// write. A Challenge's cookie is signed only once the reply will go out,
+// so a refused flood costs no hashing.
+func (s *Server) answer(d *Decision, src netip.AddrPort, now float64, out []byte, rep *reply) {
+	hi := s.cfg.maxRandom(rep.Type, &d.To)
 	if hi < MinRandomBytes {
 		d.Drop = DropAmplification
 		return
 	}
-	if !s.restartRL.Allow(src, now) {
+	if !s.allow(rep.Type, src, now) {
 		d.Drop = DropRateLimited
 		return
 	}
-	d.ReplyLen = s.cfg.writeReply(out, &reply{Type: TypeRestartHandshake, Restart: true}, &d.To, hi, &s.rnd)
-	s.replied(d, TypeRestartHandshake)
+	if rep.Type == TypeChallenge {
+		rep.SecretID = s.signer.GenerateTo(rep.Cookie, now, src)
+	}
+	d.ReplyLen = s.cfg.writeReply(out, rep, &d.To, hi, &s.rnd)
+	s.replied(d, rep.Type)
 }
 
 // handleSealed is handleConn in sealed mode: the clear part is checked
@@ -460,10 +447,35 @@ func (s *Server) handleSealed(d *Decision, src netip.AddrPort, pkt []byte, pw ui
 	}
 }
 
-// allowChallenge spends a Challenge token of src's source, IP and prefix,
-// or none when any of them is empty: a flood from one port of a host must
-// not spend its other ports' share, nor a host's refused attempts its
-// network's.
+// replied records a reply of type t written into out[:d.ReplyLen].
+func (s *Server) replied(d *Decision, t PacketType) {
+	if d.ReplyLen == 0 {
+		// Unreachable while maxRandom is checked first; never send
+		// garbage.
+		d.Drop = DropAmplification
+		return
+	}
+	d.Action = ActReply
+	d.Reply = t
+}
+
+// allow spends a token from every budget a reply of type t to src needs,
+// or from none.
+func (s *Server) allow(t PacketType, src netip.AddrPort, now float64) bool {
+	switch t {
+	case TypeChallenge:
+		return s.allowChallenge(src, now)
+	case TypeVersionUpgrade:
+		return s.allowUpgrade(src, now)
+	default: // TypeRestartHandshake
+		return s.restartRL.Allow(src, now)
+	}
+}
+
+// allowChallenge spends a Challenge token of src's source, IP and prefix
+// and of the overload budget, or none when any of them is empty: a flood
+// from one port of a host must not spend its other ports' share, nor a
+// host's refused attempts its network's.
 func (s *Server) allowChallenge(src netip.AddrPort, now float64) bool {
 	a, ok := s.challengeRL.reserve(src, now)
 	if !ok {
@@ -477,9 +489,14 @@ func (s *Server) allowChallenge(src netip.AddrPort, now float64) bool {
 	if !ok {
 		return false
 	}
+	o, ok := s.Shed.Challenges.reserve(now)
+	if !ok {
+		return false
+	}
 	a.spend()
 	b.spend()
 	c.spend()
+	o.spend()
 	return true
 }
 
@@ -490,7 +507,7 @@ func (s *Server) allowUpgrade(src netip.AddrPort, now float64) bool {
 	if !ok {
 		return false
 	}
-	if sh := s.cfg.VersionUpgradeShared; sh != nil {
+	if sh := s.cfg.upgradeShared; sh != nil {
 		ok = sh.Allow(now)
 	} else {
 		ok = s.upgradeTotal.Allow(now)
@@ -499,17 +516,6 @@ func (s *Server) allowUpgrade(src netip.AddrPort, now float64) bool {
 		g.spend()
 	}
 	return ok
-}
-
-func (s *Server) replied(d *Decision, t PacketType) {
-	if d.ReplyLen == 0 {
-		// Unreachable while maxRandom is checked first; never send
-		// garbage.
-		d.Drop = DropAmplification
-		return
-	}
-	d.Action = ActReply
-	d.Reply = t
 }
 
 // compatible is the network compatibility check of an Initial (§3).
@@ -554,7 +560,7 @@ func versionsOK(remoteMin, remoteCur uint8) bool {
 
 // MaxReplyLen is the largest reply Handle or a Build function writes: an Ack
 // with 16 random bytes and a 32-bit magic header.
-const MaxReplyLen = (MaxMagicBits + IDBits + BaseBits + 225 + 8*MaxRandomBytes + 1 + 7) / 8
+const MaxReplyLen = (maxMagicBits + IDBits + BaseBits + 225 + 8*MaxRandomBytes + 1 + 7) / 8
 
 // BuildAck writes the Ack that completes a handshake (or answers a repeated
 // Response or a RestartResponse) carrying authorised cookie c. It returns 0

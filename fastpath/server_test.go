@@ -248,8 +248,8 @@ func TestServerVersionUpgradeRateLimits(t *testing.T) {
 			t.Fatalf("drop %v", d.Drop)
 		}
 	}
-	if sent != int(DefaultVersionUpgradeLimit.Burst) {
-		t.Fatalf("one source got %d VersionUpgrades at once, want burst %v", sent, DefaultVersionUpgradeLimit.Burst)
+	if sent != int(s.cfg.VersionUpgradeLimit.Burst) {
+		t.Fatalf("one source got %d VersionUpgrades at once, want burst %v", sent, s.cfg.VersionUpgradeLimit.Burst)
 	}
 	// The total budget: 512 per 300 s across all sources.
 	s, _ = testServer(t, nil)
@@ -276,8 +276,8 @@ func TestServerChallengeRateLimit(t *testing.T) {
 			t.Fatalf("drop %v", d.Drop)
 		}
 	}
-	if sent != int(DefaultChallengeLimit.Burst) {
-		t.Fatalf("burst %d, want %v", sent, DefaultChallengeLimit.Burst)
+	if sent != int(s.cfg.ChallengeLimit.Burst) {
+		t.Fatalf("burst %d, want %v", sent, s.cfg.ChallengeLimit.Burst)
 	}
 	// Another port of the same host is another source (players behind NAT).
 	other := netip.AddrPortFrom(vecAddr.Addr(), 7778)
@@ -291,8 +291,8 @@ func TestServerChallengeRateLimit(t *testing.T) {
 			sent++
 		}
 	}
-	if sent != int(DefaultChallengeLimit.Rate) {
-		t.Fatalf("after 1 s: %d, want %v", sent, DefaultChallengeLimit.Rate)
+	if sent != int(s.cfg.ChallengeLimit.Rate) {
+		t.Fatalf("after 1 s: %d, want %v", sent, s.cfg.ChallengeLimit.Rate)
 	}
 	// Unlimited (benchmarks).
 	s, _ = testServer(t, func(c *ServerConfig) { c.ChallengeLimit = Limit{Rate: -1} })
@@ -334,7 +334,7 @@ func TestServerResponse(t *testing.T) {
 				}
 				return
 			}
-			if d.Action != ActPromote || d.To.ClientID != 1 || d.To.SentCount != 2 || d.To.CurVersion != 4 || d.Replaces {
+			if d.Action != ActPromote || d.To.ClientID != 1 || d.To.sentCount != 2 || d.To.curVersion != 4 {
 				t.Fatalf("%+v, want promote", d)
 			}
 			var h Handshake
@@ -408,7 +408,7 @@ func TestServerKnownPeer(t *testing.T) {
 	// Another ClientID: a restarted client; a valid Response replaces.
 	resp2 := response(t, vecTS, vecCookie, nil)
 	peer.ClientID = 3
-	if d, _ := handle(s, vecAddr, resp2, vecTS+1, peer); d.Action != ActPromote || !d.Replaces {
+	if d, _ := handle(s, vecAddr, resp2, vecTS+1, peer); d.Action != ActPromote {
 		t.Fatalf("%+v, want promote replacing", d)
 	}
 }
@@ -446,7 +446,7 @@ func TestServerRestartResponse(t *testing.T) {
 	out := make([]byte, MaxReplyLen)
 	rnd := NewRand(3)
 	n := s.Config().BuildAck(out, &d.To, &d.OrigCookie, &rnd)
-	if h := decodeReply(t, Magic{}, out[:n]); h.Type != TypeAck || h.Cookie != orig || n > d.To.Len {
+	if h := decodeReply(t, Magic{}, out[:n]); h.Type != TypeAck || h.Cookie != orig || n > d.To.reqLen {
 		t.Fatalf("migration ack %+v (%d bytes)", h, n)
 	}
 }
@@ -552,7 +552,7 @@ func TestServerConnectionPackets(t *testing.T) {
 			t.Fatalf("%+v", d)
 		}
 	}
-	if sent != int(DefaultRestartLimit.Burst) {
+	if sent != int(s.cfg.RestartLimit.Burst) {
 		t.Fatalf("restart burst %d", sent)
 	}
 }
@@ -641,7 +641,9 @@ func TestServerNoAmplification(t *testing.T) {
 
 func TestServerShed(t *testing.T) {
 	s, _ := testServer(t, nil)
-	s.Shed = Shed{NoRestart: true, NoVersionUpgrade: true, ChallengeBudget: 1}
+	// One token, and the next one an hour away.
+	budget := newBucket(Limit{Rate: 1.0 / 3600, Burst: 1}, vecTS)
+	s.Shed = Shed{NoRestart: true, NoVersionUpgrade: true, Challenges: &budget}
 	if d, _ := handle(s, vecAddr, clientPacket(t, Magic{}, nil), vecTS, Peer{}); d.Action != ActReply {
 		t.Fatalf("first challenge %+v", d)
 	}
@@ -671,7 +673,7 @@ func TestServerAllocs(t *testing.T) {
 	peer := Peer{}
 	known := Peer{Known: true, ClientID: 1, Tag: 3}
 	connected := Peer{Known: true, ClientID: 1, Cookie: vecCookie}
-	to := ReplyTo{ClientID: 1, CurVersion: 4, RandomLen: 16, Len: 100}
+	to := ReplyTo{ClientID: 1, curVersion: 4, randomLen: 16, reqLen: 100}
 	rnd := NewRand(1)
 	for name, f := range map[string]func(){
 		"initial->challenge": func() { s.Handle(&d, vecAddr, initial, vecTS, &peer, out) },

@@ -11,7 +11,7 @@ import (
 // layout of docs/protocol.md §3 at bit offsets that depend only on the magic
 // header's length, so the server loads the few 64-bit words a packet's
 // fields lie in and takes the fields out with shifts, and writes its
-// replies through one 64-bit accumulator, instead of a BitReader or
+// replies through one 64-bit accumulator, instead of a bitReader or
 // BitWriter call per field with its own bounds and overrun bookkeeping.
 // The server also skips what it never reads: the request's RandomData
 // bytes. Measured (BenchmarkDecodeRequest, BenchmarkDecodeHandshake,
@@ -44,13 +44,6 @@ type request struct {
 	Timestamp       float64
 	Cookie          cookie.Cookie
 	OrigCookie      cookie.Cookie
-}
-
-// bodyBits is PacketType.BodyBits for the known types, as a table: the size
-// rule is on the path of every handshake packet.
-var bodyBits = [numPacketTypes]int{
-	TypeInitial: 225, TypeChallenge: 225, TypeResponse: 225, TypeAck: 225,
-	TypeRestartHandshake: 0, TypeRestartResponse: 385, TypeVersionUpgrade: 0, TypeDenied: 168,
 }
 
 // load64 returns the 64 bits of b from bit off on. Byte off>>3 + 8 must
@@ -119,7 +112,7 @@ func decodeRequest(m Magic, b []byte, pw uint64, pb int, q *request) DropReason 
 	if t >= numPacketTypes {
 		return DropUnknownType
 	}
-	random := pb - body - bodyBits[t]
+	random := pb - body - typeBodyBits[t]
 	restart := v&1 != 0
 	if r := checkShape(t, random, restart); r != DropNone {
 		return r
@@ -127,8 +120,8 @@ func decodeRequest(m Magic, b []byte, pw uint64, pb int, q *request) DropReason 
 	// Field by field, not *q = request{...}: a composite literal is built
 	// on the stack with narrow stores and copied with 16-byte loads,
 	// which the CPU cannot forward from those stores.
-	q.SessionID = uint8(pw & 3)
-	q.ClientID = uint8(pw >> 2 & 7)
+	q.SessionID = prefixSessionID(pw)
+	q.ClientID = prefixClientID(pw)
 	q.Restart = restart
 	q.MinVersion = uint8(v >> 1)
 	q.CurVersion = uint8(v >> 9)
@@ -251,7 +244,7 @@ type reply struct {
 // impossible. A reply's length is its RandomData's plus a fixed part, so
 // the bound is a subtraction.
 func (c *ServerConfig) maxRandom(t PacketType, to *ReplyTo) int {
-	return min(int(to.RandomLen), MaxRandomBytes, to.Len-HandshakeLen(c.Magic, t, 0))
+	return min(int(to.randomLen), MaxRandomBytes, to.reqLen-HandshakeLen(c.Magic, t, 0))
 }
 
 // writeReply picks the RandomData length uniformly in [8, hi], where hi is
@@ -297,8 +290,8 @@ func (c *ServerConfig) putReply(out []byte, rep *reply, to *ReplyTo, r int, r0, 
 	// SessionID(2) ClientID(3) HandshakeBit(1) RestartBit(1) MinVersion(8)
 	// CurVersion(8) PacketType(8) SentCount(8), then NetworkVersion(32)
 	// NetworkFeatures(16).
-	w = w.put(buf, uint64(c.SessionID)|uint64(to.ClientID)<<2|1<<5|restart<<6|MinHandshakeVersion<<7|
-		uint64(to.CurVersion)<<15|uint64(rep.Type)<<23|uint64(to.SentCount)<<31, 39)
+	w = w.put(buf, prefixWord(c.SessionID, to.ClientID, true)|restart<<prefixBits|MinHandshakeVersion<<7|
+		uint64(to.curVersion)<<15|uint64(rep.Type)<<23|uint64(to.sentCount)<<31, 39)
 	w = w.put(buf, uint64(c.NetworkVersion)|uint64(c.NetworkFeatures)<<32, 48)
 	withCookie := true
 	switch rep.Type {

@@ -20,7 +20,7 @@ func requestDecode(m Magic, b []byte, q *request) DropReason {
 	if r != DropNone {
 		return r
 	}
-	if pw>>5&1 == 0 {
+	if !prefixHandshake(pw) {
 		return DropUnexpectedType
 	}
 	return decodeRequest(m, b, pw, pb, q)
@@ -166,9 +166,9 @@ func FuzzDecodeRequest(f *testing.F) {
 // rnd.Fill, the no-amplification bound found by trying each length.
 func refEncodeReply(c *ServerConfig, out []byte, rep *reply, to *ReplyTo, rnd *Rand) int {
 	h := refReplyHandshake(c, rep, to)
-	hi := min(int(to.RandomLen), MaxRandomBytes)
+	hi := min(int(to.randomLen), MaxRandomBytes)
 	for ; hi >= MinRandomBytes; hi-- {
-		if HandshakeLen(c.Magic, h.Type, hi) <= to.Len {
+		if HandshakeLen(c.Magic, h.Type, hi) <= to.reqLen {
 			break
 		}
 	}
@@ -184,7 +184,7 @@ func refEncodeReply(c *ServerConfig, out []byte, rep *reply, to *ReplyTo, rnd *R
 // refReplyHandshake is rep as a Handshake, without RandomData.
 func refReplyHandshake(c *ServerConfig, rep *reply, to *ReplyTo) Handshake {
 	h := Handshake{SessionID: c.SessionID, ClientID: to.ClientID, Restart: rep.Restart,
-		MinVersion: MinHandshakeVersion, CurVersion: to.CurVersion, Type: rep.Type, SentCount: to.SentCount,
+		MinVersion: MinHandshakeVersion, CurVersion: to.curVersion, Type: rep.Type, SentCount: to.sentCount,
 		NetworkVersion: c.NetworkVersion, NetworkFeatures: c.NetworkFeatures}
 	switch rep.Type {
 	case TypeChallenge, TypeAck:
@@ -240,9 +240,9 @@ func TestEncodeReplyMatchesGeneric(t *testing.T) {
 				}
 				// Requests from too small to the largest: every
 				// no-amplification bound, including none.
-				to := ReplyTo{ClientID: uint8(rng.IntN(8)), SentCount: uint8(rng.Uint32()),
-					CurVersion: uint8(rng.Uint32()), RandomLen: uint8(rng.IntN(MaxRandomBytes + 3)),
-					Len: HandshakeLen(m, rt.t, 0) + 6 + rng.IntN(14)}
+				to := ReplyTo{ClientID: uint8(rng.IntN(8)), sentCount: uint8(rng.Uint32()),
+					curVersion: uint8(rng.Uint32()), randomLen: uint8(rng.IntN(MaxRandomBytes + 3)),
+					reqLen: HandshakeLen(m, rt.t, 0) + 6 + rng.IntN(14)}
 				if checkEncodeReply(t, &c, &rep, &to, MaxReplyLen, rng.Uint64()) > 0 {
 					written++
 				}
@@ -255,9 +255,9 @@ func TestEncodeReplyMatchesGeneric(t *testing.T) {
 	// Out of range IDs and short buffers are refused as before.
 	ck := cookie.Cookie{1}
 	rep := reply{Type: TypeChallenge, Cookie: &ck}
-	to := ReplyTo{ClientID: 1, RandomLen: 16, Len: 100}
+	to := ReplyTo{ClientID: 1, randomLen: 16, reqLen: 100}
 	checkEncodeReply(t, &ServerConfig{SessionID: 4}, &rep, &to, MaxReplyLen, 1)
-	checkEncodeReply(t, &ServerConfig{}, &rep, &ReplyTo{ClientID: 8, RandomLen: 16, Len: 100}, MaxReplyLen, 1)
+	checkEncodeReply(t, &ServerConfig{}, &rep, &ReplyTo{ClientID: 8, randomLen: 16, reqLen: 100}, MaxReplyLen, 1)
 	for n := range MaxReplyLen {
 		checkEncodeReply(t, &ServerConfig{}, &rep, &to, n, uint64(n))
 	}
@@ -283,7 +283,7 @@ func TestPutReplyVectors(t *testing.T) {
 		}
 		c := ServerConfig{Magic: codecMagic(t, f.str("magic")), SessionID: h.SessionID,
 			NetworkVersion: h.NetworkVersion, NetworkFeatures: h.NetworkFeatures}
-		to := ReplyTo{ClientID: h.ClientID, SentCount: h.SentCount, CurVersion: h.CurVersion}
+		to := ReplyTo{ClientID: h.ClientID, sentCount: h.SentCount, curVersion: h.CurVersion}
 		rep := reply{Type: h.Type, Restart: h.Restart, SecretID: h.SecretID, Reason: h.Reason,
 			Timestamp: h.Timestamp, Cookie: &h.Cookie}
 		var rw [16]byte
@@ -327,7 +327,7 @@ func FuzzServerReply(f *testing.F) {
 		if rt.restart != nil {
 			rep.Restart = *rt.restart
 		}
-		to := ReplyTo{ClientID: cid, SentCount: sent, CurVersion: cur, RandomLen: randomLen, Len: reqLen}
+		to := ReplyTo{ClientID: cid, sentCount: sent, curVersion: cur, randomLen: randomLen, reqLen: reqLen}
 		checkEncodeReply(t, &c, &rep, &to, min(int(outLen), 2*MaxReplyLen), seed)
 	})
 }
@@ -362,7 +362,7 @@ func BenchmarkWriteChallenge(b *testing.B) {
 				m := codecMagic(b, bm.magic)
 				h := codecRandHandshake(rand.New(rand.NewPCG(2, 2)), TypeChallenge)
 				c := ServerConfig{Magic: m, SessionID: h.SessionID, NetworkVersion: h.NetworkVersion}
-				to := ReplyTo{ClientID: h.ClientID, SentCount: h.SentCount, CurVersion: 4, RandomLen: 16, Len: 100}
+				to := ReplyTo{ClientID: h.ClientID, sentCount: h.SentCount, curVersion: 4, randomLen: 16, reqLen: 100}
 				rep := reply{Type: TypeChallenge, SecretID: h.SecretID, Timestamp: h.Timestamp, Cookie: &h.Cookie}
 				rnd := NewRand(1)
 				out := make([]byte, 128)

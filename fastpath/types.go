@@ -20,8 +20,8 @@ const (
 	IDBits = 5
 	// BaseBits counts HandshakeBit through NetworkFeatures.
 	BaseBits = 82
-	// MaxMagicBits is the longest magic header.
-	MaxMagicBits = 32
+	// maxMagicBits is the longest magic header.
+	maxMagicBits = 32
 	// MinRandomBytes and MaxRandomBytes bound RandomData.
 	MinRandomBytes = 8
 	MaxRandomBytes = 16
@@ -60,18 +60,18 @@ func (t PacketType) String() string {
 	return "unknown"
 }
 
-// BodyBits is the type's body size in bits (docs/protocol.md §3 table), or -1 for
-// an unknown type.
-func (t PacketType) BodyBits() int {
-	switch t {
-	case TypeInitial, TypeChallenge, TypeResponse, TypeAck:
-		return 225
-	case TypeRestartHandshake, TypeVersionUpgrade:
-		return 0
-	case TypeRestartResponse:
-		return 385
-	case TypeDenied:
-		return 168
+// typeBodyBits is each known type's body size in bits (docs/protocol.md §3
+// table). A table, because the size rule is on the path of every handshake
+// packet.
+var typeBodyBits = [numPacketTypes]int{
+	TypeInitial: 225, TypeChallenge: 225, TypeResponse: 225, TypeAck: 225,
+	TypeRestartHandshake: 0, TypeRestartResponse: 385, TypeVersionUpgrade: 0, TypeDenied: 168,
+}
+
+// bodyBits is the type's body size in bits, or -1 for an unknown type.
+func (t PacketType) bodyBits() int {
+	if t < numPacketTypes {
+		return typeBodyBits[t]
 	}
 	return -1
 }

@@ -274,7 +274,7 @@ func TestVectorTerminator(t *testing.T) {
 	v := codecLoadVectors(t)
 	for _, tc := range v.Terminator {
 		b := codecHex(t, tc.Hex)
-		bits, ok := PayloadBits(b)
+		bits, ok := payloadBits(b)
 		if ok != tc.Valid {
 			t.Errorf("%q: valid = %v, want %v", tc.Hex, ok, tc.Valid)
 			continue
@@ -287,9 +287,9 @@ func TestVectorTerminator(t *testing.T) {
 				t.Errorf("%q: payload bits %d, want %d", tc.Hex, bits, *tc.PayloadBits)
 			}
 		}
-		r, rok := NewBitReader(b)
+		r, rok := newBitReader(b)
 		if rok != tc.Valid || (rok && r.Left() != bits) {
-			t.Errorf("%q: NewBitReader ok=%v left=%d", tc.Hex, rok, r.Left())
+			t.Errorf("%q: newBitReader ok=%v left=%d", tc.Hex, rok, r.Left())
 		}
 	}
 }

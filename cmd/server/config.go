@@ -167,8 +167,8 @@ func (o *options) newFlagSet() *flag.FlagSet {
 	fs.UintVar(&o.networkFeatures, "network-features", 0, "network features clients must match (0..65535)")
 	fs.DurationVar(&o.timeout, "timeout", conn.DefaultTimeout, "close a connection silent for this long (longer than the 1s keepalive)")
 	fs.Float64Var(&o.challengeRate, "challenge-rate", defaultChallengeRate, "Challenge replies per second per source address (0: the protocol default, 32; -1: unlimited, for load tests from one host); changes on SIGHUP")
-	fs.Float64Var(&o.challengeRateIP, "challenge-rate-per-ip", fastpath.DefaultChallengeIPLimit.Rate, "Challenge replies per second to one IP address, all its ports, for the whole server; bursts twice that (0: the default; -1: unlimited)")
-	fs.Float64Var(&o.challengeRatePrefix, "challenge-rate-per-prefix", fastpath.DefaultChallengePrefixLimit.Rate, "Challenge replies per second to one /24 (IPv4) or /64 (IPv6) network, for the whole server; bursts twice that (0: the default; -1: unlimited)")
+	fs.Float64Var(&o.challengeRateIP, "challenge-rate-per-ip", fastpath.DefaultChallengeIPRate, "Challenge replies per second to one IP address, all its ports, for the whole server; bursts twice that (0: the default; -1: unlimited)")
+	fs.Float64Var(&o.challengeRatePrefix, "challenge-rate-per-prefix", fastpath.DefaultChallengePrefixRate, "Challenge replies per second to one /24 (IPv4) or /64 (IPv6) network, for the whole server; bursts twice that (0: the default; -1: unlimited)")
 	fs.BoolVar(&o.steer, "steer", true, "steer handshake packets and connection packets to separate sockets in the kernel, so a handshake flood never queues ahead of players (Linux 4.5+; falls back with a warning)")
 	fs.BoolVar(&o.overload, "overload", false, "overload control: under connectionless floods shed RestartHandshake/VersionUpgrade, then cap Challenges per socket (off: the protocol default, replies limited per source only); changes on SIGHUP")
 	fs.StringVar(&o.app, "app", "echo", "application: echo (send each Data payload back) or discard")
@@ -194,7 +194,7 @@ func (o *options) newFlagSet() *flag.FlagSet {
 // defaultChallengeRate is the protocol's Challenge limit per source
 // (conn.Config.ChallengeRate 0 takes it too), spelt out so -h and
 // -print-config show it.
-const defaultChallengeRate = 32
+const defaultChallengeRate = fastpath.DefaultChallengeRate
 
 // envName is the environment variable of a flag.
 func envName(flagName string) string {
@@ -582,7 +582,7 @@ func (o *options) validate() error {
 		name string
 		v    float64
 		def  int
-	}{{"challenge-rate-per-ip", o.challengeRateIP, 64}, {"challenge-rate-per-prefix", o.challengeRatePrefix, 256}} {
+	}{{"challenge-rate-per-ip", o.challengeRateIP, fastpath.DefaultChallengeIPRate}, {"challenge-rate-per-prefix", o.challengeRatePrefix, fastpath.DefaultChallengePrefixRate}} {
 		if math.IsNaN(r.v) || math.IsInf(r.v, 0) {
 			bad(r.name, "must be a number: replies per second like %d (0 takes the default, %d; -1 means unlimited)", r.def, r.def)
 		}

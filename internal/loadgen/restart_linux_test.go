@@ -345,8 +345,16 @@ func TestDisconnectBehindAck(t *testing.T) {
 	if err != nil || c.Connected != clients {
 		t.Fatalf("connect: %+v, %v", c, err)
 	}
+	// Disconnects behind the last Acks may arrive after the connect phase
+	// ended: a short run takes them. What matters is that none is lost,
+	// in whichever phase it arrives.
+	if g.Counters().Closed < clients {
+		if _, err := g.Run(context.Background(), RunSpec{Window: 100 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if tot := g.Counters(); tot.Closed != clients || tot.ClosedShutdown != clients || tot.Unexpected != 0 {
-		t.Errorf("after connect: closed %d (shutdown %d), unexpected %d; want %d, %d, 0",
+		t.Errorf("closed %d (shutdown %d), unexpected %d; want %d, %d, 0",
 			tot.Closed, tot.ClosedShutdown, tot.Unexpected, clients, clients)
 	}
 }

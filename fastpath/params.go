@@ -1,0 +1,55 @@
+package fastpath
+
+// Tunables: the defaults of the server's reply budgets (docs/protocol.md §5)
+// and the size of their tables. The budgets bound what a spoofed source can
+// make the server send to one address: replies to an unproven address are
+// never larger than their requests, so these caps are what keeps the
+// server from being a useful reflector. Each per-source, per-IP and
+// per-prefix default bursts twice its rate (see ServerConfig).
+const (
+	// DefaultChallengeRate caps Challenge replies per source, per second.
+	// A real client resends its Initial once a second, so this only ever
+	// stops floods.
+	DefaultChallengeRate = 32
+
+	// DefaultChallengeIPRate caps Challenge replies per IP address, all
+	// its ports together, and DefaultChallengePrefixRate per /24 (IPv4) or
+	// /64 (IPv6) network, per second and for all of a server's receive
+	// loops (ServerConfig.Loops). The per-source cap alone let a spoofer
+	// draw a host's whole port range toward it (ratelimit_host_test.go).
+	// These bound what one host, or one network, receives whatever its
+	// port count: 64/s (about 3.6 KB/s of 56-byte Challenges) after a
+	// burst of 128.
+	//
+	// Players behind one NAT share these budgets, and each needs one
+	// Challenge per attempt (a client resends its Initial once a second
+	// until it gets one): 128 players starting in the same second all get
+	// theirs at once, and 256 (conn's default cap of connections per IP)
+	// within 2 s more. A network's 1024 (conn's cap per prefix) take about
+	// 2 s at 256/s after a burst of 512.
+	DefaultChallengeIPRate     = 64
+	DefaultChallengePrefixRate = 256
+
+	// DefaultVersionUpgradeTotal caps VersionUpgrade replies whatever their
+	// source: this many per versionUpgradeWindow seconds, and at most this
+	// many at once, for the whole server when its loops share one budget
+	// (ServerConfig.ShareVersionUpgradeTotal), else per loop.
+	DefaultVersionUpgradeTotal = 512
+	versionUpgradeWindow       = 300.0
+
+	// defaultRestartRate and defaultVersionUpgradeRate cap RestartHandshake
+	// and VersionUpgrade replies per source, per second.
+	defaultRestartRate        = 4
+	defaultVersionUpgradeRate = 4
+
+	// defaultLimiterEntries sizes each table: 16 B an entry, so 256 KiB
+	// per table. A server keeps five per loop: per source for Challenge,
+	// RestartHandshake and VersionUpgrade, and per IP and per prefix for
+	// Challenge, so 1.25 MiB per loop.
+	// A source's entry matters only until its bucket is full again,
+	// Burst/Rate = 2 s for the defaults; legitimate sources handshaking on
+	// one loop within 2 s are far fewer than 16384, so they rarely meet. To
+	// evict a victim's entry a flood must hit its slot, about 16384 spoofed
+	// packets per eviction, which buys the victim's address one more burst.
+	defaultLimiterEntries = 1 << 14
+)
