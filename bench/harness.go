@@ -33,6 +33,11 @@ const (
 	scRTTFlood = "rtt-under-flood"
 	// scConns: live heap and GC cost of established connections (mem.go).
 	scConns = "conns"
+	// sealedPrefix marks a sealed-mode scenario (docs/protocol.md §11):
+	// sealed-data-N and sealed-storm-N are data-N and storm-N with a server
+	// holding a private key and clients that prove connect tokens and seal
+	// every connection packet.
+	sealedPrefix = "sealed-"
 )
 
 // lowLoadClients is the low-load scenario's client count.
@@ -45,6 +50,7 @@ type scenario struct {
 	Name    string `json:"name"`
 	Kind    string `json:"kind"`
 	Clients int    `json:"clients"`
+	Sealed  bool   `json:"sealed,omitempty"`
 }
 
 func parseScenario(s string) (scenario, error) {
@@ -54,14 +60,18 @@ func parseScenario(s string) (scenario, error) {
 	case scRTTFlood:
 		return scenario{Name: s, Kind: scRTTFlood, Clients: 1}, nil
 	}
-	kind, n, ok := strings.Cut(s, "-")
+	rest, sealed := strings.CutPrefix(s, sealedPrefix)
+	kind, n, ok := strings.Cut(rest, "-")
 	if !ok {
 		return scenario{}, fmt.Errorf("scenario %q: want kind-clients, e.g. data-100k, or low-load or rtt-under-flood", s)
 	}
 	switch kind {
 	case scChallenge, scAck, scData, scStorm, scConns:
 	default:
-		return scenario{}, fmt.Errorf("scenario %q: unknown kind %q (challenge, ack, data, storm or conns; or low-load, rtt-under-flood)", s, kind)
+		return scenario{}, fmt.Errorf("scenario %q: unknown kind %q (challenge, ack, data, storm or conns, and sealed-data or sealed-storm; or low-load, rtt-under-flood)", s, kind)
+	}
+	if sealed && kind != scData && kind != scStorm {
+		return scenario{}, fmt.Errorf("scenario %q: sealed mode has data and storm scenarios (sealed-data-N, sealed-storm-N)", s)
 	}
 	c, err := parseCount(n)
 	if err != nil || c < 1 || c > loadgen.MaxClients {
@@ -70,7 +80,7 @@ func parseScenario(s string) (scenario, error) {
 	if kind == scConns && c > maxConns {
 		return scenario{}, fmt.Errorf("scenario %q: at most %d connections (each costs the generator about 3 KB)", s, maxConns)
 	}
-	return scenario{Name: s, Kind: kind, Clients: c}, nil
+	return scenario{Name: s, Kind: kind, Clients: c, Sealed: sealed}, nil
 }
 
 // packets reports whether the scenario is a packet-rate measurement (a
@@ -91,6 +101,9 @@ func (sc scenario) packets() bool {
 // only repeat udpgate.
 func (sc scenario) runs(v variant) bool {
 	switch {
+	case sc.Sealed && v.Kind == kindNaive:
+		// The naive server has no sealed mode.
+		return false
 	case v.Kind == kindRawEcho:
 		return sc.packets()
 	case v.Overload:
@@ -140,6 +153,9 @@ func (sc scenario) requestSize() int {
 		return fastpath.HandshakeLen(fastpath.Magic{}, fastpath.TypeInitial, fastpath.MaxRandomBytes)
 	case scAck:
 		return fastpath.HandshakeLen(fastpath.Magic{}, fastpath.TypeResponse, fastpath.MaxRandomBytes)
+	}
+	if sc.Sealed {
+		return fastpath.SealedConnLen(fastpath.Magic{}, payloadSize)
 	}
 	return fastpath.ConnLen(fastpath.Magic{}, fastpath.KindData, payloadSize)
 }
@@ -347,12 +363,16 @@ func runOne(ctx context.Context, opt *options, sc scenario, v variant, rep int) 
 	}
 	rec := runRecord{Rep: rep, Scenario: sc.Name, Variant: v.Spec}
 	life := opt.Warmup + opt.Window + connectBudget + 30*time.Second
-	ch, err := startChild(v, false, life)
+	keys, env, err := sc.keys(v)
+	if err != nil {
+		return rec, err
+	}
+	ch, err := startChild(v, false, life, env...)
 	if err != nil {
 		return rec, err
 	}
 	defer ch.stop()
-	gen, err := loadgen.New(loadgen.Config{
+	lcfg := loadgen.Config{
 		Server:         ch.addr,
 		Mode:           sc.mode(v.Kind),
 		Clients:        sc.Clients,
@@ -362,7 +382,14 @@ func runOne(ctx context.Context, opt *options, sc scenario, v variant, rep int) 
 		PacketSize:     sc.requestSize(),
 		PayloadSize:    payloadSize,
 		NetworkVersion: benchNetVersion,
-	})
+		// As the server's (roles.go): no KeepAlive adds packets that are
+		// not answers. With the 1 s default, each of 100k clients idle
+		// between its Data sent one a second (two per Data at data-100k),
+		// all at once after a long Connect.
+		KeepAlive: time.Hour,
+	}
+	keys.apply(&lcfg)
+	gen, err := loadgen.New(lcfg)
 	if err != nil {
 		return rec, err
 	}
@@ -431,10 +458,10 @@ type child struct {
 }
 
 // startChild re-executes this binary as variant v's server (with
-// cmd/server's default settings if defaults), to live at most life, and
-// waits for it to report its port.
-func startChild(v variant, defaults bool, life time.Duration) (*child, error) {
-	env := []string{roleEnv + "=" + v.Spec}
+// cmd/server's default settings if defaults, and extra in its environment),
+// to live at most life, and waits for it to report its port.
+func startChild(v variant, defaults bool, life time.Duration, extra ...string) (*child, error) {
+	env := append([]string{roleEnv + "=" + v.Spec}, extra...)
 	if v.Procs > 0 {
 		env = append(env, fmt.Sprintf("GOMAXPROCS=%d", v.Procs))
 	}

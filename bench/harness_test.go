@@ -141,13 +141,16 @@ func TestParseScenario(t *testing.T) {
 		"conns-100k":      {Name: "conns-100k", Kind: scConns, Clients: 100000},
 		"low-load":        {Name: "low-load", Kind: scLowLoad, Clients: lowLoadClients},
 		"rtt-under-flood": {Name: "rtt-under-flood", Kind: scRTTFlood, Clients: 1},
+		"sealed-data-1k":  {Name: "sealed-data-1k", Kind: scData, Clients: 1000, Sealed: true},
+		"sealed-storm-2":  {Name: "sealed-storm-2", Kind: scStorm, Clients: 2, Sealed: true},
 	} {
 		got, err := parseScenario(in)
 		if err != nil || got != want {
 			t.Errorf("parseScenario(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"data", "data-", "data-0", "data-2M", "flood-1k", "data-1x", "conns-1M", "storm-0", "low-load-8", "rtt"} {
+	for _, bad := range []string{"data", "data-", "data-0", "data-2M", "flood-1k", "data-1x", "conns-1M", "storm-0", "low-load-8", "rtt",
+		"sealed-ack-1k", "sealed-conns-1k", "sealed-low-load", "sealed-data", "sealed-"} {
 		if _, err := parseScenario(bad); err == nil {
 			t.Errorf("parseScenario(%q) accepted", bad)
 		}
@@ -159,7 +162,7 @@ func TestOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if opt.Mode != "full" || opt.Reps != 2 || opt.Window != 4*time.Second || len(opt.Scenarios) != 11 || len(opt.Variants) != 4 {
+	if opt.Mode != "full" || opt.Reps != 2 || opt.Window != 4*time.Second || len(opt.Scenarios) != 14 || len(opt.Variants) != 4 {
 		t.Errorf("full: %+v", opt)
 	}
 	// Each variant runs where it applies.
@@ -171,7 +174,7 @@ func TestOptions(t *testing.T) {
 			}
 		}
 	}
-	if want := map[string]int{"udpgate": 11, "udpgate/overload": 4, "rawecho": 6, "naive": 11}; !maps.Equal(runs, want) {
+	if want := map[string]int{"udpgate": 14, "udpgate/overload": 5, "rawecho": 8, "naive": 11}; !maps.Equal(runs, want) {
 		t.Errorf("runs per variant in -full: %v, want %v", runs, want)
 	}
 	opt, err = parseOptions(nil, io.Discard)

@@ -24,6 +24,7 @@
 //	go run ./bench -scenarios data-1k -variants udpgate/b8,udpgate/b32,udpgate/b64,rawecho -reps 3
 //	go run ./bench -scenarios storm-1k,storm-10k,storm-100k -variants udpgate,naive -reps 5
 //	go run ./bench -scenarios rtt-under-flood -variants udpgate,udpgate/overload,naive -reps 5
+//	go run ./bench -scenarios sealed-data-1k,sealed-data-100k,data-1k,sealed-storm-10k -variants udpgate,rawecho
 //
 // Packet-rate scenarios are kind-clients with kind challenge (Initial →
 // Challenge), ack (a connected client's valid Response → Ack again) or
@@ -44,6 +45,13 @@
 //   - conns-N: N connections; the server's live heap per connection after
 //     a GC and its GC share of CPU with Data flowing at -conns-rate
 //     (mem.go).
+//
+// Sealed mode (docs/protocol.md §11) has two kinds, run by udpgate with a
+// private key drawn per run (sealed.go): sealed-data-N is data-N with
+// every client proving a connect token and every Data packet sealed both
+// ways, against the raw echo of datagrams of the sealed size (the naive
+// server has no sealed mode); sealed-storm-N is storm-N with the token's
+// proof in every handshake.
 //
 // Variants are udpgate, rawecho or naive, with optional settings /bN
 // (batch), /sN (sockets), /rSIZE (socket buffers, e.g. r208k, r4m), /pN
@@ -87,7 +95,7 @@ func main() {
 // Modes' defaults.
 var (
 	quickScenarios = "challenge-1k,ack-1k,data-1k,data-10k"
-	fullScenarios  = "challenge-1k,ack-1k,ack-100k,data-1k,data-100k,low-load,storm-1k,storm-10k,storm-100k,rtt-under-flood,conns-100k"
+	fullScenarios  = "challenge-1k,ack-1k,ack-100k,data-1k,data-100k,low-load,storm-1k,storm-10k,storm-100k,rtt-under-flood,conns-100k,sealed-data-1k,sealed-data-100k,sealed-storm-10k"
 	defaultServers = "udpgate,rawecho,naive"
 	fullServers    = "udpgate,udpgate/overload,rawecho,naive"
 )
@@ -101,7 +109,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	reps := fs.Int("reps", 0, "repetitions (0: the mode's)")
 	warmup := fs.Duration("warmup", 0, "warm-up before each window (0: the mode's)")
 	window := fs.Duration("window", 0, "measuring window (0: the mode's)")
-	scenarios := fs.String("scenarios", "", "comma-separated list: kind-clients with kind challenge, ack, data, storm or conns (e.g. data-100k, storm-10k, conns-100k), low-load, rtt-under-flood (default: the mode's)")
+	scenarios := fs.String("scenarios", "", "comma-separated list: kind-clients with kind challenge, ack, data, storm, conns, sealed-data or sealed-storm (e.g. data-100k, storm-10k, conns-100k, sealed-data-1k), low-load, rtt-under-flood (default: the mode's)")
 	variants := fs.String("variants", "", "comma-separated servers: udpgate, rawecho, naive, each with optional /bN /sN /rSIZE /pN (GOMAXPROCS) /frag, udpgate also /overload /defaults /nosteer (default: "+defaultServers+"; -full: "+fullServers+")")
 	connsRate := fs.Float64("conns-rate", 1, "conns-N: Data packets per second per client while GC is measured (0: closed loop)")
 	floodSources := fs.Int("flood-sources", 64, "rtt-under-flood: the attacker's source ports (one address), 1 to 4096")

@@ -61,7 +61,7 @@ func TestServersUnderLoad(t *testing.T) {
 				if kind == kindNaive {
 					v, _ = parseVariant(kind)
 				}
-				srv, err := startServer(v, false)
+				srv, err := startServer(v, false, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -168,8 +168,12 @@ type server struct {
 }
 
 // startServer starts variant v on 127.0.0.1 with a kernel-chosen port;
-// defaults asks for cmd/server's default settings (see below).
-func startServer(v variant, defaults bool) (*server, error) {
+// defaults asks for cmd/server's default settings (see below), and keys, if
+// not nil, for udpgate in sealed mode.
+func startServer(v variant, defaults bool, keys *sealedKeys) (*server, error) {
+	if keys != nil && v.Kind != kindUdpgate {
+		return nil, fmt.Errorf("variant %s has no sealed mode", v.Spec)
+	}
 	switch v.Kind {
 	case kindUdpgate:
 		// Benchmark settings: no per-source Challenge limit and no
@@ -211,6 +215,12 @@ func startServer(v variant, defaults bool) (*server, error) {
 			cfg.ChallengeRate, cfg.KeepAlive, cfg.Timeout = 0, 0, 0
 			cfg.MaxClientsPerIP, cfg.MaxClientsPerPrefix = 0, 0
 		}
+		if keys != nil {
+			cfg.PrivateKey, cfg.ProtocolID = &keys.key, keys.protocolID
+			// A sealed storm has every client waiting for its proof at
+			// once: room for all of them, as MaxClients has.
+			cfg.MaxUnproven = cfg.MaxClients
+		}
 		s, err := conn.Listen("127.0.0.1:0", cfg)
 		if err != nil {
 			return nil, err
@@ -218,10 +228,11 @@ func startServer(v variant, defaults bool) (*server, error) {
 		return &server{addr: s.Addr(), close: func() { s.Close() }, stats: func() string {
 			st := s.Stats()
 			so := st.Sockets
-			return fmt.Sprintf("conns=%d accepted=%d conn_in=%d drops=%d promotion_full=%d denied_full=%d overload_changes=%d rx=%d fill=%.1f rx_drops=%d tx=%d tx_calls=%d sockets=%d",
+			return fmt.Sprintf("conns=%d accepted=%d conn_in=%d drops=%d promotion_full=%d denied_full=%d overload_changes=%d rx=%d fill=%.1f rx_drops=%d tx=%d tx_calls=%d sockets=%d proofs=%d proof_timeouts=%d unproven_evicted=%d sealed_forged=%d",
 				st.Connections, st.Accepted, st.ConnPacketsIn, st.TotalDrops(), st.Drops[fastpath.DropPromotionFull],
 				st.DeniedFull, st.OverloadChanges, so.RxPackets, float64(so.RxPackets)/float64(max(so.RxBatches, 1)),
-				so.RxDrops, so.TxPackets, so.TxCalls, len(s.SocketStats()))
+				so.RxDrops, so.TxPackets, so.TxCalls, len(s.SocketStats()),
+				st.Proofs, st.ProofTimeouts, st.UnprovenEvicted, st.Drops[fastpath.DropSealedForged])
 		}}, nil
 	case kindRawEcho:
 		cfg := batchio.Config{Sockets: v.Sockets, BatchSize: v.Batch, RecvBuffer: v.Buffer, SendBuffer: v.Buffer,
@@ -292,7 +303,12 @@ func childMain(spec string, stdin io.Reader, stdout io.Writer) int {
 		fmt.Fprintf(stdout, "ERROR %v\n", err)
 		return 2
 	}
-	srv, err := startServer(v, v.Defaults || os.Getenv(profileEnv) == profileDefaults)
+	keys, err := parseSealedKeys(os.Getenv(sealedEnv))
+	if err != nil {
+		fmt.Fprintf(stdout, "ERROR %v\n", err)
+		return 2
+	}
+	srv, err := startServer(v, v.Defaults || os.Getenv(profileEnv) == profileDefaults, keys)
 	if err != nil {
 		fmt.Fprintf(stdout, "ERROR %v\n", err)
 		return 1

@@ -145,3 +145,85 @@ func TestSummariseIssue(t *testing.T) {
 		t.Errorf("markdown:\n%s", md.String())
 	}
 }
+
+// TestSealedScenarios runs sealed-data and sealed-storm once, small and
+// short: udpgate in sealed mode and the raw echo take part (the naive
+// server has no sealed mode), the raw echo's datagrams have the sealed
+// packet's size, and the sealed target is checked; never how fast.
+func TestSealedScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("servers under load; skipped with -short")
+	}
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := run(ctx, []string{"-scenarios", "sealed-data-1k,sealed-storm-1k", "-variants", "udpgate,rawecho,naive",
+		"-warmup", "100ms", "-window", "300ms", "-out", dir}, &stdout, &stderr)
+	t.Logf("\n%s", stderr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	b, err := os.ReadFile(filepath.Join(dir, "bench-results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	// sealed-data: udpgate, rawecho; sealed-storm: udpgate.
+	if len(rep.Runs) != 3 || len(rep.Cells) != 2 || len(rep.Storms) != 1 {
+		t.Fatalf("%d runs, %d packet cells, %d storms", len(rep.Runs), len(rep.Cells), len(rep.Storms))
+	}
+	for _, r := range rep.Runs {
+		switch {
+		case r.Variant == kindNaive:
+			t.Errorf("the naive server ran %s", r.Scenario)
+		case r.Scenario == "sealed-storm-1k":
+			if s := r.Storm; s == nil || s.Connected != 1000 || s.PerSecond <= 0 || !strings.Contains(r.ServerStats, "proofs=1000 ") {
+				t.Errorf("sealed storm: %+v, server %s", r.Storm, r.ServerStats)
+			}
+		case r.Variant == kindUdpgate:
+			if r.Replies == 0 || r.CPUNs <= 0 || r.Connect == nil || r.Connect.Connected != 1000 ||
+				!strings.Contains(r.ServerStats, "proofs=1000 ") || !strings.Contains(r.ServerStats, "sealed_forged=0") {
+				t.Errorf("sealed data: %d replies, %+v, server %s", r.Replies, r.Connect, r.ServerStats)
+			}
+		default:
+			if r.Replies == 0 || r.CPUNs <= 0 {
+				t.Errorf("%s %s: %d replies", r.Scenario, r.Variant, r.Replies)
+			}
+		}
+	}
+	found := false
+	for _, tg := range rep.Targets {
+		found = found || tg.Name == "sealed-data-1k: server CPU per sealed Data echo ÷ raw echo"
+	}
+	if !found {
+		t.Errorf("no sealed target in %+v", rep.Targets)
+	}
+}
+
+func TestSealedKeysRoundTrip(t *testing.T) {
+	sc, _ := parseScenario("sealed-data-1k")
+	k, env, err := sc.keys(variant{Kind: kindUdpgate})
+	if err != nil || k == nil || len(env) != 1 {
+		t.Fatalf("keys: %v %v %v", k, env, err)
+	}
+	_, val, _ := strings.Cut(env[0], "=")
+	got, err := parseSealedKeys(val)
+	if err != nil || *got != *k {
+		t.Errorf("parseSealedKeys(%q) = %+v, %v; want %+v", val, got, err, k)
+	}
+	if k2, _, _ := sc.keys(variant{Kind: kindRawEcho}); k2 != nil {
+		t.Error("keys for the raw echo")
+	}
+	if k3, _, _ := (scenario{Kind: scData}).keys(variant{Kind: kindUdpgate}); k3 != nil {
+		t.Error("keys for an unsealed scenario")
+	}
+	for _, bad := range []string{"x", "00:1", strings.Repeat("0", 64) + ":zz", strings.Repeat("0", 64)} {
+		if _, err := parseSealedKeys(bad); err == nil {
+			t.Errorf("parseSealedKeys(%q) accepted", bad)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/token"
 )
 
 // Hard limits. Every run stops by itself: Count and MaxDuration cannot be
@@ -85,11 +86,23 @@ const (
 	// KindVersion: Initials with another NetworkVersion; the server answers
 	// VersionUpgrade, at most 4/s per source and 512 per 300 s in total.
 	KindVersion
+	// KindProof (sealed mode, docs/protocol.md §11): hostile proof
+	// packets on the source's own unproven connection (see Config.
+	// ProtocolID): tokens for another protocol id, expired, sealed under
+	// another key, bit-flipped; proofs with a broken version info,
+	// truncated, oversized; with Config.PrivateKey also tokens that open
+	// but list another server, or whose inner seal is forged. The server
+	// answers some with a refusal no larger than a tenth of the proof.
+	KindProof
+	// KindSealed (sealed mode): sealed connection packets with random
+	// counters and ciphertext, on the source's own connection (or with
+	// random tags when it has none).
+	KindSealed
 	// NumKinds counts the kinds.
 	NumKinds
 )
 
-var kindNames = [NumKinds]string{"initial", "forged", "replay", "garbage", "conn", "truncated", "oversize", "version"}
+var kindNames = [NumKinds]string{"initial", "forged", "replay", "garbage", "conn", "truncated", "oversize", "version", "proof", "sealed"}
 
 // String returns the kind's name as ParseMix accepts it.
 func (k Kind) String() string {
@@ -103,8 +116,15 @@ func (k Kind) String() string {
 // Mix[k] / sum(Mix). The zero Mix means DefaultMix.
 type Mix [NumKinds]uint32
 
-// DefaultMix sends every kind equally often.
+// DefaultMix sends every kind of the unsealed protocol equally often. The
+// sealed-mode kinds (proof, sealed) are chosen by name: they mean
+// something only to a server with a private key, and they make each source
+// connect first.
 var DefaultMix = Mix{1, 1, 1, 1, 1, 1, 1, 1}
+
+// sealedKinds reports whether m has a sealed-mode kind, for which every
+// source connects before the flood.
+func (m Mix) sealedKinds() bool { return m[KindProof] > 0 || m[KindSealed] > 0 }
 
 // maxWeight keeps the sum of weights far from overflow.
 const maxWeight = 1_000_000
@@ -207,6 +227,15 @@ type Config struct {
 	MaxDatagram     int
 	SessionID       uint8
 
+	// Sealed mode (the proof and sealed kinds). ProtocolID is the
+	// server's, so that hostile tokens get past the protocol-id check to
+	// the checks behind it (expiry, decryption). PrivateKey, if not nil,
+	// is the server's private key: proofs then also carry tokens that open
+	// but are refused further on (another server's; a forged inner seal).
+	// Neither makes a token the server accepts.
+	ProtocolID uint64
+	PrivateKey *[token.KeyBytes]byte
+
 	// Batch is the datagrams per sendmmsg (0: DefaultBatch, at most
 	// MaxBatch); all datagrams of a batch leave from one source.
 	Batch int
@@ -270,6 +299,10 @@ func (c Config) settings() (settings, error) {
 	}
 	if c.Mix == (Mix{}) {
 		s.Mix = DefaultMix
+	}
+	if s.Mix[KindProof] > 0 && s.MaxDatagram < fastpath.ProofLen(m) {
+		return s, fmt.Errorf("flood: MaxDatagram %d is below a proof packet's %d bytes, which a sealed-mode server must take: use the server's MaxDatagram",
+			s.MaxDatagram, fastpath.ProofLen(m))
 	}
 	for k, w := range s.Mix {
 		if w > maxWeight {

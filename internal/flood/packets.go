@@ -40,10 +40,19 @@ type builder struct {
 	ch    challenge
 	now   float64 // Unix seconds, for forged timestamps
 	arena []byte
+	// oversized counts the oversized proofs made, which alternate between
+	// two sizes.
+	oversized int
 }
 
 func buildTemplates(st *settings, ch challenge, now float64, rnd fastpath.Rand) *templates {
 	b := &builder{st: st, m: st.magic, rnd: rnd, ch: ch, now: now}
+	return b.templates()
+}
+
+// templates builds the shared datagrams of every kind in the mix.
+func (b *builder) templates() *templates {
+	st := b.st
 	t := new(templates)
 	for k := range NumKinds {
 		if st.Mix[k] == 0 {
@@ -93,6 +102,10 @@ func (b *builder) build(k Kind, i int) []byte {
 		n = b.oversize(buf[:])
 	case KindGarbage:
 		n = b.garbage(buf[:], i)
+	case KindProof:
+		n = b.proof(buf[:], i%numProof, nil)
+	case KindSealed:
+		n = b.sealed(buf[:], nil)
 	}
 	return b.put(buf[:n])
 }

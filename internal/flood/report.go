@@ -37,9 +37,15 @@ func (c *Counter) sum(o Counter) {
 type ReplyType uint8
 
 const (
-	ReplyConn     ReplyType = 8 // a connection packet
-	ReplyInvalid  ReplyType = 9 // neither a handshake nor a connection packet
-	NumReplyTypes           = 10
+	ReplyConn    ReplyType = 8 // a connection packet
+	ReplyInvalid ReplyType = 9 // neither a handshake nor a connection packet
+	// ReplyRefusal: an unsealed Disconnect refusing a token (reason 5,
+	// expired, or 6, invalid), as a sealed-mode server answers a proof.
+	ReplyRefusal ReplyType = 10
+	// ReplySealed: a sealed connection packet (a sealed-mode server's
+	// refusal for reasons 7 to 9, or its answer to a valid proof).
+	ReplySealed   ReplyType = 11
+	NumReplyTypes           = 12
 )
 
 func (t ReplyType) String() string {
@@ -50,6 +56,10 @@ func (t ReplyType) String() string {
 		return "connection_packet"
 	case t == ReplyInvalid:
 		return "invalid"
+	case t == ReplyRefusal:
+		return "token_refusal"
+	case t == ReplySealed:
+		return "sealed_packet"
 	}
 	return "ReplyType(" + strconv.Itoa(int(t)) + ")"
 }
@@ -114,6 +124,9 @@ type Report struct {
 	Kinds      [NumKinds]uint64
 	Received   Counter
 	Replies    [NumReplyTypes]Counter
+	// Connected: sources that completed a handshake before the flood, for
+	// the sealed-mode kinds (0 without them).
+	Connected int
 
 	// Sources has one entry per source socket, in the order of
 	// Config.Sources.
@@ -165,12 +178,13 @@ func ratio(in, out uint64) float64 {
 
 func (e *engine) report(sendTime, drain time.Duration) *Report {
 	r := &Report{
-		Server:   e.st.Server,
-		Mix:      e.st.Mix,
-		Stopped:  e.why.Load().(StopReason),
-		SendTime: sendTime,
-		Drain:    drain,
-		Sources:  make([]SourceReport, len(e.srcs)),
+		Server:    e.st.Server,
+		Mix:       e.st.Mix,
+		Stopped:   e.why.Load().(StopReason),
+		SendTime:  sendTime,
+		Drain:     drain,
+		Sources:   make([]SourceReport, len(e.srcs)),
+		Connected: e.connected,
 	}
 	for i, s := range e.srcs {
 		tx := s.sock.Stats()
@@ -204,6 +218,9 @@ func (r *Report) Print(w io.Writer, top int) error {
 	p := func(format string, a ...any) { fmt.Fprintf(tw, format, a...) }
 
 	p("target\t%s, %d sources, mix %s\n", r.Server, len(r.Sources), r.Mix)
+	if r.Mix.sealedKinds() {
+		p("connected first\t%d of %d sources (their hostile proofs reach the token checks)\n", r.Connected, len(r.Sources))
+	}
 	p("stopped\t%s after %v (%.0f datagrams/s), then drained replies for %v\n",
 		r.Stopped, r.SendTime.Round(time.Millisecond), r.SendRate(), r.Drain.Round(time.Millisecond))
 	p("bytes out (sent to server)\t%d datagrams, %s\n", r.Sent.Datagrams, bytesText(r.Sent.Bytes))

@@ -24,6 +24,11 @@ type source struct {
 	sock  *batchio.Socket
 	addr  netip.AddrPort
 
+	// conn and kinds: the source's connection and its own datagrams of
+	// the sealed-mode kinds (nil: the shared ones), set before sending.
+	conn  *sourceConn
+	kinds [NumKinds][][]byte
+
 	// Written by the owning sender only.
 	sentKinds [NumKinds]uint64
 	_         cpu.CacheLinePad
@@ -62,18 +67,23 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rnd := fastpath.NewRand(st.Seed)
 
 	probeCtx, cancel := context.WithDeadline(ctx, deadline)
-	ch, err := probe(probeCtx, &st, &rnd)
+	ch, probeSock, err := probe(probeCtx, &st, &rnd)
 	cancel()
 	if err != nil {
 		return nil, err
 	}
-	tmpl := buildTemplates(&st, ch, seconds(time.Now()), fastpath.NewRand(rnd.Uint64()|1))
+	b := &builder{st: &st, m: st.magic, rnd: fastpath.NewRand(rnd.Uint64() | 1), ch: ch, now: seconds(time.Now())}
+	tmpl := b.templates()
 
+	// The probe's socket stays open until the sources have their ports,
+	// so that none of them gets the probe's port, from which the replayed
+	// Response would be valid and make a connection.
 	srcs, err := openSources(&st)
+	probeSock.Close()
 	if err != nil {
 		return nil, err
 	}
-	e := &engine{st: &st, tmpl: tmpl, srcs: srcs}
+	e := &engine{st: &st, tmpl: tmpl, srcs: srcs, b: b}
 	e.left.Store(int64(st.Count))
 	return e.run(ctx, deadline, &rnd)
 }
@@ -83,9 +93,12 @@ type engine struct {
 	st   *settings
 	tmpl *templates
 	srcs []*source
-	left atomic.Int64 // datagrams not yet claimed by a sender
-	stop atomic.Bool  // set when MaxDuration passes or ctx ends
-	why  atomic.Value // StopReason, set once
+	b    *builder // for the sources' own templates
+	// connected: sources that hold a connection for the sealed-mode kinds.
+	connected int
+	left      atomic.Int64 // datagrams not yet claimed by a sender
+	stop      atomic.Bool  // set when MaxDuration passes or ctx ends
+	why       atomic.Value // StopReason, set once
 }
 
 func (e *engine) halt(r StopReason) {
@@ -101,7 +114,7 @@ func (e *engine) run(ctx context.Context, deadline time.Time, rnd *fastpath.Rand
 		rwg.Add(1)
 		go func() {
 			defer rwg.Done()
-			s.receive(st.magic)
+			s.receive(st.magic, st.Server)
 		}()
 	}
 
@@ -109,6 +122,15 @@ func (e *engine) run(ctx context.Context, deadline time.Time, rnd *fastpath.Rand
 	defer timer.Stop()
 	unwatch := context.AfterFunc(ctx, func() { e.halt(StopCanceled) })
 	defer unwatch()
+
+	if st.Mix.sealedKinds() {
+		e.connected = e.connectSources(deadline, rnd)
+		for i, s := range e.srcs {
+			if s.conn.ok {
+				e.b.sourceTemplates(s, i)
+			}
+		}
+	}
 
 	begin := time.Now()
 	var swg sync.WaitGroup
@@ -271,7 +293,10 @@ func (sd *sender) fill(s *source, n int, cum *[NumKinds]uint64, total uint64) {
 		for r >= cum[k] {
 			k++
 		}
-		vs := e.tmpl.kinds[k]
+		vs := s.kinds[k]
+		if vs == nil {
+			vs = e.tmpl.kinds[k]
+		}
 		p := vs[sd.rnd.Intn(len(vs))]
 		m := &sd.batch.Msgs[j]
 		m.Buf = p
@@ -282,7 +307,9 @@ func (sd *sender) fill(s *source, n int, cum *[NumKinds]uint64, total uint64) {
 }
 
 // receive counts every datagram arriving at s until its socket closes.
-func (s *source) receive(m fastpath.Magic) {
+// While the source connects (sealed-mode kinds), handshake replies also go
+// to its handshake.
+func (s *source) receive(m fastpath.Magic, server netip.AddrPort) {
 	b := batchio.NewBatch(8, 2048)
 	var h fastpath.Handshake
 	var ch fastpath.ConnHeader
@@ -297,17 +324,36 @@ func (s *source) receive(m fastpath.Magic) {
 		for i := range n {
 			msg := &b.Msgs[i]
 			p := msg.Buf[:msg.N]
-			t := ReplyInvalid
-			if fastpath.DecodeHandshake(m, p, &h) == fastpath.DropNone {
-				t = ReplyType(h.Type)
-			} else if _, r := fastpath.DecodeConn(m, p, &ch); r == fastpath.DropNone {
-				t = ReplyConn
+			t := classify(m, p, &h, &ch)
+			if c := s.conn; c != nil && t < ReplyConn && c.active.Load() {
+				c.handshakeIn(s, server, p)
 			}
 			s.recv.add(msg.N)
 			s.replies[t].add(msg.N)
 		}
 		s.recvPub.Store(s.recv.Datagrams)
 	}
+}
+
+// classify names what the server sent: a handshake packet by its type; a
+// refusal of a token (an unsealed Disconnect, reason 5 or 6, which a sealed
+// server sends while a connection proves its token); a sealed packet; any
+// other connection packet; or invalid.
+func classify(m fastpath.Magic, p []byte, h *fastpath.Handshake, ch *fastpath.ConnHeader) ReplyType {
+	if fastpath.DecodeHandshake(m, p, h) == fastpath.DropNone {
+		return ReplyType(h.Type)
+	}
+	payload, r := fastpath.DecodeConn(m, p, ch)
+	if r == fastpath.DropNone && ch.Kind == fastpath.KindDisconnect && len(payload) == 1 && (payload[0] == fastpath.DisconnectTokenExpired || payload[0] == fastpath.DisconnectTokenInvalid) {
+		return ReplyRefusal
+	}
+	if proof, rs := fastpath.DecodeSealed(m, p, ch); rs == fastpath.DropNone && !proof {
+		return ReplySealed
+	}
+	if r == fastpath.DropNone {
+		return ReplyConn
+	}
+	return ReplyInvalid
 }
 
 // openSources binds one socket per source address. On failure it closes
@@ -349,15 +395,21 @@ const (
 )
 
 // probe sends an Initial from its own socket and returns the Challenge it
-// gets. The socket is never used for the flood, so the replayed Response is
-// never valid from a flood source, and the server makes no connection.
-func probe(ctx context.Context, st *settings, rnd *fastpath.Rand) (challenge, error) {
+// gets, and the socket, which the caller closes once the flood's sources
+// are bound: the socket is never used for the flood, so the replayed
+// Response is never valid from a flood source, and the server makes no
+// connection.
+func probe(ctx context.Context, st *settings, rnd *fastpath.Rand) (ch challenge, _ *net.UDPConn, err error) {
 	local := netip.AddrPortFrom(st.sources[0], 0)
 	udp, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(local))
 	if err != nil {
-		return challenge{}, fmt.Errorf("flood: cannot open the probe socket on %s: %w", local, err)
+		return challenge{}, nil, fmt.Errorf("flood: cannot open the probe socket on %s: %w", local, err)
 	}
-	defer udp.Close()
+	defer func() {
+		if err != nil {
+			udp.Close()
+		}
+	}()
 	stop := context.AfterFunc(ctx, func() { udp.SetReadDeadline(time.Now()) })
 	defer stop()
 
@@ -378,13 +430,13 @@ func probe(ctx context.Context, st *settings, rnd *fastpath.Rand) (challenge, er
 		rnd.Fill(h.Random[:])
 		n := fastpath.EncodeHandshake(out[:], st.magic, &h)
 		if _, err := udp.WriteToUDPAddrPort(out[:n], st.Server); err != nil {
-			return challenge{}, fmt.Errorf("flood: cannot send the probe Initial to %s: %w", st.Server, err)
+			return challenge{}, nil, fmt.Errorf("flood: cannot send the probe Initial to %s: %w", st.Server, err)
 		}
 		udp.SetReadDeadline(time.Now().Add(probeWait))
 		for {
 			n, from, err := udp.ReadFromUDPAddrPort(in)
 			if ctx.Err() != nil {
-				return challenge{}, fmt.Errorf("flood: probing %s: %w", st.Server, context.Cause(ctx))
+				return challenge{}, nil, fmt.Errorf("flood: probing %s: %w", st.Server, context.Cause(ctx))
 			}
 			if err != nil {
 				break // no reply in probeWait: send again
@@ -399,14 +451,14 @@ func probe(ctx context.Context, st *settings, rnd *fastpath.Rand) (challenge, er
 			switch r.Type {
 			case fastpath.TypeChallenge:
 				return challenge{ok: true, sessionID: r.SessionID, clientID: r.ClientID, sentCount: r.SentCount,
-					secretID: r.SecretID, timestamp: r.Timestamp, cookie: r.Cookie}, nil
+					secretID: r.SecretID, timestamp: r.Timestamp, cookie: r.Cookie}, udp, nil
 			case fastpath.TypeVersionUpgrade:
-				return challenge{}, fmt.Errorf("flood: the server at %s runs NetworkVersion %d features %d, not %d features %d: set NetworkVersion/NetworkFeatures (-network-version/-network-features) to match",
+				return challenge{}, nil, fmt.Errorf("flood: the server at %s runs NetworkVersion %d features %d, not %d features %d: set NetworkVersion/NetworkFeatures (-network-version/-network-features) to match",
 					st.Server, r.NetworkVersion, r.NetworkFeatures, st.NetworkVersion, st.NetworkFeatures)
 			}
 		}
 	}
-	return challenge{}, fmt.Errorf("flood: no Challenge from %s after %d Initials in %v: check that the server runs there and that Magic (-magic) matches",
+	return challenge{}, nil, fmt.Errorf("flood: no Challenge from %s after %d Initials in %v: check that the server runs there and that Magic (-magic) matches",
 		st.Server, probeTries, probeTries*probeWait)
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/token"
 )
 
 // Mode is what the simulated clients send and what counts as an answer.
@@ -90,6 +91,15 @@ const (
 	// is left to servers and other tools.
 	DefaultFirstSource = "127.1.0.1"
 
+	// DefaultTokenExpire: sealed-mode tokens stay valid this long after
+	// New, longer than any phase, so that every phase of a generator's life
+	// can prove them.
+	DefaultTokenExpire = time.Hour
+	// DefaultTokenTimeout is the connection timeout sealed-mode tokens
+	// carry (a netcode.io server uses it; udpgate's keeps its own
+	// Timeout).
+	DefaultTokenTimeout = 10 * time.Second
+
 	// MaxClients bounds a generator: in ModeData each client holds a
 	// fastpath.SeqState (about 600 bytes).
 	MaxClients = 1_000_000
@@ -150,7 +160,29 @@ type Config struct {
 	// RecvBuffer and SendBuffer size the load sockets (0: default).
 	RecvBuffer int
 	SendBuffer int
+
+	// Sealed mode (docs/protocol.md §11; ModeData only). PrivateKey, if not
+	// nil, is the server's private key: the generator makes one netcode.io
+	// connect token per client with it (token.Generate, for ProtocolID),
+	// each client proves its token after the Ack, and every connection
+	// packet both ways is sealed. The tokens are made from a secret drawn at
+	// New, so a client's token and keys are the same at every proof
+	// without being stored.
+	PrivateKey *[token.KeyBytes]byte
+	ProtocolID uint64
+	// TokenExpire is how long the tokens are valid from New (0:
+	// DefaultTokenExpire); TokenTimeout is the connection timeout they carry
+	// (0: DefaultTokenTimeout; negative: none).
+	TokenExpire  time.Duration
+	TokenTimeout time.Duration
+	// TokenAddresses are the server addresses the tokens admit to (nil:
+	// Server alone). A server refuses a token that does not list one of
+	// its public addresses.
+	TokenAddresses []netip.AddrPort
 }
+
+// sealed reports whether the clients run in sealed mode.
+func (c *Config) sealed() bool { return c.PrivateKey != nil }
 
 // withDefaults validates c and fills its zero fields.
 func (c Config) withDefaults() (Config, error) {
@@ -201,9 +233,30 @@ func (c Config) withDefaults() (Config, error) {
 	if c.PayloadSize == 0 {
 		c.PayloadSize = DefaultPayloadSize
 	}
-	if n := fastpath.ConnLen(c.Magic, fastpath.KindData, c.PayloadSize); n > fastpath.DefaultMaxDatagram {
+	dataLen := fastpath.ConnLen(c.Magic, fastpath.KindData, c.PayloadSize)
+	if c.sealed() {
+		dataLen = fastpath.SealedConnLen(c.Magic, c.PayloadSize)
+	}
+	if dataLen > fastpath.DefaultMaxDatagram {
 		return c, fmt.Errorf("loadgen: PayloadSize %d makes %d-byte Data packets, above the server's default %d",
-			c.PayloadSize, n, fastpath.DefaultMaxDatagram)
+			c.PayloadSize, dataLen, fastpath.DefaultMaxDatagram)
+	}
+	if c.sealed() {
+		if c.Mode != ModeData {
+			return c, fmt.Errorf("loadgen: sealed mode (a PrivateKey) runs on Data connections: use mode data, not %v", c.Mode)
+		}
+		if c.TokenExpire < 0 {
+			return c, errors.New("loadgen: negative TokenExpire (0 takes the default)")
+		}
+		if c.TokenExpire == 0 {
+			c.TokenExpire = DefaultTokenExpire
+		}
+		if c.TokenTimeout == 0 {
+			c.TokenTimeout = DefaultTokenTimeout
+		}
+		if c.TokenAddresses == nil {
+			c.TokenAddresses = []netip.AddrPort{c.Server}
+		}
 	}
 	if c.LossTimeout == 0 {
 		c.LossTimeout = DefaultLossTimeout

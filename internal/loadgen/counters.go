@@ -43,6 +43,14 @@ const (
 	cRestartsFailed
 	cRestartsCanceled
 	cRestartsDenied
+	cProofs
+	cRefusedExpired
+	cRefusedInvalid
+	cRefusedForeign
+	cRefusedInUse
+	cRefusedFull
+	cSealedReplay
+	cSealedForged
 	nCounters
 )
 
@@ -126,6 +134,25 @@ type Counters struct {
 	RestartsFailed    uint64
 	RestartsCanceled  uint64
 	RestartsDenied    uint64
+
+	// Sealed mode (docs/protocol.md §11). Proofs: proof packets sent,
+	// resends included (also in HandshakePackets).
+	Proofs uint64
+	// Tokens the server refused while the client proved it, by the
+	// refusal's Disconnect reason: 5 token expired, 6 token invalid (wrong
+	// key or protocol id), 7 this server is not in the token, 8 token in
+	// use from another address, 9 server full. Each is also a handshake
+	// failure.
+	RefusedExpired uint64
+	RefusedInvalid uint64
+	RefusedForeign uint64
+	RefusedInUse   uint64
+	RefusedFull    uint64
+	// Sealed packets from the server that did not open: SealedReplay, a
+	// counter seen already or older than the replay window; SealedForged,
+	// one that does not authenticate under the connection's key.
+	SealedReplay uint64
+	SealedForged uint64
 }
 
 // Counters must be exactly the counter array, field for index.
@@ -170,6 +197,11 @@ func (c Counters) Endings() []Ending {
 		{"handshake denied: other reason", c.DeniedOther},
 		{"handshake timed out", c.TimedOut},
 		{"handshake refused: wrong version", c.WrongVersion},
+		{"token refused: token expired", c.RefusedExpired},
+		{"token refused: token invalid (wrong key or protocol id)", c.RefusedInvalid},
+		{"token refused: this server is not in the token", c.RefusedForeign},
+		{"token refused: token already in use from another address", c.RefusedInUse},
+		{"token refused: server full", c.RefusedFull},
 		{"closed by the server: application", c.ClosedApp},
 		{"closed by the server: shutdown", c.ClosedShutdown},
 		{"closed by the server: timed out", c.ClosedTimedOut},
@@ -200,6 +232,24 @@ func deniedCounter(reason uint8) int {
 		return cDeniedRefused
 	}
 	return cDeniedOther
+}
+
+// refusedCounter is the counter for a refusal's Disconnect reason, or -1
+// when the reason is not a refusal.
+func refusedCounter(reason uint8) int {
+	switch reason {
+	case fastpath.DisconnectTokenExpired:
+		return cRefusedExpired
+	case fastpath.DisconnectTokenInvalid:
+		return cRefusedInvalid
+	case fastpath.DisconnectForeignServer:
+		return cRefusedForeign
+	case fastpath.DisconnectTokenInUse:
+		return cRefusedInUse
+	case fastpath.DisconnectServerFull:
+		return cRefusedFull
+	}
+	return -1
 }
 
 // closedCounter is the counter for a Disconnect reason.

@@ -24,6 +24,9 @@ func TestCountersLayout(t *testing.T) {
 		cRestartHandshakes: &c.RestartHandshakes, cRestarts: &c.Restarts,
 		cReconnects: &c.Reconnects, cRestartsFailed: &c.RestartsFailed,
 		cRestartsCanceled: &c.RestartsCanceled, cRestartsDenied: &c.RestartsDenied,
+		cProofs: &c.Proofs, cRefusedExpired: &c.RefusedExpired, cRefusedInvalid: &c.RefusedInvalid,
+		cRefusedForeign: &c.RefusedForeign, cRefusedInUse: &c.RefusedInUse, cRefusedFull: &c.RefusedFull,
+		cSealedReplay: &c.SealedReplay, cSealedForged: &c.SealedForged,
 	}
 	if len(fields) != nCounters || reflect.TypeOf(c).NumField() != nCounters {
 		t.Fatalf("%d indexes mapped, %d fields, %d counters", len(fields), reflect.TypeOf(c).NumField(), nCounters)
@@ -45,11 +48,12 @@ func TestCountersLayout(t *testing.T) {
 }
 
 func TestEndings(t *testing.T) {
-	c := Counters{HandshakeFailures: 3, DeniedFull: 2, TimedOut: 1, Closed: 4, ClosedShutdown: 4, RestartsFailed: 5, RestartsDenied: 1}
+	c := Counters{HandshakeFailures: 4, DeniedFull: 2, TimedOut: 1, RefusedForeign: 1, Closed: 4, ClosedShutdown: 4, RestartsFailed: 5, RestartsDenied: 1}
 	got := c.Endings()
 	want := []Ending{
 		{"handshake denied: server full", 2},
 		{"handshake timed out", 1},
+		{"token refused: this server is not in the token", 1},
 		{"closed by the server: shutdown", 4},
 		{"restart timed out (connection lost)", 5},
 		{"restart refused by the server (connection lost)", 1},
@@ -57,8 +61,8 @@ func TestEndings(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Endings() = %v, want %v", got, want)
 	}
-	if c.Ended() != 13 {
-		t.Errorf("Ended() = %d, want 13", c.Ended())
+	if c.Ended() != 14 {
+		t.Errorf("Ended() = %d, want 14", c.Ended())
 	}
 	if len((Counters{Sent: 9, Replies: 9}).Endings()) != 0 {
 		t.Error("endings without any")

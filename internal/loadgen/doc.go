@@ -64,6 +64,18 @@
 // the connection. Counters say why clients ended (Counters.Endings): denied,
 // timed out, closed by the server (by Disconnect reason), restart failed.
 //
+// # Sealed mode
+//
+// With Config.PrivateKey (ModeData), the clients are sealed-mode clients
+// (docs/protocol.md §11): the generator makes a netcode.io connect token
+// per client with the server's key, each client proves it right after its
+// Ack (resending the proof every ResendInterval) and is connected when the
+// server's first sealed packet opens; from then on it seals every Data,
+// KeepAlive and Disconnect and opens every answer, still without
+// allocating per packet. Refused tokens are counted by the server's reason
+// (Counters.RefusedExpired …), answers that do not open by why
+// (SealedReplay, SealedForged).
+//
 // Only IPv4 loopback servers are accepted: the generator never sends
 // anywhere else.
 package loadgen

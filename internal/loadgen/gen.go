@@ -25,6 +25,7 @@ type Generator struct {
 	epoch   time.Time
 	src     sourceRange
 	workers []*worker
+	tokens  *tokenSource // sealed mode
 
 	phase     atomic.Int32
 	stop      atomic.Bool // the current phase must end now
@@ -41,6 +42,11 @@ func New(cfg Config) (*Generator, error) {
 	}
 	g := &Generator{cfg: cfg, epoch: time.Now()}
 	g.src = newSourceRange(cfg.FirstSource, cfg.SourcesUsed())
+	if cfg.sealed() {
+		if g.tokens, err = newTokenSource(&cfg); err != nil {
+			return nil, fmt.Errorf("loadgen: making connect tokens: %w", err)
+		}
+	}
 	// The receive timeout is the worker's tick: how late it may notice a
 	// phase change or a due send. Paced sends need a fine tick; closed
 	// loop is driven by answers and only needs the tick after losses.
@@ -150,11 +156,20 @@ type ConnectResult struct {
 	DeniedOther   int
 	TimedOut      int
 	WrongVersion  int
+	// Sealed mode: tokens the server refused, by reason (token expired,
+	// invalid, this server not in the token, in use from another address,
+	// server full); also part of Failed.
+	RefusedExpired int
+	RefusedInvalid int
+	RefusedForeign int
+	RefusedInUse   int
+	RefusedFull    int
 	// Resent: connected clients that had to resend an Initial or a
 	// Response (something was lost, or slower than ResendInterval).
 	Resent int
 	// Elapsed: the whole phase, waiting for the last failure included.
-	// AllIn: from the phase's first Initial to its last Ack.
+	// AllIn: from the phase's first Initial to its last Ack (sealed: to
+	// the server's first sealed packet, which proves the last token).
 	Elapsed time.Duration
 	AllIn   time.Duration
 	// Latency: from a client's first Initial to its Ack, resends included.
@@ -163,9 +178,10 @@ type ConnectResult struct {
 	// time to connect.
 	Latency    Quantiles
 	SinceStart Quantiles
-	// Packets: handshake datagrams sent (Initials and Responses, resends
-	// included).
+	// Packets: handshake datagrams sent (Initials, Responses and, sealed,
+	// proofs; resends included). Proofs: the proofs among them.
 	Packets uint64
+	Proofs  uint64
 }
 
 // PerSecond is the handshake rate: clients connected ÷ AllIn.
@@ -179,9 +195,12 @@ func (r *ConnectResult) PerSecond() float64 {
 // Connect runs the handshake (Initial, Challenge, Response, Ack) for every
 // client not connected yet, at most Window per socket at a time, as
 // fastpath.ClientHandshake does it: resends every ResendInterval, failure
-// after ConnectTimeout without progress. It returns when every client has
-// connected or failed, when ctx ends, or after MaxPhase. Only ModeResponse
-// and ModeData use connections.
+// after ConnectTimeout without progress. In sealed mode a client then
+// proves its token (a proof right after the Ack, again every
+// ResendInterval) and is connected when the server's first sealed packet
+// opens; it fails on a refusal or after ConnectTimeout from its Ack. It
+// returns when every client has connected or failed, when ctx ends, or
+// after MaxPhase. Only ModeResponse and ModeData use connections.
 func (g *Generator) Connect(ctx context.Context) (ConnectResult, error) {
 	return g.connect(ctx, false)
 }
@@ -234,6 +253,9 @@ func (g *Generator) connect(ctx context.Context, open bool) (ConnectResult, erro
 	res.Latency = h.Summary()
 	res.SinceStart = since.Summary()
 	res.Packets = d.HandshakePackets
+	res.Proofs = d.Proofs
+	res.RefusedExpired, res.RefusedInvalid, res.RefusedForeign = int(d.RefusedExpired), int(d.RefusedInvalid), int(d.RefusedForeign)
+	res.RefusedInUse, res.RefusedFull = int(d.RefusedInUse), int(d.RefusedFull)
 	if err == nil && res.Connected == 0 && res.Clients > 0 {
 		err = fmt.Errorf("loadgen: no client connected to %v (is the server running, with the same magic header and network version?)", g.cfg.Server)
 	}

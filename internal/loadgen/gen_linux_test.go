@@ -10,6 +10,7 @@ import (
 
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/conn"
+	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/internal/conntest"
 )
 
@@ -276,5 +277,151 @@ func TestStorm(t *testing.T) {
 	c2, err := g.Storm(context.Background())
 	if c2.Clients != 0 || c2.Connected != 0 {
 		t.Errorf("second storm: %+v, %v", c2, err)
+	}
+}
+
+// listenSealed starts an udpgate server in sealed mode with the echo
+// application; cfg adds settings.
+func listenSealed(t *testing.T, cfg conn.Config) *conn.Server {
+	t.Helper()
+	cfg.Handler = echoApp{}
+	cfg.ChallengeRate = -1
+	cfg.Sockets = 1
+	if cfg.PrivateKey == nil {
+		cfg.PrivateKey, cfg.ProtocolID = &testPrivateKey, testProtocolID
+	}
+	s, err := conn.Listen("127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func sealedGen(t *testing.T, s *conn.Server, cfg Config) *Generator {
+	t.Helper()
+	cfg.Server, cfg.Mode = s.Addr(), ModeData
+	if cfg.PrivateKey == nil {
+		cfg.PrivateKey, cfg.ProtocolID = &testPrivateKey, testProtocolID
+	}
+	return newGen(t, cfg)
+}
+
+// TestSealedDataMode: against a sealed server every client proves its
+// token, Data is echoed sealed both ways, and the sealed Disconnect ends
+// every connection.
+func TestSealedDataMode(t *testing.T) {
+	s := listenSealed(t, conn.Config{})
+	g := sealedGen(t, s, Config{Clients: 300, Sockets: 3})
+	c, err := g.Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("connect: %d in %v (%.0f/s), p50 %v p99 %v, %d packets, %d proofs", c.Connected, c.Elapsed, c.PerSecond(),
+		c.Latency.P50, c.Latency.P99, c.Packets, c.Proofs)
+	st := s.Stats()
+	if c.Connected != 300 || c.Failed != 0 || c.Proofs < 300 || c.Packets < 900 || s.Len() != 300 || st.Proofs != 300 || st.Unproven != 0 {
+		t.Fatalf("connect: %+v; server has %d, %d proofs, %d unproven", c, s.Len(), st.Proofs, st.Unproven)
+	}
+	r, err := g.Run(context.Background(), RunSpec{Warmup: 50 * time.Millisecond, Window: 300 * time.Millisecond})
+	checkRun(t, r, err)
+	if w := r.Total; w.SealedForged != 0 || w.SealedReplay != 0 {
+		t.Errorf("%d forged and %d replayed answers from the server", w.SealedForged, w.SealedReplay)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if st := s.Stats(); st.ConnPacketsIn < r.Total.Replies || st.Drops[fastpath.DropSealedForged] != 0 {
+		t.Errorf("server accepted %d connection packets for %d echoes, %d forged", st.ConnPacketsIn, r.Total.Replies, st.Drops[fastpath.DropSealedForged])
+	}
+	n, err := g.Disconnect(context.Background(), 2, 0)
+	if err != nil || n != 600 {
+		t.Fatalf("disconnect: %d packets, %v", n, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Len() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s.Len() != 0 {
+		t.Errorf("%d connections left after the sealed Disconnects", s.Len())
+	}
+}
+
+// TestSealedStorm: every client starts at once and each is in only when
+// its proof is answered.
+func TestSealedStorm(t *testing.T) {
+	s := listenSealed(t, conn.Config{})
+	const clients = 1000
+	g := sealedGen(t, s, Config{Clients: clients, Sockets: 2})
+	c, err := g.Storm(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sealed storm: %d in %v (%.0f/s), since start p50 %v p99 %v, %d resent, %d packets",
+		c.Connected, c.AllIn, c.PerSecond(), c.SinceStart.P50, c.SinceStart.P99, c.Resent, c.Packets)
+	if c.Connected != clients || c.Failed != 0 || s.Len() != clients || s.Stats().Proofs != clients || c.SinceStart.N != clients {
+		t.Fatalf("storm: %+v, server has %d", c, s.Len())
+	}
+}
+
+// TestSealedRefusals: tokens the server must refuse end each client with
+// the server's reason: expired, invalid (another key or protocol id), not
+// listing this server, and nothing reaches the server's connections.
+func TestSealedRefusals(t *testing.T) {
+	other := [32]byte{9, 9, 9}
+	s := listenSealed(t, conn.Config{})
+	cases := []struct {
+		name string
+		cfg  Config
+		old  bool // tokens made two hours ago
+		want func(c ConnectResult) int
+	}{
+		{"expired", Config{}, true, func(c ConnectResult) int { return c.RefusedExpired }},
+		{"wrong key", Config{PrivateKey: &other, ProtocolID: testProtocolID}, false, func(c ConnectResult) int { return c.RefusedInvalid }},
+		{"wrong protocol", Config{PrivateKey: &testPrivateKey, ProtocolID: testProtocolID + 1}, false, func(c ConnectResult) int { return c.RefusedInvalid }},
+		{"foreign server", Config{TokenAddresses: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.2:9")}}, false,
+			func(c ConnectResult) int { return c.RefusedForeign }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Clients = 20
+			tc.cfg.ResendInterval = 200 * time.Millisecond
+			g := sealedGen(t, s, tc.cfg)
+			if tc.old {
+				made := time.Now().Add(-2 * time.Hour)
+				g.tokens.params.Now = func() time.Time { return made }
+			}
+			c, err := g.Connect(context.Background())
+			if err == nil || c.Connected != 0 || c.Failed != 20 || tc.want(c) != 20 {
+				t.Errorf("connect: %+v, %v", c, err)
+			}
+			if e := g.Counters().Endings(); len(e) != 1 || e[0].Count != 20 {
+				t.Errorf("endings: %v", e)
+			}
+		})
+	}
+	if s.Len() != 0 || s.Stats().Proofs != 0 {
+		t.Errorf("server has %d connections, %d proofs", s.Len(), s.Stats().Proofs)
+	}
+}
+
+// TestSealedNoAllocsPerPacket: sealed Data round trips cost the generator
+// (and the server, in this process) no allocation.
+func TestSealedNoAllocsPerPacket(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race runtime allocates")
+	}
+	s := listenSealed(t, conn.Config{})
+	g := sealedGen(t, s, Config{Clients: 200})
+	if _, err := g.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	r, err := g.Run(context.Background(), RunSpec{Window: 300 * time.Millisecond})
+	runtime.ReadMemStats(&m1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if per := float64(m1.Mallocs-m0.Mallocs) / float64(r.Total.Replies); per > 0.01 || r.Total.Replies < 1000 {
+		t.Errorf("%d allocations for %d sealed answers (%.3f per answer)", m1.Mallocs-m0.Mallocs, r.Total.Replies, per)
 	}
 }

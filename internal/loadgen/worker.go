@@ -7,12 +7,16 @@ import (
 
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/seal"
+	"github.com/udpgate/udpgate/token"
 )
 
 // Client states.
 const (
 	stIdle uint8 = iota
 	stHandshaking
+	// stProving: sealed mode, acknowledged and proving its token.
+	stProving
 	stConnected
 	stFailed
 	stClosed
@@ -56,6 +60,13 @@ type worker struct {
 	restarting int
 	resp       []byte // ModeResponse: respStride bytes per client
 	respLen    []uint8
+	// Sealed mode: each client's sealer (to the server) and opener (from
+	// it), made when its Ack arrives, and when it last sent a proof.
+	sealers []seal.Sealer
+	openers []seal.Opener
+	proofAt []int64
+	ackAt   []int64
+	request []byte // a proof's request body, before SealProof copies it
 
 	out      int // outstanding requests: the sum of inflight
 	cursor   int
@@ -117,9 +128,19 @@ func newWorker(g *Generator, idx int, s *sock) *worker {
 		w.ids = make([]connID, n)
 		w.seqs = make([]fastpath.SeqState, n)
 		w.hcs = make([]fastpath.ClientHandshake, n)
+		if cfg.sealed() {
+			w.sealers = make([]seal.Sealer, n)
+			w.openers = make([]seal.Opener, n)
+			w.proofAt = make([]int64, n)
+			w.ackAt = make([]int64, n)
+			w.payOff = fastpath.SealedPayloadOffset(cfg.Magic)
+		}
 	}
 	return w
 }
+
+// global is local client j's number in the generator.
+func (w *worker) global(j int) int { return j*w.cfg.Sockets + w.idx }
 
 // client maps a received datagram to its client: it must come from the
 // server and be addressed to one of this socket's client addresses.
@@ -258,11 +279,15 @@ func (w *worker) connect(start, deadline int64, open bool) {
 			lastPoll = now
 			live := pending[:0]
 			for _, j := range pending {
-				if w.state[j] != stHandshaking {
+				switch w.state[j] {
+				case stHandshaking:
+					active -= w.pollHandshake(&hs[j], int(j), sec, now, sent)
+				case stProving:
+					active -= w.pollProof(int(j), now, sent)
+				default:
 					continue
 				}
-				active -= w.pollHandshake(&hs[j], int(j), sec, now, sent)
-				if w.state[j] == stHandshaking {
+				if w.state[j] == stHandshaking || w.state[j] == stProving {
 					live = append(live, j)
 				}
 			}
@@ -273,7 +298,7 @@ func (w *worker) connect(start, deadline int64, open bool) {
 	}
 	// Whatever did not finish in time failed.
 	for _, j := range pending {
-		if w.state[j] == stHandshaking {
+		if w.state[j] == stHandshaking || w.state[j] == stProving {
 			w.state[j] = stFailed
 			w.ctr.loc[cHandshakeFailures]++
 			w.ctr.loc[cTimedOut]++
@@ -296,6 +321,10 @@ func (w *worker) connectReplies(hs []fastpath.ClientHandshake, nr int, start int
 			// right behind the Ack must end the client, not be lost to
 			// the phase change.
 			w.connIn(j, p, now, false)
+			continue
+		}
+		if ok && w.state[j] == stProving {
+			ended += w.proofIn(j, p, start, now, sent)
 			continue
 		}
 		if !ok || w.state[j] != stHandshaking {
@@ -347,15 +376,6 @@ func (w *worker) sendHandshake(j int, p []byte, sent []uint8) {
 func (w *worker) handshakeEvent(h *fastpath.ClientHandshake, j int, ev fastpath.ClientEvent, start, now int64, sent []uint8) int {
 	switch ev {
 	case fastpath.EventConnected:
-		w.state[j] = stConnected
-		w.ctr.loc[cHandshakes]++
-		// One Initial and one Response is a handshake without a resend.
-		if sent != nil && sent[j] > 2 {
-			w.ctr.loc[cResent]++
-		}
-		w.hist.Record(time.Duration(now - w.sentAt[j]))
-		w.since.Record(time.Duration(now - start))
-		w.lastAck = max(w.lastAck, now)
 		ck := h.Cookie()
 		if w.ids != nil {
 			w.ids[j] = connID{tag: cookie.SessionTag(&ck), session: h.SessionID(), clientID: uint8(j+w.idx) & 7}
@@ -364,7 +384,10 @@ func (w *worker) handshakeEvent(h *fastpath.ClientHandshake, j int, ev fastpath.
 			s, c := cookie.Sequences(&ck)
 			w.seqs[j].Init(c, s, seconds(now))
 		}
-		w.sentAt[j] = now
+		if w.sealers != nil {
+			return w.startProof(j, &ck, now, sent)
+		}
+		w.connected(j, start, now, sent)
 		return 1
 	case fastpath.EventDenied:
 		w.ctr.loc[deniedCounter(h.DeniedReason())]++
@@ -378,6 +401,167 @@ func (w *worker) handshakeEvent(h *fastpath.ClientHandshake, j int, ev fastpath.
 	w.state[j] = stFailed
 	w.ctr.loc[cHandshakeFailures]++
 	return 1
+}
+
+// connected records that client j's handshake (and, sealed, its proof) is
+// done; start is the phase's start.
+func (w *worker) connected(j int, start, now int64, sent []uint8) {
+	w.state[j] = stConnected
+	w.ctr.loc[cHandshakes]++
+	// One Initial and one Response (and one proof) is a handshake without
+	// a resend.
+	least := uint8(2)
+	if w.sealers != nil {
+		least = 3
+	}
+	if sent != nil && sent[j] > least {
+		w.ctr.loc[cResent]++
+	}
+	w.hist.Record(time.Duration(now - w.sentAt[j]))
+	w.since.Record(time.Duration(now - start))
+	w.lastAck = max(w.lastAck, now)
+	w.sentAt[j] = now
+}
+
+// ---- Sealed mode: proving the token (docs/protocol.md §11.3) ----
+
+// startProof begins client j's proof once its Ack (authorised cookie ck)
+// is in: make its token's sealer and opener, salted with the cookie, and
+// send the first proof. It returns 1 if the client failed.
+func (w *worker) startProof(j int, ck *cookie.Cookie, now int64, sent []uint8) int {
+	tok, err := w.g.tokens.token(w.global(j))
+	if err != nil {
+		// newTokenSource made one with these settings: only a broken
+		// random source gets here.
+		if w.err == nil {
+			w.err = err
+		}
+		w.state[j] = stFailed
+		w.ctr.loc[cHandshakeFailures]++
+		return 1
+	}
+	salt := (*[seal.SaltBytes]byte)(ck[:seal.SaltBytes])
+	w.sealers[j].Init(&tok.ClientToServerKey, salt)
+	w.openers[j].Init(&tok.ServerToClientKey, salt)
+	w.state[j] = stProving
+	w.ackAt[j] = now
+	w.sendProof(j, tok, now, sent)
+	return 0
+}
+
+// sendProof sends a proof of tok from client j: its request body and a
+// KeepAlive sealed with the client's key, with the connection's next Seq
+// and counter, so that every resend is a fresh packet.
+func (w *worker) sendProof(j int, tok *token.ConnectToken, now int64, sent []uint8) {
+	buf := w.slot()
+	id := &w.ids[j]
+	seq, ack, ackBits, _, _ := w.seqs[j].Send(seconds(now))
+	h := fastpath.ConnHeader{SessionID: id.session, ClientID: id.clientID, Tag: id.tag,
+		Seq: seq, Ack: ack, AckBits: ackBits, Kind: fastpath.KindKeepAlive}
+	req := tok.Request()
+	w.request, _ = req.AppendBinary(w.request[:0])
+	n := fastpath.SealProof(buf, w.cfg.Magic, &h, w.request, &w.sealers[j])
+	w.proofAt[j] = now
+	if n == 0 {
+		return // the counter is exhausted: the proof times out
+	}
+	w.send(buf[:n], j)
+	w.ctr.loc[cProofs]++
+	w.ctr.loc[cHandshakePackets]++
+	if sent != nil && sent[j] < 255 {
+		sent[j]++
+	}
+}
+
+// pollProof resends client j's proof every ResendInterval and fails it
+// when ConnectTimeout passes from its Ack without an answer. It returns 1
+// if the client failed.
+func (w *worker) pollProof(j int, now int64, sent []uint8) int {
+	if now-w.ackAt[j] > int64(w.cfg.ConnectTimeout) {
+		w.fail(j, cTimedOut)
+		return 1
+	}
+	if now-w.proofAt[j] < int64(w.cfg.ResendInterval) {
+		return 0
+	}
+	tok, err := w.g.tokens.token(w.global(j))
+	if err != nil {
+		if w.err == nil {
+			w.err = err
+		}
+		w.fail(j, cTimedOut)
+		return 1
+	}
+	w.sendProof(j, tok, now, sent)
+	return 0
+}
+
+// fail ends proving client j's handshake, counted under why.
+func (w *worker) fail(j int, why int) {
+	w.state[j] = stFailed
+	w.ctr.loc[cHandshakeFailures]++
+	w.ctr.loc[why]++
+}
+
+// proofIn handles a datagram for proving client j: the first sealed packet
+// from the server that opens proves the connection (a sealed Disconnect
+// refuses it, reasons 7–9); an unsealed Disconnect carrying the
+// connection's Tag refuses it for reason 5 or 6, which the server cannot
+// seal. It returns 1 if the handshake ended.
+func (w *worker) proofIn(j int, p []byte, start, now int64, sent []uint8) int {
+	m := w.cfg.Magic
+	h := &w.hdr
+	if proof, r := fastpath.DecodeSealed(m, p, h); r == fastpath.DropNone && !proof && h.Tag == w.ids[j].tag {
+		payload, _, r := fastpath.OpenConn(m, p, h, &w.openers[j])
+		switch r {
+		case fastpath.DropNone:
+		case fastpath.DropSealedReplay:
+			w.ctr.loc[cSealedReplay]++
+			return 0
+		case fastpath.DropSealedForged:
+			w.ctr.loc[cSealedForged]++
+			return 0
+		default:
+			w.ctr.loc[cUnexpected]++
+			return 0
+		}
+		if h.Kind == fastpath.KindDisconnect {
+			w.refused(j, payload, false)
+			return 1
+		}
+		if w.seqs[j].Receive(h.Seq, h.Ack, h.AckBits, seconds(now), &w.rep) != fastpath.DropNone {
+			w.ctr.loc[cUnexpected]++
+		}
+		if h.Kind == fastpath.KindKeepAlive {
+			w.ctr.loc[cKeepAlivesIn]++
+		}
+		w.connected(j, start, now, sent)
+		return 1
+	}
+	payload, r := fastpath.DecodeConn(m, p, h)
+	if r == fastpath.DropNone && h.Tag == w.ids[j].tag && h.Kind == fastpath.KindDisconnect &&
+		len(payload) > 0 && (payload[0] == fastpath.DisconnectTokenExpired || payload[0] == fastpath.DisconnectTokenInvalid) {
+		w.refused(j, payload, true)
+		return 1
+	}
+	w.ctr.loc[cUnexpected]++
+	return 0
+}
+
+// refused ends proving client j on a Disconnect with payload; the server
+// sends reasons 5 and 6 unsealed, the others sealed.
+func (w *worker) refused(j int, payload []byte, unsealed bool) {
+	c := -1
+	if len(payload) > 0 {
+		c = refusedCounter(payload[0])
+	}
+	if c < 0 || unsealed != (c == cRefusedExpired || c == cRefusedInvalid) {
+		// Not a refusal the protocol has, or one in the wrong form:
+		// still the server ending the connection.
+		w.fail(j, cDeniedOther)
+		return
+	}
+	w.fail(j, c)
 }
 
 // ---- Run ----
@@ -517,6 +701,10 @@ func (w *worker) buildConn(j int, now int64, kind fastpath.Kind) []byte {
 		payload = buf[w.payOff : w.payOff+1]
 		payload[0] = fastpath.DisconnectClosed
 	}
+	if w.sealers != nil {
+		// 0 only when the counter is exhausted (2^64 packets): never.
+		return buf[:fastpath.SealConn(buf, w.cfg.Magic, &h, payload, &w.sealers[j])]
+	}
 	return buf[:fastpath.EncodeConn(buf, w.cfg.Magic, &h, payload)]
 }
 
@@ -549,6 +737,10 @@ func (w *worker) answer(i int, now int64, measuring bool) {
 
 // connIn handles a connection packet for client j.
 func (w *worker) connIn(j int, p []byte, now int64, measuring bool) {
+	if w.sealers != nil {
+		w.sealedIn(j, p, now, measuring)
+		return
+	}
 	payload, r := fastpath.DecodeConn(w.cfg.Magic, p, &w.hdr)
 	if r != fastpath.DropNone {
 		w.handshakeIn(j, p, now)
@@ -558,16 +750,48 @@ func (w *worker) connIn(j int, p []byte, now int64, measuring bool) {
 		w.ctr.loc[cUnexpected]++
 		return
 	}
+	w.connPacket(j, payload, now, measuring)
+}
+
+// sealedIn handles a sealed connection packet for client j. A sealed server
+// sends no RestartHandshake and no unsealed connection packet, so anything
+// that does not open is not an answer.
+func (w *worker) sealedIn(j int, p []byte, now int64, measuring bool) {
+	h := &w.hdr
+	proof, r := fastpath.DecodeSealed(w.cfg.Magic, p, h)
+	if r != fastpath.DropNone || proof || w.state[j] != stConnected || h.Tag != w.ids[j].tag {
+		w.ctr.loc[cUnexpected]++
+		return
+	}
+	payload, _, r := fastpath.OpenConn(w.cfg.Magic, p, h, &w.openers[j])
+	switch r {
+	case fastpath.DropNone:
+		w.connPacket(j, payload, now, measuring)
+	case fastpath.DropSealedReplay:
+		w.ctr.loc[cSealedReplay]++
+	case fastpath.DropSealedForged:
+		w.ctr.loc[cSealedForged]++
+	default:
+		w.ctr.loc[cUnexpected]++
+	}
+}
+
+// connPacket handles connection packet w.hdr with payload, accepted for
+// client j.
+func (w *worker) connPacket(j int, payload []byte, now int64, measuring bool) {
 	h := &w.hdr
 	if w.seqs[j].Receive(h.Seq, h.Ack, h.AckBits, seconds(now), &w.rep) != fastpath.DropNone {
 		w.ctr.loc[cUnexpected]++
 		return
 	}
 	w.ctr.loc[cSeqLost] += uint64(w.rep.NumLost)
-	// A packet the connection took came from the server, which therefore
-	// still knows us here: RestartHandshakes are not to be believed now,
-	// and a restart under way is moot (docs/protocol.md §6).
-	w.restartEvent(j, w.hcs[j].Heard(seconds(now)))
+	if w.sealers == nil {
+		// A packet the connection took came from the server, which
+		// therefore still knows us here: RestartHandshakes are not to be
+		// believed now, and a restart under way is moot (docs/protocol.md
+		// §6). A sealed server sends none.
+		w.restartEvent(j, w.hcs[j].Heard(seconds(now)))
+	}
 	switch h.Kind {
 	case fastpath.KindData:
 		sent := w.sentAt[j]
