@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode"
@@ -15,6 +18,8 @@ import (
 
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/sealflag"
+	"github.com/udpgate/udpgate/token"
 )
 
 const connectSynopsis = `Connect to a server, send each line of standard input as one Data packet and
@@ -27,7 +32,14 @@ then closes the connection cleanly (Disconnect, as Ctrl-C does).
 
 UDP is unreliable and this client does not resend: a line or its echo may be
 lost. Lines with no echo by the end are reported as unanswered. Empty lines
-are skipped (a Data packet carries at least one byte).`
+are skipped (a Data packet carries at least one byte).
+
+With -token FILE the client connects to a server in sealed mode with a
+netcode.io connect token (from the game's backend, or "client token"): it
+tries the token's servers in order (-server is not used), proves the token
+after the handshake, and every packet is sealed. A refused token ends the
+command with the reason: token expired, token invalid (wrong key or protocol
+id), this server is not in the token, token in use from another address.`
 
 func runConnect(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("connect", connectSynopsis, stderr)
@@ -35,13 +47,29 @@ func runConnect(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	timeout := fs.Duration("timeout", conn.DefaultConnectTimeout, "give up connecting after this long without an answer from the server")
 	wait := fs.Duration("wait", time.Second, "at end of input, wait up to this long for outstanding replies")
 	quiet := fs.Bool("quiet", false, "print only the replies: no status or RTT lines on standard error")
+	tokenFile := fs.String("token", "", "connect in sealed mode with the connect token in `file` (client token -h); the servers are the token's, so leave -server out")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	server, err := w.target()
-	if err != nil {
-		return err
+	var tok *token.ConnectToken
+	var servers []netip.AddrPort
+	if *tokenFile != "" {
+		if isSetOnCommandLine(fs, "server") {
+			return usagef("-server and -token: the token names the servers to connect to; leave -server out")
+		}
+		var err error
+		if tok, err = readTokenFile(*tokenFile); err != nil {
+			return err
+		}
+		servers = tok.ServerAddresses
+	} else {
+		server, err := w.target()
+		if err != nil {
+			return err
+		}
+		servers = []netip.AddrPort{server}
 	}
+	server := sealflag.FormatAddrs(servers)
 	cfg, err := w.config()
 	if err != nil {
 		return err
@@ -50,24 +78,36 @@ func runConnect(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return usagef("-timeout must be positive and -wait not negative")
 	}
 	cfg.ConnectTimeout = *timeout
-	// The server is on this host: bind the loopback address of its family,
-	// so the local address printed is the one the server sees.
-	cfg.LocalAddr = "127.0.0.1:0"
-	if server.Addr().Is6() {
+	// The servers are on this host: bind the loopback address of their
+	// family, so the local address printed is the one the server sees.
+	// (A token may list both families: then the client binds per server.)
+	switch {
+	case allAddrs(servers, netip.Addr.Is4):
+		cfg.LocalAddr = "127.0.0.1:0"
+	case allAddrs(servers, netip.Addr.Is6):
 		cfg.LocalAddr = "[::1]:0"
 	}
 	m, _ := fastpath.ParseMagic(cfg.Magic) // checked by config
 	maxPayload := fastpath.DefaultMaxDatagram - fastpath.ConnLen(m, fastpath.KindData, 0)
+	if tok != nil {
+		maxPayload = fastpath.DefaultMaxDatagram - fastpath.SealedConnLen(m, 0)
+	}
 
 	s := &session{out: stdout, status: stderr, got: make(chan struct{}, 1)}
 	if *quiet {
 		s.status = io.Discard
 	}
 	cfg.Handler = s
-	s.statusf("connecting to %s ...", server)
-	cli, err := conn.Dial(ctx, server.String(), cfg)
+	var cli *conn.Client
+	if tok != nil {
+		s.statusf("connecting to %s with the token in %s (sealed) ...", server, *tokenFile)
+		cli, err = conn.DialToken(ctx, tok, cfg)
+	} else {
+		s.statusf("connecting to %s ...", server)
+		cli, err = conn.Dial(ctx, server, cfg)
+	}
 	if err != nil {
-		return explainDial(err, server, &cfg)
+		return explainDial(err, server, &cfg, tok != nil)
 	}
 	defer cli.Close() // a second Close after the clean one is harmless
 	s.statusf("connected from %s; type lines to send, end with Ctrl-D (or Ctrl-C)", cli.LocalAddr())
@@ -133,8 +173,47 @@ func readLines(r io.Reader, lines chan<- string, errc chan<- error, done <-chan 
 	close(lines)
 }
 
-// explainDial turns Dial's typed errors into what the user should do.
-func explainDial(err error, server netip.AddrPort, cfg *conn.Config) error {
+// readTokenFile reads a connect token for connect -token and checks that
+// it sends the client only to this host.
+func readTokenFile(path string) (*token.ConnectToken, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usagef("-token: %v: give the file client token -out (or the backend) wrote", err)
+	}
+	tok := new(token.ConnectToken)
+	if err := tok.UnmarshalBinary(b); err != nil {
+		return nil, usagef("-token %s: not a connect token: %v (a token file is the %d bytes client token or the backend wrote, unchanged)",
+			path, strings.TrimPrefix(err.Error(), "token: "), token.TokenBytes)
+	}
+	for _, a := range tok.ServerAddresses {
+		if !a.Addr().Unmap().IsLoopback() {
+			return nil, usagef("-token %s lists server %s, not a loopback address: this client only talks to servers on this host (127.0.0.0/8 or ::1); make a token for those", path, a)
+		}
+	}
+	return tok, nil
+}
+
+// allAddrs reports whether every address's IP satisfies f.
+func allAddrs(addrs []netip.AddrPort, f func(netip.Addr) bool) bool {
+	for _, a := range addrs {
+		if !f(a.Addr()) {
+			return false
+		}
+	}
+	return true
+}
+
+// isSetOnCommandLine reports whether a flag was given.
+func isSetOnCommandLine(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// explainDial turns Dial's typed errors into what the user should do. With
+// a token (sealed) a refusal is the token's, and silence may be a server
+// without sealed mode.
+func explainDial(err error, server string, cfg *conn.Config, sealed bool) error {
 	var denied *conn.DeniedError
 	var version *conn.VersionError
 	var unreachable *conn.UnreachableError
@@ -155,6 +234,17 @@ func explainDial(err error, server netip.AddrPort, cfg *conn.Config) error {
 		return fmt.Errorf("wrong version: the server at %s runs network version %d, features %d; this client sent version %d, features %d: run again with -network-version %d -network-features %d",
 			server, version.ServerNetworkVersion, version.ServerNetworkFeatures, cfg.NetworkVersion, cfg.NetworkFeatures,
 			version.ServerNetworkVersion, version.ServerNetworkFeatures)
+	case errors.Is(err, conn.ErrTokenExpired):
+		return fmt.Errorf("refused: token expired: the server at %s says the token's time to connect is over: get a new token (client token, or the backend), and check that the backend's and the server's clocks agree", server)
+	case errors.Is(err, conn.ErrTokenInvalid):
+		return fmt.Errorf("refused: token invalid (wrong key or protocol id): the server at %s cannot open it: make the token with the server's private key and -protocol-id", server)
+	case errors.Is(err, conn.ErrTokenForeignServer):
+		return fmt.Errorf("refused: this server is not in the token: the server at %s does not find its own address among the token's servers: make the token for the server's -public-addresses", server)
+	case errors.Is(err, conn.ErrTokenInUse):
+		return fmt.Errorf("refused: token in use from another address: the server at %s already admitted this token from another address (one token serves one client): get a new token", server)
+	case errors.Is(err, conn.ErrTimedOut) && sealed:
+		return fmt.Errorf("timed out: no answer from %s within %v each: check that the server runs there, in sealed mode (-private-key-file; a server without a key does not answer a token), and that -magic matches its -magic",
+			server, cfg.ConnectTimeout)
 	case errors.Is(err, conn.ErrTimedOut):
 		return fmt.Errorf("timed out: no answer from %s within %v: check that the server runs there and that -magic matches its -magic (a server ignores packets with another magic header)",
 			server, cfg.ConnectTimeout)
@@ -165,7 +255,7 @@ func explainDial(err error, server netip.AddrPort, cfg *conn.Config) error {
 }
 
 // explainEnd says why an open connection ended on its own.
-func explainEnd(err error, server netip.AddrPort) error {
+func explainEnd(err error, server string) error {
 	var de *conn.DisconnectedError
 	if errors.As(err, &de) {
 		switch {

@@ -15,6 +15,8 @@ import (
 
 	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/internal/loadgen"
+	"github.com/udpgate/udpgate/internal/sealflag"
+	"github.com/udpgate/udpgate/token"
 )
 
 const loadSynopsis = `Run -clients simulated clients against a server on this host. Each client
@@ -34,6 +36,12 @@ Sending stops after -duration or -count Data packets, whichever comes first,
 or as soon as every client is gone (closed by the server, or lost in a
 failed restart). Use the server's echo application (cmd/server -app echo,
 the default).
+
+With -private-key-file and -protocol-id the clients run in sealed mode
+against a server with the same key (cmd/server -private-key-file): the
+command makes a netcode.io connect token for each client, as a backend
+would, each client proves it after the handshake, and every Data packet is
+sealed both ways. Refused tokens are reported by reason.
 
 The exit status is 0 only when every client connected, lasted to the end
 and got answers; otherwise 1, and the report lists how clients ended
@@ -66,8 +74,26 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	lossTimeout := fs.Duration("loss-timeout", loadgen.DefaultLossTimeout, "a Data packet unanswered this long counts as lost")
 	disconnect := fs.Int("disconnect", 5, "Disconnect packets each client sends at the end (the protocol says 5); 0 leaves the connections to time out")
 	jsonOut := fs.Bool("json", false, "print the report as one JSON object on standard output (no text, no progress line)")
+	keyFile := fs.String("private-key-file", "", "sealed mode: `file` holding the server's private key (64 hex characters); the clients' tokens are made with it")
+	protocolID := fs.String("protocol-id", "", "sealed mode: the server's protocol `id`, in hex (with or without 0x); required with -private-key-file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	var key *[token.KeyBytes]byte
+	var protocol uint64
+	switch {
+	case *keyFile == "" && *protocolID != "":
+		return usagef("-protocol-id is for sealed mode: give -private-key-file too (the server's key), or leave -protocol-id out")
+	case *keyFile != "" && *protocolID == "":
+		return usagef("sealed mode needs -protocol-id too: the server's -protocol-id, in hex")
+	case *keyFile != "":
+		var err error
+		if protocol, err = sealflag.ParseProtocolID(*protocolID); err != nil {
+			return usagef("-protocol-id: %v", err)
+		}
+		if key, err = sealflag.ReadKeyFile(*keyFile); err != nil {
+			return fmt.Errorf("-private-key-file: %w", err)
+		}
 	}
 	server, err := w.target()
 	if err != nil {
@@ -94,8 +120,9 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 		return usagef("-duration %v is out of range: use more than 0 and at most %v", *duration, loadMaxDuration)
 	case *count < 1 || *count > loadMaxCount:
 		return usagef("-count %d is out of range: use 1..%d", *count, loadMaxCount)
-	case *payload < 1 || fastpath.ConnLen(magic, fastpath.KindData, *payload) > fastpath.DefaultMaxDatagram:
-		return usagef("-payload %d is out of range: use 1 byte up to what fits a %d-byte datagram", *payload, fastpath.DefaultMaxDatagram)
+	case *payload < 1 || loadDataLen(magic, *payload, key != nil) > fastpath.DefaultMaxDatagram:
+		return usagef("-payload %d is out of range: use 1 byte up to what fits a %d-byte datagram, %d bytes of header%s", *payload,
+			fastpath.DefaultMaxDatagram, loadDataLen(magic, 0, key != nil), loadSealedText(key != nil))
 	case *window < 1 || *window > 1<<16:
 		return usagef("-window %d is out of range: use 1..65536", *window)
 	case *batch < 1 || *batch > 1024:
@@ -129,6 +156,8 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 		LossTimeout:     *lossTimeout,
 		ConnectTimeout:  *connectTimeout,
 		MaxPackets:      uint64(*count),
+		PrivateKey:      key,
+		ProtocolID:      protocol,
 	})
 	if err != nil {
 		return err
@@ -138,13 +167,18 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	rep := &loadReport{
 		Server: server.String(), Clients: cfg.Clients, Sources: cfg.SourcesUsed(), Sockets: cfg.Sockets,
 		Rate: *rate, PayloadBytes: cfg.PayloadSize, DurationSeconds: duration.Seconds(),
+		Sealed: key != nil,
 	}
 	text := stdout
 	if *jsonOut {
 		text = io.Discard
 	}
-	fmt.Fprintf(text, "load: %d clients from %d addresses (127.1.0.1 up) × %d sockets → %v, %s, %d-byte payloads, for %v\n",
-		cfg.Clients, cfg.SourcesUsed(), cfg.Sockets, server, loadRateText(*rate), cfg.PayloadSize, *duration)
+	mode := ""
+	if key != nil {
+		mode = fmt.Sprintf(", sealed (protocol id %s, key %s)", sealflag.FormatProtocolID(protocol), sealflag.KeyID(key))
+	}
+	fmt.Fprintf(text, "load: %d clients from %d addresses (127.1.0.1 up) × %d sockets → %v, %s, %d-byte payloads, for %v%s\n",
+		cfg.Clients, cfg.SourcesUsed(), cfg.Sockets, server, loadRateText(*rate), cfg.PayloadSize, *duration, mode)
 
 	live := newLoadProgress(text)
 	live.start(func() string {
@@ -281,6 +315,21 @@ func loadDisconnect(gen *loadgen.Generator, copies int, stdout io.Writer, rep *l
 	rep.DisconnectPackets = n
 	fmt.Fprintf(stdout, "disconnect: %d Disconnect packets (%d per client)\n", n, copies)
 	return err
+}
+
+// loadDataLen is the size of a Data packet with n payload bytes.
+func loadDataLen(m fastpath.Magic, n int, sealed bool) int {
+	if sealed {
+		return fastpath.SealedConnLen(m, n)
+	}
+	return fastpath.ConnLen(m, fastpath.KindData, n)
+}
+
+func loadSealedText(sealed bool) string {
+	if sealed {
+		return " and seal"
+	}
+	return ""
 }
 
 // loadEndingsText is the endings on one line, for the error message.

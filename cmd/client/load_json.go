@@ -12,6 +12,7 @@ type loadReport struct {
 	Rate            float64 `json:"rate_per_client"` // 0: closed loop
 	PayloadBytes    int     `json:"payload_bytes"`
 	DurationSeconds float64 `json:"duration_seconds"`
+	Sealed          bool    `json:"sealed"`
 
 	Connect           loadConnectJSON `json:"connect"`
 	Run               *loadRunJSON    `json:"run,omitempty"` // absent when no client connected

@@ -4,6 +4,7 @@
 //	go run ./cmd/client connect                    # type lines; see the echoes and the RTT
 //	go run ./cmd/client load -h                    # many clients at once
 //	go run ./cmd/client flood -count 1000000       # hostile traffic; prints the amplification report
+//	go run ./cmd/client token -h                   # a connect token for a sealed server; connect -token uses it
 //	go run ./cmd/client -version
 //
 // Every subcommand takes -server (default 127.0.0.1:7777), -magic,
@@ -52,9 +53,11 @@ A test client for udpgate servers. Commands:
   load      run many clients against a server and report what they measured
   flood     send hostile traffic (forged, replayed, malformed) from many
             source addresses and report the server's amplification
+  token     make a netcode.io connect token for a server in sealed mode
+            (connect -token FILE connects with it)
   version   print the version (also -version)
 
-Every command takes:
+Every command but token takes:
 
   -server host:port       the server (default 127.0.0.1:7777); loopback only
   -magic bits             magic header, up to 32 '0'/'1' characters (default none)
@@ -89,6 +92,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		stop()
 	case "load":
 		err = runLoad(rest, stdout, stderr)
+	case "token":
+		err = runToken(rest, stderr)
 	case "flood":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err = runFlood(ctx, rest, stdout, stderr)
@@ -100,7 +105,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "udpgate client", version.Get())
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "client: unknown command %q: use connect, load, flood or version\n\n%s", cmd, usageText)
+		fmt.Fprintf(stderr, "client: unknown command %q: use connect, load, flood, token or version\n\n%s", cmd, usageText)
 		return exitUsage
 	}
 	return exitStatus(cmd, err, stderr)

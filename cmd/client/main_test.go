@@ -30,6 +30,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"version"}, exitOK, "udpgate client "},
 		{[]string{"connect", "-h"}, exitOK, "-wait"},
 		{[]string{"flood", "-h"}, exitOK, "-mix"},
+		{[]string{"token", "-h"}, exitOK, "-client-id"},
 		{[]string{"connect", "-nope"}, exitUsage, "flag provided but not defined"},
 		{[]string{"connect", "stray"}, exitUsage, `unexpected argument "stray"`},
 		{[]string{"connect", "-server", "127.0.0.1"}, exitUsage, "not a host:port"},
@@ -44,7 +45,7 @@ func TestUsage(t *testing.T) {
 	}
 	// Every subcommand is named in the usage text.
 	_, out, _ := runCmd(t, "", "help")
-	for _, cmd := range []string{"connect", "load", "flood", "version"} {
+	for _, cmd := range []string{"connect", "load", "flood", "token", "version"} {
 		if !strings.Contains(out, "  "+cmd+" ") {
 			t.Errorf("usage does not list %s:\n%s", cmd, out)
 		}

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math"
 	"net"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -21,6 +22,8 @@ import (
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/sealflag"
+	"github.com/udpgate/udpgate/token"
 )
 
 // Every setting is a flag, an environment variable (envName) and a key of
@@ -63,6 +66,11 @@ type values struct {
 	drainTimeout        time.Duration
 	agones              bool
 	agonesPlayers       bool
+	privateKeyFile      string
+	protocolID          protocolID
+	publicAddresses     string
+	proofTimeout        time.Duration
+	maxUnproven         int
 }
 
 // options are the loaded settings and where each came from.
@@ -74,6 +82,14 @@ type options struct {
 
 	fs     *flag.FlagSet
 	origin map[string]source
+
+	// Sealed mode, set by validate. privateKey is nil when it is off.
+	// envKey is UDPGATE_PRIVATE_KEY, which is not a flag: a key on the
+	// command line would show in ps and /debug/pprof/cmdline.
+	envKey      string
+	envKeySet   bool
+	privateKey  *[token.KeyBytes]byte
+	publicAddrs []netip.AddrPort // nil: the listen address
 }
 
 // Flags that are not settings: they steer loading, so they have no config
@@ -108,6 +124,11 @@ func (env environ) lookup(name string) (string, bool) {
 
 // envPrefix starts the name of every environment variable of a setting.
 const envPrefix = "UDPGATE_"
+
+// envPrivateKey holds the private key itself, in hex: the other way, beside
+// -private-key-file, to give it (for a systemd EnvironmentFile or a
+// Kubernetes Secret). It is the one variable that is not a flag's.
+const envPrivateKey = envPrefix + "PRIVATE_KEY"
 
 // maxBatch is the kernel's UIO_MAXIOV, the most datagrams one recvmmsg or
 // sendmmsg moves.
@@ -159,6 +180,11 @@ func (o *options) newFlagSet() *flag.FlagSet {
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 0, "on SIGTERM, refuse new clients but serve connected ones for up to this long before disconnecting them (0: disconnect at once)")
 	fs.BoolVar(&o.agones, "agones", false, "run as an Agones GameServer: Ready, Health and Shutdown to the SDK sidecar at localhost:$AGONES_SDK_HTTP_PORT")
 	fs.BoolVar(&o.agonesPlayers, "agones-players", true, "with -agones, report players as they connect and leave (Agones' alpha player tracking; needs the PlayerTracking feature gate)")
+	fs.StringVar(&o.privateKeyFile, "private-key-file", "", "turns sealed mode on: a file holding the 32-byte private key shared with the game's backend, as 64 hex characters (make one with: "+sealflag.MakeKey+"); or give the hex in "+envPrivateKey+". Empty: unsealed (UE-compatible)")
+	fs.Var(&o.protocolID, "protocol-id", "sealed mode: the game's protocol id, a 64-bit number in `hex` (with or without 0x), the same the backend puts in its connect tokens; required with a private key")
+	fs.StringVar(&o.publicAddresses, "public-addresses", "", "sealed mode: the IP:port addresses clients are sent to, comma-separated, as the backend lists them in its tokens (empty: the -listen address; required when -listen is 0.0.0.0 or [::])")
+	fs.DurationVar(&o.proofTimeout, "proof-timeout", conn.DefaultProofTimeout, fmt.Sprintf("sealed mode: close a connection that has not proven a connect token within this long after its handshake, at most %v", conn.MaxProofTimeout))
+	fs.IntVar(&o.maxUnproven, "max-unproven", conn.DefaultMaxUnproven, "sealed mode: most connections waiting to prove a token, apart from -max-clients; a new one beyond it closes the oldest, so handshakes without tokens cannot lock players out")
 	fs.StringVar(&o.configPath, flagConfig, "", "TOML config file to load (settings as keys named like the flags, e.g. max-clients = 5000); re-read on SIGHUP")
 	fs.BoolVar(&o.printConfig, flagPrintConfig, false, "print the effective configuration as a config file and exit")
 	fs.BoolVar(&o.printVersion, flagVersion, false, "print the version and exit")
@@ -255,6 +281,9 @@ func (o *options) applyEnv(env environ) error {
 		v := env[name]
 		f, ok := byEnv[name]
 		switch {
+		case name == envPrivateKey:
+			o.envKey, o.envKeySet = v, true
+			continue
 		case name == envName(flagPrintConfig) || name == envName(flagVersion):
 			errs = append(errs, fmt.Errorf("environment %s: -%s is a command-line flag only (an exported variable would turn every start into a print): unset it",
 				name, strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, envPrefix), "_", "-"))))
@@ -349,6 +378,16 @@ func tomlToFlag(f *flag.Flag, v any) (string, error) {
 	want := f.Value.(flag.Getter).Get()
 	example := fmt.Sprintf("e.g. %s = %s", f.Name, tomlValue(want))
 	switch want.(type) {
+	case protocolID:
+		if s, ok := v.(string); ok {
+			return s, nil
+		}
+		// protocol-id = 0x10 is a TOML integer: its value is right, but the
+		// flag reads "10" as hex, so only a string is unambiguous.
+		if n, ok := v.(int64); ok {
+			return "", fmt.Errorf("want the id in hex, in quotes, e.g. %s = %s", f.Name, tomlValue(protocolID(n)))
+		}
+		return "", fmt.Errorf("want the id in hex, in quotes, %s", example)
 	case string:
 		if s, ok := v.(string); ok {
 			return s, nil
@@ -458,6 +497,8 @@ func hint(f *flag.Flag) string {
 		return "use a number like 32 or 0.5"
 	case bool:
 		return "use true or false"
+	case protocolID:
+		return "the backend's tokens carry the same id"
 	}
 	return "see -h"
 }
@@ -567,7 +608,62 @@ func (o *options) validate() error {
 			bad("metrics", "%v: use host:port, e.g. 127.0.0.1:9100, or empty to turn metrics off", err)
 		}
 	}
+	errs = append(errs, o.validateSealed(bad)...)
 	return errors.Join(errs...)
+}
+
+// validateSealed reads the private key and checks the settings of sealed
+// mode. Sealed settings without a key are an error rather than ignored: a
+// forgotten key would otherwise start an unsealed server that admits any
+// client.
+func (o *options) validateSealed(bad func(name, format string, args ...any)) []error {
+	var errs []error
+	keyFile := o.privateKeyFile != ""
+	switch {
+	case keyFile && o.envKeySet:
+		errs = append(errs, fmt.Errorf("%s and environment %s both give a private key: keep one of them (unset %s, or remove -private-key-file)",
+			o.where("private-key-file"), envPrivateKey, envPrivateKey))
+	case keyFile:
+		k, err := sealflag.ReadKeyFile(o.privateKeyFile)
+		if err != nil {
+			bad("private-key-file", "%v", err)
+		}
+		o.privateKey = k
+	case o.envKeySet:
+		k, err := sealflag.ParseKey(o.envKey)
+		if err != nil {
+			// Never the value: it is the key, or most of it.
+			errs = append(errs, fmt.Errorf("environment %s: %v (or unset the variable to run unsealed)", envPrivateKey, err))
+		}
+		o.privateKey = k
+	}
+	if !keyFile && !o.envKeySet {
+		for _, name := range []string{"protocol-id", "public-addresses"} {
+			if f := o.fs.Lookup(name); f.Value.String() != f.DefValue {
+				bad(name, "is a sealed-mode setting, but sealed mode is off: give the private key (-private-key-file, or %s) to turn it on, or remove %s", envPrivateKey, name)
+			}
+		}
+		return errs
+	}
+	if _, set := o.origin["protocol-id"]; !set {
+		errs = append(errs, fmt.Errorf("sealed mode needs the protocol id: give -protocol-id (hex, e.g. 0x1122334455667788), the one the backend's connect tokens carry"))
+	}
+	if o.publicAddresses != "" {
+		addrs, err := sealflag.ParseAddrs(o.publicAddresses)
+		if err != nil {
+			bad("public-addresses", "%v", err)
+		}
+		o.publicAddrs = addrs
+	} else if ap, err := netip.ParseAddrPort(o.listen); err == nil && ap.Addr().IsUnspecified() || err != nil && checkHostPort(o.listen) == nil {
+		bad("listen", "sealed mode needs -public-addresses when the server listens on all addresses or a host name: a connect token lists the IP:port addresses clients send to, and the server admits only tokens that list one of its own; give them, e.g. -public-addresses 203.0.113.7:7777")
+	}
+	if o.proofTimeout <= 0 || o.proofTimeout > conn.MaxProofTimeout {
+		bad("proof-timeout", "must be more than 0 and at most %v (the protocol's bound on a connection without a proven token)", conn.MaxProofTimeout)
+	}
+	if o.maxUnproven < 1 {
+		bad("max-unproven", "must be at least 1 (default %d)", conn.DefaultMaxUnproven)
+	}
+	return errs
 }
 
 // checkHostPort checks the syntax of a host:port address (the host may be
@@ -621,6 +717,7 @@ func settingOrder(fs *flag.FlagSet) []string {
 var definitionOrder = []string{
 	"listen", "sockets", "batch", "max-clients", "max-clients-per-ip", "max-clients-per-prefix", "max-datagram",
 	"dscp", "magic", "session-id", "network-version", "network-features",
+	"private-key-file", "protocol-id", "public-addresses", "proof-timeout", "max-unproven",
 	"timeout", "challenge-rate", "challenge-rate-per-ip", "challenge-rate-per-prefix", "steer", "overload", "app", "log-level", "log-format", "summary",
 	"metrics", "pprof", "drain-timeout", "agones", "agones-players",
 }
@@ -647,9 +744,35 @@ of the TOML file named by -config (max-clients = 5000). Precedence:
 defaults < config file < environment < command-line flags.
 -print-config prints the effective settings in the file's format.
 
+Sealed mode (connect tokens, encrypted packets) is on when a private key is
+given: -private-key-file, or the key's 64 hex characters in
+UDPGATE_PRIVATE_KEY (never a flag: it would show in ps). It needs
+-protocol-id, and -public-addresses unless -listen names one IP address.
+
 Signals: SIGTERM or SIGINT stops the server (after -drain-timeout, if set; a
 second signal ends the drain at once). SIGHUP re-reads the config file and
 applies max-clients, challenge-rate, overload and log-level live; other
-changes are logged as needing a restart.
+changes, the private key's among them, are logged as needing a restart.
 `)
 }
+
+// protocolID is -protocol-id: a u64 written in hex, with or without 0x, as
+// netcode.io configurations write it. In the config file it is a quoted
+// string (protocol-id = "0x1122334455667788").
+type protocolID uint64
+
+func (p *protocolID) Set(s string) error {
+	v, err := sealflag.ParseProtocolID(s)
+	if err != nil {
+		return err
+	}
+	*p = protocolID(v)
+	return nil
+}
+
+func (p protocolID) String() string { return sealflag.FormatProtocolID(uint64(p)) }
+
+func (p protocolID) Get() any { return p }
+
+// MarshalText makes -print-config write the id as a quoted hex string.
+func (p protocolID) MarshalText() ([]byte, error) { return []byte(p.String()), nil }

@@ -50,6 +50,7 @@ func TestDefaults(t *testing.T) {
 		timeout:        conn.DefaultTimeout, challengeRate: 32, app: "echo", logLevel: "info", logFormat: "text",
 		challengeRateIP: 64, challengeRatePrefix: 256, steer: true,
 		summary: 10 * time.Second, pprof: true, agonesPlayers: true,
+		proofTimeout: conn.DefaultProofTimeout, maxUnproven: conn.DefaultMaxUnproven,
 	}
 	if o.values != want {
 		t.Errorf("defaults %+v, want %+v", o.values, want)
@@ -57,7 +58,7 @@ func TestDefaults(t *testing.T) {
 	cfg := o.config(nil, nil)
 	if cfg.ChallengeRate != 32 || cfg.MaxClients != conn.DefaultMaxClients || cfg.BatchSize != batchio.DefaultBatchSize || cfg.DSCP != 0 ||
 		cfg.MaxClientsPerIP != conn.DefaultMaxClientsPerIP || cfg.MaxClientsPerPrefix != conn.DefaultMaxClientsPerPrefix ||
-		cfg.ChallengeRatePerIP != 64 || cfg.ChallengeRatePerPrefix != 256 || cfg.NoSteering {
+		cfg.ChallengeRatePerIP != 64 || cfg.ChallengeRatePerPrefix != 256 || cfg.NoSteering || cfg.PrivateKey != nil {
 		t.Errorf("conn.Config %+v", cfg)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
@@ -38,6 +39,7 @@ import (
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/internal/agones"
+	"github.com/udpgate/udpgate/internal/sealflag"
 	"github.com/udpgate/udpgate/internal/version"
 	"github.com/udpgate/udpgate/metrics"
 )
@@ -118,7 +120,9 @@ func serve(ctx context.Context, args []string, env environ, stdout, stderr io.Wr
 	if o.configPath != "" {
 		attrs = append(attrs, "config", o.configPath)
 	}
+	attrs = append(attrs, o.sealedAttrs(s.srv.Addr())...)
 	s.logger.Info("listening", attrs...)
+	o.warnKeyFile(s.logger)
 
 	if o.metrics != "" {
 		if err := s.serveMetrics(); err != nil {
@@ -301,7 +305,7 @@ func isLoopback(a net.Addr) bool {
 
 // config is the conn.Config of the settings.
 func (o *options) config(logger *slog.Logger, h conn.Handler) conn.Config {
-	return conn.Config{
+	cfg := conn.Config{
 		Magic:               o.magic,
 		SessionID:           uint8(o.sessionID),
 		NetworkVersion:      uint32(o.networkVersion),
@@ -324,6 +328,15 @@ func (o *options) config(logger *slog.Logger, h conn.Handler) conn.Config {
 		Handler:                h,
 		Logger:                 logger,
 	}
+	// Sealed mode; conn refuses its settings without a key.
+	if o.privateKey != nil {
+		cfg.PrivateKey = o.privateKey
+		cfg.ProtocolID = uint64(o.protocolID)
+		cfg.PublicAddresses = o.publicAddrs
+		cfg.ProofTimeout = o.proofTimeout
+		cfg.MaxUnproven = o.maxUnproven
+	}
+	return cfg
 }
 
 // logSummary logs one line: connections, handshakes, packets and drops by
@@ -353,4 +366,35 @@ func logSummary(logger *slog.Logger, prev, cur conn.Stats, every time.Duration) 
 		msg = "final"
 	}
 	logger.Info(msg, attrs...)
+}
+
+// sealedAttrs describe sealed mode for the startup line: on or off and,
+// when on, what a backend must match. The key is named by its file (or
+// variable) and a fingerprint, never by its value.
+func (o *options) sealedAttrs(listening netip.AddrPort) []any {
+	if o.privateKey == nil {
+		return []any{"sealed", false}
+	}
+	public := listening.String()
+	if o.publicAddrs != nil {
+		public = sealflag.FormatAddrs(o.publicAddrs)
+	}
+	from := "environment " + envPrivateKey
+	if o.privateKeyFile != "" {
+		from = o.privateKeyFile
+	}
+	return []any{"sealed", true, "protocol_id", o.protocolID.String(), "public_addresses", public,
+		"key_from", from, "key_id", sealflag.KeyID(o.privateKey)}
+}
+
+// warnKeyFile warns when other users can read the private key's file:
+// whoever reads it can make tokens and read every sealed packet.
+func (o *options) warnKeyFile(logger *slog.Logger) {
+	if o.privateKey == nil || o.privateKeyFile == "" {
+		return
+	}
+	if fi, err := os.Stat(o.privateKeyFile); err == nil && fi.Mode().Perm()&0o007 != 0 {
+		logger.Warn("the private key file is readable by every user of this host: whoever reads it can make connect tokens and read sealed traffic; chmod o-rwx it (600 or 400)",
+			"file", o.privateKeyFile, "mode", fi.Mode().Perm().String())
+	}
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"crypto/subtle"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/udpgate/udpgate/token"
 )
 
 // liveSettings change on SIGHUP without a restart; every other setting
@@ -83,5 +86,19 @@ func (s *server) apply(n *options) (applied, restart []string, err error) {
 		_ = s.o.fs.Set(name, now)
 		applied = append(applied, fmt.Sprintf("%s %s -> %s", name, was, now))
 	}
+	// The key's file may have changed under the same path. Never live: the
+	// connections running are sealed with keys from tokens of the old one.
+	if !sameKey(s.o.privateKey, n.privateKey) {
+		restart = append(restart, "private key (changed; the key is not reloadable live: restart the server to use the new one)")
+	}
 	return applied, restart, nil
+}
+
+// sameKey reports whether two private keys (nil: sealed mode off) are the
+// same.
+func sameKey(a, b *[token.KeyBytes]byte) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }
