@@ -47,7 +47,12 @@ func runFlood(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	grace := fs.Duration("grace", flood.DefaultGrace, fmt.Sprintf("after sending, wait up to this long for late replies (at most %v)", flood.MaxGrace))
 	top := fs.Int("top", 10, "list this many sources, highest amplification first; -1 lists all")
 	seed := fs.Uint64("seed", 0, "random seed, to repeat the same traffic; 0 picks one")
+	sf := addSealedFlags(fs, "with it the proof kind also sends tokens that open but list another server, and proofs with a forged inner seal")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	key, protocol, err := sf.parse(false)
+	if err != nil {
 		return err
 	}
 	server, err := w.target()
@@ -95,6 +100,8 @@ func runFlood(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Senders:         *senders,
 		Grace:           *grace,
 		Seed:            *seed,
+		ProtocolID:      protocol,
+		PrivateKey:      key,
 	})
 	if rep != nil {
 		if perr := rep.Print(stdout, *top); perr != nil {

@@ -16,7 +16,6 @@ import (
 	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/internal/loadgen"
 	"github.com/udpgate/udpgate/internal/sealflag"
-	"github.com/udpgate/udpgate/token"
 )
 
 const loadSynopsis = `Run -clients simulated clients against a server on this host. Each client
@@ -74,26 +73,13 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	lossTimeout := fs.Duration("loss-timeout", loadgen.DefaultLossTimeout, "a Data packet unanswered this long counts as lost")
 	disconnect := fs.Int("disconnect", 5, "Disconnect packets each client sends at the end (the protocol says 5); 0 leaves the connections to time out")
 	jsonOut := fs.Bool("json", false, "print the report as one JSON object on standard output (no text, no progress line)")
-	keyFile := fs.String("private-key-file", "", "sealed mode: `file` holding the server's private key (64 hex characters); the clients' tokens are made with it")
-	protocolID := fs.String("protocol-id", "", "sealed mode: the server's protocol `id`, in hex (with or without 0x); required with -private-key-file")
+	sf := addSealedFlags(fs, "the clients' tokens are made with it")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	var key *[token.KeyBytes]byte
-	var protocol uint64
-	switch {
-	case *keyFile == "" && *protocolID != "":
-		return usagef("-protocol-id is for sealed mode: give -private-key-file too (the server's key), or leave -protocol-id out")
-	case *keyFile != "" && *protocolID == "":
-		return usagef("sealed mode needs -protocol-id too: the server's -protocol-id, in hex")
-	case *keyFile != "":
-		var err error
-		if protocol, err = sealflag.ParseProtocolID(*protocolID); err != nil {
-			return usagef("-protocol-id: %v", err)
-		}
-		if key, err = sealflag.ReadKeyFile(*keyFile); err != nil {
-			return fmt.Errorf("-private-key-file: %w", err)
-		}
+	key, protocol, err := sf.parse(true)
+	if err != nil {
+		return err
 	}
 	server, err := w.target()
 	if err != nil {
