@@ -26,12 +26,12 @@ func (s *Server) SetMaxClients(n int) error {
 	if n <= 0 {
 		return fmt.Errorf("conn: max clients %d is not positive: use at least 1", n)
 	}
-	s.maxClients.Store(int64(n))
+	s.tab.max.Store(int64(n))
 	return nil
 }
 
 // MaxClients is the current connection limit.
-func (s *Server) MaxClients() int { return int(s.maxClients.Load()) }
+func (s *Server) MaxClients() int { return int(s.tab.max.Load()) }
 
 // SetChallengeRate changes the per-source Challenge limit, with
 // Config.ChallengeRate's meaning: 0 the protocol default (32/s, burst 64),

@@ -135,7 +135,7 @@ func (l *loop) process(n int, now time.Time) {
 	for i := range addrs {
 		addrs[i] = l.rb.Msgs[i].Addr
 	}
-	s.conns.GetBatch(addrs, conns)
+	s.tab.conns.GetBatch(addrs, conns)
 	var sink uint64
 	for _, c := range conns {
 		if c != nil {
@@ -210,13 +210,6 @@ func (l *loop) handle(m *batchio.Message, c *Conn, now time.Time) {
 		// copies it.
 		peer.Known, peer.ClientID, peer.Tag = true, c.clientID, c.tag
 		peer.Cookie = c.cookie
-	} else if s.nRecent.Load() > 0 {
-		// Only a connection packet asks whether its address closed
-		// recently; handshakes skip that lookup, and everything skips the
-		// prefix decode while no address is remembered.
-		if p, r := fastpath.DecodePrefix(s.fc.Magic, m.Buf[:m.N]); r == fastpath.DropNone && !p.Handshake {
-			peer.RecentlyClosed = s.isRecent(m.Addr, now.UnixNano())
-		}
 	}
 	dst := l.slot()
 	l.fp.Handle(d, m.Addr, m.Buf[:m.N], seconds(now), &peer, dst.Buf[:cap(dst.Buf)])
@@ -285,7 +278,7 @@ func (l *loop) reply(n int, t fastpath.PacketType, to netip.AddrPort) {
 // (drop).
 func (l *loop) promote(addr netip.AddrPort) {
 	d := &l.d
-	if c, at, ok := l.s.conns.GetByCookie((*[20]byte)(&d.Cookie)); ok {
+	if c, at, ok := l.s.tab.conns.GetByCookie((*[20]byte)(&d.Cookie)); ok {
 		if at != addr {
 			l.cnt.add(cDrop+int(fastpath.DropUnknownConnection), 1)
 			return
@@ -306,7 +299,7 @@ func (l *loop) promote(addr netip.AddrPort) {
 func (l *loop) migrate(addr netip.AddrPort, now time.Time) {
 	d := &l.d
 	s := l.s
-	c, from, ok := s.conns.GetByCookie((*[20]byte)(&d.OrigCookie))
+	c, from, ok := s.tab.conns.GetByCookie((*[20]byte)(&d.OrigCookie))
 	if !ok || c.clientID != d.To.ClientID || c.closed.Load() {
 		// The connection is gone (closed, or this is a restarted server):
 		// tell the client at once, rather than let it resend until its
@@ -334,7 +327,7 @@ func (l *loop) migrate(addr netip.AddrPort, now time.Time) {
 // whether it did; a connection that another move took first stays.
 func (l *loop) move(c *Conn, addr netip.AddrPort) bool {
 	s := l.s
-	_, from, displaced, moved := s.conns.Move((*[20]byte)(&c.cookie), addr)
+	from, displaced, moved := s.tab.move(c, addr)
 	if !moved {
 		return false
 	}
@@ -342,7 +335,6 @@ func (l *loop) move(c *Conn, addr netip.AddrPort) bool {
 	c.addr = addr
 	c.link.sock = s.sendSocket(l.sock, addr)
 	c.mu.Unlock()
-	s.limits.move(addr.Addr(), &c.limit)
 	if c.sec != nil {
 		s.sealed.moved(c, addr)
 	}
@@ -353,11 +345,9 @@ func (l *loop) move(c *Conn, addr netip.AddrPort) bool {
 		// It closed while moving: its shutdown may have looked for
 		// it at the old address. closed was set before that lookup
 		// read c.addr, so one of the two removals finds the entry.
-		s.forget(c)
+		s.tab.forget(c)
 	}
-	s.clearRecent(addr)
-	if displaced != nil && displaced != c {
-		s.count.Add(-1)
+	if displaced != nil {
 		displaced.shutdown(ReasonReplaced, false)
 	}
 	s.ev.migrations.Add(1)

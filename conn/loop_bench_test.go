@@ -50,10 +50,10 @@ func benchLoopData(b *testing.B, nconns int) {
 		}
 		p.to.ClientID = 1
 		c := s.newConn(&p, sock, now)
-		if _, ok := s.conns.Insert(p.addr, p.cookie, c); !ok {
+		if _, ok := s.tab.conns.Insert(p.addr, p.cookie, c); !ok {
 			b.Fatal("insert failed")
 		}
-		s.count.Add(1)
+		s.tab.count.Add(1)
 		serverSeq, clientSeq := cookie.Sequences(&p.cookie)
 		clients[i] = client{addr: p.addr, hdr: fastpath.ConnHeader{SessionID: s.st.SessionID,
 			ClientID: 1, Tag: c.tag, Seq: clientSeq,

@@ -34,7 +34,7 @@ func promoteN(tb testing.TB, s *Server, n int) {
 		}
 		p.to.ClientID = 1
 		p.ts = seconds(now)
-		v := s.admit(&p, sock, now)
+		v := s.tab.admit(&p, func() *Conn { return s.newConn(&p, sock, now) })
 		if v.made == nil {
 			tb.Fatalf("promotion %d refused: %+v", i, v)
 		}

@@ -171,8 +171,8 @@ func (s *Server) flushReplies(pb *promoBatch) {
 	}
 }
 
-// verdict is admit's decision for one proven client; the reply is made
-// from it outside promoMu.
+// verdict is table.admit's decision for one proven client; the reply is
+// made from it outside the table's lock.
 type verdict struct {
 	ack    *cookie.Cookie // reply Ack with this cookie
 	denied uint8          // or Denied with this reason
@@ -188,12 +188,12 @@ func (s *Server) promoteOne(pb *promoBatch, p *promotion, rnd *fastpath.Rand, no
 	}
 	var v verdict
 	// Cheap refusals first, without the lock.
-	old, hasOld := s.conns.Get(p.addr)
+	old, hasOld := s.tab.conns.Get(p.addr)
 	sameClient := hasOld && old.clientID == p.to.ClientID
 	switch {
 	case s.draining.Load() && !sameClient:
 		v.denied = fastpath.DeniedServerFull
-	case !hasOld && s.full():
+	case !hasOld && s.tab.full():
 		v.denied = fastpath.DeniedServerFull
 	case s.st.Accept != nil && !sameClient:
 		// The hook may be slow: replies made so far go first.
@@ -204,7 +204,7 @@ func (s *Server) promoteOne(pb *promoBatch, p *promotion, rnd *fastpath.Rand, no
 		}
 	}
 	if v.denied == 0 {
-		v = s.admit(p, pb.sock, now)
+		v = s.tab.admit(p, func() *Conn { return s.newConn(p, pb.sock, now) })
 	}
 
 	m := &pb.out.Msgs[pb.n]
@@ -240,78 +240,4 @@ func (s *Server) promoteOne(pb *promoBatch, p *promotion, rnd *fastpath.Rand, no
 	}
 	s.ev.accepted.Add(1)
 	pb.made = append(pb.made, v.made)
-}
-
-// admit decides, under promoMu, whether p becomes a connection, and makes
-// it. promoMu serialises the check-then-insert, so duplicate Responses
-// racing through two workers create one connection.
-func (s *Server) admit(p *promotion, sock transport, now time.Time) (v verdict) {
-	s.promoMu.Lock()
-	defer s.promoMu.Unlock()
-	if c, at, ok := s.conns.GetByCookie((*[20]byte)(&p.cookie)); ok {
-		if at == p.addr {
-			v.ack = &c.cookie // a duplicate Response raced through
-		} else {
-			v.replay = true // the client moved on: a replay from its old address
-		}
-		return v
-	}
-	if s.spent(p, now) {
-		v.replay = true
-		return v
-	}
-	old, hasOld := s.conns.Get(p.addr)
-	if hasOld && !old.closed.Load() {
-		if old.clientID == p.to.ClientID {
-			// The same client answered a newer Challenge before its Ack
-			// arrived: the connection exists, repeat its Ack.
-			v.ack = &old.cookie
-			return v
-		}
-		if p.ts < old.cookieTS {
-			// A restarted client replaces its connection with a newer
-			// handshake only; an older cookie is a replay.
-			v.replay = true
-			return v
-		}
-	}
-	// A replaced connection does not count against capacity.
-	if !hasOld && s.full() {
-		v.denied = fastpath.DeniedServerFull
-		return v
-	}
-	c := s.newConn(p, sock, now)
-	if !s.limits.admit(p.addr.Addr(), hasOld, &c.limit) {
-		v.denied = fastpath.DeniedAddressLimit
-		return v
-	}
-	// Insert's answer is the truth: a migration may have moved another
-	// connection onto this address since the Get above.
-	prev, ok := s.conns.Insert(p.addr, p.cookie, c)
-	if !ok {
-		// Unreachable: the cookie index was checked under promoMu.
-		s.limits.release(&c.limit)
-		return v
-	}
-	if prev == nil {
-		s.count.Add(1)
-	}
-	if s.sealed != nil {
-		v.evict = s.sealed.admitted(c)
-	}
-	s.clearRecent(p.addr)
-	v.ack, v.made, v.prev = &c.cookie, c, prev
-	return v
-}
-
-// full reports whether the server holds MaxClients connections.
-func (s *Server) full() bool { return s.connected() >= s.maxClients.Load() }
-
-// connected counts connections, leaving out those still to prove a token.
-func (s *Server) connected() int64 {
-	n := s.count.Load()
-	if s.sealed != nil {
-		n -= s.sealed.unproven.Load()
-	}
-	return n
 }

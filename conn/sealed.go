@@ -128,7 +128,8 @@ type sealedServer struct {
 	unproven atomic.Int64
 
 	// fifo holds the unproven connections oldest first, with stale entries
-	// (proven or closed since) skipped when met; promoMu guards it.
+	// (proven or closed since) skipped when met; the table's lock guards
+	// it.
 	fifo []*Conn
 	head int
 
@@ -187,7 +188,7 @@ func (ss *sealedServer) hasServer(p *token.Private) bool {
 
 // admitted registers new connection c as unproven and returns the oldest
 // unproven connection when the cap is reached, for the caller to close.
-// The caller holds promoMu.
+// The caller (table.insert) holds the table's lock.
 func (ss *sealedServer) admitted(c *Conn) (evict *Conn) {
 	if ss.unproven.Add(1) > int64(ss.max) {
 		for ss.head < len(ss.fifo) && evict == nil {
@@ -432,7 +433,7 @@ func (l *loop) prove(m *batchio.Message, c *Conn, now time.Time) {
 	case ss.inUse(&mac, m.Addr, now):
 		l.refuse(c, fastpath.DropTokenInUse, ReasonTokenInUse, true)
 		return
-	case s.full():
+	case s.tab.full():
 		l.refuse(c, fastpath.DropOverload, ReasonServerFull, true)
 		return
 	}

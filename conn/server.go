@@ -26,15 +26,11 @@ type Server struct {
 	group   transportGroup
 	socks   []transport
 	secrets *cookie.Secrets
-	conns   *shard.Map[Conn]
+	// tab is the connections, their count and limits, and the memory of
+	// closed addresses: everything admit, move and remove change.
+	tab *table
 	// sealed is the sealed mode's state; nil when unsealed.
 	sealed *sealedServer
-	// recent remembers, per address whose connection closed, until when
-	// its stray packets get no RestartHandshake and which cookies are spent.
-	recent  *shard.AddrMap[recentClose]
-	nRecent atomic.Int64
-	count   atomic.Int64
-	limits  *addrLimits
 
 	loops []*loop
 	// connSocks are the sockets connection packets arrive on (all of them
@@ -43,19 +39,15 @@ type Server struct {
 	connSocks []transport
 	pool      *ants.PoolWithFuncGeneric[*promoQueue]
 	// drainers: pool tasks one loop's queue may have running at once.
-	drainers int
-	// promoMu serialises the check-then-insert of promotions, so duplicate
-	// Responses racing through two workers create one connection.
-	promoMu   sync.Mutex
+	drainers  int
 	promos    sync.Pool
 	seedCount atomic.Uint64
 
 	// Live settings (admin.go).
-	maxClients atomic.Int64
-	draining   atomic.Bool
-	liveMu     sync.Mutex
-	liveFC     fastpath.ServerConfig
-	liveGen    atomic.Uint64
+	draining atomic.Bool
+	liveMu   sync.Mutex
+	liveFC   fastpath.ServerConfig
+	liveGen  atomic.Uint64
 
 	closing  atomic.Bool
 	done     chan struct{}
@@ -131,9 +123,6 @@ func newServer(st settings, now time.Time, secrets *cookie.Secrets, group transp
 		group:   group,
 		socks:   socks,
 		secrets: secrets,
-		conns:   shard.NewMap[Conn](0),
-		recent:  shard.NewAddrMap[recentClose](0),
-		limits:  newAddrLimits(st.MaxClientsPerIP, st.MaxClientsPerPrefix),
 		done:    make(chan struct{}),
 		ov:      overload{cfg: st.Overload},
 	}
@@ -144,7 +133,7 @@ func newServer(st settings, now time.Time, secrets *cookie.Secrets, group transp
 			return nil, err
 		}
 	}
-	s.maxClients.Store(int64(st.MaxClients))
+	s.tab = newTable(&s.st, s.sealed)
 	s.ov.enabled.Store(st.Overload.Enabled)
 	s.timers.init(st.SweepInterval, now)
 	s.promos.New = func() any { return newPromoBatch() }
@@ -165,6 +154,7 @@ func newServer(st settings, now time.Time, secrets *cookie.Secrets, group transp
 		}
 	}
 	s.fc = st.fastpathConfig(s.handshakeLoops())
+	s.fc.Closed = s.tab
 	// One VersionUpgrade budget for the whole server, not one per loop.
 	s.fc.ShareVersionUpgradeTotal(seconds(now))
 	for i, sock := range socks {
@@ -197,16 +187,16 @@ func (s *Server) Config() Config { return s.st.Config }
 func (s *Server) Addr() netip.AddrPort { return s.group.LocalAddr() }
 
 // Len is the number of connections.
-func (s *Server) Len() int { return int(s.connected()) }
+func (s *Server) Len() int { return int(s.tab.len()) }
 
 // Conn returns the connection at addr, if any.
-func (s *Server) Conn(addr netip.AddrPort) (*Conn, bool) { return s.conns.Get(addr) }
+func (s *Server) Conn(addr netip.AddrPort) (*Conn, bool) { return s.tab.conns.Get(addr) }
 
 // Range calls fn for every connection until it returns false. Connections
 // may come and go meanwhile.
 func (s *Server) Range(fn func(*Conn) bool) {
-	for i := range s.conns.NumShards() {
-		if s.conns.RangeShard(i, func(_ netip.AddrPort, c *Conn) shard.Action {
+	for i := range s.tab.conns.NumShards() {
+		if s.tab.conns.RangeShard(i, func(_ netip.AddrPort, c *Conn) shard.Action {
 			if !fn(c) {
 				return shard.Stop
 			}
@@ -314,31 +304,9 @@ func (s *Server) checkOverload(now time.Time) {
 // 120 s an entry lives; isRecent checks expiry itself.
 func (s *Server) sweep(now time.Time, batch []*Conn) []*Conn {
 	s.timers.advance(now)
-
 	i := s.sweepShard
-	s.sweepShard = (i + 1) % s.conns.NumShards()
-	batch = batch[:0]
-	s.conns.RangeShard(i, func(_ netip.AddrPort, c *Conn) shard.Action {
-		if c.closed.Load() {
-			batch = append(batch, c)
-		}
-		return shard.Keep
-	})
-	for _, c := range batch {
-		s.forget(c)
-	}
-	if s.nRecent.Load() > 0 {
-		ns := now.UnixNano()
-		s.recent.RangeShard(i%s.recent.NumShards(), func(_ netip.AddrPort, r *recentClose) shard.Action {
-			if r.exp <= ns {
-				s.nRecent.Add(-1)
-				return shard.Remove
-			}
-			return shard.Keep
-		})
-	}
-	clear(batch)
-	return batch
+	s.sweepShard = (i + 1) % s.tab.conns.NumShards()
+	return s.tab.sweep(i, now, batch)
 }
 
 // removed is called once when a server connection closes.
@@ -349,75 +317,9 @@ func (s *Server) removed(c *Conn, reason DisconnectReason) {
 		announced = c.sec.proven()
 		s.sealed.closed(c)
 	}
-	s.limits.release(&c.limit)
-	// A connection replaced at its address leaves no memory there: the
-	// address is held by its successor, whose cookie is newer.
-	if addr, ok := s.forget(c); ok && s.nRecent.Load() < maxRecentFactor*s.maxClients.Load() {
-		r := &recentClose{
-			exp:    s.st.Now().Add(RecentlyDisconnected).UnixNano(),
-			ts:     c.cookieTS,
-			cookie: c.cookie,
-		}
-		if _, had := s.recent.Get(addr); !had {
-			s.nRecent.Add(1)
-		}
-		s.recent.Set(addr, r)
-	}
+	s.tab.remove(c)
 	if announced && int(reason) < len(s.ev.disconnects) {
 		s.ev.disconnects[reason].Add(1)
-	}
-}
-
-// forget removes c from the connection map if it is still there.
-func (s *Server) forget(c *Conn) (netip.AddrPort, bool) {
-	addr := c.RemoteAddr()
-	ok := s.conns.CompareAndDelete(addr, c)
-	if ok {
-		s.count.Add(-1)
-	}
-	return addr, ok
-}
-
-// recentClose is what the server remembers of an address whose connection
-// closed. The entry is immutable once stored.
-type recentClose struct {
-	exp int64 // Unix ns: forgotten after
-	// ts and cookie are the closed connection's cookie: a Response with
-	// that cookie, or with an older Timestamp, is a replay. Remembering it
-	// for RecentlyDisconnected (longer than the 40 s a cookie lives) means
-	// no cookie is ever promoted twice, in memory bounded with the table.
-	ts     float64
-	cookie cookie.Cookie
-}
-
-// isRecent reports whether addr's connection closed within the last 120 s.
-func (s *Server) isRecent(addr netip.AddrPort, ns int64) bool {
-	if s.nRecent.Load() == 0 {
-		return false
-	}
-	r, ok := s.recent.Get(addr)
-	return ok && r.exp > ns
-}
-
-// spent reports whether p's cookie is one a closed connection at its
-// address already used, or older than it.
-func (s *Server) spent(p *promotion, now time.Time) bool {
-	if s.nRecent.Load() == 0 {
-		return false
-	}
-	r, ok := s.recent.Get(p.addr)
-	if !ok || r.exp <= now.UnixNano() {
-		return false
-	}
-	return p.ts < r.ts || (p.ts == r.ts && p.cookie == r.cookie)
-}
-
-func (s *Server) clearRecent(addr netip.AddrPort) {
-	if s.nRecent.Load() == 0 {
-		return
-	}
-	if _, ok := s.recent.Delete(addr); ok {
-		s.nRecent.Add(-1)
 	}
 }
 
@@ -439,8 +341,8 @@ func (s *Server) sendSocket(sock transport, addr netip.AddrPort) transport {
 	return s.connSocks[int(addr.Port())%len(s.connSocks)]
 }
 
-// newConn makes the connection for a proven client. The caller holds
-// promoMu.
+// newConn makes the connection for a proven client. table.admit calls it,
+// under the table's lock.
 func (s *Server) newConn(p *promotion, sock transport, now time.Time) *Conn {
 	c := &Conn{
 		st:       &s.st,

@@ -25,7 +25,7 @@ import (
 type timers struct {
 	interval int64 // SweepInterval in ns: one wheel slot
 	shards   [timerShards]timerWheel
-	next     uint32 // round-robin shard for new connections; promoMu
+	next     uint32 // round-robin shard for new connections; the table's lock
 }
 
 // timerLink is a connection's place in its wheel.
@@ -55,8 +55,8 @@ func (t *timers) init(interval time.Duration, now time.Time) {
 	}
 }
 
-// home picks a new connection's wheel, round robin. The caller holds
-// promoMu.
+// home picks a new connection's wheel, round robin. The caller holds the
+// table's lock (newConn).
 func (t *timers) home() uint8 {
 	h := uint8(t.next%timerShards) + 1
 	t.next++

@@ -61,10 +61,10 @@ func benchLoopTransport(b *testing.B, iface bool) {
 		}
 		p.to.ClientID = 1
 		c := s.newConn(&p, rs, now)
-		if _, ok := s.conns.Insert(p.addr, p.cookie, c); !ok {
+		if _, ok := s.tab.conns.Insert(p.addr, p.cookie, c); !ok {
 			b.Fatal("insert failed")
 		}
-		s.count.Add(1)
+		s.tab.count.Add(1)
 		serverSeq, clientSeq := cookie.Sequences(&p.cookie)
 		clients[i] = client{addr: p.addr, hdr: fastpath.ConnHeader{SessionID: s.st.SessionID,
 			ClientID: 1, Tag: c.tag, Seq: clientSeq,

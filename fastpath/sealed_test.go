@@ -267,7 +267,7 @@ func TestSealedDecisions(t *testing.T) {
 		{"sealed, wrong client id", data, &Peer{Known: true, ClientID: 4, Tag: 77}, ActDrop, DropClientIDMismatch, false},
 		{"unsealed, known (too short to be sealed)", plain, known, ActDrop, DropBadSize, false},
 		{"proof, unknown address", proof, &Peer{}, ActDrop, DropNotProof, false},
-		{"sealed, recently closed", data, &Peer{RecentlyClosed: true}, ActDrop, DropRecentlyDisconnected, false},
+
 		{"sealed, unknown: try to move", data, &Peer{}, ActSealedMove, DropNone, false},
 		{"sealed, unknown again", data, &Peer{}, ActSealedMove, DropNone, false},
 		{"sealed, unknown over budget", data, &Peer{}, ActDrop, DropRateLimited, false},
@@ -277,6 +277,12 @@ func TestSealedDecisions(t *testing.T) {
 			t.Errorf("%s: action %v drop %v proof %v reply %d", tc.name, d.Action, d.Drop, d.Proof, d.ReplyLen)
 		}
 	}
+	s.cfg.Closed = closedSet{src: true}
+	s.Handle(&d, src, data, 1000, &Peer{}, out)
+	if d.Drop != DropRecentlyDisconnected {
+		t.Errorf("sealed, recently closed: action %v drop %v", d.Action, d.Drop)
+	}
+	s.cfg.Closed = nil
 	// The cookie of a RestartResponse travels in clear: a sealed server
 	// moves nothing for it.
 	var ck cookie.Cookie

@@ -59,6 +59,9 @@ type ServerConfig struct {
 	// Sealed: connection packets are sealed (docs/protocol.md §11), and a
 	// RestartResponse moves nothing.
 	Sealed bool
+	// Closed, if not nil, remembers the addresses whose connection closed
+	// recently: their stray connection packets are dropped, not answered.
+	Closed ClosedAddrs
 }
 
 // withDefaults fills zero fields. The result is a Server's effective,
@@ -101,9 +104,15 @@ type Peer struct {
 	ClientID uint8
 	Tag      uint32
 	Cookie   cookie.Cookie // the connection's authorised cookie
-	// RecentlyClosed: no connection holds the address, but one closed here
-	// in the last 120 s (docs/protocol.md §5).
-	RecentlyClosed bool
+}
+
+// ClosedAddrs is the caller's memory of addresses whose connection closed:
+// RecentlyClosed reports whether no connection holds addr but one closed
+// there within the last 120 s (docs/protocol.md §5.6). A Server asks it only
+// for connection packets from addresses no connection holds. It must be
+// safe for concurrent use.
+type ClosedAddrs interface {
+	RecentlyClosed(addr netip.AddrPort, now float64) bool
 }
 
 // Action is what the caller must do with a datagram.
@@ -377,7 +386,7 @@ func (s *Server) handleConn(d *Decision, src netip.AddrPort, pkt []byte, pw uint
 		}
 		return
 	}
-	if peer.RecentlyClosed {
+	if s.recentlyClosed(src, now) {
 		d.Drop = DropRecentlyDisconnected
 		return
 	}
@@ -414,6 +423,10 @@ func (s *Server) answer(d *Decision, src netip.AddrPort, now float64, out []byte
 	s.replied(d, rep.Type)
 }
 
+func (s *Server) recentlyClosed(src netip.AddrPort, now float64) bool {
+	return s.cfg.Closed != nil && s.cfg.Closed.RecentlyClosed(src, now)
+}
+
 // handleSealed is handleConn in sealed mode: the clear part is checked
 // here, the sealed part by the caller, which holds the keys. A sealed
 // server never sends RestartHandshake: a client whose address changed is
@@ -434,7 +447,7 @@ func (s *Server) handleSealed(d *Decision, src netip.AddrPort, pkt []byte, pw ui
 	case proof:
 		// A proof belongs to the address its handshake proved.
 		d.Drop = DropNotProof
-	case peer.RecentlyClosed:
+	case s.recentlyClosed(src, now):
 		d.Drop = DropRecentlyDisconnected
 	case s.Shed.NoRestart:
 		d.Drop = DropOverload

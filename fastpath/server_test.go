@@ -536,9 +536,11 @@ func TestServerConnectionPackets(t *testing.T) {
 	if !h.Restart || h.ClientID != 1 || h.SentCount != 0 || h.CurVersion != 4 || h.MinVersion != 3 || len(rep) != 19 {
 		t.Fatalf("restart %+v, %d bytes", h, len(rep))
 	}
-	if d, _ := handle(s, vecAddr, keepalive, vecTS, Peer{RecentlyClosed: true}); d.Drop != DropRecentlyDisconnected {
+	s.cfg.Closed = closedSet{vecAddr: true}
+	if d, _ := handle(s, vecAddr, keepalive, vecTS, Peer{}); d.Drop != DropRecentlyDisconnected {
 		t.Fatalf("%+v", d)
 	}
+	s.cfg.Closed = nil
 	if d, _ := handle(s, vecAddr, connPacket(t, Magic{}, h2, []byte("x")), vecTS, Peer{}); d.Drop != DropSessionMismatch {
 		t.Fatalf("%+v", d)
 	}
@@ -733,3 +735,8 @@ func BenchmarkServerConnData(b *testing.B) {
 		b.Fatal(d)
 	}
 }
+
+// closedSet is a ClosedAddrs of fixed addresses.
+type closedSet map[netip.AddrPort]bool
+
+func (c closedSet) RecentlyClosed(a netip.AddrPort, _ float64) bool { return c[a] }

@@ -1,0 +1,264 @@
+package conn
+
+import (
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/udpgate/udpgate/cookie"
+	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/shard"
+)
+
+// table owns a server's connections as a set: the map (by address, and by
+// authorised cookie), how many entries it holds, the per-address limits,
+// and what is remembered of addresses whose connection closed. It alone
+// adds (admit), moves (move) and removes (remove, forget) entries, so the
+// count, the limits and the memory of closed addresses change together
+// with the map. Admissions, a check-then-insert, are serialised by mu;
+// lookups take no lock.
+//
+// A sealed server's unproven connections hold entries (their proofs find
+// them by address) but no MaxClients place: sealed owns that count.
+type table struct {
+	conns *shard.Map[Conn]
+	// count is the map's number of entries.
+	count  atomic.Int64
+	limits *addrLimits
+	// recent: per address whose connection closed, until when its stray
+	// packets get no RestartHandshake and which cookies are spent.
+	recent  *shard.AddrMap[recentClose]
+	nRecent atomic.Int64
+	// max is MaxClients, which the admin API changes live.
+	max    atomic.Int64
+	sealed *sealedServer
+	// clock reads the server's clock (for when a closed address is
+	// forgotten).
+	clock func() time.Time
+
+	mu sync.Mutex
+}
+
+// recentClose is what the server remembers of an address whose connection
+// closed. The entry is immutable once stored.
+type recentClose struct {
+	exp int64 // Unix ns: forgotten after
+	// ts and cookie are the closed connection's cookie: a Response with
+	// that cookie, or with an older Timestamp, is a replay. Remembering it
+	// for RecentlyDisconnected (longer than the 40 s a cookie lives) means
+	// no cookie is ever promoted twice, in memory bounded with the table.
+	ts     float64
+	cookie cookie.Cookie
+}
+
+func newTable(st *settings, sealed *sealedServer) *table {
+	t := &table{
+		conns:  shard.NewMap[Conn](0),
+		limits: newAddrLimits(st.MaxClientsPerIP, st.MaxClientsPerPrefix),
+		recent: shard.NewAddrMap[recentClose](0),
+		sealed: sealed,
+		clock:  st.Now,
+	}
+	t.max.Store(int64(st.MaxClients))
+	return t
+}
+
+// len counts connections, leaving out those still to prove a token.
+func (t *table) len() int64 {
+	n := t.count.Load()
+	if t.sealed != nil {
+		n -= t.sealed.unproven.Load()
+	}
+	return n
+}
+
+// full reports whether the server holds MaxClients connections.
+func (t *table) full() bool { return t.len() >= t.max.Load() }
+
+// admit decides, under mu, whether proven client p becomes a connection,
+// and if so makes it with mk and inserts it. Deciding reads the table and
+// changes nothing; only a verdict that admits goes on to insert.
+func (t *table) admit(p *promotion, mk func() *Conn) verdict {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	v, hasOld := t.decide(p)
+	if v.ack != nil || v.denied != 0 || v.replay {
+		return v
+	}
+	return t.insert(p, hasOld, mk)
+}
+
+// decide is admit's decision for p, before any change. hasOld reports a
+// live connection at p's address that p would replace.
+func (t *table) decide(p *promotion) (v verdict, hasOld bool) {
+	if c, at, ok := t.conns.GetByCookie((*[20]byte)(&p.cookie)); ok {
+		if at == p.addr {
+			v.ack = &c.cookie // a duplicate Response raced through
+		} else {
+			v.replay = true // the client moved on: a replay from its old address
+		}
+		return v, false
+	}
+	if t.spent(p) {
+		v.replay = true
+		return v, false
+	}
+	old, hasOld := t.conns.Get(p.addr)
+	if hasOld && !old.closed.Load() {
+		if old.clientID == p.to.ClientID {
+			// The same client answered a newer Challenge before its Ack
+			// arrived: the connection exists, repeat its Ack.
+			v.ack = &old.cookie
+			return v, true
+		}
+		if p.ts < old.cookieTS {
+			// A restarted client replaces its connection with a newer
+			// handshake only; an older cookie is a replay.
+			v.replay = true
+			return v, true
+		}
+	}
+	// A replaced connection does not count against capacity.
+	if !hasOld && t.full() {
+		v.denied = fastpath.DeniedServerFull
+	}
+	return v, hasOld
+}
+
+// insert makes p's connection and puts it in the table. mu is held.
+func (t *table) insert(p *promotion, hasOld bool, mk func() *Conn) (v verdict) {
+	c := mk()
+	if !t.limits.admit(p.addr.Addr(), hasOld, &c.limit) {
+		v.denied = fastpath.DeniedAddressLimit
+		return v
+	}
+	// Insert's answer is the truth: a migration may have moved another
+	// connection onto this address since decide looked.
+	prev, ok := t.conns.Insert(p.addr, p.cookie, c)
+	if !ok {
+		// Unreachable: decide checked the cookie index under mu.
+		t.limits.release(&c.limit)
+		return v
+	}
+	if prev == nil {
+		t.count.Add(1)
+	}
+	if t.sealed != nil {
+		v.evict = t.sealed.admitted(c)
+	}
+	t.clearRecent(p.addr)
+	v.ack, v.made, v.prev = &c.cookie, c, prev
+	return v
+}
+
+// move moves c to addr. It reports where c was and the connection it
+// displaced there (closed by the caller), or false when another move took
+// c first.
+func (t *table) move(c *Conn, addr netip.AddrPort) (from netip.AddrPort, displaced *Conn, ok bool) {
+	_, from, displaced, ok = t.conns.Move((*[20]byte)(&c.cookie), addr)
+	if !ok {
+		return from, nil, false
+	}
+	t.limits.move(addr.Addr(), &c.limit)
+	t.clearRecent(addr)
+	if displaced == c {
+		displaced = nil
+	}
+	if displaced != nil {
+		// Its entry is gone: its close will find nothing to remove.
+		t.count.Add(-1)
+	}
+	return from, displaced, true
+}
+
+// remove takes closing connection c out of the table, and remembers its
+// address as recently closed (its cookie spent), within the memory bound.
+// A connection that another took the place of leaves no memory: the
+// address is its successor's, whose cookie is newer.
+func (t *table) remove(c *Conn) {
+	t.limits.release(&c.limit)
+	addr, ok := t.forget(c)
+	if !ok || t.nRecent.Load() >= maxRecentFactor*t.max.Load() {
+		return
+	}
+	r := &recentClose{
+		exp:    t.clock().Add(RecentlyDisconnected).UnixNano(),
+		ts:     c.cookieTS,
+		cookie: c.cookie,
+	}
+	if _, had := t.recent.Get(addr); !had {
+		t.nRecent.Add(1)
+	}
+	t.recent.Set(addr, r)
+}
+
+// forget removes c's entry if it is still there.
+func (t *table) forget(c *Conn) (netip.AddrPort, bool) {
+	addr := c.RemoteAddr()
+	ok := t.conns.CompareAndDelete(addr, c)
+	if ok {
+		t.count.Add(-1)
+	}
+	return addr, ok
+}
+
+// RecentlyClosed implements fastpath.ClosedAddrs: addr's connection
+// closed within RecentlyDisconnected.
+func (t *table) RecentlyClosed(addr netip.AddrPort, now float64) bool {
+	if t.nRecent.Load() == 0 {
+		return false
+	}
+	r, ok := t.recent.Get(addr)
+	return ok && float64(r.exp)/1e9 > now
+}
+
+// spent reports whether p's cookie is one a closed connection at its
+// address already used, or older than it.
+func (t *table) spent(p *promotion) bool {
+	if t.nRecent.Load() == 0 {
+		return false
+	}
+	r, ok := t.recent.Get(p.addr)
+	if !ok || r.exp <= t.clock().UnixNano() {
+		return false
+	}
+	return p.ts < r.ts || (p.ts == r.ts && p.cookie == r.cookie)
+}
+
+func (t *table) clearRecent(addr netip.AddrPort) {
+	if t.nRecent.Load() == 0 {
+		return
+	}
+	if _, ok := t.recent.Delete(addr); ok {
+		t.nRecent.Add(-1)
+	}
+}
+
+// sweep removes, from map shard i, the entries of connections closed
+// while moving (see loop.move), and expired memories of closed addresses;
+// batch is scratch.
+func (t *table) sweep(i int, now time.Time, batch []*Conn) []*Conn {
+	batch = batch[:0]
+	t.conns.RangeShard(i, func(_ netip.AddrPort, c *Conn) shard.Action {
+		if c.closed.Load() {
+			batch = append(batch, c)
+		}
+		return shard.Keep
+	})
+	for _, c := range batch {
+		t.forget(c)
+	}
+	if t.nRecent.Load() > 0 {
+		ns := now.UnixNano()
+		t.recent.RangeShard(i%t.recent.NumShards(), func(_ netip.AddrPort, r *recentClose) shard.Action {
+			if r.exp <= ns {
+				t.nRecent.Add(-1)
+				return shard.Remove
+			}
+			return shard.Keep
+		})
+	}
+	clear(batch)
+	return batch
+}
