@@ -102,17 +102,17 @@ func (g gcra) check(full, now float64) (next float64, ok bool) {
 }
 
 // LimitKey says what one bucket of a Limiter stands for.
-type LimitKey uint8
+type limitKey uint8
 
 const (
 	// PerSource: an address and port, so players behind one NAT are
 	// limited apart.
-	PerSource LimitKey = iota
+	perSource limitKey = iota
 	// PerIP: an address, all its ports together.
-	PerIP
+	perIP
 	// PerPrefix: an IPv4 /24 or an IPv6 /64, the unit an attacker pays
 	// for (an IPv6 host usually owns a whole /64).
-	PerPrefix
+	perPrefix
 )
 
 // Limiter keeps a token bucket per source (address and port, so players
@@ -131,12 +131,12 @@ const (
 // collide cannot refill each other by taking turns. What remains is that
 // three or more sources taking turns in one set can grant an evicted one
 // a fresh burst; replies are never larger than requests either way.
-type Limiter struct {
+type limiter struct {
 	slots []slot
 	mask  uint64
 	key   uint64
 	rule  gcra
-	by    LimitKey
+	by    limitKey
 }
 
 type slot struct {
@@ -148,8 +148,8 @@ type slot struct {
 // (defaultLimiterEntries when ≤ 0), with a bucket per what by names. key
 // seeds the hash; 0 draws one from crypto/rand. An unlimited Limit keeps
 // no table.
-func newLimiter(by LimitKey, entries int, limit Limit, key uint64) *Limiter {
-	l := &Limiter{key: key, rule: newGCRA(limit), by: by}
+func newLimiter(by limitKey, entries int, limit Limit, key uint64) *limiter {
+	l := &limiter{key: key, rule: newGCRA(limit), by: by}
 	if l.rule.interval == 0 {
 		return l
 	}
@@ -168,7 +168,7 @@ func newLimiter(by LimitKey, entries int, limit Limit, key uint64) *Limiter {
 }
 
 // Allow reports whether src may have a reply now, and if so spends its token.
-func (l *Limiter) Allow(src netip.AddrPort, now float64) bool {
+func (l *limiter) allow(src netip.AddrPort, now float64) bool {
 	g, ok := l.reserve(src, now)
 	g.spend()
 	return ok
@@ -191,7 +191,7 @@ func (g grant) spend() {
 // it: a reply that needs several budgets (source, IP, prefix, total) spends
 // from all of them or from none, so a budget that refuses does not drain
 // the others.
-func (l *Limiter) reserve(src netip.AddrPort, now float64) (grant, bool) {
+func (l *limiter) reserve(src netip.AddrPort, now float64) (grant, bool) {
 	if l.rule.interval == 0 {
 		return grant{}, true
 	}
@@ -205,7 +205,7 @@ func (l *Limiter) reserve(src netip.AddrPort, now float64) (grant, bool) {
 
 // entry returns the slot of the key whose hash is h, claiming one of its
 // set's two slots for a key new to the set.
-func (l *Limiter) entry(h uint64) *slot {
+func (l *limiter) entry(h uint64) *slot {
 	i := h & l.mask &^ 1
 	a, b := &l.slots[i], &l.slots[i+1]
 	tag := uint32(h >> 32)
@@ -224,7 +224,7 @@ func (l *Limiter) entry(h uint64) *slot {
 }
 
 // Entries returns the table's size: fixed at construction, 0 when unlimited.
-func (l *Limiter) Entries() int { return len(l.slots) }
+func (l *limiter) entries() int { return len(l.slots) }
 
 // hash is shard.HashAddr, the seeded XXH64 the connection maps place
 // addresses by, of src with the port zeroed for PerIP, and with the port
@@ -232,11 +232,11 @@ func (l *Limiter) Entries() int { return len(l.slots) }
 // form, so a dual-stack socket's view of it counts with the plain one) or
 // /64 (IPv6) for PerPrefix. XXH64 is not a MAC, but its output never leaves
 // the server; an attacker sees only which of its packets are answered.
-func (l *Limiter) hash(src netip.AddrPort) uint64 {
+func (l *limiter) hash(src netip.AddrPort) uint64 {
 	switch l.by {
-	case PerIP:
+	case perIP:
 		src = netip.AddrPortFrom(src.Addr(), 0)
-	case PerPrefix:
+	case perPrefix:
 		ip := src.Addr().Unmap()
 		bits := 64
 		if ip.Is4() {

@@ -43,25 +43,25 @@ func TestLimiterHostDefaults(t *testing.T) {
 func TestLimiterKeys(t *testing.T) {
 	p := netip.MustParseAddrPort
 	for _, tc := range []struct {
-		by     LimitKey
+		by     limitKey
 		a, b   netip.AddrPort
 		shared bool
 	}{
-		{PerSource, p("192.0.2.1:1000"), p("192.0.2.1:1001"), false},
-		{PerIP, p("192.0.2.1:1000"), p("192.0.2.1:1001"), true},
-		{PerIP, p("192.0.2.1:1000"), p("[::ffff:192.0.2.1]:1001"), true},
-		{PerIP, p("192.0.2.1:1000"), p("192.0.2.2:1000"), false},
-		{PerPrefix, p("192.0.2.1:1000"), p("192.0.2.254:9"), true},
-		{PerPrefix, p("192.0.2.1:1000"), p("[::ffff:192.0.2.77]:9"), true},
-		{PerPrefix, p("192.0.2.1:1000"), p("192.0.3.1:1000"), false},
-		{PerIP, p("[2001:db8::1]:1"), p("[2001:db8::1]:2"), true},
-		{PerIP, p("[2001:db8::1]:1"), p("[2001:db8::2]:1"), false},
-		{PerPrefix, p("[2001:db8:0:1::1]:1"), p("[2001:db8:0:1:ffff::2]:2"), true},
-		{PerPrefix, p("[2001:db8:0:1::1]:1"), p("[2001:db8:0:2::1]:1"), false},
+		{perSource, p("192.0.2.1:1000"), p("192.0.2.1:1001"), false},
+		{perIP, p("192.0.2.1:1000"), p("192.0.2.1:1001"), true},
+		{perIP, p("192.0.2.1:1000"), p("[::ffff:192.0.2.1]:1001"), true},
+		{perIP, p("192.0.2.1:1000"), p("192.0.2.2:1000"), false},
+		{perPrefix, p("192.0.2.1:1000"), p("192.0.2.254:9"), true},
+		{perPrefix, p("192.0.2.1:1000"), p("[::ffff:192.0.2.77]:9"), true},
+		{perPrefix, p("192.0.2.1:1000"), p("192.0.3.1:1000"), false},
+		{perIP, p("[2001:db8::1]:1"), p("[2001:db8::1]:2"), true},
+		{perIP, p("[2001:db8::1]:1"), p("[2001:db8::2]:1"), false},
+		{perPrefix, p("[2001:db8:0:1::1]:1"), p("[2001:db8:0:1:ffff::2]:2"), true},
+		{perPrefix, p("[2001:db8:0:1::1]:1"), p("[2001:db8:0:2::1]:1"), false},
 	} {
 		l := newLimiter(tc.by, 0, Limit{Rate: 1, Burst: 1}, rlKey)
-		l.Allow(tc.a, rlTime)
-		if shared := !l.Allow(tc.b, rlTime); shared != tc.shared {
+		l.allow(tc.a, rlTime)
+		if shared := !l.allow(tc.b, rlTime); shared != tc.shared {
 			t.Errorf("by %d: %v and %v share a bucket: %v, want %v", tc.by, tc.a, tc.b, shared, tc.shared)
 		}
 	}

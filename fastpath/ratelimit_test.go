@@ -15,9 +15,9 @@ var (
 )
 
 // rlDrain counts the replies src gets at now, up to limit.
-func rlDrain(l *Limiter, src netip.AddrPort, now float64, limit int) int {
+func rlDrain(l *limiter, src netip.AddrPort, now float64, limit int) int {
 	n := 0
-	for n < limit && l.Allow(src, now) {
+	for n < limit && l.allow(src, now) {
 		n++
 	}
 	return n
@@ -46,7 +46,7 @@ func TestLimiterDefaults(t *testing.T) {
 }
 
 func TestLimiterBurstRefill(t *testing.T) {
-	l := newLimiter(PerSource, 0, Limit{Rate: 4, Burst: 8}, rlKey)
+	l := newLimiter(perSource, 0, Limit{Rate: 4, Burst: 8}, rlKey)
 	for _, step := range []struct {
 		dt   float64
 		want int
@@ -65,7 +65,7 @@ func TestLimiterBurstRefill(t *testing.T) {
 }
 
 func TestLimiterSourcesIndependent(t *testing.T) {
-	l := newLimiter(PerSource, 0, Limit{Rate: 4, Burst: 8}, rlKey)
+	l := newLimiter(perSource, 0, Limit{Rate: 4, Burst: 8}, rlKey)
 	if n := rlDrain(l, rlSrc, rlTime, 100); n != 8 {
 		t.Fatalf("first source: %d", n)
 	}
@@ -87,7 +87,7 @@ func TestLimiterSourcesIndependent(t *testing.T) {
 // An IPv4 source is the same source in its mapped form: it is the same
 // client, as the cookie input also says.
 func TestLimiterMappedIPv4(t *testing.T) {
-	l := newLimiter(PerSource, 0, Limit{Rate: 4, Burst: 8}, rlKey)
+	l := newLimiter(perSource, 0, Limit{Rate: 4, Burst: 8}, rlKey)
 	rlDrain(l, rlSrc, rlTime, 100)
 	if n := rlDrain(l, netip.MustParseAddrPort("[::ffff:192.0.2.1]:7777"), rlTime, 100); n != 0 {
 		t.Errorf("mapped form of a drained IPv4 source got %d", n)
@@ -98,7 +98,7 @@ func TestLimiterMappedIPv4(t *testing.T) {
 // Two sources each keep a bucket of their own, so taking turns refills
 // neither; a third evicts the fuller entry, not a drained one.
 func TestLimiterCollisions(t *testing.T) {
-	l := newLimiter(PerSource, 2, Limit{Rate: 4, Burst: 8}, rlKey)
+	l := newLimiter(perSource, 2, Limit{Rate: 4, Burst: 8}, rlKey)
 	other := netip.MustParseAddrPort("198.51.100.7:9")
 	third := netip.MustParseAddrPort("203.0.113.9:9")
 	if n := rlDrain(l, rlSrc, rlTime, 100); n != 8 {
@@ -114,7 +114,7 @@ func TestLimiterCollisions(t *testing.T) {
 		if i%2 == 1 {
 			src = other
 		}
-		if l.Allow(src, rlTime) {
+		if l.allow(src, rlTime) {
 			got++
 		}
 	}
@@ -137,7 +137,7 @@ func TestLimiterEntries(t *testing.T) {
 		{-1, defaultLimiterEntries}, {0, defaultLimiterEntries},
 		{1, 2}, {2, 2}, {3, 4}, {1000, 1024}, {1024, 1024}, {1025, 2048},
 	} {
-		if got := newLimiter(PerSource, tc.in, Limit{Rate: 1, Burst: 1}, rlKey).Entries(); got != tc.want {
+		if got := newLimiter(perSource, tc.in, Limit{Rate: 1, Burst: 1}, rlKey).entries(); got != tc.want {
 			t.Errorf("newLimiter(PerSource, %d): %d entries, want %d", tc.in, got, tc.want)
 		}
 	}
@@ -152,11 +152,11 @@ func rlSource(i int) netip.AddrPort {
 }
 
 func TestLimiterFixedMemory(t *testing.T) {
-	l := newLimiter(PerSource, 1024, Limit{Rate: 4, Burst: 8}, rlKey)
+	l := newLimiter(perSource, 1024, Limit{Rate: 4, Burst: 8}, rlKey)
 	slots := &l.slots[0]
 	i := 0
 	allocs := testing.AllocsPerRun(100_000, func() {
-		if !l.Allow(rlSource(i), rlTime) {
+		if !l.allow(rlSource(i), rlTime) {
 			t.Fatalf("new source %v refused", rlSource(i))
 		}
 		i++
@@ -164,21 +164,21 @@ func TestLimiterFixedMemory(t *testing.T) {
 	if size := unsafe.Sizeof(slot{}); size != 16 {
 		t.Errorf("an entry takes %d bytes; defaultLimiterEntries' memory budget assumes 16", size)
 	}
-	if allocs != 0 || l.Entries() != 1024 || len(l.slots) != 1024 || cap(l.slots) != 1024 || &l.slots[0] != slots {
-		t.Errorf("after %d sources: %v allocs per Allow, %d entries, table %d/%d", i, allocs, l.Entries(), len(l.slots), cap(l.slots))
+	if allocs != 0 || l.entries() != 1024 || len(l.slots) != 1024 || cap(l.slots) != 1024 || &l.slots[0] != slots {
+		t.Errorf("after %d sources: %v allocs per Allow, %d entries, table %d/%d", i, allocs, l.entries(), len(l.slots), cap(l.slots))
 	}
 }
 
 func TestLimiterAllocs(t *testing.T) {
-	l := newLimiter(PerSource, 0, Limit{Rate: DefaultChallengeRate, Burst: 2 * DefaultChallengeRate}, 0)
+	l := newLimiter(perSource, 0, Limit{Rate: DefaultChallengeRate, Burst: 2 * DefaultChallengeRate}, 0)
 	now := rlTime
-	if n := testing.AllocsPerRun(1000, func() { l.Allow(rlSrc, now); now += 0.001 }); n != 0 {
+	if n := testing.AllocsPerRun(1000, func() { l.allow(rlSrc, now); now += 0.001 }); n != 0 {
 		t.Errorf("Allow: %v allocs", n)
 	}
 }
 
 func TestLimiterKeyed(t *testing.T) {
-	a, b := newLimiter(PerSource, 1024, Limit{Rate: DefaultChallengeRate, Burst: 2 * DefaultChallengeRate}, 1), newLimiter(PerSource, 1024, Limit{Rate: DefaultChallengeRate, Burst: 2 * DefaultChallengeRate}, 2)
+	a, b := newLimiter(perSource, 1024, Limit{Rate: DefaultChallengeRate, Burst: 2 * DefaultChallengeRate}, 1), newLimiter(perSource, 1024, Limit{Rate: DefaultChallengeRate, Burst: 2 * DefaultChallengeRate}, 2)
 	same := 0
 	for i := range 1000 {
 		if a.hash(rlSource(i))&a.mask == b.hash(rlSource(i))&b.mask {
@@ -188,7 +188,7 @@ func TestLimiterKeyed(t *testing.T) {
 	if same > 10 { // about 1 expected
 		t.Errorf("keys 1 and 2 put %d of 1000 sources in the same slot", same)
 	}
-	if x, y := newLimiter(PerSource, 0, Limit{Rate: DefaultChallengeRate, Burst: 2 * DefaultChallengeRate}, 0), newLimiter(PerSource, 0, Limit{Rate: DefaultChallengeRate, Burst: 2 * DefaultChallengeRate}, 0); x.key == y.key {
+	if x, y := newLimiter(perSource, 0, Limit{Rate: DefaultChallengeRate, Burst: 2 * DefaultChallengeRate}, 0), newLimiter(perSource, 0, Limit{Rate: DefaultChallengeRate, Burst: 2 * DefaultChallengeRate}, 0); x.key == y.key {
 		t.Errorf("two random keys are both %#x", x.key)
 	}
 }
@@ -197,19 +197,19 @@ func TestLimiterKeyed(t *testing.T) {
 // no limit; a Rate of 0 or NaN that reaches a bucket fails closed.
 func TestLimiterUnlimited(t *testing.T) {
 	for _, rate := range []float64{0, math.NaN()} {
-		l := newLimiter(PerSource, 0, Limit{Rate: rate, Burst: 8}, rlKey)
+		l := newLimiter(perSource, 0, Limit{Rate: rate, Burst: 8}, rlKey)
 		b := newBucket(Limit{Rate: rate, Burst: 8}, rlTime)
-		if l.Allow(rlSrc, rlTime) || b.Allow(rlTime) || b.Allow(rlTime+1e6) {
+		if l.allow(rlSrc, rlTime) || b.Allow(rlTime) || b.Allow(rlTime+1e6) {
 			t.Errorf("rate %v: a reply allowed", rate)
 		}
 	}
 	for _, rate := range []float64{Unlimited, -0.5, math.Inf(-1)} {
-		l := newLimiter(PerSource, 0, Limit{Rate: rate}, rlKey)
+		l := newLimiter(perSource, 0, Limit{Rate: rate}, rlKey)
 		if n := rlDrain(l, rlSrc, rlTime, 10_000); n != 10_000 {
 			t.Errorf("rate %v: %d of 10000 allowed", rate, n)
 		}
-		if l.Entries() != 0 {
-			t.Errorf("rate %v: unlimited limiter keeps %d entries", rate, l.Entries())
+		if l.entries() != 0 {
+			t.Errorf("rate %v: unlimited limiter keeps %d entries", rate, l.entries())
 		}
 		b := newBucket(Limit{Rate: rate}, rlTime)
 		for i := range 10_000 {
@@ -221,7 +221,7 @@ func TestLimiterUnlimited(t *testing.T) {
 }
 
 func TestLimiterClockBackwards(t *testing.T) {
-	l := newLimiter(PerSource, 0, Limit{Rate: 4, Burst: 8}, rlKey)
+	l := newLimiter(perSource, 0, Limit{Rate: 4, Burst: 8}, rlKey)
 	rlDrain(l, rlSrc, rlTime, 100)
 	for _, now := range []float64{rlTime - 0.5, rlTime - 1e6, 0, -1, math.Inf(-1), math.NaN(), rlTime} {
 		if n := rlDrain(l, rlSrc, now, 100); n != 0 {
@@ -262,7 +262,7 @@ func TestBucket(t *testing.T) {
 }
 
 func BenchmarkLimiterAllow(b *testing.B) {
-	l := newLimiter(PerSource, 0, Limit{Rate: DefaultChallengeRate, Burst: 2 * DefaultChallengeRate}, 0)
+	l := newLimiter(perSource, 0, Limit{Rate: DefaultChallengeRate, Burst: 2 * DefaultChallengeRate}, 0)
 	var srcs [1024]netip.AddrPort
 	for i := range srcs {
 		srcs[i] = rlSource(i)
@@ -270,7 +270,7 @@ func BenchmarkLimiterAllow(b *testing.B) {
 	now, i := rlTime, 0
 	b.ReportAllocs()
 	for b.Loop() {
-		l.Allow(srcs[i&1023], now)
+		l.allow(srcs[i&1023], now)
 		i++
 		now += 1e-6
 	}
@@ -285,14 +285,14 @@ func BenchmarkLimiterAllowBy(b *testing.B) {
 	}
 	for _, by := range []struct {
 		name string
-		key  LimitKey
-	}{{"source", PerSource}, {"ip", PerIP}, {"prefix", PerPrefix}} {
+		key  limitKey
+	}{{"source", perSource}, {"ip", perIP}, {"prefix", perPrefix}} {
 		b.Run(by.name, func(b *testing.B) {
 			l := newLimiter(by.key, 0, Limit{Rate: DefaultChallengeRate, Burst: 2 * DefaultChallengeRate}, 0)
 			now, i := rlTime, 0
 			b.ReportAllocs()
 			for b.Loop() {
-				l.Allow(srcs[i&1023], now)
+				l.allow(srcs[i&1023], now)
 				i++
 				now += 1e-6
 			}

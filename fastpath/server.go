@@ -213,13 +213,13 @@ type Shed struct {
 type Server struct {
 	cfg         ServerConfig
 	signer      *cookie.Signer
-	challengeRL *Limiter
+	challengeRL *limiter
 	// challengeIPRL and challengePrefixRL: the per-IP and per-prefix
 	// Challenge budgets.
-	challengeIPRL     *Limiter
-	challengePrefixRL *Limiter
-	restartRL         *Limiter
-	upgradeRL         *Limiter
+	challengeIPRL     *limiter
+	challengePrefixRL *limiter
+	restartRL         *limiter
+	upgradeRL         *limiter
 	// upgradeTotal is the loop's own total when cfg.upgradeShared
 	// is nil.
 	upgradeTotal Bucket
@@ -242,11 +242,11 @@ func NewServer(cfg ServerConfig, secrets *cookie.Secrets, seed uint64, now float
 	return &Server{
 		cfg:               cfg,
 		signer:            cookie.NewSigner(secrets),
-		challengeRL:       newLimiter(PerSource, 0, cfg.ChallengeLimit, k[0]),
-		restartRL:         newLimiter(PerSource, 0, cfg.RestartLimit, k[1]),
-		upgradeRL:         newLimiter(PerSource, 0, cfg.VersionUpgradeLimit, k[2]),
-		challengeIPRL:     newLimiter(PerIP, 0, cfg.ChallengeIPLimit, k[3]),
-		challengePrefixRL: newLimiter(PerPrefix, 0, cfg.ChallengePrefixLimit, k[4]),
+		challengeRL:       newLimiter(perSource, 0, cfg.ChallengeLimit, k[0]),
+		restartRL:         newLimiter(perSource, 0, cfg.RestartLimit, k[1]),
+		upgradeRL:         newLimiter(perSource, 0, cfg.VersionUpgradeLimit, k[2]),
+		challengeIPRL:     newLimiter(perIP, 0, cfg.ChallengeIPLimit, k[3]),
+		challengePrefixRL: newLimiter(perPrefix, 0, cfg.ChallengePrefixLimit, k[4]),
 		upgradeTotal:      newBucket(cfg.VersionUpgradeTotal, now),
 		rnd:               NewRand(seed),
 	}
@@ -451,7 +451,7 @@ func (s *Server) handleSealed(d *Decision, src netip.AddrPort, pkt []byte, pw ui
 		d.Drop = DropRecentlyDisconnected
 	case s.Shed.NoRestart:
 		d.Drop = DropOverload
-	case !s.restartRL.Allow(src, now):
+	case !s.restartRL.allow(src, now):
 		// Each try may cost the caller an AEAD open: the same budget as
 		// the RestartHandshakes an unsealed server would send.
 		d.Drop = DropRateLimited
@@ -481,7 +481,7 @@ func (s *Server) allow(t PacketType, src netip.AddrPort, now float64) bool {
 	case TypeVersionUpgrade:
 		return s.allowUpgrade(src, now)
 	default: // TypeRestartHandshake
-		return s.restartRL.Allow(src, now)
+		return s.restartRL.allow(src, now)
 	}
 }
 
