@@ -37,28 +37,7 @@ func benchLoopData(b *testing.B, nconns int) {
 	now := time.Now()
 	sock := s.socks[0]
 	rng := rand.New(rand.NewPCG(1, 2))
-	type client struct {
-		addr netip.AddrPort
-		hdr  fastpath.ConnHeader
-	}
-	clients := make([]client, nconns)
-	for i := range clients {
-		var p promotion
-		p.addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 1, byte(i >> 8), byte(i)}), uint16(10000+i>>16))
-		for j := range p.cookie {
-			p.cookie[j] = byte(rng.Uint32())
-		}
-		p.to.ClientID = 1
-		c := s.newConn(&p, sock, now)
-		if _, ok := s.tab.conns.Insert(p.addr, p.cookie, c); !ok {
-			b.Fatal("insert failed")
-		}
-		s.tab.count.Add(1)
-		serverSeq, clientSeq := cookie.Sequences(&p.cookie)
-		clients[i] = client{addr: p.addr, hdr: fastpath.ConnHeader{SessionID: s.st.SessionID,
-			ClientID: 1, Tag: c.tag, Seq: clientSeq,
-			Ack: (serverSeq + fastpath.SeqModulus - 1) % fastpath.SeqModulus, Kind: fastpath.KindData}}
-	}
+	clients := benchConns(b, s, sock, nconns, now, rng)
 	const batch = 64
 	l := newLoop(s, 0, sock, batch, seconds(now))
 	payload := make([]byte, 32)
@@ -125,4 +104,35 @@ func BenchmarkLoopChallenge(b *testing.B) {
 	if got := l.cnt.local[cReply+int(fastpath.TypeChallenge)]; got < uint64(b.N) {
 		b.Fatalf("only %d Challenges for %d Initials", got, b.N)
 	}
+}
+
+// benchClient is a client of a benchmark's server: its address and the
+// header of its next Data packet.
+type benchClient struct {
+	addr netip.AddrPort
+	hdr  fastpath.ConnHeader
+}
+
+// benchConns puts n connections on sock into s, as promotion would, and
+// returns their clients.
+func benchConns(b *testing.B, s *Server, sock transport, n int, now time.Time, rng *rand.Rand) []benchClient {
+	clients := make([]benchClient, n)
+	for i := range clients {
+		var p promotion
+		p.addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 1, byte(i >> 8), byte(i)}), uint16(10000+i>>16))
+		for j := range p.cookie {
+			p.cookie[j] = byte(rng.Uint32())
+		}
+		p.to.ClientID = 1
+		c := s.newConn(&p, sock, now)
+		if _, ok := s.tab.conns.Insert(p.addr, p.cookie, c); !ok {
+			b.Fatal("insert failed")
+		}
+		s.tab.count.Add(1)
+		serverSeq, clientSeq := cookie.Sequences(&p.cookie)
+		clients[i] = benchClient{addr: p.addr, hdr: fastpath.ConnHeader{SessionID: s.st.SessionID,
+			ClientID: 1, Tag: c.tag, Seq: clientSeq,
+			Ack: (serverSeq + fastpath.SeqModulus - 1) % fastpath.SeqModulus, Kind: fastpath.KindData}}
+	}
+	return clients
 }

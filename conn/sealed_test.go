@@ -95,17 +95,24 @@ func (a *identityApp) OnDisconnect(*Conn, DisconnectReason, bool) {
 	a.mu.Unlock()
 }
 
-// TestSealedEcho: a client proves its token through a proxy that sees
-// every datagram; Data flows both ways sealed (the payload never appears
-// in clear), and the server's Handler learns the client id and user data.
-func TestSealedEcho(t *testing.T) {
+// sealedBehindProxy starts a sealed server with an identityApp, and a
+// proxy in front of it that can observe every datagram.
+func sealedBehindProxy(t *testing.T) (*Server, *identityApp, *netem.Proxy) {
 	app := &identityApp{}
 	s := sealedListen(t, Config{Handler: app})
 	proxy, err := netem.New(s.Addr(), netem.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer proxy.Close()
+	t.Cleanup(func() { proxy.Close() })
+	return s, app, proxy
+}
+
+// TestSealedEcho: a client proves its token through a proxy that sees
+// every datagram; Data flows both ways sealed (the payload never appears
+// in clear), and the server's Handler learns the client id and user data.
+func TestSealedEcho(t *testing.T) {
+	s, app, proxy := sealedBehindProxy(t)
 	secret := []byte("the secret payload 0123456789")
 	var mu sync.Mutex
 	var seen, leaked int
@@ -317,13 +324,7 @@ func (o *observer) last(pred func([]byte) bool) []byte {
 // TestSealedOnPathObserver: an attacker who sees every packet cannot
 // inject Data, replay it, disconnect the client, or move its connection.
 func TestSealedOnPathObserver(t *testing.T) {
-	app := &identityApp{}
-	s := sealedListen(t, Config{Handler: app})
-	proxy, err := netem.New(s.Addr(), netem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
+	s, app, proxy := sealedBehindProxy(t)
 	o := &observer{}
 	proxy.Observe(func(f netem.Fate, b []byte) {
 		if f.Dir == netem.ToServer {
@@ -332,6 +333,7 @@ func TestSealedOnPathObserver(t *testing.T) {
 			o.mu.Unlock()
 		}
 	})
+	var err error
 	o.udp, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 7)})
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/batchio"
-	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
 )
 
@@ -47,29 +46,8 @@ func benchLoopTransport(b *testing.B, iface bool) {
 	defer s.Close()
 	now := time.Now()
 	rng := rand.New(rand.NewPCG(1, 2))
-	type client struct {
-		addr netip.AddrPort
-		hdr  fastpath.ConnHeader
-	}
 	rs := &replaySock{}
-	clients := make([]client, nconns)
-	for i := range clients {
-		var p promotion
-		p.addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 1, byte(i >> 8), byte(i)}), 10000)
-		for j := range p.cookie {
-			p.cookie[j] = byte(rng.Uint32())
-		}
-		p.to.ClientID = 1
-		c := s.newConn(&p, rs, now)
-		if _, ok := s.tab.conns.Insert(p.addr, p.cookie, c); !ok {
-			b.Fatal("insert failed")
-		}
-		s.tab.count.Add(1)
-		serverSeq, clientSeq := cookie.Sequences(&p.cookie)
-		clients[i] = client{addr: p.addr, hdr: fastpath.ConnHeader{SessionID: s.st.SessionID,
-			ClientID: 1, Tag: c.tag, Seq: clientSeq,
-			Ack: (serverSeq + fastpath.SeqModulus - 1) % fastpath.SeqModulus, Kind: fastpath.KindData}}
-	}
+	clients := benchConns(b, s, rs, nconns, now, rng)
 	payload := make([]byte, 32)
 	rs.fill = func(rb *batchio.Batch) int {
 		for i := range batch {
