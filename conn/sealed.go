@@ -195,7 +195,10 @@ func (ss *sealedServer) admitted(c *Conn) (evict *Conn) {
 			o := ss.fifo[ss.head]
 			ss.fifo[ss.head] = nil
 			ss.head++
-			if o.sec.state.Load() == sealUnproven {
+			// Closed here, at once: a proof that arrives before the
+			// caller shuts it down finds it closed, never proves it.
+			if o.sec.state.CompareAndSwap(sealUnproven, sealClosed) {
+				ss.unproven.Add(-1)
 				evict = o
 			}
 		}
