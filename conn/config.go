@@ -151,6 +151,11 @@ type settings struct {
 	// delivery is Handler as a DeliveryHandler, or nil: asserted once,
 	// not per packet.
 	delivery DeliveryHandler
+	// sealed: connections are sealed (a server with a PrivateKey, a client
+	// with a Token). The packet path asks this, on the shared settings'
+	// cache line, before it reads a connection's sec: with many
+	// connections that field is a cache miss.
+	sealed bool
 }
 
 func (c Config) settings() (settings, error) {
@@ -224,6 +229,7 @@ func (c Config) settings() (settings, error) {
 	if err := s.sealedSettings(); err != nil {
 		return s, err
 	}
+	s.sealed = s.PrivateKey != nil || s.Token != nil
 	s.Overload = s.Overload.withDefaults()
 	s.keepAlive = s.KeepAlive.Seconds()
 	s.timeout = s.Timeout.Seconds()

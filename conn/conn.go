@@ -145,7 +145,7 @@ func (c *Conn) Value() any {
 // Send returns.
 func (c *Conn) Send(payload []byte) (uint16, error) {
 	n := fastpath.ConnLen(c.st.magic, fastpath.KindData, len(payload))
-	if c.sec != nil {
+	if c.st.sealed {
 		n = fastpath.SealedConnLen(c.st.magic, len(payload))
 	}
 	if len(payload) == 0 || n > c.st.MaxDatagram {
@@ -158,7 +158,7 @@ func (c *Conn) Send(payload []byte) (uint16, error) {
 // sealed connection; an unproven one sends nothing (only proofs and
 // refusals, which have their own paths).
 func (c *Conn) sendKind(kind fastpath.Kind, payload []byte) (uint16, error) {
-	if c.sec == nil {
+	if !c.st.sealed {
 		return c.send(kind, payload, false)
 	}
 	if !c.sec.proven() {
@@ -285,7 +285,7 @@ func (c *Conn) tick(now time.Time) {
 		return
 	}
 	ns := now.UnixNano()
-	if c.sec != nil && !c.sec.proven() {
+	if c.st.sealed && !c.sec.proven() {
 		// Unproven: no KeepAlives, only the proof deadline (server; a
 		// client's proof timer is its Dial's).
 		if c.srv != nil && ns >= c.sec.proofBy {

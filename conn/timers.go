@@ -150,7 +150,7 @@ func (t *timers) advance(now time.Time) {
 
 // deadline is when c next needs attention: its KeepAlive or its timeout.
 func deadline(c *Conn) int64 {
-	if c.sec != nil && !c.sec.proven() {
+	if c.st.sealed && !c.sec.proven() {
 		return c.sec.proofBy
 	}
 	return min(c.lastSend.Load()+int64(c.st.KeepAlive), c.lastRecv.Load()+int64(c.st.Timeout))
