@@ -39,16 +39,44 @@ func promoteN(tb testing.TB, s *Server, n int) {
 			tb.Fatalf("promotion %d refused: %+v", i, v)
 		}
 		s.timers.add(v.made)
+		if s.sealed != nil {
+			proveForTest(v.made, p.addr, rng)
+		}
 	}
+}
+
+// proveForTest gives sealed connection c what a proof gives it (both
+// directions' keys, the token's identity, the used-token and index
+// entries), without the packets.
+func proveForTest(c *Conn, addr netip.AddrPort, rng *rand.Rand) {
+	var k [32]byte
+	for i := range k {
+		k[i] = byte(rng.Uint32())
+	}
+	sec := c.sec
+	sec.rx.Init(&k, c.salt())
+	sec.tx.Init(&k, c.salt())
+	sec.id.ClientID = rng.Uint64()
+	for i := range sec.mac {
+		sec.mac[i] = byte(rng.Uint32())
+	}
+	sec.expire = ^uint64(0)
+	if sec.state.CompareAndSwap(sealUnproven, sealProven) {
+		c.srv.sealed.unproven.Add(-1)
+	}
+	c.srv.sealed.proved(c, addr)
 }
 
 // heapPerConn is the live heap that n connections add to a listening
 // server, per connection, and the time each promotion took.
-func heapPerConn(tb testing.TB, n int) (bytes float64, promotion time.Duration) {
+func heapPerConn(tb testing.TB, n int, sealed bool) (bytes float64, promotion time.Duration) {
 	// The default address limits stay on: every client has its own IP,
 	// 256 to a /24, so their counts cost what they would in the field.
-	s, err := Listen("127.0.0.1:0", Config{Sockets: 1, MaxClients: n,
-		KeepAlive: time.Hour, Timeout: 2 * time.Hour})
+	cfg := Config{Sockets: 1, MaxClients: n, KeepAlive: time.Hour, Timeout: 2 * time.Hour}
+	if sealed {
+		cfg.PrivateKey, cfg.ProtocolID, cfg.MaxUnproven = &testKey, testProtocolID, n
+	}
+	s, err := Listen("127.0.0.1:0", cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -69,7 +97,7 @@ func TestHeapPerConnection(t *testing.T) {
 		t.Skip("the race detector's shadow memory is not the server's")
 	}
 	const n = 50_000
-	per, _ := heapPerConn(t, n)
+	per, _ := heapPerConn(t, n, false)
 	t.Logf("live heap per connection at %d connections: %.0f bytes", n, per)
 	if per > 1024 {
 		t.Fatalf("%.0f bytes of live heap per connection, want at most 1024", per)
@@ -80,12 +108,21 @@ func TestHeapPerConnection(t *testing.T) {
 // connections (bytes/conn) and the cost of one promotion without its
 // system call (ns/promotion); ns/op includes the listen and the shutdown.
 func BenchmarkHeapPerConn(b *testing.B) {
-	for _, n := range []int{100_000, 1_000_000} {
-		b.Run(fmt.Sprintf("conns=%d", n), func(b *testing.B) {
+	for _, tc := range []struct {
+		n      int
+		sealed bool
+	}{{100_000, false}, {1_000_000, false}, {100_000, true}} {
+		name := fmt.Sprintf("conns=%d", tc.n)
+		if tc.sealed {
+			// A proven sealed connection: its keys, identity and the
+			// sealed mode's tables besides.
+			name = "sealed/" + name
+		}
+		b.Run(name, func(b *testing.B) {
 			var per float64
 			var took time.Duration
 			for range b.N {
-				per, took = heapPerConn(b, n)
+				per, took = heapPerConn(b, tc.n, tc.sealed)
 			}
 			b.ReportMetric(per, "bytes/conn")
 			b.ReportMetric(float64(took.Nanoseconds()), "ns/promotion")
