@@ -78,15 +78,6 @@ func newGCRA(l Limit) gcra {
 	return gcra{interval: t, tolerance: (l.Burst - 1) * t}
 }
 
-// allow spends a token from the bucket whose full time is *full.
-func (g gcra) allow(full *float64, now float64) bool {
-	next, ok := g.check(*full, now)
-	if ok {
-		*full = next
-	}
-	return ok
-}
-
 // check reports whether the bucket whose full time is full has a token now,
 // and the full time once it is spent.
 func (g gcra) check(full, now float64) (next float64, ok bool) {

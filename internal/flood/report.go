@@ -45,7 +45,7 @@ const (
 	// ReplySealed: a sealed connection packet (a sealed-mode server's
 	// refusal for reasons 7 to 9, or its answer to a valid proof).
 	ReplySealed   ReplyType = 11
-	NumReplyTypes           = 12
+	NumReplyTypes ReplyType = 12
 )
 
 func (t ReplyType) String() string {
