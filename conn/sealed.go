@@ -437,6 +437,8 @@ func (l *loop) prove(m *batchio.Message, c *Conn, now time.Time) {
 		l.refuse(c, fastpath.DropTokenInUse, ReasonTokenInUse, true)
 		return
 	case s.tab.full():
+		// Counted as a Denied for a full server, as a handshake would be.
+		s.ev.denied[fastpath.DeniedServerFull].Add(1)
 		l.refuse(c, fastpath.DropOverload, ReasonServerFull, true)
 		return
 	}

@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/internal/conntest"
 	"github.com/udpgate/udpgate/internal/loadgen"
 	"github.com/udpgate/udpgate/internal/netem"
+	"github.com/udpgate/udpgate/internal/seal"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -490,5 +492,56 @@ func TestSealedAlloc(t *testing.T) {
 	}
 	if got := l.cnt.local[cConnIn]; got < 1000 {
 		t.Fatalf("only %d packets reached the connection (stats before %d, drops %v)", got, before, l.cnt.local[:fastpath.NumDropReasons])
+	}
+}
+
+// TestSealedFullAtProof: a client whose handshake got in while the server
+// had room, but whose proof comes after another client took the last
+// place, is refused with a sealed Disconnect, reason 9 (server full),
+// that it can open with its token's key.
+func TestSealedFullAtProof(t *testing.T) {
+	s := sealedListen(t, Config{MaxClients: 1})
+	tok := makeToken(t, nil, token.Params{ClientID: 1, ServerAddresses: []netip.AddrPort{s.Addr()}})
+	// The raw peer's handshake: an unproven connection, no place taken.
+	p := newRawPeer(t, s, "127.0.0.1:0")
+	ck := p.connect()
+	conntest.Eventually(t, "the unproven connection", func() bool { return s.Stats().Unproven == 1 })
+	// Another client proves and takes the one place.
+	other := makeToken(t, nil, token.Params{ClientID: 2, ServerAddresses: []netip.AddrPort{s.Addr()}})
+	if _, err := dialToken(t, s.Addr(), other, Config{LocalAddr: "127.0.0.2:0"}); err != nil {
+		t.Fatal(err)
+	}
+	// Now the raw peer proves.
+	salt := (*[seal.SaltBytes]byte)(ck[:seal.SaltBytes])
+	var tx seal.Sealer
+	var rx seal.Opener
+	tx.Init(&tok.ClientToServerKey, salt)
+	rx.Init(&tok.ServerToClientKey, salt)
+	serverSeq, clientSeq := cookie.Sequences(&ck)
+	h := fastpath.ConnHeader{ClientID: p.clientID, Tag: cookie.SessionTag(&ck), Seq: clientSeq,
+		Ack: (serverSeq + fastpath.SeqModulus - 1) % fastpath.SeqModulus, Kind: fastpath.KindKeepAlive}
+	req := tok.Request()
+	body, _ := req.AppendBinary(nil)
+	buf := make([]byte, 1500)
+	n := fastpath.SealProof(buf, fastpath.Magic{}, &h, body, &tx)
+	p.send(buf[:n])
+	reply, ok := p.recv(5 * time.Second)
+	if !ok {
+		t.Fatal("no refusal")
+	}
+	var g fastpath.ConnHeader
+	if _, r := fastpath.DecodeSealed(fastpath.Magic{}, reply, &g); r != fastpath.DropNone {
+		t.Fatalf("refusal not sealed: %v (%d bytes)", r, len(reply))
+	}
+	payload, _, r := fastpath.OpenConn(fastpath.Magic{}, reply, &g, &rx)
+	if r != fastpath.DropNone || g.Kind != fastpath.KindDisconnect || payload[0] != fastpath.DisconnectServerFull {
+		t.Fatalf("refusal: %v, kind %v, payload %v", r, g.Kind, payload)
+	}
+	if len(reply) > n {
+		t.Fatalf("refusal of %d bytes to a %d-byte proof", len(reply), n)
+	}
+	conntest.Eventually(t, "the refused connection gone", func() bool { st := s.Stats(); return st.Unproven == 0 && st.DeniedFull == 1 })
+	if s.Len() != 1 {
+		t.Fatalf("%d connections, want 1", s.Len())
 	}
 }
