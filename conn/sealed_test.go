@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync"
@@ -72,6 +73,7 @@ type identityApp struct {
 	ids      []Identity
 	payloads int
 	discs    int
+	reasons  []string
 }
 
 func (a *identityApp) OnConnect(c *Conn) {
@@ -91,9 +93,10 @@ func (a *identityApp) OnPacket(c *Conn, p []byte) {
 	_, _ = c.Send(p)
 }
 
-func (a *identityApp) OnDisconnect(*Conn, DisconnectReason, bool) {
+func (a *identityApp) OnDisconnect(_ *Conn, r DisconnectReason, remote bool) {
 	a.mu.Lock()
 	a.discs++
+	a.reasons = append(a.reasons, fmt.Sprintf("%v (remote %v)", r, remote))
 	a.mu.Unlock()
 }
 
@@ -317,33 +320,46 @@ func TestSealedTokenlessFlood(t *testing.T) {
 // observer is an on-path attacker: it sees every datagram between one
 // client and the server (Acks included) and sends from its own socket.
 type observer struct {
-	mu       sync.Mutex
-	toServer [][]byte // client → server datagrams, in order
-	udp      *net.UDPConn
+	mu                 sync.Mutex
+	toServer, toClient [][]byte // the datagrams each way, in order
+	udp                *net.UDPConn
 }
 
 func (o *observer) last(pred func([]byte) bool) []byte {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for i := len(o.toServer) - 1; i >= 0; i-- {
-		if pred(o.toServer[i]) {
-			return bytes.Clone(o.toServer[i])
+	return lastOf(o.toServer, pred)
+}
+
+func (o *observer) lastToClient(pred func([]byte) bool) []byte {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return lastOf(o.toClient, pred)
+}
+
+func lastOf(list [][]byte, pred func([]byte) bool) []byte {
+	for i := len(list) - 1; i >= 0; i-- {
+		if pred(list[i]) {
+			return bytes.Clone(list[i])
 		}
 	}
 	return nil
 }
 
-// TestSealedOnPathObserver: an attacker who sees every packet cannot
-// inject Data, replay it, disconnect the client, or move its connection.
+// TestSealedOnPathObserver: an attacker who sees every packet, Acks
+// included, cannot replay, modify or inject Data, disconnect the client, or
+// move its connection with the Ack's cookie; each attempt is a subtest.
 func TestSealedOnPathObserver(t *testing.T) {
 	s, app, proxy := sealedBehindProxy(t, netem.Config{})
 	o := &observer{}
 	proxy.Observe(func(f netem.Fate, b []byte) {
+		o.mu.Lock()
 		if f.Dir == netem.ToServer {
-			o.mu.Lock()
 			o.toServer = append(o.toServer, bytes.Clone(b))
-			o.mu.Unlock()
+		} else {
+			o.toClient = append(o.toClient, bytes.Clone(b))
 		}
+		o.mu.Unlock()
 	})
 	var err error
 	o.udp, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 7)})
@@ -369,44 +385,96 @@ func TestSealedOnPathObserver(t *testing.T) {
 	if data == nil {
 		t.Fatal("the observer saw no sealed Data packet")
 	}
-	st0 := s.Stats()
-
-	// Replay from the client's own address (through the proxy's upstream
-	// socket the server knows) is not possible for the observer without
-	// spoofing; from its own address the replayed packet must not move
-	// the connection (its counter is not new).
-	for range 5 {
-		o.udp.WriteToUDPAddrPort(data, s.Addr())
+	// Each attack comes from the observer's own address (it cannot spoof
+	// the client's); each must be dropped by its reason, move nothing and
+	// get nothing back.
+	attack := func(t *testing.T, drop fastpath.DropReason, want uint64, pkts ...[]byte) {
+		t.Helper()
+		before := s.Stats().Drops[drop]
+		for _, p := range pkts {
+			o.udp.WriteToUDPAddrPort(p, s.Addr())
+		}
+		conntest.Eventually(t, drop.String()+" counted", func() bool { return s.Stats().Drops[drop]-before >= want })
+		if conn.RemoteAddr() != home || s.Stats().Migrations != 0 {
+			t.Fatalf("the connection moved from %v to %v", home, conn.RemoteAddr())
+		}
+		o.udp.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if n, _, err := o.udp.ReadFromUDPAddrPort(make([]byte, 2048)); err == nil {
+			t.Fatalf("the server answered the observer with %d bytes", n)
+		}
 	}
-	// Forged Data, a forged Disconnect in clear, and a bit-flipped copy.
-	forged := bytes.Clone(data)
-	forged[len(forged)-5] ^= 1
-	o.udp.WriteToUDPAddrPort(forged, s.Addr())
 	var h fastpath.ConnHeader
 	fastpath.DecodeSealed(fastpath.Magic{}, data, &h)
-	h.Kind = fastpath.KindDisconnect
-	disc := make([]byte, 64)
-	n := fastpath.EncodeConn(disc, fastpath.Magic{}, &h, []byte{1})
-	o.udp.WriteToUDPAddrPort(disc[:n], s.Addr())
-	// A Data packet with the connection's Tag but the wrong key.
-	var wrongTx sealStateForTest
-	wrongTx.init()
-	h.Kind = fastpath.KindData
-	n = fastpath.SealConn(disc, fastpath.Magic{}, &h, []byte("evil"), &wrongTx.s.tx)
-	o.udp.WriteToUDPAddrPort(disc[:n], s.Addr())
-
-	conntest.Eventually(t, "the attacks counted", func() bool {
-		st := s.Stats()
-		return st.Drops[fastpath.DropSealedReplay]+st.Drops[fastpath.DropSealedForged] >= st0.Drops[fastpath.DropSealedReplay]+st0.Drops[fastpath.DropSealedForged]+7
+	buf := make([]byte, 1500)
+	t.Run("replay", func(t *testing.T) {
+		// Its counter is not new: it neither moves the connection nor
+		// reaches the application.
+		attack(t, fastpath.DropSealedReplay, 5, data, data, data, data, data)
 	})
-	if conn.RemoteAddr() != home || s.Stats().Migrations != 0 {
-		t.Fatalf("the connection moved from %v to %v", home, conn.RemoteAddr())
-	}
+	t.Run("modify", func(t *testing.T) {
+		// A new counter (else it is a replay), and a flipped payload bit.
+		forged := bytes.Clone(data)
+		o := fastpath.ConnHeaderOffset(fastpath.Magic{})
+		forged[o+4+6] ^= 1
+		forged[len(forged)-20] ^= 1
+		attack(t, fastpath.DropSealedForged, 1, forged)
+	})
+	t.Run("inject", func(t *testing.T) {
+		// The connection's Tag and ClientID, any key but its own, a
+		// counter it has not seen.
+		var wrong sealStateForTest
+		wrong.init()
+		hd := h
+		hd.Kind = fastpath.KindData
+		for range 1000 {
+			fastpath.SealConn(buf, fastpath.Magic{}, &hd, []byte("evil"), &wrong.s.tx)
+		}
+		n := fastpath.SealConn(buf, fastpath.Magic{}, &hd, []byte("evil"), &wrong.s.tx)
+		attack(t, fastpath.DropSealedForged, 1, bytes.Clone(buf[:n]))
+	})
+	t.Run("disconnect in clear", func(t *testing.T) {
+		hd := h
+		hd.Kind = fastpath.KindDisconnect
+		n := fastpath.EncodeConn(buf, fastpath.Magic{}, &hd, []byte{1})
+		attack(t, fastpath.DropBadSize, 1, bytes.Clone(buf[:n]))
+	})
+	t.Run("restart with the Ack's cookie", func(t *testing.T) {
+		// The observer saw the Ack, so it knows the authorised cookie,
+		// and it can get a Challenge for its own address; the
+		// RestartResponse it then makes would move an unsealed
+		// connection.
+		ack := o.lastToClient(func(b []byte) bool {
+			var hs fastpath.Handshake
+			return fastpath.DecodeHandshake(fastpath.Magic{}, b, &hs) == fastpath.DropNone && hs.Type == fastpath.TypeAck
+		})
+		if ack == nil {
+			t.Fatal("the observer saw no Ack")
+		}
+		var ackH fastpath.Handshake
+		fastpath.DecodeHandshake(fastpath.Magic{}, ack, &ackH)
+		ini := fastpath.Handshake{Type: fastpath.TypeInitial, Restart: true, ClientID: h.ClientID, MinVersion: 3, CurVersion: 4, RandomLen: 16}
+		n := fastpath.EncodeHandshake(buf, fastpath.Magic{}, &ini)
+		o.udp.WriteToUDPAddrPort(buf[:n], s.Addr())
+		o.udp.SetReadDeadline(time.Now().Add(5 * time.Second))
+		rn, _, err := o.udp.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			t.Fatalf("no Challenge for the observer: %v", err)
+		}
+		var ch fastpath.Handshake
+		if r := fastpath.DecodeHandshake(fastpath.Magic{}, buf[:rn], &ch); r != fastpath.DropNone || ch.Type != fastpath.TypeChallenge {
+			t.Fatalf("reply %v %v", r, ch.Type)
+		}
+		rr := fastpath.Handshake{Type: fastpath.TypeRestartResponse, Restart: true, ClientID: h.ClientID, MinVersion: 3, CurVersion: 4,
+			RandomLen: 16, SessionID: ch.SessionID, SecretID: ch.SecretID, Timestamp: ch.Timestamp, Cookie: ch.Cookie, OrigCookie: ackH.Cookie}
+		n = fastpath.EncodeHandshake(buf, fastpath.Magic{}, &rr)
+		attack(t, fastpath.DropUnexpectedType, 1, bytes.Clone(buf[:n]))
+	})
+
 	app.mu.Lock()
 	payloads, discs := app.payloads, app.discs
 	app.mu.Unlock()
 	if payloads != 1 || discs != 0 {
-		t.Fatalf("the application saw %d payloads and %d disconnects; want 1 and 0", payloads, discs)
+		t.Fatalf("the application saw %d payloads and %d disconnects (%v); want 1 and 0", payloads, discs, app.reasons)
 	}
 	// The client still works, from where it was.
 	if _, err := c.Send([]byte("still")); err != nil {
@@ -419,11 +487,6 @@ func TestSealedOnPathObserver(t *testing.T) {
 	}
 	if c.Conn().RemoteAddr() != at {
 		t.Fatal("client side moved")
-	}
-	// The observer got nothing back.
-	o.udp.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-	if n, _, err := o.udp.ReadFromUDPAddrPort(make([]byte, 2048)); err == nil {
-		t.Fatalf("the server answered the observer with %d bytes", n)
 	}
 }
 
