@@ -65,12 +65,12 @@ type OverloadConfig struct {
 }
 
 func (o OverloadConfig) withDefaults() OverloadConfig {
-	for i, d := range DefaultOverloadThresholds {
+	for i, d := range [3]float64{DefaultBurstThreshold, DefaultFloodThreshold, DefaultSevereThreshold} {
 		if o.Thresholds[i] <= 0 {
 			o.Thresholds[i] = d
 		}
 	}
-	for i, d := range DefaultChallengeCaps {
+	for i, d := range [2]float64{DefaultFloodChallengeCap, DefaultSevereChallengeCap} {
 		if o.ChallengeCaps[i] <= 0 {
 			o.ChallengeCaps[i] = d
 		}

@@ -103,16 +103,20 @@ const (
 // and a Challenge costs a cookie (about 130 ns) plus a send; the levels
 // start well before that, and the caps keep legitimate handshakes possible
 // (a client retries every second) while an attack is shed.
-var (
-	// DefaultOverloadThresholds: connectionless datagrams per second at
-	// which LevelBurst, LevelFlood and LevelSevere begin.
-	DefaultOverloadThresholds = [3]float64{5_000, 50_000, 200_000}
-	// DefaultChallengeCaps: Challenge replies per second per receive loop
-	// at LevelFlood and LevelSevere.
-	DefaultChallengeCaps = [2]float64{10_000, 1_000}
-)
-
 const (
+	// DefaultBurstThreshold, DefaultFloodThreshold and
+	// DefaultSevereThreshold: connectionless datagrams per second at which
+	// LevelBurst, LevelFlood and LevelSevere begin
+	// (OverloadConfig.Thresholds).
+	DefaultBurstThreshold  = 5_000
+	DefaultFloodThreshold  = 50_000
+	DefaultSevereThreshold = 200_000
+	// DefaultFloodChallengeCap and DefaultSevereChallengeCap: Challenge
+	// replies per second per receive loop at LevelFlood and LevelSevere
+	// (OverloadConfig.ChallengeCaps).
+	DefaultFloodChallengeCap  = 10_000
+	DefaultSevereChallengeCap = 1_000
+
 	// DefaultOverloadCooloff: how long the rate must stay under a level's
 	// threshold before the level steps down.
 	DefaultOverloadCooloff = 10 * time.Second
