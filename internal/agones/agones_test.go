@@ -29,6 +29,9 @@ type sidecar struct {
 	// refuseReady: answer Ready 503 until cleared.
 	refuseReady bool
 	players     map[string]bool
+	// gameServers are the answers of GET /gameserver in turn, the last
+	// one repeated; "" answers 503 (the sidecar is not up yet).
+	gameServers []string
 	*httptest.Server
 }
 
@@ -87,6 +90,27 @@ func newSidecar(t *testing.T) *sidecar {
 	}
 	mux.HandleFunc("POST /alpha/player/connect", player(true))
 	mux.HandleFunc("POST /alpha/player/disconnect", player(false))
+	mux.HandleFunc("GET /gameserver", func(w http.ResponseWriter, r *http.Request) {
+		if n, _ := io.Copy(io.Discard, r.Body); n != 0 {
+			t.Errorf("GET /gameserver with a body of %d bytes", n)
+		}
+		s.mu.Lock()
+		s.calls = append(s.calls, r.Method+" "+r.URL.Path)
+		answer := `{"object_meta":{},"spec":{},"status":{}}`
+		if len(s.gameServers) > 0 {
+			answer = s.gameServers[0]
+			if len(s.gameServers) > 1 {
+				s.gameServers = s.gameServers[1:]
+			}
+		}
+		s.mu.Unlock()
+		if answer == "" {
+			http.Error(w, `{"code":14,"message":"not yet"}`, http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, answer)
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		t.Errorf("undocumented call %s %s", r.Method, r.URL.Path)
 		http.NotFound(w, r)

@@ -17,6 +17,7 @@
 //	PUT  /alpha/player/capacity   {"count": "N"}          player tracking (alpha)
 //	POST /alpha/player/connect    {"playerID": "..."}     → {"bool": true|false}
 //	POST /alpha/player/disconnect {"playerID": "..."}     → {"bool": true|false}
+//	GET  /gameserver                                      → the GameServer (address.go)
 //
 // Its tests run against a local HTTP server that implements those
 // endpoints as documented; no test here runs against a real sidecar.
@@ -129,28 +130,47 @@ type (
 	}
 )
 
-// call sends one JSON request and decodes the answer into out (nil: the
-// answer is ignored).
+// Bounds of the answers read: the lifecycle and player calls answer a few
+// bytes; a GameServer carries its labels, annotations and player IDs.
+// A bound keeps a confused peer from feeding us without end.
+const (
+	maxAnswer     = 64 << 10
+	maxGameServer = 1 << 20
+)
+
+// call sends one JSON request (in nil: a request without a body, as GET)
+// and decodes the answer into out (nil: the answer is ignored).
 func (s *SDK) call(ctx context.Context, method, path string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return err
+	body := io.Reader(http.NoBody)
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, s.base+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, s.base+path, body)
 	if err != nil {
 		return fmt.Errorf("agones: %s %s: %w", method, path, err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := s.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("agones: %s %s%s: %w (is the Agones SDK sidecar running? it serves %s)", method, s.base, path, err, PortEnv)
 	}
 	defer resp.Body.Close()
-	// The gateway's answers are small; a bound keeps a confused peer from
-	// feeding us without end.
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	limit := int64(maxAnswer)
+	if path == pathGameServer {
+		limit = maxGameServer
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		return fmt.Errorf("agones: %s %s: reading the answer: %w", method, path, err)
+	}
+	if int64(len(data)) > limit {
+		return fmt.Errorf("agones: %s %s: the answer is larger than %d bytes, more than the SDK sends", method, path, limit)
 	}
 	if resp.StatusCode/100 != 2 {
 		msg := bytes.TrimSpace(data)
