@@ -66,6 +66,7 @@ type values struct {
 	drainTimeout        time.Duration
 	agones              bool
 	agonesPlayers       bool
+	agonesPortName      string
 	privateKeyFile      string
 	protocolID          protocolID
 	publicAddresses     string
@@ -180,9 +181,10 @@ func (o *options) newFlagSet() *flag.FlagSet {
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 0, "on SIGTERM, refuse new clients but serve connected ones for up to this long before disconnecting them (0: disconnect at once)")
 	fs.BoolVar(&o.agones, "agones", false, "run as an Agones GameServer: Ready, Health and Shutdown to the SDK sidecar at localhost:$AGONES_SDK_HTTP_PORT")
 	fs.BoolVar(&o.agonesPlayers, "agones-players", true, "with -agones, report players as they connect and leave (Agones' alpha player tracking; needs the PlayerTracking feature gate)")
+	fs.StringVar(&o.agonesPortName, "agones-port-name", "", "with -agones in sealed mode without -public-addresses: the GameServer port (spec.ports name) whose host port, with the node's address, is the public address (empty: the first port)")
 	fs.StringVar(&o.privateKeyFile, "private-key-file", "", "turns sealed mode on: a file holding the 32-byte private key shared with the game's backend, as 64 hex characters (make one with: "+sealflag.MakeKey+"); or give the hex in "+envPrivateKey+". Empty: unsealed (UE-compatible)")
 	fs.Var(&o.protocolID, "protocol-id", "sealed mode: the game's protocol id, a 64-bit number in `hex` (with or without 0x), the same the backend puts in its connect tokens; required with a private key")
-	fs.StringVar(&o.publicAddresses, "public-addresses", "", "sealed mode: the IP:port addresses clients are sent to, comma-separated, as the backend lists them in its tokens (empty: the -listen address; required when -listen is 0.0.0.0 or [::])")
+	fs.StringVar(&o.publicAddresses, "public-addresses", "", "sealed mode: the IP:port addresses clients are sent to, comma-separated, as the backend lists them in its tokens (empty: the -listen address, or with -agones the GameServer's address and port; required otherwise when -listen is 0.0.0.0 or [::])")
 	fs.DurationVar(&o.proofTimeout, "proof-timeout", conn.DefaultProofTimeout, fmt.Sprintf("sealed mode: close a connection that has not proven a connect token within this long after its handshake, at most %v", conn.MaxProofTimeout))
 	fs.IntVar(&o.maxUnproven, "max-unproven", conn.DefaultMaxUnproven, "sealed mode: most connections waiting to prove a token, apart from -max-clients; a new one beyond it closes the oldest, so handshakes without tokens cannot lock players out")
 	fs.StringVar(&o.configPath, flagConfig, "", "TOML config file to load (settings as keys named like the flags, e.g. max-clients = 5000); re-read on SIGHUP")
@@ -608,6 +610,9 @@ func (o *options) validate() error {
 			bad("metrics", "%v: use host:port, e.g. 127.0.0.1:9100, or empty to turn metrics off", err)
 		}
 	}
+	if o.agonesPortName != "" && !o.agones {
+		bad("agones-port-name", "is an Agones setting, but -agones is off: turn -agones on, or remove agones-port-name")
+	}
 	errs = append(errs, o.validateSealed(bad)...)
 	return errors.Join(errs...)
 }
@@ -654,6 +659,8 @@ func (o *options) validateSealed(bad func(name, format string, args ...any)) []e
 			bad("public-addresses", "%v", err)
 		}
 		o.publicAddrs = addrs
+	} else if o.agones {
+		// serve asks the Agones sidecar for the GameServer's address.
 	} else if ap, err := netip.ParseAddrPort(o.listen); err == nil && ap.Addr().IsUnspecified() || err != nil && checkHostPort(o.listen) == nil {
 		bad("listen", "sealed mode needs -public-addresses when the server listens on all addresses or a host name: a connect token lists the IP:port addresses clients send to, and the server admits only tokens that list one of its own; give them, e.g. -public-addresses 203.0.113.7:7777")
 	}
@@ -719,7 +726,7 @@ var definitionOrder = []string{
 	"dscp", "magic", "session-id", "network-version", "network-features",
 	"private-key-file", "protocol-id", "public-addresses", "proof-timeout", "max-unproven",
 	"timeout", "challenge-rate", "challenge-rate-per-ip", "challenge-rate-per-prefix", "steer", "overload", "app", "log-level", "log-format", "summary",
-	"metrics", "pprof", "drain-timeout", "agones", "agones-players",
+	"metrics", "pprof", "drain-timeout", "agones", "agones-players", "agones-port-name",
 }
 
 // tomlValue formats a setting's value as TOML.
@@ -747,7 +754,8 @@ defaults < config file < environment < command-line flags.
 Sealed mode (connect tokens, encrypted packets) is on when a private key is
 given: -private-key-file, or the key's 64 hex characters in
 UDPGATE_PRIVATE_KEY (never a flag: it would show in ps). It needs
--protocol-id, and -public-addresses unless -listen names one IP address.
+-protocol-id, and -public-addresses unless -listen names one IP address
+(with -agones, the GameServer's address and port stand in for them).
 
 Signals: SIGTERM or SIGINT stops the server (after -drain-timeout, if set; a
 second signal ends the drain at once). SIGHUP re-reads the config file and

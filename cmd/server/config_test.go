@@ -122,6 +122,8 @@ func TestBadSettingFailsFast(t *testing.T) {
 			want: []string{"UDPGATE_PRINT_CONFIG", "-print-config is a command-line flag only"}},
 		{name: "env agones port", args: []string{"-agones"}, env: []string{"AGONES_SDK_HTTP_PORT", "http"},
 			want: []string{"AGONES_SDK_HTTP_PORT", "port number"}},
+		{name: "flag agones-port-name without agones", args: []string{"-agones-port-name", "game"},
+			want: []string{`-agones-port-name "game"`, "-agones is off"}},
 		{name: "flag log-level", args: []string{"-log-level", "loud"},
 			want: []string{`-log-level "loud"`, "debug, info, warn or error"}},
 		{name: "flag listen", args: []string{"-listen", "127.0.0.1"},

@@ -109,6 +109,11 @@ func serve(ctx context.Context, args []string, env environ, stdout, stderr io.Wr
 		if sdk, err = agones.FromEnv(env.lookup); err != nil {
 			return err
 		}
+		if o.privateKey != nil && o.publicAddrs == nil {
+			if stopped, err := s.agonesAddress(ctx, sdk, sigs); err != nil || stopped {
+				return err
+			}
+		}
 	}
 	s.srv, err = conn.Listen(o.listen, o.config(s.logger, s.ev.handler(o.app)))
 	if err != nil {
@@ -168,6 +173,58 @@ func serve(ctx context.Context, args []string, env environ, stdout, stderr io.Wr
 			return s.stop(sigs, tick, summary, releaseSignals, &prev)
 		case <-tick:
 			summary()
+		}
+	}
+}
+
+// agonesAddress sets sealed mode's public address from the GameServer:
+// the node's address and the host port of -agones-port-name (or the first
+// port). In a fleet only Agones knows it, and the controller writes it
+// once the pod is scheduled, which may be after the server starts; so it
+// waits up to agonesAddressTimeout. A stop signal meanwhile ends the wait
+// and the server (stopped).
+func (s *server) agonesAddress(ctx context.Context, sdk *agones.SDK, sigs <-chan os.Signal) (stopped bool, err error) {
+	wctx, cancel := context.WithTimeout(ctx, agonesAddressTimeout)
+	defer cancel()
+	type result struct {
+		ap  netip.AddrPort
+		gs  agones.GameServer
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ap, gs, err := sdk.WaitPublicAddress(wctx, s.o.agonesPortName, s.logger)
+		done <- result{ap, gs, err}
+	}()
+	for {
+		select {
+		case r := <-done:
+			switch {
+			case ctx.Err() != nil:
+				return true, nil
+			case errors.Is(r.err, context.DeadlineExceeded):
+				return false, fmt.Errorf("sealed mode needs the public address clients are sent to, and with -agones it comes from the GameServer, but the Agones sidecar did not give one within %v: %w: check that the SDK sidecar runs (%s) and that the GameServer gets scheduled (kubectl describe gameserver), or give -public-addresses IP:port",
+					agonesAddressTimeout, r.err, sdk.URL())
+			case r.err != nil:
+				return false, fmt.Errorf("sealed mode needs the public address clients are sent to, and with -agones it comes from the GameServer, which has none usable: %w: name the GameServer's UDP port with -agones-port-name, or give -public-addresses IP:port", r.err)
+			}
+			port := s.o.agonesPortName
+			if port == "" {
+				port = r.gs.Ports[0].Name
+			}
+			s.o.publicAddrs = []netip.AddrPort{r.ap}
+			s.logger.Info("agones: public address from the GameServer", "gameserver", r.gs.Name, "state", r.gs.State,
+				"address", r.gs.Address, "port_name", port, "public_addresses", r.ap.String())
+			return false, nil
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				s.logger.Info("signal: SIGHUP ignored while waiting for the GameServer's address: nothing runs yet to reload")
+				continue
+			}
+			s.logger.Info("signal: stopping while waiting for the GameServer's address", "signal", sig.String())
+			cancel()
+			<-done
+			return true, nil
 		}
 	}
 }

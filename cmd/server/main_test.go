@@ -517,6 +517,8 @@ func TestLogLimiter(t *testing.T) {
 type sidecar struct {
 	mu    sync.Mutex
 	calls []string
+	// gameServer is GET /gameserver's answer.
+	gameServer string
 }
 
 func (s *sidecar) log() []string {
@@ -538,6 +540,11 @@ func (s *sidecar) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/alpha/player/connect", "/alpha/player/disconnect":
 		call += " player"
 		_, _ = io.WriteString(w, `{"bool":true}`)
+	case "/gameserver":
+		s.mu.Lock()
+		answer := s.gameServer
+		s.mu.Unlock()
+		_, _ = io.WriteString(w, answer)
 	default:
 		http.NotFound(w, r)
 	}

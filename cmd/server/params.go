@@ -13,4 +13,10 @@ const (
 	// bottleneck. Lines left out are counted in the next one (suppressed).
 	connLogRate  = 100
 	connLogBurst = 200
+
+	// agonesAddressTimeout bounds the wait for the GameServer's public
+	// address (sealed mode with -agones): the pod runs before the
+	// controller has written it, and the sidecar may start after the
+	// server, but both take seconds, not minutes.
+	agonesAddressTimeout = 30 * time.Second
 )

@@ -60,6 +60,8 @@ func TestSealedSettings(t *testing.T) {
 		{name: "key file from environment", env: []string{"UDPGATE_PRIVATE_KEY_FILE", good, "UDPGATE_PROTOCOL_ID", "0"}},
 		{name: "config file", file: "private-key-file = \"" + good + "\"\nprotocol-id = \"0x10\"\npublic-addresses = \"127.0.0.1:7777, [::1]:7777\"\nproof-timeout = \"2s\"\nmax-unproven = 100\n",
 			id: 0x10, public: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:7777"), netip.MustParseAddrPort("[::1]:7777")}},
+		{name: "all addresses with agones", args: []string{"-listen", "0.0.0.0:7777", "-agones", "-private-key-file", good, "-protocol-id", "1"},
+			id: 1},
 		{name: "all addresses with public addresses", args: []string{"-listen", "0.0.0.0:7777", "-private-key-file", good, "-protocol-id", "1", "-public-addresses", "203.0.113.7:7777"},
 			id: 1, public: []netip.AddrPort{netip.MustParseAddrPort("203.0.113.7:7777")}},
 

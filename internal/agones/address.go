@@ -110,7 +110,7 @@ func (g GameServer) PublicAddress(portName string) (netip.AddrPort, error) {
 	case len(g.Ports) == 0:
 		return netip.AddrPort{}, fmt.Errorf("agones: GameServer %q has no ports in status.ports: give it one in spec.ports (the UDP port the server listens on)", g.Name)
 	case p == nil:
-		return netip.AddrPort{}, fmt.Errorf("agones: GameServer %q has no port named %q; its ports are %s: name one of them", g.Name, portName, g.portNames())
+		return netip.AddrPort{}, fmt.Errorf("agones: GameServer %q has no port named %q (its ports are %s)", g.Name, portName, g.portNames())
 	case p.Port == 0:
 		return netip.AddrPort{}, fmt.Errorf("agones: GameServer %q: the host port of port %q is %w", g.Name, p.Name, errNotYet)
 	case p.Port < 0 || p.Port > 65535:
@@ -156,9 +156,12 @@ func (s *SDK) WaitPublicAddress(ctx context.Context, portName string, log *slog.
 		log = slog.New(slog.DiscardHandler)
 	}
 	wait := addressRetryMin
+	var gs GameServer
+	var last error // the last cause, of an answer rather than of ctx ending
 	for attempt := 1; ; attempt++ {
-		gs, err := s.GameServer(ctx)
+		g, err := s.GameServer(ctx)
 		if err == nil {
+			gs = g
 			var ap netip.AddrPort
 			if ap, err = gs.PublicAddress(portName); err == nil {
 				return ap, gs, nil
@@ -166,6 +169,9 @@ func (s *SDK) WaitPublicAddress(ctx context.Context, portName string, log *slog.
 			if !errors.Is(err, errNotYet) {
 				return netip.AddrPort{}, gs, err
 			}
+		}
+		if ctx.Err() == nil || last == nil {
+			last = err
 		}
 		if attempt == 1 {
 			log.Info("agones: waiting for the GameServer's address", "sdk", s.URL(), "cause", err)
@@ -177,7 +183,7 @@ func (s *SDK) WaitPublicAddress(ctx context.Context, portName string, log *slog.
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return netip.AddrPort{}, gs, fmt.Errorf("agones: no public address after %d attempts (%w); the last: %w", attempt, context.Cause(ctx), err)
+			return netip.AddrPort{}, gs, fmt.Errorf("agones: no public address after %d attempts (%w); the last: %w", attempt, context.Cause(ctx), last)
 		}
 		wait = min(2*wait, addressRetryMax)
 	}
