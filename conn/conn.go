@@ -21,8 +21,11 @@ type Conn struct {
 	// now, or nil. While set, Send appends to that loop's send batch, so an
 	// echo leaves in the batch's one sendmmsg, and takes the loop's clock
 	// reading; the loop touches its batch only after clearing it under mu.
-	inLoop   *loop
-	st       *settings
+	inLoop *loop
+	st     *settings
+	// sec is the sealed-mode state (nil on an unsealed connection): every
+	// sealed packet is opened or sealed with it.
+	sec      *sealState
 	closed   atomic.Bool
 	clientID uint8
 	session  uint8
@@ -50,9 +53,7 @@ type Conn struct {
 	link  link
 	// timer is housekeeping's: the connection's place in the timer wheel.
 	timer timerLink
-	// sec is the sealed-mode state; nil on an unsealed connection.
-	sec  *sealState
-	user atomic.Pointer[any]
+	user  atomic.Pointer[any]
 }
 
 // ConnStats are a connection's counters.
