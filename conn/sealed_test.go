@@ -279,12 +279,19 @@ func TestSealedUnprovenTimeout(t *testing.T) {
 	}
 }
 
-// TestSealedTokenlessFlood: 10,000 valid handshakes without tokens (no
+// TestFloodTokenlessHandshakes: 10,000 valid handshakes without tokens (no
 // per-address limits, so only the unproven cap stands in their way) do not
-// stop a client with a token from connecting.
-func TestSealedTokenlessFlood(t *testing.T) {
+// stop a client with a token from connecting. It is a race between the
+// player's proof and a thousand newer handshakes, which the race detector
+// distorts (it slows the player's goroutines more than the generator's
+// batches), so it runs in the test command's pass without it, with the
+// other floods.
+func TestFloodTokenlessHandshakes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("10,000 handshakes")
+	}
+	if raceEnabled {
+		t.Skip("timing under the race detector is not the server's; scripts/test.sh runs it without")
 	}
 	s := sealedListen(t, Config{MaxClientsPerIP: -1, MaxClientsPerPrefix: -1, ChallengeRate: -1, MaxUnproven: 1000})
 	g, err := loadgen.New(loadgen.Config{Server: s.Addr(), Mode: loadgen.ModeData, Clients: 10_000, Sockets: 4, Window: 256})
