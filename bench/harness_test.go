@@ -23,6 +23,30 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// runBench runs the harness with args, writing into a new directory, and
+// returns its report, what it printed on standard output, and the
+// directory. It fails the test if the run fails.
+func runBench(t *testing.T, timeout time.Duration, args ...string) (rep report, stdout, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := run(ctx, append(args, "-out", dir), &out, &errb)
+	t.Logf("\n%s", errb.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "bench-results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep, out.String(), dir
+}
+
 // TestQuickHarness runs the whole quick mode: every server as a child
 // process under every scenario. It checks that everything produced
 // packets, CPU figures and the report files, never how fast anything was:
@@ -31,22 +55,7 @@ func TestQuickHarness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the quick harness takes about 35 s (45 s under -race); skipped with -short")
 	}
-	dir := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if err := run(ctx, []string{"-quick", "-out", dir}, &stdout, &stderr); err != nil {
-		t.Fatalf("%v\n%s", err, stderr.String())
-	}
-	t.Logf("\n%s", stderr.String())
-	var rep report
-	b, err := os.ReadFile(filepath.Join(dir, "bench-results.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep, stdout, dir := runBench(t, 5*time.Minute, "-quick")
 	scs := strings.Split(quickScenarios, ",")
 	vs := strings.Split(defaultServers, ",")
 	if len(rep.Runs) != len(scs)*len(vs) || len(rep.Cells) != len(scs)*len(vs) {
@@ -69,7 +78,7 @@ func TestQuickHarness(t *testing.T) {
 		t.Error("no targets checked")
 	}
 	md, err := os.ReadFile(filepath.Join(dir, "bench-results.md"))
-	if err != nil || !bytes.Contains(md, []byte("| data-10k | udpgate |")) || !bytes.Equal(md, stdout.Bytes()) {
+	if err != nil || !bytes.Contains(md, []byte("| data-10k | udpgate |")) || !bytes.Equal(md, []byte(stdout)) {
 		t.Errorf("bench-results.md (%v) is not the table printed:\n%s", err, md)
 	}
 	checkSVG(t, filepath.Join(dir, "bench-results.svg"))

@@ -2,10 +2,7 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,25 +17,8 @@ func TestIssueScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("about 25 s of servers under load; skipped with -short")
 	}
-	dir := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	err := run(ctx, []string{"-scenarios", "storm-1k,low-load,rtt-under-flood,conns-2k",
-		"-variants", "udpgate,udpgate/overload,rawecho,naive", "-warmup", "100ms", "-window", "400ms",
-		"-out", dir}, &stdout, &stderr)
-	t.Logf("\n%s", stderr.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep report
-	b, err := os.ReadFile(filepath.Join(dir, "bench-results.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep, stdout, dir := runBench(t, 3*time.Minute, "-scenarios", "storm-1k,low-load,rtt-under-flood,conns-2k",
+		"-variants", "udpgate,udpgate/overload,rawecho,naive", "-warmup", "100ms", "-window", "400ms")
 	// storm: udpgate, udpgate/overload, naive; low-load: udpgate, rawecho,
 	// naive; rtt: udpgate, udpgate/overload, naive; conns: udpgate, naive.
 	if len(rep.Runs) != 11 || len(rep.Storms) != 3 || len(rep.RTTs) != 3 || len(rep.Mems) != 2 || len(rep.Cells) != 3 {
@@ -82,7 +62,7 @@ func TestIssueScenarios(t *testing.T) {
 		}
 	}
 	for _, section := range []string{"## Login storms", "## A player under an Initial flood", "## Memory and GC per connection", "| low-load | rawecho |"} {
-		if !strings.Contains(stdout.String(), section) {
+		if !strings.Contains(stdout, section) {
 			t.Errorf("report lacks %q", section)
 		}
 	}
@@ -154,24 +134,8 @@ func TestSealedScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("servers under load; skipped with -short")
 	}
-	dir := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	err := run(ctx, []string{"-scenarios", "sealed-data-1k,sealed-storm-1k", "-variants", "udpgate,rawecho,naive",
-		"-warmup", "100ms", "-window", "300ms", "-out", dir}, &stdout, &stderr)
-	t.Logf("\n%s", stderr.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep report
-	b, err := os.ReadFile(filepath.Join(dir, "bench-results.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep, _, _ := runBench(t, 2*time.Minute, "-scenarios", "sealed-data-1k,sealed-storm-1k", "-variants", "udpgate,rawecho,naive",
+		"-warmup", "100ms", "-window", "300ms")
 	// sealed-data: udpgate, rawecho; sealed-storm: udpgate.
 	if len(rep.Runs) != 3 || len(rep.Cells) != 2 || len(rep.Storms) != 1 {
 		t.Fatalf("%d runs, %d packet cells, %d storms", len(rep.Runs), len(rep.Cells), len(rep.Storms))

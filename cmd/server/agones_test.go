@@ -50,10 +50,18 @@ func freeUDPPort(t *testing.T) uint16 {
 	return uint16(c.LocalAddr().(*net.UDPAddr).Port)
 }
 
-// dialSealed connects with a token for the server at addr.
+// dialSealed connects with a token for the server at addr and protocol id
+// 0x77 (the tests' servers use it).
 func dialSealed(t *testing.T, addr netip.AddrPort) (*conn.Client, *echoes, error) {
 	t.Helper()
-	tok, err := token.Generate(testKey(t), &token.Params{ProtocolID: 0x77, ClientID: 9,
+	return dialSealedProtocol(t, addr, 0x77)
+}
+
+// dialSealedProtocol connects with a token for the server at addr and
+// protocol.
+func dialSealedProtocol(t *testing.T, addr netip.AddrPort, protocol uint64) (*conn.Client, *echoes, error) {
+	t.Helper()
+	tok, err := token.Generate(testKey(t), &token.Params{ProtocolID: protocol, ClientID: 9,
 		ServerAddresses: []netip.AddrPort{addr}, Expire: 30 * time.Second, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)

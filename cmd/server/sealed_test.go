@@ -247,21 +247,7 @@ func TestSealedServe(t *testing.T) {
 	key := writeKey(t, testKeyHex, 0o600)
 	r := start(t, []string{"-private-key-file", key, "-protocol-id", "0x77", "-metrics", "127.0.0.1:0"}, env())
 	addr := netip.MustParseAddrPort(r.udp)
-	dialToken := func(protocol uint64) (*conn.Client, *echoes, error) {
-		tok, err := token.Generate(testKey(t), &token.Params{ProtocolID: protocol, ClientID: 9,
-			ServerAddresses: []netip.AddrPort{addr}, Expire: 30 * time.Second, Timeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := &echoes{}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		cl, err := conn.DialToken(ctx, tok, conn.Config{NetworkVersion: 1, Handler: h})
-		if err == nil {
-			t.Cleanup(func() { cl.Close() })
-		}
-		return cl, h, err
-	}
+	dialToken := func(protocol uint64) (*conn.Client, *echoes, error) { return dialSealedProtocol(t, addr, protocol) }
 	cl, h, err := dialToken(0x77)
 	if err != nil {
 		t.Fatal(err)
