@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/message"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -130,6 +131,11 @@ type Config struct {
 	// handshake and seals the connection. DialToken sets it.
 	Token *token.ConnectToken
 
+	// Messages configures message channels (docs/protocol.md §14):
+	// reliable-ordered, unreliable and sequenced channels over the
+	// connection, equal on both sides. The zero value turns them off;
+	// Conn.Send's datagram pipe works either way.
+	Messages message.Config
 	// Handler receives connection events; nil ignores them.
 	Handler Handler
 	// Accept (server only) is asked, from a promotion worker, whether to

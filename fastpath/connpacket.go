@@ -26,7 +26,7 @@ func MinConnLen(m Magic) int {
 // unknown kind or a negative payloadLen; it does not check the payload rules
 // of the kind (EncodeConn does).
 func ConnLen(m Magic, kind Kind, payloadLen int) int {
-	if kind > KindDisconnect || payloadLen < 0 {
+	if kind > kindLast || payloadLen < 0 {
 		return 0
 	}
 	n := ConnHeaderOffset(m) + ConnHeaderBytes + payloadLen + 1
@@ -40,7 +40,7 @@ func ConnLen(m Magic, kind Kind, payloadLen int) int {
 // least one byte, Disconnect exactly one (the reason), KeepAlive any padding.
 func connPayloadOK(kind Kind, n int) bool {
 	switch kind {
-	case KindData:
+	case KindData, KindMessages:
 		return n >= 1
 	case KindDisconnect:
 		return n == 1
@@ -64,7 +64,7 @@ func connPayloadOK(kind Kind, n int) bool {
 // other overlap with dst is not allowed.
 func EncodeConn(dst []byte, m Magic, h *ConnHeader, payload []byte) int {
 	if h.SessionID > 3 || h.ClientID > 7 || h.Seq >= SeqModulus || h.Ack >= SeqModulus ||
-		h.Kind > KindDisconnect || !connPayloadOK(h.Kind, len(payload)) {
+		h.Kind > kindLast || !connPayloadOK(h.Kind, len(payload)) {
 		return 0
 	}
 	n := ConnLen(m, h.Kind, len(payload))
@@ -98,7 +98,7 @@ func EncodeConn(dst []byte, m Magic, h *ConnHeader, payload []byte) int {
 //   - DropUnexpectedType: HandshakeBit is 1;
 //   - DropBadSize: the last byte is not exactly 0x01, or b is shorter than
 //     the header and the terminator;
-//   - DropBadBody: Seq or Ack above 16383, Kind above 2, a Data packet with
+//   - DropBadBody: Seq or Ack above 16383, Kind above 3, a Data or Messages packet with
 //     no payload, or a Disconnect whose payload is not exactly one byte.
 //
 // The bits between the prefix and the byte boundary are ignored (a sender
@@ -137,7 +137,7 @@ func decodeConn(m Magic, b []byte, pw uint64, h *ConnHeader) (payload []byte, r 
 	ack := binary.LittleEndian.Uint16(hdr[6:])
 	kind := Kind(hdr[16])
 	payload = b[o+ConnHeaderBytes : end : end]
-	if seq >= SeqModulus || ack >= SeqModulus || kind > KindDisconnect || !connPayloadOK(kind, len(payload)) {
+	if seq >= SeqModulus || ack >= SeqModulus || kind > kindLast || !connPayloadOK(kind, len(payload)) {
 		return nil, DropBadBody
 	}
 	*h = ConnHeader{

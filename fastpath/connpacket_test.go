@@ -61,7 +61,7 @@ func TestConnGeometry(t *testing.T) {
 	if ConnLen(Magic{}, KindKeepAlive, 0) != 19 {
 		t.Error("the smallest connection packet is not 19 bytes")
 	}
-	if ConnLen(Magic{}, 3, 1) != 0 || ConnLen(Magic{}, KindData, -1) != 0 {
+	if ConnLen(Magic{}, 4, 1) != 0 || ConnLen(Magic{}, KindData, -1) != 0 {
 		t.Error("ConnLen accepts an unknown kind or a negative length")
 	}
 }
@@ -131,7 +131,8 @@ func TestEncodeConnRejects(t *testing.T) {
 		{"client 8", func(h *ConnHeader) { h.ClientID = 8 }, []byte{1}},
 		{"seq 16384", func(h *ConnHeader) { h.Seq = SeqModulus }, []byte{1}},
 		{"ack 16384", func(h *ConnHeader) { h.Ack = SeqModulus }, []byte{1}},
-		{"kind 3", func(h *ConnHeader) { h.Kind = 3 }, []byte{1}},
+		{"kind 4", func(h *ConnHeader) { h.Kind = 4 }, []byte{1}},
+		{"empty messages", func(h *ConnHeader) { h.Kind = KindMessages }, nil},
 		{"empty data", func(h *ConnHeader) {}, nil},
 		{"disconnect without reason", func(h *ConnHeader) { h.Kind = KindDisconnect }, nil},
 		{"disconnect with 2 bytes", func(h *ConnHeader) { h.Kind = KindDisconnect }, []byte{1, 2}},
@@ -199,7 +200,9 @@ func TestDecodeConnDrops(t *testing.T) {
 		{"seq 65535", Magic{}, codecConnRaw(0x04, 65535, 0, 1, nil, 1), DropBadBody},
 		{"ack 16383", Magic{}, codecConnRaw(0x04, 0, 16383, 1, nil, 1), DropNone},
 		{"ack 16384", Magic{}, codecConnRaw(0x04, 0, 16384, 1, nil, 1), DropBadBody},
-		{"kind 3", Magic{}, codecConnRaw(0x04, 0, 0, 3, []byte{1}, 1), DropBadBody},
+		{"kind 4", Magic{}, codecConnRaw(0x04, 0, 0, 4, []byte{1}, 1), DropBadBody},
+		{"messages 1 byte", Magic{}, codecConnRaw(0x04, 0, 0, 3, []byte{1}, 1), DropNone},
+		{"empty messages", Magic{}, codecConnRaw(0x04, 0, 0, 3, nil, 1), DropBadBody},
 		{"kind 255", Magic{}, codecConnRaw(0x04, 0, 0, 255, []byte{1}, 1), DropBadBody},
 		{"data 1 byte", Magic{}, codecConnRaw(0x04, 0, 0, 0, []byte{0}, 1), DropNone},
 		{"empty data", Magic{}, codecConnRaw(0x04, 0, 0, 0, nil, 1), DropBadBody},

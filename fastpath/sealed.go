@@ -86,7 +86,7 @@ func SealProof(dst []byte, m Magic, h *ConnHeader, request []byte, s *seal.Seale
 
 func sealedHeaderOK(h *ConnHeader, payloadLen int) bool {
 	return h.SessionID <= 3 && h.ClientID <= 7 && h.Seq < SeqModulus && h.Ack < SeqModulus &&
-		h.Kind <= KindDisconnect && connPayloadOK(h.Kind, payloadLen)
+		h.Kind <= kindLast && connPayloadOK(h.Kind, payloadLen)
 }
 
 // putSealedPrefix writes the prefix, its zero padding and the Tag.
@@ -195,7 +195,7 @@ func openSealed(b []byte, hdr int, h *ConnHeader, o *seal.Opener) (payload []byt
 	ack := binary.LittleEndian.Uint16(plain[2:])
 	kind := Kind(plain[12])
 	payload = plain[sealedBodyBytes:len(plain):len(plain)]
-	if seq >= SeqModulus || ack >= SeqModulus || kind > KindDisconnect || !connPayloadOK(kind, len(payload)) {
+	if seq >= SeqModulus || ack >= SeqModulus || kind > kindLast || !connPayloadOK(kind, len(payload)) {
 		return nil, counter, DropBadBody
 	}
 	h.Seq, h.Ack, h.AckBits, h.Kind = seq, ack, binary.LittleEndian.Uint64(plain[4:]), kind

@@ -92,6 +92,12 @@ const (
 	KindData Kind = iota
 	KindKeepAlive
 	KindDisconnect
+	// KindMessages carries message entries (docs/protocol.md §14, package
+	// message): one or more bytes.
+	KindMessages
+
+	// kindLast is the highest kind a packet may carry.
+	kindLast = KindMessages
 )
 
 // Disconnect reasons (docs/protocol.md §7).
@@ -109,6 +115,10 @@ const (
 	DisconnectForeignServer uint8 = 7
 	DisconnectTokenInUse    uint8 = 8
 	DisconnectServerFull    uint8 = 9
+
+	// DisconnectStalled: the peer left a reliable message unacknowledged
+	// for the stall bound (docs/protocol.md §14).
+	DisconnectStalled uint8 = 10
 )
 
 // Handshake is one decoded or to-be-encoded handshake packet. It is a value
