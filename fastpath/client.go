@@ -22,8 +22,14 @@ const (
 )
 
 // clientAnsweredCookies is how many recently answered Challenge cookies a
-// client remembers (see ClientHandshake.answered).
-const clientAnsweredCookies = 4
+// client remembers (see ClientHandshake.answered). Eight cover round trips up
+// to 4.5 s with the default resend schedule (Initials at 0, 0.1, 0.3, 0.7,
+// 1.5, 2.5, 3.5, 4.5 s all answered before the first Challenge arrives).
+const clientAnsweredCookies = 8
+
+// clientSentTimes is how many recent send times a client keeps, indexed by
+// SentCount, to time the server's answers (which echo the SentCount).
+const clientSentTimes = 4
 
 // ClientConfig is what a client's handshake sends and how patient it is.
 // Zero (or negative, or NaN) durations take their defaults; +Inf turns a
@@ -36,9 +42,19 @@ type ClientConfig struct {
 	// apart from an earlier one at the same address (docs/protocol.md §2). The
 	// caller picks a new one for every attempt.
 	ClientID uint8
-	// ResendInterval between Initials and between resends of the same
-	// Response. Default 1 s.
+	// ResendInterval is the longest gap between the Initials, or between
+	// the resends of the same Response: the cap of the resend backoff.
+	// Default 1 s.
 	ResendInterval float64
+	// ResendFirst is the gap before the first resend of each phase (the
+	// Initials, then the Responses; a restart's alike); each gap after it is
+	// twice the one before, up to ResendInterval (docs/protocol.md §6.2).
+	// Zero (or negative, or NaN) picks it: 3 times the last round trip the
+	// client measured (a Challenge or Ack answering one of its recent
+	// packets, matched by the echoed SentCount), at least 50 ms, or 100 ms
+	// before any measurement. A value ≥ ResendInterval (or +Inf) resends
+	// every ResendInterval, without backoff.
+	ResendFirst float64
 	// ChallengeLifetime: this long after the Challenge being answered, the
 	// client gives up on it and goes back to sending Initials, so a Response
 	// that the server keeps rejecting (say, the client's NAT rebound after
@@ -82,6 +98,9 @@ func (c ClientConfig) withDefaults() ClientConfig {
 	def(&c.ConnectTimeout, clientDefaultConnectTimeout)
 	def(&c.RestartMinInterval, clientDefaultRestartMinInterval)
 	def(&c.RestartSilence, clientDefaultRestartSilence)
+	if !(c.ResendFirst > 0) {
+		c.ResendFirst = 0 // automatic
+	}
 	c.ClientID &= 7
 	return c
 }
@@ -92,7 +111,8 @@ type ClientState uint8
 const (
 	// ClientDisconnected: made, not started.
 	ClientDisconnected ClientState = iota
-	// ClientSendingInitial: sending Initial every ResendInterval.
+	// ClientSendingInitial: sending Initials, resent on the backoff schedule
+	// (ClientConfig.ResendFirst, doubling up to ResendInterval).
 	ClientSendingInitial
 	// ClientSendingResponse: answering a Challenge, resending the Response.
 	ClientSendingResponse
@@ -201,6 +221,15 @@ type ClientHandshake struct {
 
 	// nextSend: when the next Initial or Response is due.
 	nextSend float64
+	// gap: the wait after the next packet sent before the one after it. Each
+	// phase starts it at firstGap; every send doubles it up to
+	// ResendInterval.
+	gap float64
+	// sentAt[k%clientSentTimes]: when the packet with SentCount k left (the
+	// last clientSentTimes packets). rtt: the last round trip measured from
+	// them, NaN before any.
+	sentAt [clientSentTimes]float64
+	rtt    float64
 	// progressAt: when the server last advanced the running handshake; the
 	// connect timeout counts from here.
 	progressAt float64
@@ -218,7 +247,7 @@ type ClientHandshake struct {
 // NewClientHandshake makes a client handshake in ClientDisconnected. seed
 // seeds the RandomData generator (0 draws one from crypto/rand).
 func NewClientHandshake(cfg ClientConfig, seed uint64) ClientHandshake {
-	return ClientHandshake{cfg: cfg.withDefaults(), rnd: NewRand(seed)}
+	return ClientHandshake{cfg: cfg.withDefaults(), rnd: NewRand(seed), rtt: math.NaN()}
 }
 
 // Start begins the attempt: Disconnected → SendingInitial, with the first
@@ -231,6 +260,7 @@ func (c *ClientHandshake) Start(now float64) {
 	c.state = ClientSendingInitial
 	c.answering = false
 	c.nextSend = now
+	c.gap = c.firstGap()
 	c.progressAt = now
 }
 
@@ -336,6 +366,7 @@ func (c *ClientHandshake) expire(now float64) ClientEvent {
 	if c.answering && now >= c.challengeAt+c.cfg.ChallengeLifetime {
 		c.setAnswering(false)
 		c.nextSend = now
+		c.gap = c.firstGap()
 	}
 	return EventNone
 }
@@ -392,9 +423,41 @@ func (c *ClientHandshake) send(now float64, out []byte) int {
 		c.nextSend = now
 		return 0
 	}
+	c.sentAt[c.sentCount%clientSentTimes] = now
 	c.sentCount++
-	c.nextSend = now + c.cfg.ResendInterval
+	c.nextSend = now + c.gap
+	c.gap = min(2*c.gap, c.cfg.ResendInterval)
 	return n
+}
+
+// firstGap is the wait before a phase's first resend (ClientConfig.ResendFirst).
+// A ResendInterval of +Inf still means no resends at all.
+func (c *ClientHandshake) firstGap() float64 {
+	if math.IsInf(c.cfg.ResendInterval, 1) {
+		return c.cfg.ResendInterval
+	}
+	g := c.cfg.ResendFirst
+	if !(g > 0) {
+		g = clientDefaultResendFirst
+		if c.rtt >= 0 { // not NaN: measured
+			g = max(clientResendRTTs*c.rtt, clientMinResendFirst)
+		}
+	}
+	return min(g, c.cfg.ResendInterval)
+}
+
+// measure takes a round-trip sample from a server reply that echoes
+// SentCount sent, if that is one of the last clientSentTimes packets sent.
+// The echo names the very packet answered, resends included, so a sample is
+// never ambiguous. A forged reply can feed in any sample, but a sample only
+// moves the first resend of a phase between 50 ms and ResendInterval.
+func (c *ClientHandshake) measure(now float64, sent uint8) {
+	if ago := c.sentCount - sent; ago == 0 || ago > clientSentTimes {
+		return
+	}
+	if s := now - c.sentAt[sent%clientSentTimes]; s >= 0 {
+		c.rtt = s
+	}
 }
 
 // Receive handles one datagram from the server. A reply, if any (a Response
@@ -496,8 +559,11 @@ func (c *ClientHandshake) onChallenge(now float64, h *Handshake, out []byte) (in
 	// cannot keep the client handshaking forever: every attempt ends within
 	// ConnectTimeout of its last step forward, and steps forward happen at
 	// most once per ChallengeLifetime.
+	c.measure(now, h.SentCount)
 	if !c.answering {
 		c.progressAt = now
+		// A new phase: its resends start over from the first gap.
+		c.gap = c.firstGap()
 	}
 	c.sessionID = h.SessionID
 	c.secretID = h.SecretID
@@ -526,6 +592,7 @@ func (c *ClientHandshake) onAck(now float64, h *Handshake) (ClientEvent, DropRea
 		if h.Cookie != c.authorised {
 			return EventNone, DropWrongCookie
 		}
+		c.measure(now, h.SentCount)
 		c.restarting = false
 		c.answering = false
 		c.sentCount = 0
@@ -541,6 +608,7 @@ func (c *ClientHandshake) onAck(now float64, h *Handshake) (ClientEvent, DropRea
 	if !c.wasAnswered(&h.Cookie) {
 		return EventNone, DropWrongCookie
 	}
+	c.measure(now, h.SentCount)
 	c.authorised = h.Cookie
 	c.state = ClientConnected
 	c.answering = false
@@ -587,6 +655,7 @@ func (c *ClientHandshake) onRestart(now float64, out []byte) (int, ClientEvent, 
 	// ConnectTimeout without progress: the connection is then lost, and
 	// staying Connected would only hide that from the caller.
 	c.progressAt = now
+	c.gap = c.firstGap()
 	return c.send(now, out), EventRestarting, DropNone
 }
 

@@ -205,10 +205,11 @@ func TestClientHappyPath(t *testing.T) {
 	if in.Type != TypeInitial || in.SentCount != 0 || in.SessionID != 0 || in.Restart {
 		t.Fatalf("first Initial: %+v", in)
 	}
-	if c.NextDeadline() != 101 {
-		t.Fatalf("deadline %v, want 101", c.NextDeadline())
+	// The first resend comes after 100 ms (no round trip measured yet).
+	if c.NextDeadline() != 100+clientDefaultResendFirst {
+		t.Fatalf("deadline %v, want 100.1", c.NextDeadline())
 	}
-	clientMustQuiet(t, c, 100.875)
+	clientMustQuiet(t, c, 100.0625)
 
 	ck := clientTestCookie(1)
 	ch := clientServerPacket(t, Magic{}, TypeChallenge, 5, func(h *Handshake) {
@@ -222,7 +223,9 @@ func TestClientHappyPath(t *testing.T) {
 		resp.Cookie != ck || resp.SentCount != 1 || resp.Restart {
 		t.Fatalf("Response: %+v", resp)
 	}
-	if c.State() != ClientSendingResponse || c.SessionID() != 2 || c.NextDeadline() != 101.25 {
+	// The Challenge echoes the Initial's SentCount 0: a 0.25 s round trip,
+	// so the Response's first resend waits 3 × 0.25 s.
+	if c.State() != ClientSendingResponse || c.SessionID() != 2 || c.NextDeadline() != 101 {
 		t.Fatalf("after Challenge: %v, session %d, deadline %v", c.State(), c.SessionID(), c.NextDeadline())
 	}
 	if c.Cookie() != (cookie.Cookie{}) {
@@ -248,8 +251,10 @@ func TestClientHappyPath(t *testing.T) {
 	}
 }
 
+// TestClientResends: with ResendFirst ≥ ResendInterval, the fixed schedule
+// of one packet per ResendInterval (the backoff: client_backoff_test.go).
 func TestClientResends(t *testing.T) {
-	c := clientNew(ClientConfig{ClientID: 3})
+	c := clientNew(ClientConfig{ClientID: 3, ResendFirst: 1})
 	c.Start(50)
 	for i := range 6 {
 		now := 50 + float64(i)
@@ -474,11 +479,11 @@ func TestClientBadAckAndChallenge(t *testing.T) {
 // the server makes the connection from the first Response and answers the
 // second with the first cookie. Either Ack must connect.
 func TestClientAckForEarlierChallenge(t *testing.T) {
-	for _, acked := range []byte{0, 1, 2, 3} {
+	for _, acked := range []byte{0, 1, 2, 3, 4, 5, 6, 7} {
 		c := clientNew(ClientConfig{ClientID: 1})
 		c.Start(0)
 		clientMustPoll(t, c, 0)
-		for i := range byte(4) {
+		for i := range byte(8) {
 			clientMustReply(t, c, 1.25+float64(i)/8, clientChallenge(t, 1, clientTestCookie(i)), EventNone)
 		}
 		clientMustEvent(t, c, 2, clientAck(t, 1, clientTestCookie(acked)), EventConnected)
@@ -486,11 +491,11 @@ func TestClientAckForEarlierChallenge(t *testing.T) {
 			t.Fatalf("authorised %x, want %x", c.Cookie(), clientTestCookie(acked))
 		}
 	}
-	// Only the last four answered cookies are remembered.
+	// Only the last eight answered cookies are remembered.
 	c := clientNew(ClientConfig{ClientID: 1})
 	c.Start(0)
 	clientMustPoll(t, c, 0)
-	for i := range byte(5) {
+	for i := range byte(9) {
 		clientMustReply(t, c, 1+float64(i)/8, clientChallenge(t, 1, clientTestCookie(i)), EventNone)
 	}
 	clientMustDrop(t, c, 2, clientAck(t, 1, clientTestCookie(0)), DropWrongCookie)
@@ -500,7 +505,7 @@ func TestClientAckForEarlierChallenge(t *testing.T) {
 	c = clientNew(ClientConfig{ClientID: 1})
 	c.Start(0)
 	clientMustPoll(t, c, 0)
-	for _, i := range []byte{0, 0, 0, 0, 1, 2, 3} {
+	for _, i := range []byte{0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7} {
 		clientMustReply(t, c, 1, clientChallenge(t, 1, clientTestCookie(i)), EventNone)
 	}
 	clientMustEvent(t, c, 2, clientAck(t, 1, clientTestCookie(0)), EventConnected)
@@ -663,10 +668,12 @@ func TestClientRestart(t *testing.T) {
 	if in.Type != TypeInitial || !in.Restart || in.SessionID != 1 || in.SentCount != 0 {
 		t.Fatalf("restart Initial: %+v", in)
 	}
-	if c.State() != ClientConnected || !c.Restarting() || c.NextDeadline() != 6 {
+	// The first connect measured a 0.25 s round trip (its Ack echoes
+	// SentCount 0, sent at 0): the first resend waits 3 × 0.25 s.
+	if c.State() != ClientConnected || !c.Restarting() || c.NextDeadline() != 5.75 {
 		t.Fatalf("restarting: %v %v deadline %v", c.State(), c.Restarting(), c.NextDeadline())
 	}
-	if h := clientMustPoll(t, c, 6); h.Type != TypeInitial || !h.Restart || h.SentCount != 1 {
+	if h := clientMustPoll(t, c, 5.75); h.Type != TypeInitial || !h.Restart || h.SentCount != 1 {
 		t.Fatalf("restart Initial resend: %+v", h)
 	}
 	// Further RestartHandshakes while the restart runs are redundant.

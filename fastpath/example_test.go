@@ -58,8 +58,8 @@ func ExampleServer_Handle() {
 
 // A ClientHandshake is driven by two calls: Poll when NextDeadline comes,
 // and Receive for each packet from the server. With no server answering,
-// it resends its Initial every ResendInterval and gives up after
-// ConnectTimeout.
+// it resends its Initial after 100 ms, then at gaps that double up to
+// ResendInterval, and gives up after ConnectTimeout.
 func ExampleClientHandshake() {
 	c := fastpath.NewClientHandshake(fastpath.ClientConfig{
 		ClientID: 1, ResendInterval: 1, ConnectTimeout: 3,
@@ -71,17 +71,20 @@ func ExampleClientHandshake() {
 		if n > 0 {
 			var h fastpath.Handshake
 			fastpath.DecodeHandshake(fastpath.Magic{}, out[:n], &h)
-			fmt.Printf("t=%g: send %v #%d\n", now, h.Type, h.SentCount)
+			fmt.Printf("t=%.1f: send %v #%d\n", now, h.Type, h.SentCount)
 		}
 		if ev != fastpath.EventNone {
-			fmt.Printf("t=%g: %v\n", now, ev)
+			fmt.Printf("t=%.1f: %v\n", now, ev)
 		}
 	}
 	// Output:
-	// t=0: send initial #0
-	// t=1: send initial #1
-	// t=2: send initial #2
-	// t=3: timed_out
+	// t=0.0: send initial #0
+	// t=0.1: send initial #1
+	// t=0.3: send initial #2
+	// t=0.7: send initial #3
+	// t=1.5: send initial #4
+	// t=2.5: send initial #5
+	// t=3.0: timed_out
 }
 
 // Each side of a connection keeps a SeqState: Send numbers an outgoing

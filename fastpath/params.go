@@ -8,8 +8,9 @@ package fastpath
 // per-prefix default bursts twice its rate (see ServerConfig).
 const (
 	// DefaultChallengeRate caps Challenge replies per source, per second.
-	// A real client resends its Initial once a second, so this only ever
-	// stops floods.
+	// A real client sends at most 5 Initials in its first second (the
+	// resend schedule below) and one a second after that, so this only
+	// ever stops floods.
 	DefaultChallengeRate = 32
 
 	// DefaultChallengeIPRate caps Challenge replies per IP address, all
@@ -22,11 +23,11 @@ const (
 	// burst of 128.
 	//
 	// Players behind one NAT share these budgets, and each needs one
-	// Challenge per attempt (a client resends its Initial once a second
-	// until it gets one): 128 players starting in the same second all get
-	// theirs at once, and 256 (conn's default cap of connections per IP)
-	// within 2 s more. A network's 1024 (conn's cap per prefix) take about
-	// 2 s at 256/s after a burst of 512.
+	// Challenge per attempt (a client resends its Initial, soon at first
+	// and then once a second, until it gets one): 128 players starting in
+	// the same second all get theirs at once, and 256 (conn's default cap
+	// of connections per IP) within 2 s more. A network's 1024 (conn's cap
+	// per prefix) take about 2 s at 256/s after a burst of 512.
 	DefaultChallengeIPRate     = 64
 	DefaultChallengePrefixRate = 256
 
@@ -52,4 +53,19 @@ const (
 	// evict a victim's entry a flood must hit its slot, about 16384 spoofed
 	// packets per eviction, which buys the victim's address one more burst.
 	defaultLimiterEntries = 1 << 14
+)
+
+// The client's handshake resend schedule (docs/protocol.md §6.2), in
+// seconds. In each phase (Initials, then Responses; a restart's alike) the
+// first resend waits clientDefaultResendFirst, or clientResendRTTs times the
+// last measured round trip but at least clientMinResendFirst; every later gap
+// doubles, up to ClientConfig.ResendInterval (1 s). So a lost packet costs
+// about 100 ms instead of 1 s, and a phase's timer sends at most 5 packets in
+// its first second (at 0, 0.05, 0.15, 0.35, 0.75 s with the 50 ms floor), 4
+// with the 100 ms default, then one a second: far inside every per-source
+// budget above.
+const (
+	clientDefaultResendFirst = 0.1
+	clientMinResendFirst     = 0.05
+	clientResendRTTs         = 3
 )
