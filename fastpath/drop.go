@@ -123,6 +123,12 @@ const (
 	// its connection's key: forged, modified, sealed for another connection,
 	// or not sealed at all.
 	DropSealedForged
+	// DropMessageRefused: a Messages packet the message layer refused
+	// before the sequence window accepted it (malformed entries, or over a
+	// receive budget: docs/protocol.md §14); the message layer counts the
+	// precise reason. The packet is not acknowledged, so a sender resends
+	// its reliable messages.
+	DropMessageRefused
 
 	NumDropReasons
 )
@@ -167,6 +173,7 @@ var dropNames = [NumDropReasons]string{
 	DropLateProof:            "late_proof",
 	DropSealedReplay:         "sealed_replay",
 	DropSealedForged:         "sealed_forged",
+	DropMessageRefused:       "message_refused",
 }
 
 // String returns the reason's metric label (snake_case, stable).
