@@ -1,10 +1,5 @@
 package message
 
-// API CONTRACT (fixed by the coordinator; the implementation fills it in).
-// Other packages (conn, internal/loadgen, bench) are written against these
-// exact names and signatures. Times are Unix nanoseconds (int64) from the
-// caller's clock: the package never reads a clock and does no I/O.
-
 import (
 	"errors"
 	"time"
@@ -51,8 +46,12 @@ type Config struct {
 	// packet for this long sends an ack-only packet (0: DefaultAckDelay).
 	AckDelay time.Duration
 	// ResendFactor and MinResend: an unacknowledged reliable message is
-	// sent again once max(MinResend, ResendFactor × RTT) has passed since
-	// it was last sent (0: DefaultResendFactor, DefaultMinResend).
+	// sent again once max(MinResend, ResendFactor × the retransmission
+	// timeout) has passed since it was last sent; the timeout is the
+	// smoothed RTT + 2 × its deviation, and a message's later resends back
+	// off. Below 1, copies go before an ack could be back, riding only on
+	// packets that leave anyway: lower latency under loss for more bytes
+	// (0: DefaultResendFactor, DefaultMinResend; tuning.md, "Messages").
 	ResendFactor float64
 	MinResend    time.Duration
 	// StallTimeout: a reliable message unacknowledged this long ends the
@@ -84,53 +83,3 @@ type Stats struct {
 	Resent    uint64 // entries sent again
 	InFlight  int    // reliable messages queued or unacknowledged
 }
-
-// Layer is the shared, validated configuration and budgets of one side
-// (a server's or a client's): create it once, then one Endpoint per
-// connection. Safe for concurrent use.
-//
-//	func NewLayer(cfg Config, maxPayload int) (*Layer, error)
-//	    maxPayload: bytes available for one packet's message entries.
-//	func (l *Layer) NewEndpoint() *Endpoint
-//	func (l *Layer) Drops() [NumDropReasons]uint64
-//	func (l *Layer) Held() int64   // bytes held for reassembly, all endpoints
-//	func (l *Layer) Enabled() bool // at least one channel
-//
-// Endpoint is one connection's message state. Not safe for concurrent
-// use: the caller serialises (conn holds the connection's mutex).
-//
-// Sending:
-//
-//	func (e *Endpoint) Send(ch int, msg []byte, now int64) error
-//	    copies msg; ErrNoChannel, ErrMessageSize, ErrQueueFull.
-//	func (e *Endpoint) MaxSize(ch int) int
-//	    the largest message channel ch accepts.
-//	func (e *Endpoint) SetRTT(rtt time.Duration)
-//	func (e *Endpoint) WantsSend(now int64) bool
-//	    WritePayload would write something now (new or due entries, budget allowing).
-//	func (e *Endpoint) WritePayload(dst []byte, seq uint16, now int64) int
-//	    packs due entries into dst (a Messages packet's payload) for the
-//	    packet numbered seq; 0 when nothing is due.
-//	func (e *Endpoint) PacketSent(now int64)
-//	    any packet went to the peer (it carries acks): clears a due ack.
-//	func (e *Endpoint) AckDue(now int64) bool
-//	    an ack-only packet should go now.
-//	func (e *Endpoint) Acked(seq uint16, now int64)
-//	func (e *Endpoint) Lost(seq uint16, now int64)
-//	    the packet layer's reports (fastpath.AckReport, eviction).
-//	func (e *Endpoint) Deadline() int64
-//	    Unix ns of the next timer event (resend, ack, stall), 0 when idle.
-//	func (e *Endpoint) Stalled(now int64) bool
-//	func (e *Endpoint) Stats() Stats
-//
-// Receiving:
-//
-//	func (e *Endpoint) Check(payload []byte) DropReason
-//	    before the packet layer accepts the packet: well-formed and within budgets.
-//	func (e *Endpoint) Receive(payload []byte, now int64)
-//	    after it accepted it.
-//	func (e *Endpoint) Next() (ch int, msg []byte, ok bool)
-//	    the next deliverable message; msg is valid until the next call of
-//	    Next or Receive.
-//	func (e *Endpoint) Release()
-//	    frees every buffer (the connection closed).

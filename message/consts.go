@@ -1,0 +1,55 @@
+package message
+
+import "time"
+
+// Limits and defaults (docs/protocol.md §14).
+const (
+	// MaxChannels is the most channels a Config may declare (5-bit index).
+	MaxChannels = 32
+	// DefaultMaxMessageSize is Config.MaxMessageSize's default.
+	DefaultMaxMessageSize = 256 << 10
+	// MaxMessageSizeLimit is the largest Config.MaxMessageSize.
+	MaxMessageSizeLimit = 8 << 20
+	// DefaultSendRate is Config.SendRate's default, bytes per second.
+	DefaultSendRate = 4 << 20
+	// DefaultAckDelay is Config.AckDelay's default.
+	DefaultAckDelay = 5 * time.Millisecond
+	// DefaultResendFactor is Config.ResendFactor's default: copies of an
+	// unacknowledged message ride on the packets that leave from half its
+	// retransmission timeout on (tuning.md, "Messages").
+	DefaultResendFactor = 0.5
+	// DefaultMinResend is Config.MinResend's default.
+	DefaultMinResend = 10 * time.Millisecond
+	// DefaultStallTimeout is Config.StallTimeout's default.
+	DefaultStallTimeout = 10 * time.Second
+	// DefaultReceiveBudget is Config.ReceiveBudget's default.
+	DefaultReceiveBudget = 256 << 20
+	// DefaultMaxQueued is ChannelConfig.MaxQueued's default with the
+	// default MaxMessageSize; in general it is 2 × max(MaxMessageSize,
+	// 64 KiB), and never less than one largest message.
+	DefaultMaxQueued = 2 * DefaultMaxMessageSize
+)
+
+const (
+	// window is the reliable receive window in units (a fragment is one
+	// unit): a sender never sends a unit id ≥ its oldest unacknowledged
+	// id + window.
+	window        = 256
+	minQueuedBase = 64 << 10
+	// defaultRTT is used until SetRTT gives a sample.
+	defaultRTT = 100 * time.Millisecond
+	// minMaxPayload, maxMaxPayload bound NewLayer's maxPayload: a fragment
+	// (maxPayload − 9) must hold at least 16 bytes and a 2-byte length.
+	minMaxPayload = 25
+	maxMaxPayload = maxLen + fragHeader
+	// maxLivePackets: new reliable units wait while this many packets
+	// carrying units are unreported. Below fastpath.SeqRingSize (128), so
+	// the packet layer does not evict (report lost) packets still in
+	// flight; resends are not held back.
+	maxLivePackets = 112
+	// maxRecords bounds the packet records awaiting Acked or Lost.
+	maxRecords = 1024
+	// maxBackoff bounds the doublings of one unit's resend interval
+	// (16 × the first).
+	maxBackoff = 4
+)

@@ -1,0 +1,88 @@
+package message
+
+// record is one sent packet that carried reliable units: its entries are
+// ents[start : start+n] (ring positions).
+type record struct {
+	sent     int64
+	start, n uint32
+	seq      uint16
+	done     bool // reported (Acked or Lost)
+	repaired bool // made due by fast repair already
+}
+
+// entRef names one unit sent in a packet.
+type entRef struct {
+	ch uint8
+	id uint16
+}
+
+// records is the FIFO of packet records, in send order, and the ring of
+// their entries. Positions grow monotonically; index with the mask.
+type records struct {
+	recs         []record
+	ents         []entRef
+	rHead, rTail uint32
+	eHead, eTail uint32
+	live         int // records not yet reported
+}
+
+func (r *records) pushEntry(ch uint8, id uint16) {
+	if r.eTail-r.eHead == uint32(len(r.ents)) {
+		size := max(64, 2*len(r.ents))
+		q := make([]entRef, size)
+		for p := r.eHead; p != r.eTail; p++ {
+			q[p&uint32(size-1)] = r.ents[p&uint32(len(r.ents)-1)]
+		}
+		r.ents = q
+	}
+	r.ents[r.eTail&uint32(len(r.ents)-1)] = entRef{ch, id}
+	r.eTail++
+}
+
+func (r *records) pushRecord(rec record) {
+	if r.rTail-r.rHead == uint32(len(r.recs)) {
+		size := max(16, 2*len(r.recs))
+		q := make([]record, size)
+		for p := r.rHead; p != r.rTail; p++ {
+			q[p&uint32(size-1)] = r.recs[p&uint32(len(r.recs)-1)]
+		}
+		r.recs = q
+	}
+	r.recs[r.rTail&uint32(len(r.recs)-1)] = rec
+	r.rTail++
+	r.live++
+}
+
+// find returns the unreported record of packet seq, nil when none.
+func (r *records) find(seq uint16) *record {
+	mask := uint32(len(r.recs) - 1)
+	for p := r.rHead; p != r.rTail; p++ {
+		rec := &r.recs[p&mask]
+		if rec.seq == seq && !rec.done {
+			return rec
+		}
+	}
+	return nil
+}
+
+// report marks rec reported and drops reported records from the head.
+func (r *records) report(rec *record) {
+	rec.done = true
+	r.live--
+	r.popDone()
+}
+
+// popDone drops reported records from the head, and their entries.
+func (r *records) popDone() {
+	mask := uint32(len(r.recs) - 1)
+	for r.rHead != r.rTail {
+		rec := &r.recs[r.rHead&mask]
+		if !rec.done {
+			return
+		}
+		r.eHead = rec.start + rec.n
+		*rec = record{}
+		r.rHead++
+	}
+	r.eHead = r.eTail
+}

@@ -1,0 +1,391 @@
+package message
+
+import "math/bits"
+
+// limitOK applies the per-kind size limits to a decoded entry.
+func (l *Layer) limitOK(en *entry) DropReason {
+	n := len(en.data)
+	switch l.kinds[en.ch] {
+	case ReliableOrdered:
+		if en.frag {
+			if int(en.cnt) > l.maxCount || n > l.fragSize {
+				return DropTooLarge
+			}
+		} else if n > l.singleMax() {
+			return DropTooLarge
+		}
+	case Unreliable:
+		if n > l.maxPayload-3 {
+			return DropTooLarge
+		}
+	default:
+		if n > l.maxPayload-5 {
+			return DropTooLarge
+		}
+	}
+	return DropNone
+}
+
+// Check validates a Messages payload before the packet layer accepts the
+// packet: every entry well-formed and within limits, reliable units
+// inside the window, and their storage within the budgets. A packet it
+// rejects must be dropped unacknowledged. The reason is counted.
+func (e *Endpoint) Check(payload []byte) DropReason {
+	r := e.check(payload)
+	if r != DropNone {
+		e.l.drop(r)
+	}
+	return r
+}
+
+func (e *Endpoint) check(payload []byte) DropReason {
+	l := e.l
+	if len(l.kinds) == 0 {
+		return DropBadChannel
+	}
+	if len(payload) == 0 {
+		return DropMalformed
+	}
+	var en entry
+	var all, normal int64
+	for p := 0; p < len(payload); {
+		w, r := getEntry(payload[p:], l.kinds, &en)
+		if r != DropNone {
+			return r
+		}
+		p += w
+		if r := l.limitOK(&en); r != DropNone {
+			return r
+		}
+		if l.kinds[en.ch] != ReliableOrdered {
+			continue
+		}
+		c := e.chanIf(en.ch)
+		var next, expect uint16
+		if c != nil {
+			next, expect = c.next, c.expect
+		}
+		d := en.id - next
+		if d >= 0x8000 {
+			continue // delivered before: a duplicate
+		}
+		if d >= window {
+			if en.id-expect < window {
+				// A legitimate sender's, while undelivered messages
+				// hold the window (Next not called): refuse for now.
+				return DropOverBudget
+			}
+			return DropOutOfWindow
+		}
+		if c != nil && c.held(en.id) {
+			continue
+		}
+		cost := l.chunkCost(len(en.data))
+		all += cost
+		// Units of the reassembly in progress may use the reserve, and
+		// so may a channel's next missing unit while none is in
+		// progress: they let Next make progress and free storage.
+		if !(e.inProgress(en.ch, en.id) || e.progress < 0 && en.id == expect) {
+			normal += cost
+		}
+	}
+	if all > 0 && (normal > 0 && e.held-e.progHeld+normal > l.connBudget-l.reserve || e.held+all > l.connBudget ||
+		l.held.Load()+all > l.recvBudget) {
+		return DropOverBudget
+	}
+	return DropNone
+}
+
+// inProgress reports whether unit id of channel ch belongs to the
+// reassembly in progress.
+func (e *Endpoint) inProgress(ch int, id uint16) bool {
+	if int(e.progress) != ch {
+		return false
+	}
+	c := e.ch[ch]
+	return c.asmOn && id-c.asmStart < c.asmCnt
+}
+
+// progressHeld is the storage held for channel c's reassembly: taken
+// fragments and buffered ones of the same message.
+func (c *channel) progressHeld() int64 {
+	h := c.asmHeld
+	for off := 0; off < len(c.slots); off++ {
+		id := c.next + uint16(off)
+		if id-c.asmStart >= c.asmCnt {
+			break
+		}
+		if b := c.slots[id&uint16(len(c.slots)-1)].buf; b != nil {
+			h += int64(cap(*b))
+		}
+	}
+	return h
+}
+
+// held reports whether reliable unit id (inside the window) is buffered.
+func (c *channel) held(id uint16) bool {
+	d := id - c.next
+	return int(d) < len(c.slots) && c.slots[id&uint16(len(c.slots)-1)].buf != nil
+}
+
+// Receive takes a Messages payload after the packet layer accepted the
+// packet (Check passed): reliable units are buffered, unreliable and
+// sequenced ones are delivered by the following Next calls (as slices of
+// payload, which must stay unchanged until then; those of the previous
+// packet not yet taken are dropped). Reliable units delivered or buffered
+// already are counted as duplicates and ignored.
+func (e *Endpoint) Receive(payload []byte, now int64) {
+	l := e.l
+	e.pkt = nil
+	var en entry
+	for p := 0; p < len(payload); {
+		w, r := getEntry(payload[p:], l.kinds, &en)
+		if r == DropNone {
+			r = l.limitOK(&en)
+		}
+		if r != DropNone {
+			l.drop(r) // Check was skipped: ignore the packet
+			return
+		}
+		p += w
+	}
+	if len(payload) == 0 {
+		return
+	}
+	reliable, other := false, false
+	for p := 0; p < len(payload); {
+		w, _ := getEntry(payload[p:], l.kinds, &en)
+		p += w
+		if l.kinds[en.ch] != ReliableOrdered {
+			other = true
+			continue
+		}
+		reliable = true
+		c := e.chanFor(en.ch)
+		d := en.id - c.next
+		if d >= 0x8000 || (d < window && c.held(en.id)) {
+			l.drop(DropDuplicate)
+			continue
+		}
+		if d >= window {
+			l.drop(DropOutOfWindow)
+			continue
+		}
+		c.growSlots(int(d) + 1)
+		buf := l.get(en.data)
+		cost := int64(cap(*buf))
+		e.held += cost
+		l.held.Add(cost)
+		c.slots[en.id&uint16(len(c.slots)-1)] = rslot{buf: buf, idx: en.idx, cnt: en.cnt}
+		if e.inProgress(en.ch, en.id) {
+			e.progHeld += cost
+		}
+		if en.id == c.expect {
+			for c.held(c.expect) {
+				c.expect++
+			}
+		}
+		if en.id == c.next {
+			e.ready |= 1 << en.ch
+		}
+	}
+	if other {
+		e.pkt, e.pktOff = payload, 0
+	}
+	if reliable && !e.ackDue {
+		e.ackDue, e.ackAt = true, now
+	}
+}
+
+func (c *channel) growSlots(n int) {
+	if n <= len(c.slots) {
+		return
+	}
+	size := max(8, len(c.slots))
+	for size < n {
+		size *= 2
+	}
+	s := make([]rslot, size)
+	if len(c.slots) > 0 {
+		om, nm := uint16(len(c.slots)-1), uint16(size-1)
+		for i := 0; i < len(c.slots); i++ {
+			id := c.next + uint16(i)
+			s[id&nm] = c.slots[id&om]
+		}
+	}
+	c.slots = s
+}
+
+// Next returns the next deliverable message: first the unreliable and
+// sequenced messages of the last packet received, in packet order (slices
+// of its payload), then the in-order reliable messages, channel by
+// channel. msg is valid until the next call of Next (a reliable message's
+// storage is freed then) and, for unreliable ones, while the payload is.
+func (e *Endpoint) Next() (ch int, msg []byte, ok bool) {
+	e.freeRet()
+	l := e.l
+	var en entry
+	for e.pkt != nil && e.pktOff < len(e.pkt) {
+		w, r := getEntry(e.pkt[e.pktOff:], l.kinds, &en)
+		if r != DropNone {
+			break
+		}
+		e.pktOff += w
+		switch l.kinds[en.ch] {
+		case Unreliable:
+			e.stats.Delivered++
+			return en.ch, en.data, true
+		case Sequenced:
+			c := e.chanFor(en.ch)
+			if c.seqAny && (en.id-c.seqNewest == 0 || en.id-c.seqNewest >= 0x8000) {
+				l.drop(DropStale)
+				continue
+			}
+			c.seqAny, c.seqNewest = true, en.id
+			e.stats.Delivered++
+			return en.ch, en.data, true
+		}
+	}
+	e.pkt = nil
+	for e.ready != 0 {
+		i := bits.TrailingZeros32(e.ready)
+		if msg, ok := e.drain(i, e.ch[i]); ok {
+			e.stats.Delivered++
+			return i, msg, true
+		}
+		e.ready &^= 1 << i
+	}
+	return 0, nil, false
+}
+
+// drain takes channel c's in-order units until a message is complete.
+func (e *Endpoint) drain(i int, c *channel) ([]byte, bool) {
+	l := e.l
+	for len(c.slots) > 0 {
+		s := &c.slots[c.next&uint16(len(c.slots)-1)]
+		if s.buf == nil {
+			return nil, false
+		}
+		buf, idx, cnt := s.buf, s.idx, s.cnt
+		*s = rslot{}
+		c.next++
+		if cnt == 0 {
+			if c.asmOn {
+				e.abandon(i, c, DropBadFragment)
+			}
+			e.ret = buf
+			return *buf, true
+		}
+		if c.asmOn && (idx != c.asmIdx || cnt != c.asmCnt) {
+			e.abandon(i, c, DropBadFragment)
+		}
+		if !c.asmOn {
+			if idx != 0 {
+				l.drop(DropBadFragment)
+				e.release(buf)
+				continue
+			}
+			c.asmOn, c.asmCnt, c.asmIdx, c.asmStart, c.asmLen = true, cnt, 0, c.next-1, 0
+		}
+		c.asm = append(c.asm, buf)
+		c.asmHeld += int64(cap(*buf))
+		if e.progress < 0 {
+			e.progress, e.progHeld = int8(i), c.progressHeld()
+		}
+		c.asmIdx++
+		c.asmLen += len(*buf)
+		if c.asmLen > l.maxMsg {
+			e.abandon(i, c, DropTooLarge)
+			continue
+		}
+		if c.asmIdx < c.asmCnt {
+			continue
+		}
+		out := make([]byte, 0, c.asmLen)
+		for _, b := range c.asm {
+			out = append(out, *b...)
+		}
+		e.finishAsm(i, c)
+		e.retBig = out
+		e.held += int64(len(out))
+		l.held.Add(int64(len(out)))
+		return out, true
+	}
+	return nil, false
+}
+
+// finishAsm frees channel c's reassembly.
+func (e *Endpoint) finishAsm(i int, c *channel) {
+	for j, b := range c.asm {
+		e.release(b)
+		c.asm[j] = nil
+	}
+	c.asm = c.asm[:0]
+	c.asmOn, c.asmLen, c.asmHeld = false, 0, 0
+	if int(e.progress) == i {
+		e.progress, e.progHeld = -1, 0
+		for j, o := range e.ch {
+			if o != nil && o.asmOn {
+				e.progress, e.progHeld = int8(j), o.progressHeld()
+				break
+			}
+		}
+	}
+}
+
+func (e *Endpoint) abandon(i int, c *channel, r DropReason) {
+	e.l.drop(r)
+	e.finishAsm(i, c)
+}
+
+// release frees a receive chunk.
+func (e *Endpoint) release(b *[]byte) {
+	cost := e.l.put(b)
+	e.held -= cost
+	e.l.held.Add(-cost)
+}
+
+func (e *Endpoint) freeRet() {
+	if e.ret != nil {
+		e.release(e.ret)
+		e.ret = nil
+	}
+	if e.retBig != nil {
+		e.held -= int64(len(e.retBig))
+		e.l.held.Add(-int64(len(e.retBig)))
+		e.retBig = nil
+	}
+}
+
+// Release frees every buffer (the connection closed). The endpoint is
+// left empty: later calls are harmless, but it must not carry messages
+// for the connection again (its ids restart).
+func (e *Endpoint) Release() {
+	l := e.l
+	e.freeRet()
+	for i, c := range e.ch {
+		if c == nil {
+			continue
+		}
+		for j := range c.units {
+			if c.units[j].buf != nil {
+				l.put(c.units[j].buf)
+			}
+		}
+		for c.pend > 0 {
+			c.popPend(l)
+		}
+		for j := range c.slots {
+			if c.slots[j].buf != nil {
+				e.release(c.slots[j].buf)
+			}
+		}
+		e.finishAsm(i, c)
+		e.ch[i] = nil
+	}
+	l.held.Add(-e.held)
+	e.held = 0
+	e.ch, e.recs, e.pkt = nil, nil, nil
+	e.sendMask, e.fragOut, e.ready, e.progress, e.progHeld, e.ackDue = 0, 0, 0, -1, 0, false
+	e.stats.InFlight = 0
+}
