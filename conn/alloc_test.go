@@ -7,6 +7,7 @@ import (
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/internal/conntest"
+	"github.com/udpgate/udpgate/message"
 )
 
 // The per-packet paths of an established connection allocate nothing:
@@ -54,5 +55,95 @@ func TestAllocsEstablished(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("Conn.Send: %v allocs per packet", n)
+	}
+}
+
+// The message path of an established connection allocates nothing in
+// steady state: a Messages packet received (Check, sequence window,
+// Receive, OnMessage), the Handler's SendMessage echo packed into the
+// loop's send batch, and the acks both ways.
+func TestMessagesAlloc(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race runtime allocates; run without -race")
+	}
+	// A send rate no burst of the test's rounds (as fast as the CPU goes)
+	// can spend.
+	mc := testChannels
+	mc.SendRate = 1 << 30
+	s := listen(t, Config{Sockets: 1, Handler: &msgEcho{}, Messages: mc})
+	p := newRawPeer(t, s, "127.0.0.1:0")
+	ck := p.connect()
+	conntest.Eventually(t, "connection", func() bool { return s.Len() == 1 })
+
+	// The peer: its own sequence state and message endpoint.
+	layer, err := message.NewLayer(mc, s.st.msgPayload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pe := layer.NewEndpoint()
+	serverSeq, clientSeq := cookie.Sequences(&ck)
+	var seq fastpath.SeqState
+	seq.Init(clientSeq, serverSeq, seconds(time.Now()))
+	rep := new(fastpath.AckReport)
+	l := newLoop(s, 0, s.socks[0], 8, seconds(time.Now()))
+	msg := []byte("chat: a hundred bytes of a reliable message, give or take, for the allocation test!!")
+	echoes := 0
+	round := func() {
+		now := time.Now()
+		ns := now.UnixNano()
+		if err := pe.Send(0, msg, ns); err != nil {
+			t.Fatal(err)
+		}
+		sq, ack, bits, lost, evicted := seq.Send(seconds(now))
+		if evicted {
+			pe.Lost(lost.Seq, ns)
+		}
+		hdr := fastpath.ConnHeader{ClientID: p.clientID, Tag: cookie.SessionTag(&ck),
+			Seq: sq, Ack: ack, AckBits: bits, Kind: fastpath.KindMessages}
+		var pl [fastpath.MaxDatagramLimit]byte
+		n := pe.WritePayload(pl[:s.st.msgPayload], sq, ns)
+		pe.PacketSent(ns)
+		m := &l.rb.Msgs[0]
+		m.N = fastpath.EncodeConn(m.Buf, s.st.magic, &hdr, pl[:n])
+		m.Addr = p.addr()
+		l.batch(1, now)
+		// The server's answer, as the peer receives it.
+		out := &l.sb.Msgs[0]
+		var h fastpath.ConnHeader
+		payload, r := fastpath.DecodeConn(s.st.magic, out.Buf[:out.N], &h)
+		if r != fastpath.DropNone || h.Kind != fastpath.KindMessages {
+			t.Fatalf("server answered %v kind %d", r, h.Kind)
+		}
+		if pe.Check(payload) != message.DropNone {
+			t.Fatal("the echo does not check")
+		}
+		if seq.Receive(h.Seq, h.Ack, h.AckBits, seconds(now), rep) != fastpath.DropNone {
+			t.Fatal("the echo's sequence is refused")
+		}
+		for _, d := range rep.DeliveredPackets() {
+			pe.Acked(d.Seq, ns)
+		}
+		for _, d := range rep.LostPackets() {
+			pe.Lost(d.Seq, ns)
+		}
+		pe.Receive(payload, ns)
+		for {
+			_, got, ok := pe.Next()
+			if !ok {
+				break
+			}
+			if len(got) == len(msg) {
+				echoes++
+			}
+		}
+	}
+	for range 300 { // rings and pools reach their steady size
+		round()
+	}
+	if n := testing.AllocsPerRun(1000, round); n != 0 {
+		t.Errorf("one message echoed: %v allocs", n)
+	}
+	if echoes < 1300 {
+		t.Fatalf("only %d of 1300 echoes came back", echoes)
 	}
 }

@@ -24,7 +24,7 @@ type Client struct {
 
 	mu       sync.Mutex // guards hs, udp, conn, restarts, dialed, hsErr
 	hs       fastpath.ClientHandshake
-	udp      *net.UDPConn
+	udp      clientSocket // a UDP socket, or a simulated network's endpoint
 	conn     *Conn
 	restarts uint64
 	// connected is closed, once, when Dial has its answer: the first
@@ -39,6 +39,9 @@ type Client struct {
 	closed atomic.Bool
 	wg     sync.WaitGroup
 	drops  [fastpath.NumDropReasons]atomic.Uint64
+	// msgTimer runs the connection's message timers (messages.go); nil
+	// without channels.
+	msgTimer *msgTimer
 }
 
 // Dial connects to the server at addr ("127.0.0.1:7777", "[::1]:7777",
@@ -50,6 +53,11 @@ type Client struct {
 // unreachable (nothing listens on that port), Dial fails at once with an
 // *UnreachableError instead of waiting ConnectTimeout (Linux; elsewhere the
 // error is not reported and Dial times out).
+//
+// With Config.Network set, the client binds an endpoint of that simulated
+// network instead of a UDP socket: at Config.LocalAddr, or at 127.0.0.1
+// (::1 for an IPv6 server) and an ephemeral port. No ICMP errors exist
+// there: a dial nobody answers times out.
 func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 	st, err := cfg.settings()
 	if err != nil {
@@ -84,11 +92,15 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	enableRecvErr(udp)
 	c.udp = udp
 	c.wg.Add(2)
 	go c.read(udp)
 	go c.timers()
+	if st.msgs != nil {
+		c.msgTimer = new(msgTimer)
+		c.wg.Add(1)
+		go c.msgTimer.run(c.done, c.quit, st.Now, &c.wg)
+	}
 	c.mu.Lock()
 	c.hs.Start(seconds(st.Now()))
 	c.pollLocked(st.Now())
@@ -131,17 +143,9 @@ func resolve(addr string) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
 }
 
-func (c *Client) listen() (*net.UDPConn, error) {
-	la, err := net.ResolveUDPAddr("udp", c.local)
-	if err != nil {
-		return nil, fmt.Errorf("conn: bad local address %q: %v", c.local, err)
-	}
-	udp, err := net.ListenUDP("udp", la)
-	if err != nil {
-		return nil, fmt.Errorf("conn: cannot open a UDP socket on %s: %w", c.local, err)
-	}
-	return udp, nil
-}
+// listen opens the client's socket: on Config.Network if it is set, else
+// a UDP socket.
+func (c *Client) listen() (clientSocket, error) { return listenClient(c.st.Network, c.local) }
 
 // Conn is the established connection.
 func (c *Client) Conn() *Conn {
@@ -160,7 +164,7 @@ func (c *Client) RTT() time.Duration { return c.Conn().RTT() }
 func (c *Client) LocalAddr() netip.AddrPort {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.udp.LocalAddr().(*net.UDPAddr).AddrPort()
+	return c.udp.LocalAddr()
 }
 
 // Done is closed when the connection ends; Err then says why.
@@ -190,10 +194,11 @@ func (c *Client) Drops() (d [NumDropReasons]uint64) {
 	return d
 }
 
-// Rebind moves the client to a new local UDP socket (a new port), as a NAT
-// rebinding or a network change would. The server, seeing connection packets
-// from an unknown address, asks the client to restart, and the connection
-// migrates with its sequence numbers intact.
+// Rebind moves the client to a new local UDP socket (a new port; on a
+// Config.Network, a new endpoint), as a NAT rebinding or a network change
+// would. The server, seeing connection packets from an unknown address,
+// asks the client to restart, and the connection migrates with its
+// sequence numbers intact.
 func (c *Client) Rebind() error {
 	udp, err := c.listen()
 	if err != nil {
@@ -204,7 +209,7 @@ func (c *Client) Rebind() error {
 	c.udp = udp
 	if c.conn != nil {
 		c.conn.mu.Lock()
-		c.conn.link.udp = udp
+		c.conn.link = udp.link()
 		c.conn.mu.Unlock()
 	}
 	c.mu.Unlock()
@@ -286,25 +291,21 @@ func (c *Client) dialDoneLocked(err error) {
 	close(c.connected)
 }
 
-func (c *Client) read(udp *net.UDPConn) {
+func (c *Client) read(udp clientSocket) {
 	defer c.wg.Done()
 	buf := make([]byte, fastpath.MaxDatagramLimit+1)
 	rep := new(fastpath.AckReport)
 	for {
-		n, from, err := udp.ReadFromUDPAddrPort(buf)
+		n, from, err := udp.ReadFrom(buf)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
-			}
-			if errors.Is(err, syscall.ECONNREFUSED) {
-				drainErrQueue(udp)
 			}
 			c.mu.Lock()
 			c.refusedLocked(err)
 			c.mu.Unlock()
 			continue
 		}
-		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
 		if from != c.server {
 			c.drops[fastpath.DropUnknownConnection].Add(1)
 			continue
@@ -415,7 +416,7 @@ func (c *Client) event(ev fastpath.ClientEvent, now time.Time) {
 		conn := &Conn{
 			st:       &c.st,
 			cli:      c,
-			link:     link{udp: c.udp},
+			link:     c.udp.link(),
 			clientID: c.clientID,
 			session:  c.hs.SessionID(),
 			cookie:   c.hs.Cookie(),
@@ -423,6 +424,9 @@ func (c *Client) event(ev fastpath.ClientEvent, now time.Time) {
 		}
 		conn.tag = cookie.SessionTag(&conn.cookie)
 		conn.initSeq(false, now)
+		// Every packet of the connection and OnConnect run on the read
+		// goroutine, in order: no gate to hold.
+		conn.ready.Store(true)
 		c.conn = conn
 		if c.st.Token != nil {
 			// Sealed: connected once the server accepts the token.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/message"
+	"github.com/udpgate/udpgate/netsim"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -100,6 +101,10 @@ type Config struct {
 	// LocalAddr (client only) is the local address to bind, e.g.
 	// "127.0.0.5:0"; empty binds any address of the server's family.
 	LocalAddr string
+	// Network, when set, makes Listen and Dial bind on this simulated
+	// network instead of real sockets (tests; package netsim): addresses
+	// are the network's, and an unspecified one binds its loopback.
+	Network *netsim.Network
 
 	// ClientID (client only): 0 picks one at random for each Dial, so a
 	// restarted client is told apart from its stale connection; 1..7 fixes
@@ -157,6 +162,12 @@ type settings struct {
 	// delivery is Handler as a DeliveryHandler, or nil: asserted once,
 	// not per packet.
 	delivery DeliveryHandler
+	// seqHandler is Handler as a SequencedPacketHandler, or nil.
+	seqHandler SequencedPacketHandler
+	// msgs is the message layer (nil: no channels configured), and
+	// msgPayload the bytes one Messages packet carries.
+	msgs       *message.Layer
+	msgPayload int
 	// sealed: connections are sealed (a server with a PrivateKey, a client
 	// with a Token). The packet path asks this, on the shared settings'
 	// cache line, before it reads a connection's sec: with many
@@ -236,6 +247,16 @@ func (c Config) settings() (settings, error) {
 		return s, err
 	}
 	s.sealed = s.PrivateKey != nil || s.Token != nil
+	s.seqHandler, _ = s.Handler.(SequencedPacketHandler)
+	if len(c.Messages.Channels) > 0 {
+		s.msgPayload = s.MaxDatagram - fastpath.ConnLen(m, fastpath.KindMessages, 0)
+		if s.sealed {
+			s.msgPayload = s.MaxDatagram - fastpath.SealedConnLen(m, 0)
+		}
+		if s.msgs, err = message.NewLayer(c.Messages, s.msgPayload); err != nil {
+			return s, fmt.Errorf("config: Messages: %w", err)
+		}
+	}
 	s.Overload = s.Overload.withDefaults()
 	s.keepAlive = s.KeepAlive.Seconds()
 	s.timeout = s.Timeout.Seconds()

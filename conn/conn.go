@@ -9,6 +9,7 @@ import (
 
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/message"
 )
 
 // Conn is one established connection: on a server, a proven client; on a
@@ -54,6 +55,30 @@ type Conn struct {
 	// timer is housekeeping's: the connection's place in the timer wheel.
 	timer timerLink
 	user  atomic.Pointer[any]
+
+	// msg is the message layer's state (messages.go), nil until the
+	// connection's first message; under mu. holdFlush: a Handler callback
+	// of this connection runs, so SendMessage queues and the delivering
+	// path flushes once it returns.
+	msg       *message.Endpoint
+	holdFlush bool
+	// msgListed and msgIdx: the connection's place on its side's message
+	// timer (msgIdx under the timer's lock).
+	msgListed atomic.Bool
+	msgIdx    int
+
+	// The Handler contract (handler.go): gate is held from the
+	// connection's creation until OnConnect returned (ready), so no packet
+	// reaches the Handler first; inflight counts Handler callbacks under
+	// way, and OnDisconnect waits for the last of them (discReason and
+	// discRemote are set before discReady, discFired makes it once).
+	gate       sync.Mutex
+	ready      atomic.Bool
+	inflight   atomic.Int32
+	discReady  atomic.Bool
+	discFired  atomic.Bool
+	discReason DisconnectReason
+	discRemote bool
 }
 
 // ConnStats are a connection's counters.
@@ -168,7 +193,10 @@ func (c *Conn) sendKind(kind fastpath.Kind, payload []byte) (uint16, error) {
 	return c.send(kind, payload, true)
 }
 
-// send encodes (sealed or not) and sends one connection packet.
+// send encodes (sealed or not) and sends one connection packet. A
+// Messages packet takes its payload from the Endpoint, packed for the
+// packet's sequence number; every packet carries acks, which the Endpoint
+// is told.
 func (c *Conn) send(kind fastpath.Kind, payload []byte, sealed bool) (uint16, error) {
 	if c.closed.Load() && kind != fastpath.KindDisconnect {
 		return 0, ErrClosed
@@ -182,6 +210,21 @@ func (c *Conn) send(kind fastpath.Kind, payload []byte, sealed bool) (uint16, er
 		now = c.st.Now()
 	}
 	seq, ack, bits, lost, evicted := c.seq.Send(seconds(now))
+	var scratch *[fastpath.MaxDatagramLimit]byte
+	if e := c.msg; e != nil {
+		ns := now.UnixNano()
+		if evicted {
+			e.Lost(lost.Seq, ns)
+		}
+		if kind == fastpath.KindMessages {
+			scratch = sendBufs.Get().(*[fastpath.MaxDatagramLimit]byte)
+			payload = scratch[:e.WritePayload(scratch[:c.st.msgPayload], seq, ns)]
+		}
+		e.PacketSent(ns)
+	}
+	if kind == fastpath.KindMessages && len(payload) == 0 {
+		kind = fastpath.KindKeepAlive // nothing was due after all: acks only
+	}
 	h := fastpath.ConnHeader{SessionID: c.session, ClientID: c.clientID, Tag: c.tag,
 		Seq: seq, Ack: ack, AckBits: bits, Kind: kind}
 	if kind == fastpath.KindData {
@@ -193,6 +236,9 @@ func (c *Conn) send(kind fastpath.Kind, payload []byte, sealed bool) (uint16, er
 			m.N, m.Addr = n, c.addr
 			l.out++
 			c.mu.Unlock()
+			if scratch != nil {
+				sendBufs.Put(scratch)
+			}
 			c.lastSend.Store(now.UnixNano())
 			if evicted {
 				c.notifyLost(lost.Seq)
@@ -204,6 +250,9 @@ func (c *Conn) send(kind fastpath.Kind, payload []byte, sealed bool) (uint16, er
 	n := c.encode(buf[:], &h, payload, sealed)
 	addr, lk := c.addr, c.link
 	c.mu.Unlock()
+	if scratch != nil {
+		sendBufs.Put(scratch)
+	}
 	c.lastSend.Store(now.UnixNano())
 	err := lk.write(buf[:n], addr)
 	sendBufs.Put(buf)
@@ -223,10 +272,35 @@ func (c *Conn) receive(h *fastpath.ConnHeader, payload []byte, now time.Time, re
 		return fastpath.DropUnknownConnection
 	}
 	c.mu.Lock()
+	var e *message.Endpoint
+	if h.Kind == fastpath.KindMessages {
+		// The message layer checks a Messages packet before the sequence
+		// window accepts (and so acknowledges) it: a packet it cannot
+		// hold must stay unacknowledged, so that its sender resends.
+		if e = c.endpointLocked(); e == nil || e.Check(payload) != message.DropNone {
+			c.mu.Unlock()
+			return fastpath.DropMessageRefused
+		}
+	}
 	r := c.seq.Receive(h.Seq, h.Ack, h.AckBits, seconds(now), rep)
 	if r != fastpath.DropNone {
 		c.mu.Unlock()
 		return r
+	}
+	if m := c.msg; m != nil {
+		ns := now.UnixNano()
+		for _, p := range rep.DeliveredPackets() {
+			m.Acked(p.Seq, ns)
+		}
+		for _, p := range rep.LostPackets() {
+			m.Lost(p.Seq, ns)
+		}
+		if rep.RTTSample >= 0 {
+			m.SetRTT(time.Duration(rep.RTTSample * float64(time.Second)))
+		}
+		if e != nil {
+			e.Receive(payload, ns)
+		}
 	}
 	if h.Kind == fastpath.KindData {
 		c.bytesIn += uint64(len(payload))
@@ -237,21 +311,90 @@ func (c *Conn) receive(h *fastpath.ConnHeader, payload []byte, now time.Time, re
 	if l != nil {
 		defer c.leaveLoop()
 	}
-
-	if rep.NumDelivered+rep.NumLost > 0 && c.st.delivery != nil {
-		c.notify(rep)
-	}
-	switch h.Kind {
-	case fastpath.KindData:
-		c.st.Handler.OnPacket(c, payload)
-	case fastpath.KindDisconnect:
+	c.awaitReady()
+	if h.Kind == fastpath.KindDisconnect {
 		reason := ReasonClosed
 		if len(payload) == 1 && payload[0] >= 1 && payload[0] < NumDisconnectReasons {
 			reason = DisconnectReason(payload[0])
 		}
 		c.shutdown(reason, true)
+		return fastpath.DropNone
 	}
+	if !c.enter() {
+		return fastpath.DropNone
+	}
+	c.setHold(true)
+	if rep.NumDelivered+rep.NumLost > 0 && c.st.delivery != nil {
+		c.notify(rep)
+	}
+	switch h.Kind {
+	case fastpath.KindData:
+		if sh := c.st.seqHandler; sh != nil {
+			sh.OnSequencedPacket(c, h.Seq, payload)
+		} else {
+			c.st.Handler.OnPacket(c, payload)
+		}
+	case fastpath.KindMessages:
+		c.deliverMessages()
+	}
+	if c.setHold(false) {
+		_ = c.Flush()
+	}
+	c.exit()
 	return fastpath.DropNone
+}
+
+// setHold opens or closes the window in which SendMessage only queues; it
+// reports whether the connection has messages.
+func (c *Conn) setHold(on bool) bool {
+	c.mu.Lock()
+	c.holdFlush = on
+	has := c.msg != nil
+	c.mu.Unlock()
+	return has
+}
+
+// enter admits a Handler callback unless the connection closed, and counts
+// it, so that OnDisconnect comes after it.
+func (c *Conn) enter() bool {
+	c.awaitReady()
+	c.inflight.Add(1)
+	if c.closed.Load() {
+		c.exit()
+		return false
+	}
+	return true
+}
+
+// awaitReady returns once OnConnect has returned: at once but for a packet
+// that raced its connection's promotion.
+func (c *Conn) awaitReady() {
+	if !c.ready.Load() {
+		c.gate.Lock()
+		c.gate.Unlock() //nolint:staticcheck // a barrier: OnConnect has returned
+	}
+}
+
+// exit ends a callback admitted by enter; the last one out after the
+// connection closed tells the Handler.
+func (c *Conn) exit() {
+	if c.inflight.Add(-1) == 0 && c.discReady.Load() {
+		c.fireDisconnect()
+	}
+}
+
+// fireDisconnect calls OnDisconnect once.
+func (c *Conn) fireDisconnect() {
+	if c.discFired.CompareAndSwap(false, true) {
+		c.st.Handler.OnDisconnect(c, c.discReason, c.discRemote)
+	}
+}
+
+// announce marks the connection ready once OnConnect returned, and opens
+// the gate for packets that waited.
+func (c *Conn) announce() {
+	c.ready.Store(true)
+	c.gate.Unlock()
 }
 
 // leaveLoop ends the window in which Send appends to a loop's batch.
@@ -344,7 +487,13 @@ func (c *Conn) shutdown(reason DisconnectReason, remote bool) {
 	if c.cli != nil {
 		c.cli.ended(reason, remote)
 	}
+	c.releaseMessages()
 	if announced {
-		c.st.Handler.OnDisconnect(c, reason, remote)
+		// After every callback under way (exit fires it otherwise).
+		c.discReason, c.discRemote = reason, remote
+		c.discReady.Store(true)
+		if c.inflight.Load() == 0 {
+			c.fireDisconnect()
+		}
 	}
 }

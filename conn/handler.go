@@ -39,11 +39,15 @@ const (
 	ReasonTokenInUse DisconnectReason = DisconnectReason(fastpath.DisconnectTokenInUse)
 	// ReasonServerFull: the server holds MaxClients connections.
 	ReasonServerFull DisconnectReason = DisconnectReason(fastpath.DisconnectServerFull)
+
+	// ReasonStalled: a reliable message stayed unacknowledged for
+	// Config.Messages.StallTimeout; the peer stopped acknowledging.
+	ReasonStalled DisconnectReason = DisconnectReason(fastpath.DisconnectStalled)
 )
 
 // NumDisconnectReasons bounds DisconnectReason values (Stats.Disconnects is
 // indexed by reason).
-const NumDisconnectReasons = 10
+const NumDisconnectReasons = 11
 
 // Label is the reason as a metric label: snake_case, stable.
 func (r DisconnectReason) Label() string {
@@ -66,6 +70,8 @@ func (r DisconnectReason) Label() string {
 		return "token_in_use"
 	case ReasonServerFull:
 		return "server_full"
+	case ReasonStalled:
+		return "stalled"
 	}
 	return "reason_" + strconv.Itoa(int(r))
 }
@@ -90,6 +96,8 @@ func (r DisconnectReason) String() string {
 		return "token already in use from another address"
 	case ReasonServerFull:
 		return "server full"
+	case ReasonStalled:
+		return "stalled: the peer stopped acknowledging messages"
 	}
 	return fmt.Sprintf("reason %d", uint8(r))
 }
@@ -119,6 +127,15 @@ type Handler interface {
 // Unreliable transport: lost packets are not resent.
 type DeliveryHandler interface {
 	OnDelivery(c *Conn, seq uint16, delivered bool)
+}
+
+// SequencedPacketHandler is optionally implemented by a Handler that wants
+// each Data packet's sequence number (docs/protocol.md §7.3), to keep only
+// the newest of reordered updates; it is called instead of OnPacket.
+// Sequence numbers wrap at 16384: seq is newer than last when
+// (seq − last) mod 16384 is 1..8191.
+type SequencedPacketHandler interface {
+	OnSequencedPacket(c *Conn, seq uint16, payload []byte)
 }
 
 // NopHandler ignores every event. Embed it to implement only some methods.

@@ -67,6 +67,11 @@ func newLoop(s *Server, idx int, sock transport, size int, now float64) *loop {
 		msgLen = max(msgLen, s.st.MaxDatagram)
 		ls = newLoopSealed(&s.st)
 	}
+	if s.st.msgs != nil {
+		// Messages packets fill datagrams: answers to a packet's messages
+		// leave in the batch too.
+		msgLen = max(msgLen, s.st.MaxDatagram)
+	}
 	return &loop{
 		sealedScratch: ls,
 		s:             s,

@@ -47,6 +47,11 @@ const (
 	// this often until the server's first sealed packet arrives.
 	ProofResendInterval = 250 * time.Millisecond
 
+	// messageTick is how often the message timer serves connections with
+	// messages in flight (resends, prompt acks): fine against the tens of
+	// milliseconds of a resend interval, and it visits only connections
+	// that have work.
+	messageTick = 5 * time.Millisecond
 	// DefaultSweepInterval is how often housekeeping advances the timer
 	// wheel (keepalives, timeouts) and expires leftovers. A keepalive is
 	// late by at most this much. Each connection is visited about once per
@@ -93,7 +98,7 @@ const (
 	// Only a client that answered a Challenge from its own address gets
 	// there, so this is a login storm's depth, not an attacker's: a
 	// 100k-client storm on one loop fits. Beyond it a Response is dropped
-	// (promotion_full) and the client's 1 s resend tries again.
+	// (promotion_full) and the client's next resend (§6.2) tries again.
 	promotionQueue = 1 << 16
 )
 

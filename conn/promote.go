@@ -153,6 +153,7 @@ func (s *Server) promoteBatch(pb *promoBatch) {
 			// A sealed connection is announced once its token is
 			// proven (loop.prove).
 			s.st.Handler.OnConnect(c)
+			c.announce()
 		}
 	}
 	clear(pb.made)

@@ -370,7 +370,18 @@ func (l *loop) sealed(m *batchio.Message, c *Conn, now time.Time) {
 		l.prove(m, c, now)
 		return
 	case d.Proof:
+		// The client proves again: the sealed KeepAlive that told it it
+		// is in was lost. Tell it again (43 bytes for a proof of over a
+		// thousand), at most once per proof resend interval, so replayed
+		// proofs cost one seal each and reach the player seldom.
 		l.cnt.add(cDrop+int(fastpath.DropLateProof), 1)
+		if now.UnixNano()-c.lastSend.Load() >= int64(ProofResendInterval)/2 {
+			c.mu.Lock()
+			c.inLoop = l
+			c.mu.Unlock()
+			_, _ = c.sendKind(fastpath.KindKeepAlive, nil)
+			c.leaveLoop()
+		}
 		return
 	case st != sealProven:
 		l.cnt.add(cDrop+int(fastpath.DropNotProof), 1)
@@ -459,6 +470,9 @@ func (l *loop) prove(m *batchio.Message, c *Conn, now time.Time) {
 	}
 	ss.unproven.Add(-1)
 	c.lastRecv.Store(now.UnixNano())
+	// Its timers were set for the proof deadline: KeepAlives and the
+	// timeout run from now.
+	s.timers.reschedule(c)
 	prev := ss.proved(c, m.Addr)
 	if prev != nil && prev != c {
 		prev.shutdown(ReasonReplaced, false)
@@ -472,6 +486,7 @@ func (l *loop) prove(m *batchio.Message, c *Conn, now time.Time) {
 	c.mu.Unlock()
 	_, _ = c.sendKind(fastpath.KindKeepAlive, nil)
 	s.st.Handler.OnConnect(c)
+	c.announce()
 	c.leaveLoop()
 }
 

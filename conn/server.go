@@ -60,11 +60,15 @@ type Server struct {
 	// sweepShard is the map shard whose leftovers the next sweep checks.
 	timers     timers
 	sweepShard int
+	// msgTimer runs message timers (messages.go); nil without channels.
+	msgTimer *msgTimer
 }
 
 // Listen starts a server on addr ("0.0.0.0:7777", "[::]:7777",
 // "127.0.0.1:0"...): one SO_REUSEPORT socket and receive loop per socket,
-// the promotion pool and housekeeping.
+// the promotion pool and housekeeping. With Config.Network set, the sockets
+// are endpoints of that simulated network, bound at addr there (an IP
+// address, not a host name; ":7777" and "0.0.0.0:7777" bind 127.0.0.1).
 func Listen(addr string, cfg Config) (*Server, error) {
 	st, err := cfg.settings()
 	if err != nil {
@@ -78,6 +82,31 @@ func Listen(addr string, cfg Config) (*Server, error) {
 	sockets := st.Sockets
 	if sockets == 0 {
 		sockets = runtime.GOMAXPROCS(0)
+	}
+	if st.Network != nil {
+		// A simulated network: its endpoints are the sockets, unsteered.
+		ap, err := simAddr(addr)
+		if err != nil {
+			return nil, fmt.Errorf("conn: bad listen address %q: %v", addr, err)
+		}
+		g, err := st.Network.Listen(ap, sockets)
+		if err != nil {
+			return nil, fmt.Errorf("conn: cannot listen on %s on the simulated network: %w", addr, err)
+		}
+		socks := make([]transport, len(g.Endpoints()))
+		for i, ep := range g.Endpoints() {
+			socks[i] = ep
+		}
+		batchSize := st.BatchSize
+		if batchSize == 0 {
+			batchSize = batchio.DefaultBatchSize
+		}
+		s, err := newServer(st, now, secrets, g, socks, batchSize)
+		if err != nil {
+			return nil, err
+		}
+		s.start()
+		return s, nil
 	}
 	steer := batchio.Steer{Enabled: !st.NoSteering, Bit: st.magic.Len() + fastpath.IDBits}
 	if steer.Enabled {
@@ -134,6 +163,9 @@ func newServer(st settings, now time.Time, secrets *cookie.Secrets, group transp
 		}
 	}
 	s.tab = newTable(&s.st, s.sealed)
+	if st.msgs != nil {
+		s.msgTimer = new(msgTimer)
+	}
 	s.ov.enabled.Store(st.Overload.Enabled)
 	s.timers.init(st.SweepInterval, now)
 	s.promos.New = func() any { return newPromoBatch() }
@@ -178,6 +210,10 @@ func (s *Server) start() {
 		go l.run()
 	}
 	go s.housekeeping()
+	if s.msgTimer != nil {
+		s.wg.Add(1)
+		go s.msgTimer.run(s.done, nil, s.st.Now, &s.wg)
+	}
 }
 
 // Config returns the server's effective configuration, defaults filled.
@@ -356,6 +392,9 @@ func (s *Server) newConn(p *promotion, sock transport, now time.Time) *Conn {
 		addr:     p.addr,
 	}
 	c.timer.home = s.timers.home()
+	// Held until OnConnect returned (announce): the connection is in the
+	// table, and its client's first packets may already be arriving.
+	c.gate.Lock()
 	c.initSeq(true, now)
 	if s.sealed != nil {
 		c.sec = &sealState{proofBy: now.Add(s.sealed.timeout).UnixNano()}

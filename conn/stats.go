@@ -5,6 +5,7 @@ import (
 
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/message"
 )
 
 // eventCounters count rare server events (promotions, closes): plain
@@ -71,6 +72,12 @@ type Stats struct {
 	Proofs          uint64
 	ProofTimeouts   uint64
 	UnprovenEvicted uint64
+	// Messages (Config.Messages): message entries and packets the message
+	// layer dropped, by message.DropReason, and the bytes it holds now for
+	// out-of-order and partly reassembled messages (within
+	// Config.Messages.ReceiveBudget).
+	MessageDrops [message.NumDropReasons]uint64
+	MessageHeld  int64
 	// Sockets: packets, bytes, batches and kernel drops, summed.
 	Sockets SocketStats
 }
@@ -155,6 +162,10 @@ func (s *Server) Stats() Stats {
 	st.Migrations = s.ev.migrations.Load()
 	if s.sealed != nil {
 		st.Unproven = int(s.sealed.unproven.Load())
+	}
+	if m := s.st.msgs; m != nil {
+		st.MessageDrops = m.Drops()
+		st.MessageHeld = m.Held()
 	}
 	st.Proofs = s.ev.proofs.Load()
 	st.ProofTimeouts = s.ev.proofTimeouts.Load()

@@ -81,6 +81,23 @@ func (t *timers) add(c *Conn) {
 	w.mu.Unlock()
 }
 
+// reschedule moves c to the slot of its deadline now, which moved earlier
+// (a sealed connection proven before its proof deadline).
+func (t *timers) reschedule(c *Conn) {
+	w := t.wheel(c)
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	if c.timer.linked {
+		w.unlink(c)
+	}
+	if !c.closed.Load() {
+		w.schedule(c, t.interval)
+	}
+	w.mu.Unlock()
+}
+
 // remove takes a closing connection out of its wheel, so that a wheel never
 // keeps a closed connection (and its memory) until its slot comes. The
 // caller has set c.closed, so neither add nor advance links it again.

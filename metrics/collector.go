@@ -24,6 +24,7 @@ import (
 
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/message"
 )
 
 // Namespace prefixes every metric the Collector emits.
@@ -65,6 +66,7 @@ type Collector struct {
 	promoPanics                                    *prometheus.Desc
 	overload, overloadChanges, connless            *prometheus.Desc
 	unproven, proofs, proofTimeouts, evicted       *prometheus.Desc
+	messageDrops, messageHeld                      *prometheus.Desc
 	rttPercentile, rttSampled                      *prometheus.Desc
 
 	// Label values, made once.
@@ -129,6 +131,8 @@ func NewCollector(srv *conn.Server) *Collector {
 		proofs:        d("token_proofs_total", "Sealed mode: connect tokens proven (connections admitted)."),
 		proofTimeouts: d("proof_timeouts_total", "Sealed mode: unproven connections closed at the proof timeout."),
 		evicted:       d("unproven_evicted_total", "Sealed mode: unproven connections closed to make room for newer ones (max-unproven reached)."),
+		messageDrops:  d("message_drops_total", "Message entries and Messages packets the message layer dropped, by reason (message.DropReason; over_budget packets are left unacknowledged and resent).", "reason"),
+		messageHeld:   d("message_receive_held_bytes", "Bytes held now for out-of-order and partly reassembled messages, over all connections (bounded by the messages receive budget)."),
 
 		rttPercentile: d("connection_rtt_seconds", "Smoothed RTT of the connections open now, by percentile over them (100: the slowest), read at scrape time from at most "+strconv.Itoa(RTTSampleLimit)+" connections; NaN when none has measured an RTT.", "percentile"),
 		rttSampled:    d("connection_rtt_sampled", "Connections open now that udpgate_connection_rtt_seconds describes: those that measured an RTT, at most "+strconv.Itoa(RTTSampleLimit)+"."),
@@ -159,6 +163,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.promoRunning, c.promoQueued, c.promoRejected, c.promoPanics,
 		c.overload, c.overloadChanges, c.connless,
 		c.unproven, c.proofs, c.proofTimeouts, c.evicted,
+		c.messageDrops, c.messageHeld,
 		c.rttPercentile, c.rttSampled,
 	} {
 		ch <- d
@@ -254,6 +259,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.proofs, st.Proofs)
 	counter(c.proofTimeouts, st.ProofTimeouts)
 	counter(c.evicted, st.UnprovenEvicted)
+	for r := 1; r < len(st.MessageDrops); r++ { // 0 is DropNone
+		counter(c.messageDrops, st.MessageDrops[r], message.DropReason(r).Label())
+	}
+	gauge(c.messageHeld, float64(st.MessageHeld))
 
 	c.collectRTT(gauge)
 }

@@ -1,0 +1,312 @@
+package conn
+
+import (
+	"sync"
+	"time"
+
+	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/message"
+)
+
+// Messages (docs/protocol.md §14): package message keeps each connection's
+// channels, packs messages into Messages packets and reads them back; this
+// file wires it to the connection. The connection's mutex serialises its
+// Endpoint, created on first use so that an idle connection pays one nil
+// pointer.
+
+// Errors of SendMessage and QueueMessage: the message package's own.
+var (
+	// ErrNoChannel: the channel is not configured (Config.Messages.Channels).
+	ErrNoChannel = message.ErrNoChannel
+	// ErrMessageSize: the message exceeds its channel's MaxMessageSize.
+	ErrMessageSize = message.ErrMessageSize
+	// ErrQueueFull: the channel's send queue is full; retry later.
+	ErrQueueFull = message.ErrQueueFull
+)
+
+// MessageHandler is optionally implemented by a Handler to receive
+// messages. msg is borrowed for the call: copy what you keep. Messages of
+// one channel arrive in the channel's order (reliable-ordered: every
+// message once, in order; sequenced: only newer ones).
+type MessageHandler interface {
+	OnMessage(c *Conn, channel int, msg []byte)
+}
+
+// maxFlushPackets bounds the packets one flush sends; the rest waits for
+// the message timer (at most messageTick later), so one call never holds
+// a receive loop for a whole large message.
+const maxFlushPackets = 64
+
+// endpointLocked returns the connection's Endpoint, creating it on first
+// use, or nil when messages are off; the caller holds mu.
+func (c *Conn) endpointLocked() *message.Endpoint {
+	if c.msg == nil && c.st.msgs != nil {
+		c.msg = c.st.msgs.NewEndpoint()
+		c.msg.SetRTT(time.Duration(c.seq.RTT() * float64(time.Second)))
+	}
+	return c.msg
+}
+
+// SendMessage sends msg on channel ch: queued, then sent at once, or, when
+// called from this connection's Handler callback, as soon as the callback
+// returns, so that answers to the messages of one packet share a packet.
+// msg is copied before SendMessage returns.
+func (c *Conn) SendMessage(ch int, msg []byte) error {
+	hold, err := c.queue(ch, msg)
+	if err != nil || hold {
+		return err
+	}
+	return c.Flush()
+}
+
+// QueueMessage queues msg on channel ch without sending it: it leaves with
+// the next SendMessage or Flush, or within a few milliseconds (the message
+// timer). A game queues a frame's messages and flushes once.
+func (c *Conn) QueueMessage(ch int, msg []byte) error {
+	hold, err := c.queue(ch, msg)
+	if err == nil && !hold {
+		c.msgSchedule()
+	}
+	return err
+}
+
+// queue hands msg to the Endpoint; hold reports that a Handler callback of
+// this connection is under way, whose end flushes.
+func (c *Conn) queue(ch int, msg []byte) (hold bool, err error) {
+	if c.closed.Load() || (c.st.sealed && !c.sec.proven()) {
+		return false, ErrClosed
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.endpointLocked()
+	if e == nil {
+		return false, ErrNoChannel
+	}
+	return c.holdFlush, e.Send(ch, msg, c.nowLocked().UnixNano())
+}
+
+// Flush sends the queued messages that are due now, in as few packets as
+// the connection's send budget allows.
+func (c *Conn) Flush() error {
+	var err error
+	for range maxFlushPackets {
+		var sent bool
+		if sent, err = c.sendMessages(); !sent || err != nil {
+			break
+		}
+	}
+	c.msgSchedule()
+	return err
+}
+
+// MaxMessageSize is the largest message channel ch takes: Config.Messages's
+// MaxMessageSize on a reliable-ordered channel, one packet's worth on the
+// others; 0 for a channel that does not exist.
+func (c *Conn) MaxMessageSize(ch int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.endpointLocked()
+	if e == nil {
+		return 0
+	}
+	return e.MaxSize(ch)
+}
+
+// MaxPayload is the largest payload of one Send (one Data packet).
+func (c *Conn) MaxPayload() int {
+	if c.st.sealed {
+		return c.st.MaxDatagram - fastpath.SealedConnLen(c.st.magic, 0)
+	}
+	return c.st.MaxDatagram - fastpath.ConnLen(c.st.magic, fastpath.KindData, 0)
+}
+
+// MessageStats are the connection's message counters; zero before its
+// first message.
+func (c *Conn) MessageStats() message.Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.msg == nil {
+		return message.Stats{}
+	}
+	return c.msg.Stats()
+}
+
+// nowLocked is the batch's clock reading inside a loop, else the clock.
+func (c *Conn) nowLocked() time.Time {
+	if l := c.inLoop; l != nil {
+		return l.now
+	}
+	return c.st.Now()
+}
+
+// sendMessages sends one Messages packet if the Endpoint has something due;
+// sent reports whether it did.
+func (c *Conn) sendMessages() (sent bool, err error) {
+	if c.closed.Load() {
+		return false, ErrClosed
+	}
+	c.mu.Lock()
+	e := c.msg
+	if e == nil || !e.WantsSend(c.nowLocked().UnixNano()) {
+		c.mu.Unlock()
+		return false, nil
+	}
+	c.mu.Unlock()
+	_, err = c.sendKind(fastpath.KindMessages, nil)
+	return err == nil, err
+}
+
+// deliverMessages hands the messages the last Messages packet made
+// deliverable to the Handler, then sends what the Handler queued.
+func (c *Conn) deliverMessages() {
+	mh, _ := c.st.Handler.(MessageHandler)
+	for {
+		c.mu.Lock()
+		ch, m, ok := c.msg.Next()
+		c.mu.Unlock()
+		if !ok {
+			break
+		}
+		if mh != nil {
+			mh.OnMessage(c, ch, m)
+		}
+	}
+}
+
+// msgService runs the connection's message timers at now: resends, an
+// ack-only packet, the stall bound. It reports whether the connection
+// still has timers pending.
+func (c *Conn) msgService(now time.Time) bool {
+	if c.closed.Load() {
+		return false
+	}
+	ns := now.UnixNano()
+	c.mu.Lock()
+	e := c.msg
+	if e == nil {
+		c.mu.Unlock()
+		return false
+	}
+	if e.Stalled(ns) {
+		c.mu.Unlock()
+		c.shutdown(ReasonStalled, false)
+		return false
+	}
+	wants, ackDue := e.WantsSend(ns), e.AckDue(ns)
+	c.mu.Unlock()
+	if wants {
+		_ = c.Flush()
+	} else if ackDue {
+		_, _ = c.sendKind(fastpath.KindKeepAlive, nil)
+	}
+	c.mu.Lock()
+	pending := c.msg != nil && c.msg.Deadline() != 0
+	c.mu.Unlock()
+	return pending
+}
+
+// msgSchedule puts the connection on its side's message timer if its
+// Endpoint has timers pending.
+func (c *Conn) msgSchedule() {
+	t := c.msgTimer()
+	if t == nil || c.msgListed.Load() {
+		return
+	}
+	c.mu.Lock()
+	pending := c.msg != nil && c.msg.Deadline() != 0
+	c.mu.Unlock()
+	if pending {
+		t.add(c)
+	}
+}
+
+func (c *Conn) msgTimer() *msgTimer {
+	if c.srv != nil {
+		return c.srv.msgTimer
+	}
+	if c.cli != nil {
+		return c.cli.msgTimer
+	}
+	return nil
+}
+
+// releaseMessages frees the Endpoint's buffers once the connection closed.
+func (c *Conn) releaseMessages() {
+	c.mu.Lock()
+	if c.msg != nil {
+		c.msg.Release()
+	}
+	c.mu.Unlock()
+}
+
+// msgTimer runs the message timers (resends, prompt acks, stalls) of the
+// connections that have any, every messageTick: a resend is due tens of
+// milliseconds after a send, far finer than the housekeeping sweep.
+// Connections join when they get pending work and leave when they have
+// none, so an idle server visits nothing.
+type msgTimer struct {
+	mu     sync.Mutex
+	active []*Conn // each with msgListed set, at index msgIdx
+	snap   []*Conn
+}
+
+// add lists c once.
+func (t *msgTimer) add(c *Conn) {
+	if !c.msgListed.CompareAndSwap(false, true) {
+		return
+	}
+	t.mu.Lock()
+	c.msgIdx = len(t.active)
+	t.active = append(t.active, c)
+	t.mu.Unlock()
+}
+
+// drop unlists c; the caller holds mu.
+func (t *msgTimer) dropLocked(c *Conn) {
+	i, last := c.msgIdx, len(t.active)-1
+	if i > last || t.active[i] != c {
+		return
+	}
+	t.active[i] = t.active[last]
+	t.active[i].msgIdx = i
+	t.active[last] = nil
+	t.active = t.active[:last]
+	c.msgListed.Store(false)
+}
+
+// run ticks until done or quit closes.
+func (t *msgTimer) run(done, quit <-chan struct{}, now func() time.Time, wg *sync.WaitGroup) {
+	defer wg.Done()
+	tk := time.NewTicker(messageTick)
+	defer tk.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-quit:
+			return
+		case <-tk.C:
+		}
+		t.tick(now())
+	}
+}
+
+// tick serves every listed connection once.
+func (t *msgTimer) tick(now time.Time) {
+	t.mu.Lock()
+	t.snap = append(t.snap[:0], t.active...)
+	t.mu.Unlock()
+	for i, c := range t.snap {
+		t.snap[i] = nil
+		if c.msgService(now) {
+			continue
+		}
+		t.mu.Lock()
+		t.dropLocked(c)
+		t.mu.Unlock()
+		// Work may have arrived between msgService and the drop.
+		if !c.closed.Load() {
+			c.msgSchedule()
+		}
+	}
+}

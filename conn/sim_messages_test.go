@@ -1,0 +1,334 @@
+package conn
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/message"
+	"github.com/udpgate/udpgate/netsim"
+	"github.com/udpgate/udpgate/token"
+)
+
+// Messages over the simulated network, in virtual time: what a player
+// sees (every message, in order, and how long its round trip took) under
+// loss, duplicates and reordering, with nothing slept and nothing left to
+// a real clock.
+
+// stamped is message i of a client's stream with its send time (virtual
+// Unix ns) in its first bytes, then filler to size bytes.
+func stamped(i int, at time.Time, size int) []byte {
+	b := make([]byte, max(size, 12))
+	binary.LittleEndian.PutUint32(b, uint32(i))
+	binary.LittleEndian.PutUint64(b[4:], uint64(at.UnixNano()))
+	return b
+}
+
+// rttLog collects the round trips of a client's echoed messages and checks
+// their order per channel.
+type rttLog struct {
+	NopHandler
+	mu     sync.Mutex
+	next   [3]uint32
+	faults []string
+	rtts   []time.Duration
+	count  [3]int
+	done   chan struct{}
+	want   int
+}
+
+func (r *rttLog) OnMessage(_ *Conn, ch int, msg []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i := binary.LittleEndian.Uint32(msg)
+	if ch == 0 {
+		if i != r.next[0] {
+			r.faults = append(r.faults, fmt.Sprintf("reliable message %d arrived when %d was due", i, r.next[0]))
+		}
+		r.next[0] = i + 1
+		r.rtts = append(r.rtts, time.Since(time.Unix(0, int64(binary.LittleEndian.Uint64(msg[4:])))))
+	}
+	r.count[ch]++
+	if ch == 0 && r.count[0] == r.want && r.done != nil {
+		close(r.done)
+	}
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+// Every reliable message arrives exactly once and in order under 0–30 %
+// loss each way with duplicates and reordering, sealed and unsealed; the
+// round trips a player would see are logged.
+func TestSimMessagesLossy(t *testing.T) {
+	for _, loss := range []float64{0, 0.05, 0.2, 0.3} {
+		for _, sealed := range []bool{false, true} {
+			t.Run(fmt.Sprintf("loss=%v/sealed=%v", loss, sealed), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) { simMessagesLossy(t, loss, sealed) })
+			})
+		}
+	}
+}
+
+func simMessagesLossy(t *testing.T, loss float64, sealed bool) {
+	nw := netsim.New()
+	nw.SetLink(netsim.Link{Loss: loss, Duplicate: 0.02, Reorder: 0.02,
+		Latency: 25 * time.Millisecond, Jitter: 4 * time.Millisecond, Seed: uint64(loss*1000) + 1})
+	cfg := Config{Handler: &msgEcho{}, Messages: testChannels, Timeout: time.Minute, ConnectTimeout: time.Minute}
+	if sealed {
+		cfg.PrivateKey, cfg.ProtocolID = &testKey, testProtocolID
+		cfg.PublicAddresses = []netip.AddrPort{simServerAddr}
+	}
+	simListen(t, nw, cfg)
+	const n, rate = 600, 60 // ten seconds of a 60 Hz stream
+	log := &rttLog{done: make(chan struct{}), want: n}
+	ccfg := Config{Handler: log, Messages: testChannels, Timeout: time.Minute, ConnectTimeout: time.Minute}
+	if sealed {
+		ccfg.Token = makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{simServerAddr}, Timeout: time.Minute})
+	}
+	cli, err := simDial(t, nw, ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cli.Conn()
+	tk := time.NewTicker(time.Second / rate)
+	for i := range n {
+		<-tk.C
+		if err := c.SendMessage(0, stamped(i, time.Now(), 100)); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SendMessage(1, stamped(i, time.Now(), 40)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tk.Stop()
+	select {
+	case <-log.done:
+	case <-time.After(time.Minute):
+		t.Fatalf("%d of %d reliable echoes within a minute", log.count[0], n)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if len(log.faults) > 0 {
+		t.Fatalf("out of order: %v", log.faults[:min(5, len(log.faults))])
+	}
+	st := c.MessageStats()
+	t.Logf("loss %.0f%%: reliable round trip p50 %v p99 %v max %v; unreliable %d of %d; %+v",
+		loss*100, percentile(log.rtts, 0.5), percentile(log.rtts, 0.99), percentile(log.rtts, 1), log.count[1], n, st)
+	if st.InFlight != 0 {
+		t.Errorf("%d reliable messages still in flight after every echo came back", st.InFlight)
+	}
+}
+
+// An unreliable message is never held back by a reliable one: with the
+// first packet of a reliable message lost, unreliable messages sent after
+// it come back before its resend does.
+func TestSimUnreliableNotHeldBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := netsim.New()
+		nw.SetLink(netsim.Link{Latency: 25 * time.Millisecond})
+		var dropped bool
+		nw.Drop = func(from, to netip.AddrPort, p []byte) bool {
+			var h fastpath.ConnHeader
+			if to != simServerAddr || dropped {
+				return false
+			}
+			if _, r := fastpath.DecodeConn(fastpath.Magic{}, p, &h); r == fastpath.DropNone && h.Kind == fastpath.KindMessages {
+				dropped = true // the first Messages packet: the reliable one
+				return true
+			}
+			return false
+		}
+		simListen(t, nw, Config{Handler: &msgEcho{}, Messages: testChannels})
+		var mu sync.Mutex
+		var order []int
+		arrived := make(chan struct{}, 8)
+		cli, err := simDial(t, nw, Config{Messages: testChannels, Handler: messageFunc(func(_ *Conn, ch int, _ []byte) {
+			mu.Lock()
+			order = append(order, ch)
+			mu.Unlock()
+			arrived <- struct{}{}
+		})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := cli.Conn()
+		if err := c.SendMessage(0, []byte("reliable, first packet lost")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+		if err := c.SendMessage(1, []byte("unreliable")); err != nil {
+			t.Fatal(err)
+		}
+		<-arrived
+		<-arrived
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(order, []int{1, 0}) {
+			t.Fatalf("echoes by channel %v, want the unreliable one (1) before the reliable one (0)", order)
+		}
+	})
+}
+
+// messageFunc is a MessageHandler from a function.
+type messageFunc func(c *Conn, ch int, msg []byte)
+
+func (messageFunc) OnConnect(*Conn)                            {}
+func (messageFunc) OnPacket(*Conn, []byte)                     {}
+func (messageFunc) OnDisconnect(*Conn, DisconnectReason, bool) {}
+func (f messageFunc) OnMessage(c *Conn, ch int, msg []byte)    { f(c, ch, msg) }
+
+// A receiver that has nothing to send acknowledges reliable messages after
+// AckDelay (plus at most one message timer tick), not at its next
+// KeepAlive a second later.
+func TestSimPromptAck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const oneWay = 25 * time.Millisecond
+		nw := netsim.New()
+		nw.SetLink(netsim.Link{Latency: oneWay})
+		simListen(t, nw, Config{Messages: testChannels}) // no echo: acks only
+		cli, err := simDial(t, nw, Config{Messages: testChannels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := cli.Conn()
+		sent := time.Now()
+		if err := c.SendMessage(0, []byte("ack me")); err != nil {
+			t.Fatal(err)
+		}
+		for c.MessageStats().InFlight != 0 {
+			time.Sleep(time.Millisecond)
+		}
+		acked := time.Since(sent)
+		lo, hi := 2*oneWay+message.DefaultAckDelay, 2*oneWay+message.DefaultAckDelay+messageTick+time.Millisecond
+		if acked < lo || acked > hi {
+			t.Fatalf("acknowledged after %v, want %v..%v", acked, lo, hi)
+		}
+	})
+}
+
+// The raw pipe: a SequencedPacketHandler learns each Data packet's
+// sequence number, and with reordering on the path it can keep only the
+// newest update.
+func TestSimSequencedPackets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := netsim.New()
+		nw.SetLink(netsim.Link{Latency: 10 * time.Millisecond, Jitter: 8 * time.Millisecond, Seed: 3})
+		got := make(chan uint16, 100)
+		simListen(t, nw, Config{Handler: seqFunc(func(_ *Conn, seq uint16, _ []byte) { got <- seq })})
+		cli, err := simDial(t, nw, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sent []uint16
+		for range 50 {
+			seq, err := cli.Send([]byte("position"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent = append(sent, seq)
+			time.Sleep(time.Millisecond)
+		}
+		var recv []uint16
+		for range 50 {
+			recv = append(recv, <-got)
+		}
+		slices.Sort(recv)
+		slices.Sort(sent)
+		if !slices.Equal(recv, sent) {
+			t.Fatalf("sequence numbers delivered %v, sent %v", recv, sent)
+		}
+	})
+}
+
+type seqFunc func(c *Conn, seq uint16, p []byte)
+
+func (seqFunc) OnConnect(*Conn)                                         {}
+func (seqFunc) OnPacket(*Conn, []byte)                                  { panic("OnPacket with a SequencedPacketHandler") }
+func (seqFunc) OnDisconnect(*Conn, DisconnectReason, bool)              {}
+func (f seqFunc) OnSequencedPacket(c *Conn, seq uint16, payload []byte) { f(c, seq, payload) }
+
+// What players see on the lossy path (5 % loss each way, 25 ms
+// +0–4 ms each way, 4 clients × 60 messages/s × 100 bytes, echoed), in
+// virtual time: message round-trip percentiles and the bytes on the wire
+// per echoed payload byte. The bench compares the same path with kcp-go
+// over real sockets (tuning.md, "Messages"); this is its deterministic
+// twin, bounded loosely so that a regression fails here first.
+func TestSimMessageLatency(t *testing.T) {
+	for _, loss := range []float64{0.05, 0.2} {
+		t.Run(fmt.Sprintf("loss=%v", loss), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p50, p99, wire := simLatency(t, loss, message.Config{})
+				t.Logf("loss %.0f%% each way: round trip p50 %v p99 %v; %.2f wire bytes (UDP payload) per echoed payload byte",
+					loss*100, p50, p99, wire)
+				if bound := 4 * 54 * time.Millisecond; loss <= 0.05 && p99 > bound {
+					t.Errorf("p99 %v over %v (4 round trips)", p99, bound)
+				}
+			})
+		})
+	}
+}
+
+// simLatency runs the latency scenario with the messages configuration mc
+// (its channels are replaced by testChannels).
+func simLatency(t *testing.T, loss float64, mc message.Config) (p50, p99 time.Duration, wirePerByte float64) {
+	mc.Channels = testChannels.Channels
+	nw := netsim.New()
+	nw.SetLink(netsim.Link{Loss: loss, Latency: 25 * time.Millisecond, Jitter: 4 * time.Millisecond, Seed: 11})
+	var wire sync.Mutex
+	var bytes int
+	nw.Drop = func(_, _ netip.AddrPort, p []byte) bool {
+		wire.Lock()
+		bytes += len(p)
+		wire.Unlock()
+		return false
+	}
+	simListen(t, nw, Config{Handler: &msgEcho{}, Messages: mc, Timeout: time.Minute})
+	const clients, rate, n = 4, 60, 1200 // 20 s each
+	logs := make([]*rttLog, clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		logs[i] = &rttLog{done: make(chan struct{}), want: n}
+		cli, err := simDial(t, nw, Config{Handler: logs[i], Messages: mc, Timeout: time.Minute, ConnectTimeout: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			tk := time.NewTicker(time.Second / rate)
+			defer tk.Stop()
+			for j := range n {
+				<-tk.C
+				if err := cli.Conn().SendMessage(0, stamped(j, time.Now(), 100)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			<-logs[i].done
+		})
+	}
+	wire.Lock()
+	bytes = 0 // the handshakes are not the messages' cost
+	wire.Unlock()
+	wg.Wait()
+	var all []time.Duration
+	for _, l := range logs {
+		l.mu.Lock()
+		if len(l.faults) > 0 {
+			t.Fatalf("out of order: %v", l.faults[0])
+		}
+		all = append(all, l.rtts...)
+		l.mu.Unlock()
+	}
+	wire.Lock()
+	defer wire.Unlock()
+	return percentile(all, 0.5), percentile(all, 0.99), float64(bytes) / float64(2*100*clients*n)
+}
