@@ -18,7 +18,9 @@ import (
 
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/msgcfg"
 	"github.com/udpgate/udpgate/internal/sealflag"
+	"github.com/udpgate/udpgate/message"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -34,6 +36,14 @@ UDP is unreliable and this client does not resend: a line or its echo may be
 lost. Lines with no echo by the end are reported as unanswered. Empty lines
 are skipped (a Data packet carries at least one byte).
 
+With -reliable each line is one message on the reliable-ordered channel 0
+of the tools' channel layout (the server's -messages, on by default), up to
+the largest message (the server's -message-max-size): the message layer
+resends what is lost, so every line comes back, in order, and its echo is
+printed as it comes. At end of input the client waits up to -wait (10s by
+default with -reliable) for the echoes still awaited; the exit status is 0
+only when every line came back, else 1, saying how many did not.
+
 With -token FILE the client connects to a server in sealed mode with a
 netcode.io connect token (from the game's backend, or "client token"): it
 tries the token's servers in order (-server is not used), proves the token
@@ -45,8 +55,10 @@ func runConnect(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs := newFlagSet("connect", connectSynopsis, stderr)
 	w := addWireFlags(fs)
 	timeout := fs.Duration("timeout", conn.DefaultConnectTimeout, "give up connecting after this long without an answer from the server")
-	wait := fs.Duration("wait", time.Second, "at end of input, wait up to this long for outstanding replies")
+	wait := fs.Duration("wait", time.Second, "at end of input, wait up to this long for outstanding replies (default 10s with -reliable)")
 	quiet := fs.Bool("quiet", false, "print only the replies: no status or RTT lines on standard error")
+	reliable := fs.Bool("reliable", false, "send each line as a reliable-ordered message (channel 0; the server needs -messages, its default) instead of a Data packet: every line comes back, in order, or the exit status is 1")
+	msgMax := fs.Int("message-max-size", message.DefaultMaxMessageSize, "with -reliable: the largest message, so the longest line, in `bytes`; as the server's -message-max-size")
 	tokenFile := fs.String("token", "", "connect in sealed mode with the connect token in `file` (client token -h); the servers are the token's, so leave -server out")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -77,6 +89,12 @@ func runConnect(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if *timeout <= 0 || *wait < 0 {
 		return usagef("-timeout must be positive and -wait not negative")
 	}
+	if *reliable && !isSetOnCommandLine(fs, "wait") {
+		*wait = reliableWait
+	}
+	if *msgMax < 1 || *msgMax > message.MaxMessageSizeLimit {
+		return usagef("-message-max-size %d is out of range: use 1..%d bytes, as the server's -message-max-size", *msgMax, message.MaxMessageSizeLimit)
+	}
 	cfg.ConnectTimeout = *timeout
 	// The servers are on this host: bind the loopback address of their
 	// family, so the local address printed is the one the server sees.
@@ -98,6 +116,12 @@ func runConnect(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		s.status = io.Discard
 	}
 	cfg.Handler = s
+	var rs *reliableSession
+	if *reliable {
+		cfg.Messages = msgcfg.Config(*msgMax, 0)
+		rs = &reliableSession{session: s}
+		cfg.Handler = rs
+	}
 	var cli *conn.Client
 	if tok != nil {
 		s.statusf("connecting to %s with the token in %s (sealed) ...", server, *tokenFile)
@@ -111,6 +135,9 @@ func runConnect(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	defer cli.Close() // a second Close after the clean one is harmless
 	s.statusf("connected from %s; type lines to send, end with Ctrl-D (or Ctrl-C)", cli.LocalAddr())
+	if rs != nil {
+		return runReliable(ctx, cli, rs, stdin, *wait, server)
+	}
 
 	lines := make(chan string)
 	readErr := make(chan error, 1)

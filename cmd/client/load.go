@@ -36,6 +36,17 @@ or as soon as every client is gone (closed by the server, or lost in a
 failed restart). Use the server's echo application (cmd/server -app echo,
 the default).
 
+With -messages reliable (or unreliable) the clients send messages instead of
+Data: -message-rate messages per second per client, each -message-size bytes
+(the first 16 carry the first-send time and a number), on the server's
+reliable-ordered channel 0 (or unreliable channel 1) of the tools' channel
+layout (cmd/server -messages, on by default). The report counts the echoes:
+delivered, out of order, duplicated, and their round trips from the first
+send, resends included. At the end the clients wait up to 5 s for the
+echoes of reliable messages still in flight; a reliable message without
+its echo then, or one out of order, fails the command. -count bounds the
+messages sent.
+
 With -private-key-file and -protocol-id the clients run in sealed mode
 against a server with the same key (cmd/server -private-key-file): the
 command makes a netcode.io connect token for each client, as a backend
@@ -72,6 +83,9 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	connectTimeout := fs.Duration("connect-timeout", loadgen.DefaultConnectTimeout, "a handshake that makes no progress this long fails")
 	lossTimeout := fs.Duration("loss-timeout", loadgen.DefaultLossTimeout, "a Data packet unanswered this long counts as lost")
 	disconnect := fs.Int("disconnect", 5, "Disconnect packets each client sends at the end (the protocol says 5); 0 leaves the connections to time out")
+	messages := fs.String("messages", "", "send messages instead of Data: reliable (channel 0, reliable-ordered) or unreliable (channel 1); the server needs -messages (its default). Empty or off: Data")
+	msgSize := fs.Int("message-size", loadgen.DefaultMessageSize, fmt.Sprintf("with -messages: message `bytes`, at least %d (first-send time and number); reliable ones may span packets", loadgen.MinMessageSize))
+	msgRate := fs.Float64("message-rate", loadgen.DefaultMessageRate, "with -messages: messages per second per client")
 	jsonOut := fs.Bool("json", false, "print the report as one JSON object on standard output (no text, no progress line)")
 	sf := addSealedFlags(fs, "the clients' tokens are made with it")
 	if err := parseFlags(fs, args); err != nil {
@@ -120,6 +134,23 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	case *disconnect < 0 || *disconnect > 10:
 		return usagef("-disconnect %d is out of range: use 0..10", *disconnect)
 	}
+	msgMode, err := loadgen.ParseMessageMode(*messages)
+	if err != nil {
+		return usagef("-messages %q: use reliable or unreliable (or off, the default: Data)", *messages)
+	}
+	if msgMode == loadgen.MessagesOff {
+		for _, name := range []string{"message-size", "message-rate"} {
+			if isSetOnCommandLine(fs, name) {
+				return usagef("-%s needs -messages reliable or unreliable", name)
+			}
+		}
+	}
+	switch {
+	case *msgSize < loadgen.MinMessageSize:
+		return usagef("-message-size %d is too small: use at least %d bytes (the first-send time and the message's number)", *msgSize, loadgen.MinMessageSize)
+	case !(*msgRate > 0) || *msgRate > 1e6:
+		return usagef("-message-rate %v is out of range: use messages per second per client, more than 0 and at most 1000000", *msgRate)
+	}
 	if *sources > 0 && (*clients+*sources-1)/(*sources) > loadgen.MaxSockets {
 		return usagef("-sources %d is too few for %d clients: each address can host at most %d clients (one per load socket)", *sources, *clients, loadgen.MaxSockets)
 	}
@@ -144,6 +175,9 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 		MaxPackets:      uint64(*count),
 		PrivateKey:      key,
 		ProtocolID:      protocol,
+		Messages:        msgMode,
+		MessageSize:     *msgSize,
+		MessageRate:     *msgRate,
 	})
 	if err != nil {
 		return err
@@ -155,6 +189,9 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 		Rate: *rate, PayloadBytes: cfg.PayloadSize, DurationSeconds: duration.Seconds(),
 		Sealed: key != nil,
 	}
+	if msgMode != loadgen.MessagesOff {
+		rep.Messages, rep.MessageBytes, rep.MessageRate = msgMode.String(), cfg.MessageSize, cfg.MessageRate
+	}
 	text := stdout
 	if *jsonOut {
 		text = io.Discard
@@ -163,8 +200,13 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	if key != nil {
 		mode = fmt.Sprintf(", sealed (protocol id %s, key %s)", sealflag.FormatProtocolID(protocol), sealflag.KeyID(key))
 	}
-	fmt.Fprintf(text, "load: %d clients from %d addresses (127.1.0.1 up) × %d sockets → %v, %s, %d-byte payloads, for %v%s\n",
-		cfg.Clients, cfg.SourcesUsed(), cfg.Sockets, server, loadRateText(*rate), cfg.PayloadSize, *duration, mode)
+	if msgMode != loadgen.MessagesOff {
+		fmt.Fprintf(text, "load: %d clients from %d addresses (127.1.0.1 up) × %d sockets → %v, %g %s messages/s per client, %d bytes each, for %v%s\n",
+			cfg.Clients, cfg.SourcesUsed(), cfg.Sockets, server, cfg.MessageRate, msgMode, cfg.MessageSize, *duration, mode)
+	} else {
+		fmt.Fprintf(text, "load: %d clients from %d addresses (127.1.0.1 up) × %d sockets → %v, %s, %d-byte payloads, for %v%s\n",
+			cfg.Clients, cfg.SourcesUsed(), cfg.Sockets, server, loadRateText(*rate), cfg.PayloadSize, *duration, mode)
+	}
 
 	live := newLoadProgress(text)
 	live.start(func() string {
@@ -230,7 +272,7 @@ func loadRun(ctx context.Context, gen *loadgen.Generator, clients int, duration 
 	// or lost in a failed restart). Counters are safe to read during Run.
 	gone := func() bool {
 		c := gen.Counters()
-		return c.Handshakes <= c.Closed+c.RestartsFailed+c.RestartsDenied
+		return c.Handshakes <= c.Closed+c.RestartsFailed+c.RestartsDenied+c.MessagesStalled
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -258,8 +300,15 @@ func loadRun(ctx context.Context, gen *loadgen.Generator, clients int, duration 
 	var prev loadgen.Counters
 	prevAt := runStart
 	live := newLoadProgress(text)
+	msgs := gen.Config().Messages != loadgen.MessagesOff
 	live.start(func() string {
 		c, now := gen.Counters(), time.Now()
+		if msgs {
+			rt := float64(c.MessagesDelivered-prev.MessagesDelivered) / now.Sub(prevAt).Seconds()
+			prev, prevAt = c, now
+			return fmt.Sprintf("[%5.1fs/%v] %s messages echoed/s  sent %d  echoed %d  refused %d  closed by server %d",
+				now.Sub(runStart).Seconds(), duration, loadThousands(rt), c.MessagesSent, c.MessagesDelivered, c.MessagesRefused, c.Closed)
+		}
 		rt := float64(c.Replies-prev.Replies) / now.Sub(prevAt).Seconds()
 		prev, prevAt = c, now
 		return fmt.Sprintf("[%5.1fs/%v] %s round trips/s  sent %d  answered %d  lost %d  closed by server %d",
@@ -272,8 +321,12 @@ func loadRun(ctx context.Context, gen *loadgen.Generator, clients int, duration 
 	if err != nil {
 		return err
 	}
-	loadPrintRun(text, &rres, clients)
-	rep.Run = newLoadRunJSON(&rres)
+	if msgs {
+		loadPrintMessages(text, &rres, clients, gen.Config().Messages)
+	} else {
+		loadPrintRun(text, &rres, clients)
+	}
+	rep.Run = newLoadRunJSON(&rres, msgs)
 	switch {
 	case allGone.Load():
 		fmt.Fprintf(text, "stopped after %v: every client is gone\n", rres.Elapsed.Round(time.Millisecond))
@@ -281,10 +334,47 @@ func loadRun(ctx context.Context, gen *loadgen.Generator, clients int, duration 
 		return errors.New("every client was gone before the end of -duration")
 	case ctx.Err() != nil:
 		return errors.New("interrupted")
+	case msgs:
+		return loadMessagesVerdict(&rres, gen.Config().Messages, server)
 	case rres.Window.Replies == 0:
 		return fmt.Errorf("no Data came back from %v: is it running the echo application?", server)
 	}
 	return nil
+}
+
+// loadMessagesVerdict fails a message run that got no echo and a reliable
+// one that missed or misordered any.
+func loadMessagesVerdict(r *loadgen.RunResult, mode loadgen.MessageMode, server fmt.Stringer) error {
+	t := r.Total
+	switch {
+	case t.MessagesDelivered == 0:
+		return fmt.Errorf("no message echoes came back from %v: does it run with -messages (its default) and the echo application?", server)
+	case mode != loadgen.MessagesReliable:
+		return nil
+	case r.MessagesUnanswered > 0:
+		return fmt.Errorf("%d reliable messages had no echo at the end (of %d sent)", r.MessagesUnanswered, t.MessagesSent)
+	case t.MessagesOutOfOrder > 0 || t.MessagesDuplicated > 0:
+		return fmt.Errorf("reliable-ordered messages came back %d times out of order and %d times duplicated", t.MessagesOutOfOrder, t.MessagesDuplicated)
+	}
+	return nil
+}
+
+// loadPrintMessages reports a message run, from its totals: the drain's
+// echoes count.
+func loadPrintMessages(w io.Writer, r *loadgen.RunResult, clients int, mode loadgen.MessageMode) {
+	t := r.Total
+	q := r.MessageLatency
+	fmt.Fprintf(w, "messages: %d clients for %v, %s: %d sent, %d delivered (echoed), %d out of order, %d duplicated, %d unanswered at the end\n",
+		clients, r.Elapsed.Round(time.Millisecond), mode, t.MessagesSent, t.MessagesDelivered, t.MessagesOutOfOrder, t.MessagesDuplicated, r.MessagesUnanswered)
+	fmt.Fprintf(w, "message round trips (from the first send): p50 %v p90 %v p99 %v max %v; %d entries resent, %d sends refused (queue full), %d Messages packets, %d ack-only KeepAlives\n",
+		loadRound(q.P50), loadRound(q.P90), loadRound(q.P99), loadRound(q.Max), r.MessagesResent, t.MessagesRefused, t.MessagePackets, t.MessageAcks)
+	if t.MessagesDropped+t.MessagesUnexpected+t.Unexpected > 0 {
+		fmt.Fprintf(w, "dropped: %d Messages packets refused by the message layer, %d unexpected messages, %d unexpected datagrams\n",
+			t.MessagesDropped, t.MessagesUnexpected, t.Unexpected)
+	}
+	if t.KeepAlivesIn+t.KeepAlivesOut+t.Closed > 0 {
+		fmt.Fprintf(w, "connections: %d KeepAlives sent, %d received, %d closed by the server\n", t.KeepAlivesOut, t.KeepAlivesIn, t.Closed)
+	}
 }
 
 // loadDisconnect closes the clients' connections.

@@ -1,6 +1,10 @@
 package main
 
-import "github.com/udpgate/udpgate/internal/loadgen"
+import (
+	"time"
+
+	"github.com/udpgate/udpgate/internal/loadgen"
+)
 
 // loadReport is load's -json output: the settings, each phase's results,
 // how clients ended, and the verdict. Durations are in seconds.
@@ -13,6 +17,11 @@ type loadReport struct {
 	PayloadBytes    int     `json:"payload_bytes"`
 	DurationSeconds float64 `json:"duration_seconds"`
 	Sealed          bool    `json:"sealed"`
+	// Messages: "reliable" or "unreliable" when the clients sent messages
+	// instead of Data (absent otherwise), with their size and rate.
+	Messages     string  `json:"messages,omitempty"`
+	MessageBytes int     `json:"message_bytes,omitempty"`
+	MessageRate  float64 `json:"message_rate_per_client,omitempty"`
 
 	Connect           loadConnectJSON `json:"connect"`
 	Run               *loadRunJSON    `json:"run,omitempty"` // absent when no client connected
@@ -89,14 +98,47 @@ type loadRunJSON struct {
 	KeepAlivesRecv uint64            `json:"keepalives_received"`
 	Closed         uint64            `json:"closed_by_server"`
 	Latency        loadQuantilesJSON `json:"latency"`
+	// Messages, with -messages only (the fields are left out otherwise).
+	*loadMessagesJSON
 }
 
-func newLoadRunJSON(r *loadgen.RunResult) *loadRunJSON {
+// loadMessagesJSON is a message run's part of the run object: totals of
+// the whole run, the drain's echoes included; round trips in
+// milliseconds, from each message's first send.
+type loadMessagesJSON struct {
+	Sent       uint64  `json:"messages_sent"`
+	Delivered  uint64  `json:"messages_delivered"`
+	OutOfOrder uint64  `json:"messages_out_of_order"`
+	Duplicated uint64  `json:"messages_duplicated"`
+	Unanswered int     `json:"messages_unanswered"`
+	Refused    uint64  `json:"messages_refused"`
+	Resent     uint64  `json:"messages_resent"`
+	Dropped    uint64  `json:"messages_dropped"`
+	Packets    uint64  `json:"message_packets"`
+	Stalled    uint64  `json:"messages_stalled"`
+	RTTP50     float64 `json:"message_rtt_p50_ms"`
+	RTTP99     float64 `json:"message_rtt_p99_ms"`
+	RTTMax     float64 `json:"message_rtt_max_ms"`
+}
+
+func newLoadRunJSON(r *loadgen.RunResult, messages bool) *loadRunJSON {
 	c := r.Window
+	var m *loadMessagesJSON
+	if messages {
+		t, q := r.Total, r.MessageLatency
+		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+		m = &loadMessagesJSON{
+			Sent: t.MessagesSent, Delivered: t.MessagesDelivered, OutOfOrder: t.MessagesOutOfOrder,
+			Duplicated: t.MessagesDuplicated, Unanswered: r.MessagesUnanswered, Refused: t.MessagesRefused,
+			Resent: r.MessagesResent, Dropped: t.MessagesDropped, Packets: t.MessagePackets, Stalled: t.MessagesStalled,
+			RTTP50: ms(q.P50), RTTP99: ms(q.P99), RTTMax: ms(q.Max),
+		}
+	}
 	return &loadRunJSON{
 		ElapsedSeconds: r.Elapsed.Seconds(), Sent: c.Sent, RoundTrips: c.Replies, PerSecond: r.PerSecond(),
 		Lost: c.Lost, Late: c.Late, Unanswered: r.Unanswered, ServerSeqLost: c.SeqLost, Unexpected: c.Unexpected,
 		KeepAlivesSent: c.KeepAlivesOut, KeepAlivesRecv: c.KeepAlivesIn, Closed: r.Total.Closed,
-		Latency: newLoadQuantilesJSON(r.Latency),
+		Latency:          newLoadQuantilesJSON(r.Latency),
+		loadMessagesJSON: m,
 	}
 }

@@ -47,9 +47,9 @@ const usageText = `Usage: client <command> [flags]
 
 A test client for udpgate servers. Commands:
 
-  connect   connect, send each line of standard input as a Data packet,
-            print what comes back with its round-trip time, close cleanly
-            at end of input or Ctrl-C
+  connect   connect, send each line of standard input as a Data packet
+            (-reliable: as a reliable message), print what comes back with
+            its round-trip time, close cleanly at end of input or Ctrl-C
   load      run many clients against a server and report what they measured
   flood     send hostile traffic (forged, replayed, malformed) from many
             source addresses and report the server's amplification

@@ -23,6 +23,7 @@ import (
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/internal/sealflag"
+	"github.com/udpgate/udpgate/message"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -58,6 +59,9 @@ type values struct {
 	steer               bool
 	overload            bool
 	app                 string
+	messages            bool
+	messageMaxSize      int
+	messageSendRate     int
 	logLevel            string
 	logFormat           string
 	summary             time.Duration
@@ -172,7 +176,10 @@ func (o *options) newFlagSet() *flag.FlagSet {
 	fs.Float64Var(&o.challengeRatePrefix, "challenge-rate-per-prefix", fastpath.DefaultChallengePrefixRate, "Challenge replies per second to one /24 (IPv4) or /64 (IPv6) network, for the whole server; bursts twice that (0: the default; -1: unlimited)")
 	fs.BoolVar(&o.steer, "steer", true, "steer handshake packets and connection packets to separate sockets in the kernel, so a handshake flood never queues ahead of players (Linux 4.5+; falls back with a warning)")
 	fs.BoolVar(&o.overload, "overload", false, "overload control: under connectionless floods shed RestartHandshake/VersionUpgrade, then cap Challenges per socket (off: the protocol default, replies limited per source only); changes on SIGHUP")
-	fs.StringVar(&o.app, "app", "echo", "application: echo (send each Data payload back) or discard")
+	fs.StringVar(&o.app, "app", "echo", "application: echo (send each Data payload, and each message on its channel, back) or discard")
+	fs.BoolVar(&o.messages, "messages", true, "message channels (docs/protocol.md §14) in the tools' layout: 0 reliable-ordered, 1 unreliable, 2 sequenced, as client connect -reliable and client load -messages use; clients that send only Data are served either way")
+	fs.IntVar(&o.messageMaxSize, "message-max-size", message.DefaultMaxMessageSize, fmt.Sprintf("with -messages: the largest reliable message in bytes, fragmented over packets, at most %d; clients must not send larger", message.MaxMessageSizeLimit))
+	fs.IntVar(&o.messageSendRate, "message-send-rate", message.DefaultSendRate, "with -messages: bytes of messages per second one connection may send, resends and fragments included")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug (adds a line per connection), info, warn or error; changes on SIGHUP")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text (key=value) or json (one object per line)")
 	fs.DurationVar(&o.summary, "summary", 10*time.Second, "interval of the summary log line (0: off)")
@@ -592,6 +599,7 @@ func (o *options) validate() error {
 	if o.app != "echo" && o.app != "discard" {
 		bad("app", "use echo or discard")
 	}
+	o.validateMessages(bad)
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		bad("log-level", "use debug, info, warn or error")
@@ -725,7 +733,7 @@ var definitionOrder = []string{
 	"listen", "sockets", "batch", "max-clients", "max-clients-per-ip", "max-clients-per-prefix", "max-datagram",
 	"dscp", "magic", "session-id", "network-version", "network-features",
 	"private-key-file", "protocol-id", "public-addresses", "proof-timeout", "max-unproven",
-	"timeout", "challenge-rate", "challenge-rate-per-ip", "challenge-rate-per-prefix", "steer", "overload", "app", "log-level", "log-format", "summary",
+	"timeout", "challenge-rate", "challenge-rate-per-ip", "challenge-rate-per-prefix", "steer", "overload", "app", "messages", "message-max-size", "message-send-rate", "log-level", "log-format", "summary",
 	"metrics", "pprof", "drain-timeout", "agones", "agones-players", "agones-port-name",
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/message"
 )
 
 // env is an environment for load and run.
@@ -48,6 +49,7 @@ func TestDefaults(t *testing.T) {
 		maxDatagram:    fastpath.DefaultMaxDatagram,
 		networkVersion: 1,
 		timeout:        conn.DefaultTimeout, challengeRate: 32, app: "echo", logLevel: "info", logFormat: "text",
+		messages: true, messageMaxSize: message.DefaultMaxMessageSize, messageSendRate: message.DefaultSendRate,
 		challengeRateIP: 64, challengeRatePrefix: 256, steer: true,
 		summary: 10 * time.Second, pprof: true, agonesPlayers: true,
 		proofTimeout: conn.DefaultProofTimeout, maxUnproven: conn.DefaultMaxUnproven,

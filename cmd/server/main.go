@@ -121,7 +121,8 @@ func serve(ctx context.Context, args []string, env environ, stdout, stderr io.Wr
 	}
 	v := version.Get()
 	attrs := []any{"addr", s.srv.Addr(), "version", v.Version, "app", o.app, "magic", o.magic,
-		"network_version", o.networkVersion, "session_id", o.sessionID, "max_clients", o.maxClients}
+		"network_version", o.networkVersion, "session_id", o.sessionID, "max_clients", o.maxClients,
+		"messages", o.messages}
 	if o.configPath != "" {
 		attrs = append(attrs, "config", o.configPath)
 	}
@@ -384,6 +385,7 @@ func (o *options) config(logger *slog.Logger, h conn.Handler) conn.Config {
 		Overload:               conn.OverloadConfig{Enabled: o.overload},
 		Handler:                h,
 		Logger:                 logger,
+		Messages:               o.messageConfig(),
 	}
 	// Sealed mode; conn refuses its settings without a key.
 	if o.privateKey != nil {

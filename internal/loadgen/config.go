@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/msgcfg"
+	"github.com/udpgate/udpgate/message"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -51,6 +53,53 @@ func ParseMode(s string) (Mode, error) {
 // Generator.Connect makes.
 func (m Mode) NeedsConnect() bool { return m == ModeResponse || m == ModeData }
 
+// MessageMode is what a ModeData Run sends: Data packets, or messages on
+// one channel of the tools' layout (internal/msgcfg).
+type MessageMode uint8
+
+const (
+	// MessagesOff: Data packets (the default).
+	MessagesOff MessageMode = iota
+	// MessagesReliable: messages on the reliable-ordered channel
+	// (msgcfg.Reliable).
+	MessagesReliable
+	// MessagesUnreliable: messages on the unreliable channel
+	// (msgcfg.Unreliable).
+	MessagesUnreliable
+	numMessageModes
+)
+
+var messageModeNames = [numMessageModes]string{"off", "reliable", "unreliable"}
+
+func (m MessageMode) String() string {
+	if m < numMessageModes {
+		return messageModeNames[m]
+	}
+	return fmt.Sprintf("MessageMode(%d)", uint8(m))
+}
+
+// ParseMessageMode returns the message mode named s (as
+// MessageMode.String spells it; "" is off).
+func ParseMessageMode(s string) (MessageMode, error) {
+	if s == "" {
+		return MessagesOff, nil
+	}
+	for i, n := range messageModeNames {
+		if n == s {
+			return MessageMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("loadgen: unknown message mode %q (want reliable, unreliable or off)", s)
+}
+
+// channel is the msgcfg channel a message mode sends on.
+func (m MessageMode) channel() int {
+	if m == MessagesUnreliable {
+		return msgcfg.Unreliable
+	}
+	return msgcfg.Reliable
+}
+
 // Defaults. They are tuned for this machine class (2 vCPUs shared with the
 // server under test); see tuning.md at the repository root.
 const (
@@ -81,12 +130,29 @@ const (
 	// long sends a KeepAlive (docs/protocol.md §7's default interval), so a
 	// slow Rate does not let the server time it out.
 	DefaultKeepAlive = time.Second
-	// DefaultResendInterval: the client's handshake resend interval
-	// (docs/protocol.md §6's default), so handshake latency percentiles include
-	// what a real client waits after a loss.
+	// DefaultResendInterval: the longest gap between a client's handshake
+	// resends (docs/protocol.md §6.2's default), which fastpath.ClientHandshake
+	// backs off to from its first resend gap (100 ms, or 3 round trips), so
+	// handshake latency percentiles include what a real client waits after a
+	// loss.
 	DefaultResendInterval = time.Second
 	// DefaultSocketBuffer: SO_RCVBUF/SO_SNDBUF of the load sockets.
 	DefaultSocketBuffer = 4 << 20
+	// DefaultMessageSize: a message's bytes: 8 of first-send time, 8 of
+	// its number on its client, the rest padding.
+	DefaultMessageSize = 64
+	// MinMessageSize: the time and the number must fit.
+	MinMessageSize = 16
+	// DefaultMessageRate: messages per second per client.
+	DefaultMessageRate = 10
+	// DefaultMessageDrain: at the end of a Run with reliable messages, how
+	// long the clients wait for the echoes of messages still in flight
+	// (resending as the message layer says) before counting them missing.
+	DefaultMessageDrain = 5 * time.Second
+	// msgPollEvery: how often a worker looks for message timers due
+	// (resends, acks, stalls); less often with many clients.
+	msgPollEvery = time.Millisecond
+
 	// DefaultFirstSource is the first simulated client address. 127.0.0.x
 	// is left to servers and other tools.
 	DefaultFirstSource = "127.1.0.1"
@@ -160,6 +226,23 @@ type Config struct {
 	// RecvBuffer and SendBuffer size the load sockets (0: default).
 	RecvBuffer int
 	SendBuffer int
+
+	// Messages (ModeData only), if not MessagesOff: Run sends messages
+	// instead of Data, through one message.Endpoint per client over
+	// Messages packets (fastpath.KindMessages), at MessageRate per client
+	// (0: DefaultMessageRate), each MessageSize bytes (0:
+	// DefaultMessageSize; at least MinMessageSize) carrying its first-send
+	// time and its number, and counts the server's echoes (cmd/server's
+	// echo application sends each message back on its channel).
+	// MessageConfig is the clients' message layer, which must match the
+	// server's channels (zero: msgcfg.Config(0, 0), the tools' layout).
+	// MessageDrain bounds the wait for reliable echoes at the end of a Run
+	// (0: DefaultMessageDrain). MaxPackets bounds the messages sent.
+	Messages      MessageMode
+	MessageSize   int
+	MessageRate   float64
+	MessageConfig message.Config
+	MessageDrain  time.Duration
 
 	// Sealed mode (docs/protocol.md §11; ModeData only). PrivateKey, if not
 	// nil, is the server's private key: the generator makes one netcode.io
@@ -258,6 +341,9 @@ func (c Config) withDefaults() (Config, error) {
 			c.TokenAddresses = []netip.AddrPort{c.Server}
 		}
 	}
+	if err := c.messageDefaults(); err != nil {
+		return c, err
+	}
 	if c.LossTimeout == 0 {
 		c.LossTimeout = DefaultLossTimeout
 	}
@@ -297,6 +383,61 @@ func CheckServer(ap netip.AddrPort) error {
 		return fmt.Errorf("loadgen: server %v: IPv6 is not supported; many source addresses exist only in 127.0.0.0/8, so use an IPv4 loopback server such as 127.0.0.1:%d", ap, ap.Port())
 	case !a.Is4() || !a.IsLoopback():
 		return fmt.Errorf("loadgen: server %v is not a loopback address: load is only sent to 127.0.0.0/8 (run the server locally, e.g. -listen 127.0.0.1:%d)", ap, ap.Port())
+	}
+	return nil
+}
+
+// messages reports whether Run sends messages.
+func (c *Config) messages() bool { return c.Messages != MessagesOff }
+
+// msgPayload is the room for message entries in one Messages packet of a
+// DefaultMaxDatagram datagram, sealed or not.
+func (c *Config) msgPayload() int {
+	if c.sealed() {
+		return fastpath.DefaultMaxDatagram - fastpath.SealedConnLen(c.Magic, 0)
+	}
+	return fastpath.DefaultMaxDatagram - fastpath.ConnLen(c.Magic, fastpath.KindMessages, 0)
+}
+
+// messageDefaults validates the message settings and fills their zeros.
+func (c *Config) messageDefaults() error {
+	if c.Messages >= numMessageModes {
+		return fmt.Errorf("loadgen: unknown message mode %d", c.Messages)
+	}
+	if !c.messages() {
+		return nil
+	}
+	if c.Mode != ModeData {
+		return fmt.Errorf("loadgen: messages run on Data connections: use mode data, not %v", c.Mode)
+	}
+	if c.MessageSize < 0 || !(c.MessageRate >= 0 && c.MessageRate <= 1e6) || c.MessageDrain < 0 {
+		return errors.New("loadgen: negative message setting (0 takes the default), or a MessageRate above 1e6")
+	}
+	if c.MessageSize == 0 {
+		c.MessageSize = DefaultMessageSize
+	}
+	if c.MessageRate == 0 {
+		c.MessageRate = DefaultMessageRate
+	}
+	if c.MessageDrain == 0 {
+		c.MessageDrain = DefaultMessageDrain
+	}
+	if len(c.MessageConfig.Channels) == 0 {
+		c.MessageConfig = msgcfg.Config(c.MessageConfig.MaxMessageSize, c.MessageConfig.SendRate)
+	}
+	if len(c.MessageConfig.Channels) <= c.Messages.channel() {
+		return fmt.Errorf("loadgen: MessageConfig has %d channels: %v messages go on channel %d", len(c.MessageConfig.Channels), c.Messages, c.Messages.channel())
+	}
+	l, err := message.NewLayer(c.MessageConfig, c.msgPayload())
+	if err != nil {
+		return fmt.Errorf("loadgen: MessageConfig: %w", err)
+	}
+	ep := l.NewEndpoint()
+	most := ep.MaxSize(c.Messages.channel())
+	ep.Release()
+	if c.MessageSize < MinMessageSize || c.MessageSize > most {
+		return fmt.Errorf("loadgen: MessageSize %d: %v messages are %d to %d bytes (the send time and a number take %d)",
+			c.MessageSize, c.Messages, MinMessageSize, most, MinMessageSize)
 	}
 	return nil
 }

@@ -51,6 +51,16 @@ const (
 	cRefusedFull
 	cSealedReplay
 	cSealedForged
+	cMsgSent
+	cMsgDelivered
+	cMsgOutOfOrder
+	cMsgDuplicated
+	cMsgRefused
+	cMsgDropped
+	cMsgUnexpected
+	cMsgPackets
+	cMsgAckOnly
+	cMsgStalled
 	nCounters
 )
 
@@ -153,6 +163,31 @@ type Counters struct {
 	// one that does not authenticate under the connection's key.
 	SealedReplay uint64
 	SealedForged uint64
+
+	// Messages (Config.Messages). MessagesSent: messages the clients'
+	// endpoints accepted (message.Endpoint.Send); MessagesDelivered: their
+	// echoes that came back, each message once; MessagesOutOfOrder: echoes
+	// that came after a later one (on the reliable-ordered channel also a
+	// gap: an echo ahead of the next expected), MessagesDuplicated: echoes
+	// of a message that had come back already. MessagesRefused: sends the
+	// endpoint refused (its queue full: the server or the send rate does
+	// not keep up); MessagesDropped: Messages packets the endpoint's Check
+	// refused; MessagesUnexpected: messages that were no echo of ours
+	// (another channel, too short, a number never sent).
+	MessagesSent       uint64
+	MessagesDelivered  uint64
+	MessagesOutOfOrder uint64
+	MessagesDuplicated uint64
+	MessagesRefused    uint64
+	MessagesDropped    uint64
+	MessagesUnexpected uint64
+	// MessagePackets: Messages packets sent (resends included);
+	// MessageAcks: KeepAlives sent only to acknowledge messages.
+	MessagePackets uint64
+	MessageAcks    uint64
+	// MessagesStalled: clients ended because a reliable message stayed
+	// unacknowledged for the stall bound (message.Endpoint.Stalled).
+	MessagesStalled uint64
 }
 
 // Counters must be exactly the counter array, field for index.
@@ -209,6 +244,7 @@ func (c Counters) Endings() []Ending {
 		{"closed by the server: other reason", c.ClosedOther},
 		{"restart timed out (connection lost)", c.RestartsFailed},
 		{"restart refused by the server (connection lost)", c.RestartsDenied},
+		{"reliable message unacknowledged too long (stalled)", c.MessagesStalled},
 	} {
 		if e.Count > 0 {
 			out = append(out, e)
@@ -220,7 +256,7 @@ func (c Counters) Endings() []Ending {
 // Ended is the number of clients that ended other than by the generator's
 // own Disconnect: the sum of Endings.
 func (c Counters) Ended() uint64 {
-	return c.HandshakeFailures + c.Closed + c.RestartsFailed + c.RestartsDenied
+	return c.HandshakeFailures + c.Closed + c.RestartsFailed + c.RestartsDenied + c.MessagesStalled
 }
 
 // deniedCounter is the counter for a Denied reason.

@@ -27,6 +27,10 @@ func TestCountersLayout(t *testing.T) {
 		cProofs: &c.Proofs, cRefusedExpired: &c.RefusedExpired, cRefusedInvalid: &c.RefusedInvalid,
 		cRefusedForeign: &c.RefusedForeign, cRefusedInUse: &c.RefusedInUse, cRefusedFull: &c.RefusedFull,
 		cSealedReplay: &c.SealedReplay, cSealedForged: &c.SealedForged,
+		cMsgSent: &c.MessagesSent, cMsgDelivered: &c.MessagesDelivered, cMsgOutOfOrder: &c.MessagesOutOfOrder,
+		cMsgDuplicated: &c.MessagesDuplicated, cMsgRefused: &c.MessagesRefused, cMsgDropped: &c.MessagesDropped,
+		cMsgUnexpected: &c.MessagesUnexpected, cMsgPackets: &c.MessagePackets, cMsgAckOnly: &c.MessageAcks,
+		cMsgStalled: &c.MessagesStalled,
 	}
 	if len(fields) != nCounters || reflect.TypeOf(c).NumField() != nCounters {
 		t.Fatalf("%d indexes mapped, %d fields, %d counters", len(fields), reflect.TypeOf(c).NumField(), nCounters)

@@ -53,6 +53,21 @@
 //     with a Data packet carrying the same payload, whose first 8 bytes hold
 //     the send time.
 //
+// # Messages
+//
+// In ModeData with Config.Messages (reliable or unreliable), Run sends
+// messages (package message, docs/protocol.md §14) instead of Data: each
+// connected client has a message.Endpoint from its worker's
+// message.Layer, configured with the tools' channel layout
+// (internal/msgcfg), and sends MessageRate messages a second over
+// Messages packets, its endpoint's entries packed by WritePayload under
+// the sequence number fastpath.SeqState gives the packet. The packet
+// layer's acks and losses go to the endpoint, which resends; the server's
+// echo application sends each message back on its channel, and the
+// counters say how many came back, out of order or twice, with each
+// echo's round trip from the message's first send (messages.go). Still
+// no allocation per message.
+//
 // # Connecting, storms and restarts
 //
 // Connect runs each client's handshake with fastpath.ClientHandshake, at

@@ -51,7 +51,7 @@ func New(cfg Config) (*Generator, error) {
 	// phase change or a due send. Paced sends need a fine tick; closed
 	// loop is driven by answers and only needs the tick after losses.
 	tick := 10 * time.Millisecond
-	if cfg.Rate > 0 {
+	if cfg.Rate > 0 || cfg.messages() {
 		tick = time.Millisecond
 	}
 	for i := range cfg.Sockets {
@@ -165,7 +165,8 @@ type ConnectResult struct {
 	RefusedInUse   int
 	RefusedFull    int
 	// Resent: connected clients that had to resend an Initial or a
-	// Response (something was lost, or slower than ResendInterval).
+	// Response (something was lost, or slower than the first resend gap:
+	// 100 ms, or 3 round trips).
 	Resent int
 	// Elapsed: the whole phase, waiting for the last failure included.
 	// AllIn: from the phase's first Initial to its last Ack (sealed: to
@@ -194,8 +195,9 @@ func (r *ConnectResult) PerSecond() float64 {
 
 // Connect runs the handshake (Initial, Challenge, Response, Ack) for every
 // client not connected yet, at most Window per socket at a time, as
-// fastpath.ClientHandshake does it: resends every ResendInterval, failure
-// after ConnectTimeout without progress. In sealed mode a client then
+// fastpath.ClientHandshake does it: resends backing off from 100 ms to
+// ResendInterval (docs/protocol.md §6.2), failure after ConnectTimeout
+// without progress. In sealed mode a client then
 // proves its token (a proof right after the Ack, again every
 // ResendInterval) and is connected when the server's first sealed packet
 // opens; it fails on a refusal or after ConnectTimeout from its Ack. It
@@ -209,7 +211,7 @@ func (g *Generator) Connect(ctx context.Context) (ConnectResult, error) {
 // starts or a server comes back: open loop, each socket sends its clients'
 // Initials back to back in batches (reading replies between batches, so the
 // generator does not drop them), and each client then follows the protocol
-// (Response on Challenge, resends every ResendInterval) until it is
+// (Response on Challenge, resends backing off to ResendInterval) until it is
 // connected or fails.
 func (g *Generator) Storm(ctx context.Context) (ConnectResult, error) {
 	return g.connect(ctx, true)
@@ -285,6 +287,16 @@ type RunResult struct {
 	Latency Quantiles
 	// Unanswered: requests still outstanding at the end of the drain.
 	Unanswered int
+
+	// Messages (Config.Messages; the counts are in Window and Total):
+	// MessageLatency is each echoed message's round trip from its first
+	// send, over the whole Run (the drain included); MessagesUnanswered:
+	// messages of clients still connected with no echo at the end of the
+	// drain; MessagesResent: message entries the clients' endpoints sent
+	// again.
+	MessageLatency     Quantiles
+	MessagesUnanswered int
+	MessagesResent     uint64
 }
 
 // PerSecond is the answer rate inside the window.
@@ -369,12 +381,18 @@ func (g *Generator) Run(ctx context.Context, spec RunSpec) (RunResult, error) {
 	res.Elapsed = time.Duration(t1 - t0)
 	res.Window = c1.Sub(c0)
 	res.Total = g.Counters().Sub(first)
-	var h Histogram
+	var h, mh Histogram
 	for _, w := range g.workers {
 		h.Merge(&w.hist)
 		res.Unanswered += w.unanswered
+		if w.msg != nil {
+			mh.Merge(&w.msg.hist)
+			res.MessagesUnanswered += int(w.msg.unanswered)
+			res.MessagesResent += w.msg.resent
+		}
 	}
 	res.Latency = h.Summary()
+	res.MessageLatency = mh.Summary()
 	return res, werr
 }
 

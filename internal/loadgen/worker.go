@@ -67,6 +67,8 @@ type worker struct {
 	proofAt []int64
 	ackAt   []int64
 	request []byte // a proof's request body, before SealProof copies it
+	// msg: Config.Messages' state (messages.go); nil without messages.
+	msg *workerMsgs
 
 	out      int // outstanding requests: the sum of inflight
 	cursor   int
@@ -134,6 +136,9 @@ func newWorker(g *Generator, idx int, s *sock) *worker {
 			w.proofAt = make([]int64, n)
 			w.ackAt = make([]int64, n)
 			w.payOff = fastpath.SealedPayloadOffset(cfg.Magic)
+		}
+		if cfg.messages() {
+			w.msg = newWorkerMsgs(cfg, n)
 		}
 	}
 	return w
@@ -584,6 +589,9 @@ func (w *worker) run(budget uint64) {
 	scanEvery := max(lossNs/4, int64(5*time.Millisecond))
 	last := w.g.now()
 	lastScan := last
+	if w.msg != nil {
+		w.msgStart(last)
+	}
 	for w.err == nil {
 		now := w.g.now()
 		ph := w.g.phase.Load()
@@ -599,7 +607,10 @@ func (w *worker) run(budget uint64) {
 		if uint64(max(allow, 0)) > budget {
 			allow = int(budget)
 		}
-		if allow > 0 {
+		if w.msg != nil {
+			// Messages instead of Data.
+			w.msgSend(now, &budget)
+		} else if allow > 0 {
 			k := w.fill(now, allow, closedLoop)
 			tokens -= float64(k)
 			budget -= uint64(k)
@@ -617,12 +628,22 @@ func (w *worker) run(budget uint64) {
 		if now-lastScan >= scanEvery {
 			lastScan = now
 			w.scan(now)
+			if w.msg != nil {
+				w.msgPoll(now, true)
+			}
+		} else if w.msg != nil {
+			w.msgPoll(now, false)
 		}
 		w.ctr.publish()
 	}
 	// Drain: answers in flight still count in the totals, not the window.
+	// Reliable messages have longer: their echoes come back, resends
+	// included, unless the run was interrupted.
 	end := w.g.now() + lossNs
-	for w.out > 0 && w.err == nil {
+	if w.msg != nil && w.msg.reliable {
+		end = w.g.now() + max(lossNs, int64(cfg.MessageDrain))
+	}
+	for (w.out > 0 || w.msg != nil && w.msg.out > 0 && !w.g.stopped()) && w.err == nil {
 		now := w.g.now()
 		if now > end {
 			break
@@ -636,6 +657,13 @@ func (w *worker) run(budget uint64) {
 		for i := range nr {
 			w.answer(i, now, false)
 		}
+		if w.msg != nil {
+			w.msgPoll(now, false)
+		}
+		w.ctr.publish()
+	}
+	if w.msg != nil {
+		w.msgFinish()
 	}
 	w.unanswered = w.out
 	clear(w.inflight)
@@ -687,7 +715,15 @@ func (w *worker) buildConn(j int, now int64, kind fastpath.Kind) []byte {
 	buf := w.slot()
 	st := &w.seqs[j]
 	id := &w.ids[j]
-	seq, ack, ackBits, _, _ := st.Send(seconds(now))
+	seq, ack, ackBits, lost, evicted := st.Send(seconds(now))
+	if w.msg != nil {
+		// Any packet carries acks; an eviction loses a packet that may
+		// have carried messages.
+		if evicted {
+			w.msgLost(j, lost.Seq, now)
+		}
+		w.msgSent(j, now)
+	}
 	h := fastpath.ConnHeader{SessionID: id.session, ClientID: id.clientID, Tag: id.tag,
 		Seq: seq, Ack: ack, AckBits: ackBits, Kind: kind}
 	var payload []byte
@@ -780,11 +816,17 @@ func (w *worker) sealedIn(j int, p []byte, now int64, measuring bool) {
 // client j.
 func (w *worker) connPacket(j int, payload []byte, now int64, measuring bool) {
 	h := &w.hdr
+	if h.Kind == fastpath.KindMessages && !w.msgCheck(j, payload) {
+		return
+	}
 	if w.seqs[j].Receive(h.Seq, h.Ack, h.AckBits, seconds(now), &w.rep) != fastpath.DropNone {
 		w.ctr.loc[cUnexpected]++
 		return
 	}
 	w.ctr.loc[cSeqLost] += uint64(w.rep.NumLost)
+	if w.msg != nil {
+		w.msgAcks(j, now)
+	}
 	if w.sealers == nil {
 		// A packet the connection took came from the server, which
 		// therefore still knows us here: RestartHandshakes are not to be
@@ -801,6 +843,8 @@ func (w *worker) connPacket(j int, payload []byte, now int64, measuring bool) {
 		w.answered(j, now, sent, measuring)
 	case fastpath.KindKeepAlive:
 		w.ctr.loc[cKeepAlivesIn]++
+	case fastpath.KindMessages:
+		w.msgIn(j, payload, now)
 	case fastpath.KindDisconnect:
 		reason := uint8(0)
 		if len(payload) > 0 {
@@ -821,6 +865,9 @@ func (w *worker) end(j int, st uint8) {
 	w.state[j] = st
 	w.out -= int(w.inflight[j])
 	w.inflight[j] = 0
+	if w.msg != nil {
+		w.msgEnd(j)
+	}
 }
 
 // handshakeIn handles a handshake packet for connected client j in Run:
@@ -955,6 +1002,9 @@ func (w *worker) disconnect(copies int, perSecond float64) {
 			}
 		}
 		w.state[j] = stClosed
+		if w.msg != nil {
+			w.msgEnd(j)
+		}
 	}
 	w.flush()
 	w.ctr.loc[cDisconnects] += uint64(sent)
