@@ -4,7 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -263,18 +266,36 @@ func (f seqFunc) OnSequencedPacket(c *Conn, seq uint16, payload []byte) { f(c, s
 // per echoed payload byte. The bench compares the same path with kcp-go
 // over real sockets (tuning.md, "Messages"); this is its deterministic
 // twin, bounded loosely so that a regression fails here first.
+//
+// UDPGATE_RESEND_FACTORS (e.g. "0.25,0.5,1") sweeps Config.Messages's
+// ResendFactor instead of taking the default, for tuning.md's table:
+//
+//	UDPGATE_RESEND_FACTORS=0.25,0.5,0.75,1 go test ./conn -run TestSimMessageLatency -v
 func TestSimMessageLatency(t *testing.T) {
+	factors := []float64{0} // the default
+	if env := os.Getenv("UDPGATE_RESEND_FACTORS"); env != "" {
+		factors = factors[:0]
+		for _, f := range strings.Split(env, ",") {
+			v, err := strconv.ParseFloat(f, 64)
+			if err != nil {
+				t.Fatalf("UDPGATE_RESEND_FACTORS: %v", err)
+			}
+			factors = append(factors, v)
+		}
+	}
 	for _, loss := range []float64{0.05, 0.2} {
-		t.Run(fmt.Sprintf("loss=%v", loss), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				p50, p99, wire := simLatency(t, loss, message.Config{})
-				t.Logf("loss %.0f%% each way: round trip p50 %v p99 %v; %.2f wire bytes (UDP payload) per echoed payload byte",
-					loss*100, p50, p99, wire)
-				if bound := 4 * 54 * time.Millisecond; loss <= 0.05 && p99 > bound {
-					t.Errorf("p99 %v over %v (4 round trips)", p99, bound)
-				}
+		for _, f := range factors {
+			t.Run(fmt.Sprintf("loss=%v/factor=%v", loss, f), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					p50, p99, wire := simLatency(t, loss, message.Config{ResendFactor: f})
+					t.Logf("loss %.0f%% each way, resend factor %v: round trip p50 %v p99 %v; %.2f wire bytes (UDP payload) per echoed payload byte",
+						loss*100, f, p50.Round(time.Millisecond/10), p99.Round(time.Millisecond/10), wire)
+					if bound := 4 * 54 * time.Millisecond; f == 0 && loss <= 0.05 && p99 > bound {
+						t.Errorf("p99 %v over %v (4 round trips)", p99, bound)
+					}
+				})
 			})
-		})
+		}
 	}
 }
 

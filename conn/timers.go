@@ -84,18 +84,8 @@ func (t *timers) add(c *Conn) {
 // reschedule moves c to the slot of its deadline now, which moved earlier
 // (a sealed connection proven before its proof deadline).
 func (t *timers) reschedule(c *Conn) {
-	w := t.wheel(c)
-	if w == nil {
-		return
-	}
-	w.mu.Lock()
-	if c.timer.linked {
-		w.unlink(c)
-	}
-	if !c.closed.Load() {
-		w.schedule(c, t.interval)
-	}
-	w.mu.Unlock()
+	t.remove(c)
+	t.add(c)
 }
 
 // remove takes a closing connection out of its wheel, so that a wheel never

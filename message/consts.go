@@ -15,9 +15,9 @@ const (
 	// DefaultAckDelay is Config.AckDelay's default.
 	DefaultAckDelay = 5 * time.Millisecond
 	// DefaultResendFactor is Config.ResendFactor's default: copies of an
-	// unacknowledged message ride on the packets that leave from half its
-	// retransmission timeout on (tuning.md, "Messages").
-	DefaultResendFactor = 0.5
+	// unacknowledged message ride on the packets that leave from 0.4 of
+	// its retransmission timeout on (tuning.md, "Messages").
+	DefaultResendFactor = 0.4
 	// DefaultMinResend is Config.MinResend's default.
 	DefaultMinResend = 10 * time.Millisecond
 	// DefaultStallTimeout is Config.StallTimeout's default.

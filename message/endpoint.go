@@ -411,7 +411,7 @@ func (e *Endpoint) WritePayload(dst []byte, seq uint16, now int64) int {
 		e.lose(&r.recs[r.rHead&uint32(len(r.recs)-1)])
 	}
 	eStart := r.eTail
-	iv, _ := e.resendInterval()
+	spec, full := e.resendInterval()
 	n := 0
 	for i := 0; i < nch && len(dst)-n >= 4; i++ {
 		c := (start + i) % nch
@@ -419,7 +419,7 @@ func (e *Endpoint) WritePayload(dst []byte, seq uint16, now int64) int {
 			continue
 		}
 		if l.kinds[c] == ReliableOrdered {
-			n = e.writeReliable(dst, n, c, now, iv)
+			n = e.writeReliable(dst, n, c, now, spec, full)
 		} else {
 			n = e.writeUnreliable(dst, n, c)
 		}
@@ -431,14 +431,18 @@ func (e *Endpoint) WritePayload(dst []byte, seq uint16, now int64) int {
 	return n
 }
 
-func (e *Endpoint) writeReliable(dst []byte, n, ci int, now, iv int64) int {
+func (e *Endpoint) writeReliable(dst []byte, n, ci int, now, spec, full int64) int {
 	c := e.ch[ci]
 	mask := uint16(len(c.units) - 1)
 	en := entry{ch: ci}
 	// Resends first, oldest first.
 	for id := c.ua; id != c.sendNext; id++ {
 		u := &c.units[id&mask]
-		if u.flags&uAcked != 0 || u.due(iv) > now {
+		// A copy rides along every spec interval; only a resend at the
+		// full timeout (which may have needed a packet of its own) counts
+		// toward the backoff.
+		timed := u.due(full) <= now
+		if u.flags&uAcked != 0 || !timed && u.flags&uDue == 0 && now-u.last < spec {
 			continue
 		}
 		en.id, en.frag, en.idx, en.cnt, en.data = id, u.cnt != 0, u.idx, u.cnt, *u.buf
@@ -449,7 +453,9 @@ func (e *Endpoint) writeReliable(dst []byte, n, ci int, now, iv int64) int {
 		n += w
 		u.last = now
 		u.flags &^= uDue
-		u.tries = min(u.tries+1, maxBackoff)
+		if timed {
+			u.tries = min(u.tries+1, maxBackoff)
+		}
 		e.stats.Resent++
 		e.recs.pushEntry(uint8(ci), id)
 	}

@@ -297,7 +297,7 @@ func TestResendTimingAndRepair(t *testing.T) {
 	}
 	// Default RTT 100 ms, deviation 50 ms: a packet of its own after the
 	// 200 ms timeout; a copy rides along on a packet that leaves anyway
-	// from 100 ms on (ResendFactor 0.5).
+	// from 80 ms on (ResendFactor 0.4).
 	if e.WantsSend(t0+199*ms) || !e.WantsSend(t0+200*ms) {
 		t.Fatal("default resend interval")
 	}
@@ -308,13 +308,13 @@ func TestResendTimingAndRepair(t *testing.T) {
 		f := l.NewEndpoint()
 		f.Send(0, []byte("a"), t0)
 		writeOne(t, f, 1, t0)
-		f.Send(0, []byte("b"), t0+99*ms)
-		if p := writeOne(t, f, 2, t0+99*ms); len(p) != 5 {
-			t.Fatalf("at 99 ms the packet carries %d bytes, want b's entry alone", len(p))
+		f.Send(0, []byte("b"), t0+79*ms)
+		if p := writeOne(t, f, 2, t0+79*ms); len(p) != 5 {
+			t.Fatalf("at 79 ms the packet carries %d bytes, want b's entry alone", len(p))
 		}
-		f.Send(0, []byte("c"), t0+100*ms)
-		if p := writeOne(t, f, 3, t0+100*ms); len(p) != 10 || f.Stats().Resent != 1 {
-			t.Fatalf("at 100 ms the packet carries %d bytes (resent %d), want c's entry and a copy of a", len(p), f.Stats().Resent)
+		f.Send(0, []byte("c"), t0+80*ms)
+		if p := writeOne(t, f, 3, t0+80*ms); len(p) != 10 || f.Stats().Resent != 1 {
+			t.Fatalf("at 80 ms the packet carries %d bytes (resent %d), want c's entry and a copy of a", len(p), f.Stats().Resent)
 		}
 	}
 	e.SetRTT(4 * time.Millisecond) // timeout 8 ms < MinResend 10 ms
@@ -466,7 +466,7 @@ func TestResendBackoff(t *testing.T) {
 	for range 10 {
 		e.SetRTT(100 * time.Millisecond)
 	}
-	if spec, full := e.resendInterval(); full < 100*ms || full > 200*ms || spec != full/2 {
+	if spec, full := e.resendInterval(); full < 100*ms || full > 200*ms || spec != int64(DefaultResendFactor*float64(full)) {
 		t.Fatalf("after 100 ms samples: intervals %d, %d ms", spec/ms, full/ms)
 	}
 }
