@@ -25,6 +25,7 @@
 //	go run ./bench -scenarios storm-1k,storm-10k,storm-100k -variants udpgate,naive -reps 5
 //	go run ./bench -scenarios rtt-under-flood -variants udpgate,udpgate/overload,naive -reps 5
 //	go run ./bench -scenarios sealed-data-1k,sealed-data-100k,data-1k,sealed-storm-10k -variants udpgate,rawecho
+//	go run ./bench -scenarios msg-lossy,msg-lossy-20,msg-bulk,msg-cpu-1k -variants udpgate,kcp,rawecho -reps 3
 //
 // Packet-rate scenarios are kind-clients with kind challenge (Initial →
 // Challenge), ack (a connected client's valid Response → Ack again) or
@@ -46,6 +47,16 @@
 //     a GC and its GC share of CPU with Data flowing at -conns-rate
 //     (mem.go).
 //
+// Messages (conn's SendMessage, docs/protocol.md §14) are compared with
+// kcp-go (variant kcp, github.com/xtaci/kcp-go/v5) in four scenarios with
+// a table of their own (messages.go): msg-lossy and msg-lossy-N (4 clients
+// echoing 60 messages/s each through an in-process lossy proxy, 5 % or N %
+// loss each way, 25 ms delay: round trip p50/p99, delivery, bytes on the
+// wire per payload byte), msg-bulk (one 1 MiB reliable message over 1 %
+// loss: seconds until the server has it) and msg-cpu-N (N clients sending
+// bursts of 4 messages on loopback: server CPU per echoed message, against
+// the raw echo's per datagram at the same burst rate).
+//
 // Sealed mode (docs/protocol.md §11) has two kinds, run by udpgate with a
 // private key drawn per run (sealed.go): sealed-data-N is data-N with
 // every client proving a connect token and every Data packet sealed both
@@ -53,13 +64,14 @@
 // server has no sealed mode); sealed-storm-N is storm-N with the token's
 // proof in every handshake.
 //
-// Variants are udpgate, rawecho or naive, with optional settings /bN
+// Variants are udpgate, rawecho, naive or kcp (no settings), with optional settings /bN
 // (batch), /sN (sockets), /rSIZE (socket buffers, e.g. r208k, r4m), /pN
 // (GOMAXPROCS), /frag, and for udpgate /overload (overload control on),
 // /defaults (cmd/server's default limits and timers) and /nosteer (no
 // kernel steering of handshakes and connection packets). A variant runs only
-// in the scenarios it applies to: rawecho in the packet-rate ones,
-// udpgate/overload in storms and rtt-under-flood. Ratios use the first
+// in the scenarios it applies to: rawecho in the packet-rate ones and
+// msg-cpu-N, udpgate/overload in storms and rtt-under-flood, kcp in the
+// message scenarios. Ratios use the first
 // rawecho and naive variants; each run starts a fresh server, so
 // repetitions are independent.
 //
@@ -109,11 +121,14 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	reps := fs.Int("reps", 0, "repetitions (0: the mode's)")
 	warmup := fs.Duration("warmup", 0, "warm-up before each window (0: the mode's)")
 	window := fs.Duration("window", 0, "measuring window (0: the mode's)")
-	scenarios := fs.String("scenarios", "", "comma-separated list: kind-clients with kind challenge, ack, data, storm, conns, sealed-data or sealed-storm (e.g. data-100k, storm-10k, conns-100k, sealed-data-1k), low-load, rtt-under-flood (default: the mode's)")
-	variants := fs.String("variants", "", "comma-separated servers: udpgate, rawecho, naive, each with optional /bN /sN /rSIZE /pN (GOMAXPROCS) /frag, udpgate also /overload /defaults /nosteer (default: "+defaultServers+"; -full: "+fullServers+")")
+	scenarios := fs.String("scenarios", "", "comma-separated list: kind-clients with kind challenge, ack, data, storm, conns, sealed-data or sealed-storm (e.g. data-100k, storm-10k, conns-100k, sealed-data-1k), low-load, rtt-under-flood, msg-lossy, msg-lossy-N (N % loss), msg-bulk, msg-cpu-N (default: the mode's)")
+	variants := fs.String("variants", "", "comma-separated servers: udpgate, rawecho, naive, kcp (kcp-go, message scenarios only), each but kcp with optional /bN /sN /rSIZE /pN (GOMAXPROCS) /frag, udpgate also /overload /defaults /nosteer (default: "+defaultServers+"; -full: "+fullServers+")")
 	connsRate := fs.Float64("conns-rate", 1, "conns-N: Data packets per second per client while GC is measured (0: closed loop)")
 	floodSources := fs.Int("flood-sources", 64, "rtt-under-flood: the attacker's source ports (one address), 1 to 4096")
 	floodSenders := fs.Int("flood-senders", 1, "rtt-under-flood: the attacker's sending threads, 1 to 8 (each takes a core if it can)")
+	msgDuration := fs.Duration("msg-duration", 20*time.Second, "msg-lossy: how long each client sends (60 messages/s; drained for up to 10 s more)")
+	msgRate := fs.Float64("msg-rate", 30000, "msg-cpu-N: messages per second, all clients together (bursts of 4)")
+	msgBulk := fs.Int("msg-bulk", 3, "msg-bulk: 1 MiB transfers per run")
 	out := fs.String("out", "", "directory for bench-results.{md,json,svg} (default: a new temporary directory)")
 	loadSockets := fs.Int("load-sockets", 0, "load generator sockets (0: 2)")
 	loadWindow := fs.Int("load-window", 0, "outstanding requests per load socket (0: 256)")
@@ -136,6 +151,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		Mode: "quick", Reps: 1, Warmup: 500 * time.Millisecond, Window: 2 * time.Second,
 		LoadSockets: *loadSockets, LoadWindow: *loadWindow, LoadBatch: *loadBatch,
 		ConnsRate: *connsRate, FloodSources: *floodSources, FloodSenders: *floodSenders,
+		MsgDuration: *msgDuration, MsgRate: *msgRate, MsgBulk: *msgBulk,
 		MinAcct: 0.85, Retries: 0, Out: *out,
 		Command: "go run ./bench " + strings.Join(args, " "),
 	}
@@ -166,6 +182,9 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	}
 	if *connsRate < 0 || *floodSources < 1 || *floodSources > 4096 || *floodSenders < 1 || *floodSenders > 8 {
 		return nil, fmt.Errorf("-conns-rate must not be negative, -flood-sources must be 1 to 4096 and -flood-senders 1 to 8")
+	}
+	if *msgDuration <= 0 || *msgDuration > 2*time.Minute || *msgRate <= 0 || *msgRate > 1e6 || *msgBulk < 1 || *msgBulk > 20 {
+		return nil, fmt.Errorf("-msg-duration must be in (0, 2m], -msg-rate in (0, 1e6] and -msg-bulk 1 to 20")
 	}
 	if opt.Warmup+opt.Window > time.Minute || opt.Reps > 50 {
 		return nil, fmt.Errorf("a run of %v + %v × %d repetitions is more than this harness allows (1 min per run, 50 repetitions)", opt.Warmup, opt.Window, opt.Reps)

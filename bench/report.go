@@ -60,6 +60,7 @@ type report struct {
 	Storms  []stormCell `json:"storms,omitempty"`
 	RTTs    []rttCell   `json:"rtt_under_flood,omitempty"`
 	Mems    []memCell   `json:"memory,omitempty"`
+	Msgs    []msgCell   `json:"messages,omitempty"`
 	Targets []target    `json:"targets"`
 	Runs    []runRecord `json:"runs"`
 }
@@ -116,6 +117,16 @@ func summarise(opt *options, recs []runRecord) *report {
 				continue
 			case scConns:
 				rep.Mems = append(rep.Mems, summariseMem(rs))
+				continue
+			case scMsgLossy, scMsgBulk, scMsgCPU:
+				var kcpRuns, rawRuns map[int]runRecord
+				if v.Kind != kindKCP {
+					kcpRuns = msgRunsByRep(opt, recs, sc.Name, kindKCP)
+				}
+				if v.Kind != kindRawEcho {
+					rawRuns = msgRunsByRep(opt, recs, sc.Name, kindRawEcho)
+				}
+				rep.Msgs = append(rep.Msgs, summariseMsg(sc, rs, kcpRuns, rawRuns))
 				continue
 			}
 			c := cell{Scenario: sc.Name, Variant: v.Spec, Runs: len(rs), CPUMin: math.Inf(1)}
@@ -401,6 +412,9 @@ func writeIssueTables(w io.Writer, rep *report) {
 	if len(rep.Mems) > 0 {
 		writeMems(w, rep.Mems, rep.Options.ConnsRate)
 	}
+	if len(rep.Msgs) > 0 {
+		writeMsgs(w, rep.Msgs, rep.Options)
+	}
 }
 
 // issueTargets checks issue 11's storm, player and memory goals for every
@@ -425,6 +439,11 @@ func issueTargets(opt *options, rep *report) []target {
 	for _, c := range rep.Mems {
 		if isUdpgate(c.Variant) {
 			ts = append(ts, memTargets(c)...)
+		}
+	}
+	for _, c := range rep.Msgs {
+		if isUdpgate(c.Variant) {
+			ts = append(ts, msgTargets(c)...)
 		}
 	}
 	return ts

@@ -89,8 +89,13 @@ func parseVariant(s string) (variant, error) {
 	v := variant{Spec: s, Kind: parts[0]}
 	switch v.Kind {
 	case kindUdpgate, kindRawEcho, kindNaive:
+	case kindKCP:
+		// kcp-go (message scenarios only) takes no settings.
+		if len(parts) > 1 {
+			return v, fmt.Errorf("variant %q: kcp takes no settings", s)
+		}
 	default:
-		return v, fmt.Errorf("variant %q: unknown server %q (want udpgate, rawecho or naive)", s, v.Kind)
+		return v, fmt.Errorf("variant %q: unknown server %q (want udpgate, rawecho, naive or kcp)", s, v.Kind)
 	}
 	for _, p := range parts[1:] {
 		if p == "" {
@@ -308,7 +313,12 @@ func childMain(spec string, stdin io.Reader, stdout io.Writer) int {
 		fmt.Fprintf(stdout, "ERROR %v\n", err)
 		return 2
 	}
-	srv, err := startServer(v, v.Defaults || os.Getenv(profileEnv) == profileDefaults, keys)
+	var srv *server
+	if spec := os.Getenv(msgEnv); spec != "" {
+		srv, err = startMsgServer(v, spec)
+	} else {
+		srv, err = startServer(v, v.Defaults || os.Getenv(profileEnv) == profileDefaults, keys)
+	}
 	if err != nil {
 		fmt.Fprintf(stdout, "ERROR %v\n", err)
 		return 1

@@ -26,6 +26,10 @@ type Config struct {
 	Delay     time.Duration // base one-way delay
 	Jitter    time.Duration // uniform extra delay in [0, Jitter)
 	Seed      uint64
+	// SocketBuffer, if > 0, sets the receive and send buffers of the
+	// proxy's sockets (bytes, capped by the kernel), so a burst is not
+	// dropped at the proxy itself (0: the system default).
+	SocketBuffer int
 }
 
 // Direction of a datagram through the proxy.
@@ -69,6 +73,7 @@ func New(server netip.AddrPort, cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
+	setBuffers(front, cfg.SocketBuffer)
 	p := &Proxy{
 		cfg:      cfg,
 		server:   server,
@@ -143,10 +148,19 @@ func (p *Proxy) up(client netip.AddrPort) (*net.UDPConn, error) {
 	if err != nil {
 		return nil, err
 	}
+	setBuffers(u, p.cfg.SocketBuffer)
 	p.upstream[client] = u
 	p.wg.Add(1)
 	go p.readUp(client, u)
 	return u, nil
+}
+
+// setBuffers sets a socket's receive and send buffers when n > 0.
+func setBuffers(c *net.UDPConn, n int) {
+	if n > 0 {
+		_ = c.SetReadBuffer(n)
+		_ = c.SetWriteBuffer(n)
+	}
 }
 
 func (p *Proxy) readUp(client netip.AddrPort, u *net.UDPConn) {

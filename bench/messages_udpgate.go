@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/udpgate/udpgate/conn"
+	"github.com/udpgate/udpgate/message"
+)
+
+// udpgate's side of the message scenarios: a server whose application
+// echoes every message on its channel (and answers a bulk message with
+// bulkReply), and clients that send on channel 0.
+
+// msgChannels: channel 0 reliable-ordered (every benchmark message), 1
+// unreliable (configured, unused), as a game would have both.
+func msgConfig(spec msgServerSpec) message.Config {
+	return message.Config{
+		Channels:       []message.ChannelConfig{{Kind: message.ReliableOrdered}, {Kind: message.Unreliable}},
+		SendRate:       spec.SendRate,
+		MaxMessageSize: spec.MaxMessageSize,
+	}
+}
+
+// msgEchoApp is the udpgate message server's application.
+type msgEchoApp struct{ conn.NopHandler }
+
+func (msgEchoApp) OnMessage(c *conn.Conn, ch int, msg []byte) {
+	if len(msg) == 0 {
+		return
+	}
+	switch msg[0] {
+	case tagEcho:
+		c.SendMessage(ch, msg)
+	case tagBulk:
+		if len(msg) >= msgHeader {
+			c.SendMessage(ch, bulkReply(msg, len(msg)))
+		}
+	}
+}
+
+// msgBaseConfig is the benchmark's udpgate configuration for message
+// scenarios, as startServer's: no per-source Challenge limit, no limit of
+// connections per address (every client is 127.0.0.1), connection timers
+// far beyond a run so no KeepAlive adds datagrams to the wire count.
+func msgBaseConfig(h conn.Handler, spec msgServerSpec) conn.Config {
+	return conn.Config{
+		Handler:             h,
+		NetworkVersion:      benchNetVersion,
+		ChallengeRate:       -1,
+		KeepAlive:           time.Hour,
+		Timeout:             2 * time.Hour,
+		MaxClients:          1 << 16,
+		MaxClientsPerIP:     -1,
+		MaxClientsPerPrefix: -1,
+		Messages:            msgConfig(spec),
+	}
+}
+
+func startUdpgateMsgServer(v variant, spec msgServerSpec) (*server, error) {
+	cfg := msgBaseConfig(msgEchoApp{}, spec)
+	cfg.Sockets, cfg.BatchSize, cfg.RecvBuffer, cfg.SendBuffer = v.Sockets, v.Batch, v.Buffer, v.Buffer
+	cfg.AllowFragmentation, cfg.NoSteering = v.Frag, v.NoSteer
+	s, err := conn.Listen("127.0.0.1:0", cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &server{addr: s.Addr(), close: func() { s.Close() }, stats: func() string {
+		st := s.Stats()
+		so := st.Sockets
+		return fmt.Sprintf("conns=%d accepted=%d conn_in=%d drops=%d rx=%d tx=%d tx_calls=%d",
+			st.Connections, st.Accepted, st.ConnPacketsIn, st.TotalDrops(), so.RxPackets, so.TxPackets, so.TxCalls)
+	}}, nil
+}
+
+// msgClientApp hands a client's messages to on.
+type msgClientApp struct {
+	conn.NopHandler
+	on func([]byte)
+}
+
+func (a *msgClientApp) OnMessage(c *conn.Conn, ch int, msg []byte) { a.on(msg) }
+
+type udpgateMsgClient struct{ c *conn.Client }
+
+func dialUdpgateMsg(ctx context.Context, addr netip.AddrPort, spec msgServerSpec, on func([]byte)) (msgClient, error) {
+	c, err := conn.Dial(ctx, addr.String(), msgBaseConfig(&msgClientApp{on: on}, spec))
+	if err != nil {
+		return nil, err
+	}
+	return &udpgateMsgClient{c: c}, nil
+}
+
+// send: one message goes at once (SendMessage); a burst is queued and
+// flushed together.
+func (u *udpgateMsgClient) send(msgs [][]byte) error {
+	c := u.c.Conn()
+	if len(msgs) == 1 {
+		return c.SendMessage(0, msgs[0])
+	}
+	for _, m := range msgs {
+		if err := c.QueueMessage(0, m); err != nil {
+			return err
+		}
+	}
+	return c.Flush()
+}
+
+func (u *udpgateMsgClient) resent() int64 { return int64(u.c.Conn().MessageStats().Resent) }
+
+func (u *udpgateMsgClient) close() { u.c.Close() }
