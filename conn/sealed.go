@@ -68,6 +68,13 @@ type sealState struct {
 
 func (ss *sealState) proven() bool { return ss.state.Load() == sealProven }
 
+// heldSealed reports whether c (nil: none) is a sealed connection that has
+// proven its token: nothing in clear may replace or close it, only a proof
+// of the same client id or a sealed packet under its keys.
+func (c *Conn) heldSealed() bool {
+	return c != nil && c.sec != nil && c.sec.state.Load() != sealUnproven
+}
+
 // salt is the connection's salt: the first 16 bytes of its authorised
 // cookie, which a server never grants twice, so no two connections share
 // a nonce even when a token is proven twice.

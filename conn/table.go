@@ -83,7 +83,7 @@ func (t *table) admit(p *promotion, mk func() *Conn) verdict {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	v, hasOld := t.decide(p)
-	if v.ack != nil || v.denied != 0 || v.replay {
+	if v.ack != nil || v.denied != 0 || v.replay || v.held {
 		return v
 	}
 	return t.insert(p, hasOld, mk)
@@ -110,6 +110,12 @@ func (t *table) decide(p *promotion) (v verdict, hasOld bool) {
 			// The same client answered a newer Challenge before its Ack
 			// arrived: the connection exists, repeat its Ack.
 			v.ack = &old.cookie
+			return v, true
+		}
+		if old.heldSealed() {
+			// Sealed: a handshake in clear never replaces a proven
+			// connection (§11.4).
+			v.held = true
 			return v, true
 		}
 		if p.ts < old.cookieTS {

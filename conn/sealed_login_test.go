@@ -1,0 +1,140 @@
+package conn
+
+import (
+	"bytes"
+	"net/netip"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/netsim"
+	"github.com/udpgate/udpgate/token"
+)
+
+// pathTap records every datagram a netsim network carries to one address,
+// as an on-path observer would see them.
+type pathTap struct {
+	mu  sync.Mutex
+	to  netip.AddrPort
+	got [][]byte
+}
+
+func (p *pathTap) drop(_, to netip.AddrPort, b []byte) bool {
+	if to == p.to {
+		p.mu.Lock()
+		p.got = append(p.got, bytes.Clone(b))
+		p.mu.Unlock()
+	}
+	return false
+}
+
+// lastHandshake returns the newest handshake packet of type typ seen.
+func (p *pathTap) lastHandshake(typ fastpath.PacketType) (fastpath.Handshake, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := len(p.got) - 1; i >= 0; i-- {
+		var h fastpath.Handshake
+		if fastpath.DecodeHandshake(fastpath.Magic{}, p.got[i], &h) == fastpath.DropNone && h.Type == typ {
+			return h, true
+		}
+	}
+	return fastpath.Handshake{}, false
+}
+
+// echoes sends n Data packets and counts the echoes that come back within
+// a virtual second each.
+func echoes(t *testing.T, cli *Client, got chan string, n int) int {
+	t.Helper()
+	ok := 0
+	for i := range n {
+		if _, err := cli.Send([]byte{'e', byte(i)}); err != nil {
+			t.Fatalf("send %d: %v (%v)", i, err, cli.Err())
+		}
+		select {
+		case <-got:
+			ok++
+		case <-time.After(time.Second):
+		}
+	}
+	return ok
+}
+
+// TestSealedObserverCannotReplace is issue 19's observer attack: from the
+// player's address, an Initial with another ClientID, then (having read
+// the Challenge on the path) the matching Response. Unsealed, that new
+// handshake replaces the connection (§5.2); sealed, it must leave the
+// proven connection and its echoes untouched, as must any other packet in
+// clear (a Disconnect with the connection's Tag, a RestartResponse).
+func TestSealedObserverCannotReplace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := netsim.New()
+		nw.SetLink(netsim.Link{Latency: 16 * time.Millisecond})
+		app := &identityApp{}
+		srv := simListen(t, nw, Config{Handler: app, PrivateKey: &testKey, ProtocolID: testProtocolID})
+		tok := makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{simServerAddr}})
+		got := make(chan string, 64)
+		cli, err := simDial(t, nw, Config{Handler: simRecorder{got: got}, Token: tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		player := cli.LocalAddr()
+		tap := &pathTap{to: player}
+		nw.Drop = tap.drop
+		if n := echoes(t, cli, got, 3); n != 3 {
+			t.Fatalf("%d of 3 echoes before the attack", n)
+		}
+		sc, ok := srv.Conn(player)
+		if !ok {
+			t.Fatal("no server connection")
+		}
+		other := (cli.Conn().ClientID() + 1) % 8
+		buf := make([]byte, 256)
+		// 1. An Initial with another ClientID, spoofed from the player.
+		ini := fastpath.Handshake{Type: fastpath.TypeInitial, ClientID: other, MinVersion: 3, CurVersion: 4, RandomLen: 16}
+		n := fastpath.EncodeHandshake(buf, fastpath.Magic{}, &ini)
+		nw.Deliver(player, simServerAddr, bytes.Clone(buf[:n]))
+		time.Sleep(40 * time.Millisecond)
+		ch, ok := tap.lastHandshake(fastpath.TypeChallenge)
+		if !ok {
+			t.Fatal("the observer saw no Challenge on the path")
+		}
+		// 2. The matching Response, as read on the path.
+		rsp := fastpath.Handshake{Type: fastpath.TypeResponse, ClientID: other, MinVersion: 3, CurVersion: 4, RandomLen: 16,
+			SessionID: ch.SessionID, SecretID: ch.SecretID, Timestamp: ch.Timestamp, Cookie: ch.Cookie}
+		n = fastpath.EncodeHandshake(buf, fastpath.Magic{}, &rsp)
+		nw.Deliver(player, simServerAddr, bytes.Clone(buf[:n]))
+		// 3. A Disconnect in clear with the connection's Tag and ClientID.
+		hd := fastpath.ConnHeader{ClientID: sc.ClientID(), Tag: sc.tag, Seq: 1, Kind: fastpath.KindDisconnect}
+		n = fastpath.EncodeConn(buf, fastpath.Magic{}, &hd, []byte{byte(ReasonClosed)})
+		nw.Deliver(player, simServerAddr, bytes.Clone(buf[:n]))
+		// 4. A RestartResponse with the connection's cookie.
+		rr := rsp
+		rr.Type, rr.Restart, rr.ClientID, rr.OrigCookie = fastpath.TypeRestartResponse, true, sc.ClientID(), sc.cookie
+		n = fastpath.EncodeHandshake(buf, fastpath.Magic{}, &rr)
+		nw.Deliver(player, simServerAddr, bytes.Clone(buf[:n]))
+		time.Sleep(100 * time.Millisecond)
+
+		st := srv.Stats()
+		if st.Drops[fastpath.DropSealedHeld] != 1 || st.Connections != 1 || st.Accepted != 1 {
+			t.Fatalf("sealed_held %d, connections %d, accepted %d; want 1, 1, 1",
+				st.Drops[fastpath.DropSealedHeld], st.Connections, st.Accepted)
+		}
+		if now, ok := srv.Conn(player); !ok || now != sc || sc.closed.Load() {
+			t.Fatal("the proven connection was replaced or closed")
+		}
+		if n := echoes(t, cli, got, 10); n != 10 {
+			t.Fatalf("the player got %d of 10 echoes after the attack", n)
+		}
+		if err := cli.Err(); err != nil {
+			t.Fatalf("the client's connection ended: %v", err)
+		}
+		app.mu.Lock()
+		discs := app.discs
+		app.mu.Unlock()
+		if discs != 0 {
+			t.Fatalf("the application saw %d disconnects", discs)
+		}
+	})
+}
