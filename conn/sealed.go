@@ -40,6 +40,13 @@ var (
 	ErrTokenInvalid       = errors.New("conn: the server refused the connect token: token invalid (made with another private key or protocol id than the server's)")
 	ErrTokenForeignServer = errors.New("conn: the server refused the connect token: this server is not in the token (the backend sent the client to another server)")
 	ErrTokenInUse         = errors.New("conn: the server refused the connect token: token already in use from another address")
+	// ErrTokenRequired: the server is sealed and this client has no
+	// connect token. A Client's Err matches it (errors.Is) one round trip
+	// after Dial returned: the server cannot tell a client without a
+	// token from one whose proof is on its way until the client's first
+	// connection packet, which a client without a token sends as soon as
+	// its Ack arrives.
+	ErrTokenRequired = errors.New("conn: the server is in sealed mode and needs a connect token, and this client has none: get a connect token from the game's backend and connect with DialToken (Config.Token; cmd/client connect: -token FILE)")
 )
 
 const (
@@ -64,6 +71,9 @@ type sealState struct {
 	// is due (Unix ns).
 	request   []byte
 	nextProof int64
+	// noticeAt (server, Unix ns): a client without a token is told so
+	// again only after it.
+	noticeAt atomic.Int64
 }
 
 func (ss *sealState) proven() bool { return ss.state.Load() == sealProven }
@@ -367,7 +377,12 @@ func (l *loop) sealed(m *batchio.Message, c *Conn, now time.Time) {
 		return
 	}
 	pkt := m.Buf[:m.N]
-	switch st := sec.state.Load(); {
+	st := sec.state.Load()
+	if d.Clear || (st == sealUnproven && !d.Proof) {
+		l.clearOnSealed(m, c, st, now)
+		return
+	}
+	switch {
 	case st == sealClosed:
 		// Closed since the batch looked it up (a refusal earlier in
 		// this batch, say).
@@ -401,6 +416,52 @@ func (l *loop) sealed(m *batchio.Message, c *Conn, now time.Time) {
 		r = c.receive(&d.Conn, payload, now, &l.rep, l)
 	}
 	l.connIn(r)
+}
+
+// clearOnSealed handles a packet on sealed connection c that is not a
+// proof and, if c is proven, was not sealed (fastpath flagged it Clear).
+// On a connection still to prove its token, a connection packet in clear
+// with its Tag comes from a client without a token (or a forger who could
+// as well drop the proofs): it is told, in clear, that the server needs a
+// token (reason 11), at most once per ProofResendInterval and only in
+// reply to a packet at least as large as the notice.
+func (l *loop) clearOnSealed(m *batchio.Message, c *Conn, st uint32, now time.Time) {
+	d := &l.d
+	if st != sealUnproven {
+		if d.Clear {
+			l.cnt.add(cDrop+int(fastpath.DropBadSize), 1)
+		} else {
+			l.cnt.add(cDrop+int(fastpath.DropNotProof), 1)
+		}
+		return
+	}
+	magic := l.s.st.magic
+	pkt := m.Buf[:m.N]
+	h := &d.Conn
+	if !d.Clear {
+		// Sealed-sized: is it a connection packet in clear all the same?
+		var hc fastpath.ConnHeader
+		if _, r := fastpath.DecodeConn(magic, pkt, &hc); r != fastpath.DropNone ||
+			hc.SessionID != c.session || hc.ClientID != c.clientID || hc.Tag != c.tag {
+			l.cnt.add(cDrop+int(fastpath.DropNotProof), 1)
+			return
+		}
+		h = &hc
+	}
+	l.cnt.add(cDrop+int(fastpath.DropTokenRequired), 1)
+	ns := now.UnixNano()
+	sec := c.sec
+	if h.Kind == fastpath.KindDisconnect || len(pkt) < fastpath.ConnLen(magic, fastpath.KindDisconnect, 1) {
+		return
+	}
+	if at := sec.noticeAt.Load(); ns < at || !sec.noticeAt.CompareAndSwap(at, ns+int64(ProofResendInterval)) {
+		return
+	}
+	c.mu.Lock()
+	c.inLoop = l
+	c.mu.Unlock()
+	_, _ = c.sendNotice(ReasonTokenRequired, false)
+	c.leaveLoop()
 }
 
 func (l *loop) connIn(r fastpath.DropReason) {

@@ -2,6 +2,7 @@ package conn
 
 import (
 	"bytes"
+	"errors"
 	"net/netip"
 	"sync"
 	"testing"
@@ -135,6 +136,107 @@ func TestSealedObserverCannotReplace(t *testing.T) {
 		app.mu.Unlock()
 		if discs != 0 {
 			t.Fatalf("the application saw %d disconnects", discs)
+		}
+	})
+}
+
+// TestSimTokenRequired: a client without a token that dials a sealed
+// server learns why one round trip after its Ack: its first packet (sent
+// at once, padded to a Disconnect's size) is answered with a Disconnect in
+// clear, reason 11, and the client's Err matches ErrTokenRequired.
+func TestSimTokenRequired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := netsim.New()
+		const oneWay = 20 * time.Millisecond
+		nw.SetLink(netsim.Link{Latency: oneWay})
+		srv := simListen(t, nw, Config{Handler: simEcho{}, PrivateKey: &testKey, ProtocolID: testProtocolID})
+		start := time.Now()
+		cli, err := simDial(t, nw, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dialed := time.Since(start)
+		<-cli.Done()
+		learned := time.Since(start)
+		if err := cli.Err(); !errors.Is(err, ErrTokenRequired) {
+			t.Fatalf("Err %v, want ErrTokenRequired", err)
+		}
+		if dialed != 4*oneWay || learned != 6*oneWay {
+			t.Fatalf("Dial returned after %v and the refusal came after %v; want %v and %v", dialed, learned, 4*oneWay, 6*oneWay)
+		}
+		st := srv.Stats()
+		if st.Drops[fastpath.DropTokenRequired] != 1 || st.Connections != 0 {
+			t.Fatalf("token_required %d, connections %d", st.Drops[fastpath.DropTokenRequired], st.Connections)
+		}
+	})
+}
+
+// TestSimTokenRequiredNoAmplification: a connection packet in clear
+// shorter than the Disconnect that would answer it gets no answer, and a
+// flood of larger ones gets at most one answer per ProofResendInterval.
+func TestSimTokenRequiredNoAmplification(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := netsim.New()
+		nw.SetLink(netsim.Link{Latency: 5 * time.Millisecond})
+		srv := simListen(t, nw, Config{Handler: simEcho{}, PrivateKey: &testKey, ProtocolID: testProtocolID})
+		var toClient, fromClient, bytesTo, bytesFrom int
+		var mu sync.Mutex
+		// The client's own first packet is lost: the test sends the
+		// packets in clear itself.
+		var cliAddr netip.AddrPort
+		nw.Drop = func(from, to netip.AddrPort, p []byte) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			if to == simServerAddr && from == cliAddr {
+				fromClient++
+				bytesFrom += len(p)
+			}
+			if from == simServerAddr && to == cliAddr {
+				toClient++
+				bytesTo += len(p)
+			}
+			return false
+		}
+		cli, err := simDial(t, nw, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-cli.Done()
+		mu.Lock()
+		cliAddr = cli.LocalAddr()
+		mu.Unlock()
+		sc, ok := srv.Conn(cliAddr)
+		if !ok {
+			t.Fatal("the unproven connection is gone")
+		}
+		buf := make([]byte, 64)
+		send := func(seq uint16, pad int) {
+			h := fastpath.ConnHeader{ClientID: sc.ClientID(), Tag: sc.tag, Seq: seq, Kind: fastpath.KindKeepAlive}
+			n := fastpath.EncodeConn(buf, fastpath.Magic{}, &h, make([]byte, pad))
+			nw.Deliver(cliAddr, simServerAddr, bytes.Clone(buf[:n]))
+		}
+		// 100 unpadded KeepAlives (one byte shorter than the notice):
+		// nothing back.
+		for i := range 100 {
+			send(uint16(100+i), 0)
+		}
+		time.Sleep(50 * time.Millisecond)
+		mu.Lock()
+		if toClient != 0 {
+			t.Fatalf("%d replies to KeepAlives shorter than the notice", toClient)
+		}
+		mu.Unlock()
+		// 1000 padded ones over one second: at most one notice per
+		// ProofResendInterval.
+		for i := range 1000 {
+			send(uint16(200+i), 1)
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		if max := int(time.Second/ProofResendInterval) + 1; toClient > max || toClient == 0 || bytesTo > bytesFrom {
+			t.Fatalf("%d notices (%d bytes) for %d packets (%d bytes); want 1..%d", toClient, bytesTo, fromClient, bytesFrom, max)
 		}
 	})
 }

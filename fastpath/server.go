@@ -192,6 +192,13 @@ type Decision struct {
 	Payload []byte
 	// Proof (ActSealed): the packet is a proof packet.
 	Proof bool
+	// Clear (ActSealed): the packet is too short to be sealed but is a
+	// well-formed connection packet in clear with the connection's
+	// SessionID, ClientID and Tag (Decision.Conn, Decision.Payload): a
+	// client without a token, or a forgery. The caller answers it only
+	// on a connection that has not proven a token (docs/protocol.md
+	// §11.3), and drops it (DropBadSize) on a proven one.
+	Clear bool
 }
 
 // Shed is overload control's say over the next decisions (set per batch by
@@ -433,6 +440,15 @@ func (s *Server) recentlyClosed(src netip.AddrPort, now float64) bool {
 // found by its sealed packets instead.
 func (s *Server) handleSealed(d *Decision, src netip.AddrPort, pkt []byte, pw uint64, now float64, peer *Peer) {
 	proof, r := decodeSealed(s.cfg.Magic, pkt, pw, &d.Conn)
+	if r == DropBadSize && peer.Known {
+		// Too short to be sealed: perhaps a client without a token,
+		// whose connection packets are in clear.
+		if payload, rc := decodeConn(s.cfg.Magic, pkt, pw, &d.Conn); rc == DropNone &&
+			d.Conn.SessionID == s.cfg.SessionID && d.Conn.ClientID == peer.ClientID && d.Conn.Tag == peer.Tag {
+			d.Action, d.Clear, d.Payload = ActSealed, true, payload
+			return
+		}
+	}
 	switch {
 	case r != DropNone:
 		d.Drop = r

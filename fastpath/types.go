@@ -119,6 +119,10 @@ const (
 	// DisconnectStalled: the peer left a reliable message unacknowledged
 	// for the stall bound (docs/protocol.md §14).
 	DisconnectStalled uint8 = 10
+	// DisconnectTokenRequired (sealed mode): the server needs a connect
+	// token and the client sent connection packets in clear; sent in
+	// clear with the connection's Tag (docs/protocol.md §11.3).
+	DisconnectTokenRequired uint8 = 11
 )
 
 // Handshake is one decoded or to-be-encoded handshake packet. It is a value
