@@ -358,6 +358,25 @@ type loopSealed struct {
 	// scratch holds a copy of a datagram tried against several connections
 	// (a failed open clears the ciphertext in place).
 	scratch []byte
+	// proofs remembers the inner Poly1305 tags of the proofs this loop
+	// looked at lately, in a direct-mapped table: the same proof seen
+	// again is dropped before its token is opened a second time.
+	proofs [recentProofs][seal.TagBytes]byte
+}
+
+// recentProofs sizes a loop's table of recent proof tags (16 KiB): far
+// more than the proofs a loop sees in the time a duplicate takes.
+const recentProofs = 1024
+
+// seenProof reports whether tag, a proof's inner Poly1305 tag, is in the
+// table, and puts it there.
+func (ls *loopSealed) seenProof(tag []byte) bool {
+	e := &ls.proofs[binary.LittleEndian.Uint64(tag)&(recentProofs-1)]
+	if [seal.TagBytes]byte(tag) == *e {
+		return true
+	}
+	copy(e[:], tag)
+	return false
 }
 
 func newLoopSealed(st *settings) *loopSealed {
@@ -479,6 +498,12 @@ func (l *loop) prove(m *batchio.Message, c *Conn, now time.Time) {
 	s, ls, ss := l.s, l.sealedScratch, l.s.sealed
 	magic := s.st.magic
 	pkt := m.Buf[:m.N]
+	if ls.seenProof(pkt[len(pkt)-1-seal.TagBytes : len(pkt)-1]) {
+		// The same proof again (a duplicate, or a replay flood):
+		// whatever it got the first time, it gets no second open.
+		l.cnt.add(cDrop+int(fastpath.DropProofLimited), 1)
+		return
+	}
 	body := fastpath.ProofRequest(magic, pkt)
 	p := &ls.priv
 	switch err := ls.opener.OpenRequest(p, body, now); err {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/seal"
 	"github.com/udpgate/udpgate/netsim"
 	"github.com/udpgate/udpgate/token"
 )
@@ -239,4 +240,140 @@ func TestSimTokenRequiredNoAmplification(t *testing.T) {
 			t.Fatalf("%d notices (%d bytes) for %d packets (%d bytes); want 1..%d", toClient, bytesTo, fromClient, bytesFrom, max)
 		}
 	})
+}
+
+// TestSimProofFlood is issue 19's proof flood from one valid token: four
+// unproven connections (tokenless handshakes from four sources) resend
+// proofs carrying one stolen token's request body with a broken inner seal,
+// about 10,000 a second in all for two seconds of virtual time, each a new
+// proof, except that one source repeats a single proof. The server opens
+// tokens only within each source's proof budget (twice a client's rate)
+// and never twice for the same proof; players connected meanwhile lose no
+// echo, their round trips stay the link's, and a new login succeeds
+// during the flood.
+func TestSimProofFlood(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := netsim.New()
+		const oneWay = 10 * time.Millisecond
+		nw.SetLink(netsim.Link{Latency: oneWay})
+		srv := simListen(t, nw, Config{Handler: simEcho{}, PrivateKey: &testKey, ProtocolID: testProtocolID})
+		mk := func(id uint64) *token.ConnectToken {
+			return makeToken(t, nil, token.Params{ClientID: id, ServerAddresses: []netip.AddrPort{simServerAddr}})
+		}
+		type player struct {
+			cli *Client
+			got chan string
+		}
+		var players []player
+		for i := range 4 {
+			got := make(chan string, 64)
+			cli, err := simDial(t, nw, Config{Handler: simRecorder{got: got}, Token: mk(uint64(100 + i))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			players = append(players, player{cli, got})
+		}
+		// The attackers: four tokenless handshakes, whose unproven
+		// connections wait for a proof until the proof timeout.
+		stolen := mk(7)
+		body, _ := func() ([]byte, error) { r := stolen.Request(); return r.AppendBinary(nil) }()
+		var tx seal.Sealer
+		var wrong [token.KeyBytes]byte
+		var salt [seal.SaltBytes]byte
+		tx.Init(&wrong, &salt)
+		type attacker struct {
+			addr netip.AddrPort
+			h    fastpath.ConnHeader
+		}
+		var atk []attacker
+		for range 4 {
+			cli, err := simDial(t, nw, Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := cli.LocalAddr()
+			<-cli.Done() // told: token required
+			sc, ok := srv.Conn(a)
+			if !ok {
+				t.Fatal("no unproven connection for the attacker")
+			}
+			atk = append(atk, attacker{a, fastpath.ConnHeader{ClientID: sc.ClientID(), Tag: sc.tag, Kind: fastpath.KindKeepAlive}})
+		}
+		buf := make([]byte, 2048)
+		n := fastpath.SealProof(buf, fastpath.Magic{}, &atk[0].h, body, &tx)
+		same := bytes.Clone(buf[:n])
+		before := srv.Stats().Drops
+		const perMs, dur = 5, 2 * time.Second
+		var rtts []time.Duration
+		lost, sent, floodSent := 0, 0, 0
+		var newcomer *Client
+		var newErr error
+		loginDone := make(chan struct{})
+		start := time.Now()
+		for tick := 0; time.Since(start) < dur; tick++ {
+			for i := range atk {
+				for range perMs {
+					floodSent++
+					if i == 0 {
+						nw.Deliver(atk[i].addr, simServerAddr, same)
+						continue
+					}
+					n := fastpath.SealProof(buf, fastpath.Magic{}, &atk[i].h, body, &tx)
+					nw.Deliver(atk[i].addr, simServerAddr, bytes.Clone(buf[:n]))
+				}
+			}
+			if tick == 500 {
+				go func() {
+					defer close(loginDone)
+					newcomer, newErr = simDial(t, nw, Config{Token: mk(200)})
+				}()
+			}
+			if tick%20 == 0 {
+				for _, p := range players {
+					sent++
+					p.cli.Send([]byte("ping"))
+				}
+				t0 := time.Now()
+				for _, p := range players {
+					select {
+					case <-p.got:
+						rtts = append(rtts, time.Since(t0))
+					case <-time.After(10 * oneWay):
+						lost++
+					}
+				}
+				continue
+			}
+			time.Sleep(time.Millisecond)
+		}
+		<-loginDone
+		if newErr != nil || newcomer == nil {
+			t.Fatalf("a new login failed during the flood: %v", newErr)
+		}
+		after := srv.Stats().Drops
+		opened := after[fastpath.DropProofForged] - before[fastpath.DropProofForged]
+		shed := after[fastpath.DropProofLimited] - before[fastpath.DropProofLimited]
+		// Per source: a burst of 2×ProofRate, then ProofRate a second;
+		// the source repeating one proof opens it once.
+		maxOpened := uint64(3 * (2*fastpath.ProofRate + fastpath.ProofRate*int(dur/time.Second) + 1))
+		t.Logf("%d proofs sent, %d tokens opened, %d shed; players: %d echoes of %d, max RTT %v; network %+v",
+			floodSent, opened, shed, len(rtts), sent, slicesMax(rtts), nw.Stats())
+		if opened+shed < uint64(floodSent)*99/100 {
+			t.Fatalf("%d proofs sent, but only %d opened or shed", floodSent, opened+shed)
+		}
+		if opened > maxOpened+1 || opened == 0 {
+			t.Fatalf("%d tokens opened, want 1..%d", opened, maxOpened+1)
+		}
+		if lost > 0 || slicesMax(rtts) > 2*oneWay {
+			t.Fatalf("players lost %d of %d echoes, max RTT %v (link RTT %v)", lost, sent, slicesMax(rtts), 2*oneWay)
+		}
+	})
+}
+
+func slicesMax(d []time.Duration) time.Duration {
+	var m time.Duration
+	for _, x := range d {
+		m = max(m, x)
+	}
+	return m
 }

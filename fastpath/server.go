@@ -226,7 +226,9 @@ type Server struct {
 	challengeIPRL     *limiter
 	challengePrefixRL *limiter
 	restartRL         *limiter
-	upgradeRL         *limiter
+	// proofRL: proofs looked at per source (sealed mode).
+	proofRL   *limiter
+	upgradeRL *limiter
 	// upgradeTotal is the loop's own total when cfg.upgradeShared
 	// is nil.
 	upgradeTotal Bucket
@@ -239,7 +241,7 @@ type Server struct {
 // (RandomData, rate-limiter hash keys) from crypto/rand.
 func NewServer(cfg ServerConfig, secrets *cookie.Secrets, seed uint64, now float64) *Server {
 	cfg = cfg.withDefaults()
-	var k [5]uint64
+	var k [6]uint64
 	if seed != 0 {
 		r := NewRand(seed)
 		for i := range k {
@@ -251,6 +253,7 @@ func NewServer(cfg ServerConfig, secrets *cookie.Secrets, seed uint64, now float
 		signer:            cookie.NewSigner(secrets),
 		challengeRL:       newLimiter(perSource, 0, cfg.ChallengeLimit, k[0]),
 		restartRL:         newLimiter(perSource, 0, cfg.RestartLimit, k[1]),
+		proofRL:           newProofLimiter(cfg.Sealed, k[5]),
 		upgradeRL:         newLimiter(perSource, 0, cfg.VersionUpgradeLimit, k[2]),
 		challengeIPRL:     newLimiter(perIP, 0, cfg.ChallengeIPLimit, k[3]),
 		challengePrefixRL: newLimiter(perPrefix, 0, cfg.ChallengePrefixLimit, k[4]),
@@ -458,6 +461,10 @@ func (s *Server) handleSealed(d *Decision, src netip.AddrPort, pkt []byte, pw ui
 		d.Drop = DropClientIDMismatch
 	case peer.Known && d.Conn.Tag != peer.Tag:
 		d.Drop = DropBadTag
+	case peer.Known && proof && !s.proofRL.allow(src, now):
+		// Each proof may cost the caller a token open: a source gets
+		// twice what a client sends (DropProofLimited).
+		d.Drop = DropProofLimited
 	case peer.Known:
 		d.Action, d.Proof = ActSealed, proof
 	case proof:
@@ -474,6 +481,15 @@ func (s *Server) handleSealed(d *Decision, src netip.AddrPort, pkt []byte, pw ui
 	default:
 		d.Action = ActSealedMove
 	}
+}
+
+// newProofLimiter is a sealed server's per-source proof budget (nil when
+// unsealed: no proofs are looked at).
+func newProofLimiter(sealed bool, key uint64) *limiter {
+	if !sealed {
+		return nil
+	}
+	return newLimiter(perSource, 0, Limit{Rate: ProofRate, Burst: 2 * ProofRate}, key)
 }
 
 // replied records a reply of type t written into out[:d.ReplyLen].
