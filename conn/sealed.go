@@ -67,6 +67,10 @@ type sealState struct {
 	// until expire (Unix seconds).
 	mac    [token.MACBytes]byte
 	expire uint64
+	// timeout (ns) is the connection's timeout from its token's timeout
+	// seconds (tokenTimeout); set before the connection is proven, read
+	// after.
+	timeout int64
 	// Client side: the request body proofs carry, and when the next proof
 	// is due (Unix ns).
 	request   []byte
@@ -77,6 +81,28 @@ type sealState struct {
 }
 
 func (ss *sealState) proven() bool { return ss.state.Load() == sealProven }
+
+// timeoutNs is c's connection timeout in ns: its token's on a proven
+// sealed connection, else the Config's.
+func (c *Conn) timeoutNs() int64 {
+	if c.sec != nil && c.sec.timeout > 0 {
+		return c.sec.timeout
+	}
+	return c.st.Timeout.Nanoseconds()
+}
+
+// tokenTimeout is the connection timeout a token's timeout seconds set
+// (docs/protocol.md §11.3): those seconds, but at least two KeepAlive
+// intervals (shorter, a quiet connection would time out between
+// KeepAlives); none (negative, netcode's development setting) or zero
+// leaves the Config's Timeout, so that a vanished client's connection is
+// still reclaimed.
+func tokenTimeout(seconds int32, keepAlive time.Duration) int64 {
+	if seconds <= 0 {
+		return 0
+	}
+	return max(int64(seconds)*int64(time.Second), 2*keepAlive.Nanoseconds())
+}
 
 // heldSealed reports whether c (nil: none) is a sealed connection that has
 // proven its token: nothing in clear may replace or close it, only a proof
@@ -558,6 +584,7 @@ func (l *loop) prove(m *batchio.Message, c *Conn, now time.Time) {
 	sec.id = Identity{ClientID: p.ClientID, UserData: p.UserData}
 	sec.mac = mac
 	sec.expire = binary.LittleEndian.Uint64(body[token.VersionInfoBytes+8:])
+	sec.timeout = tokenTimeout(p.TimeoutSeconds, s.st.KeepAlive)
 	if !sec.state.CompareAndSwap(sealUnproven, sealProven) {
 		return // closed meanwhile
 	}
@@ -689,7 +716,8 @@ func (c *Client) startProof(conn *Conn, now time.Time) {
 	tok := c.st.Token
 	req := tok.Request()
 	body, _ := req.AppendBinary(make([]byte, 0, token.RequestBytes))
-	conn.sec = &sealState{request: body, proofBy: now.Add(c.st.ConnectTimeout).UnixNano()}
+	conn.sec = &sealState{request: body, proofBy: now.Add(c.st.ConnectTimeout).UnixNano(),
+		timeout: tokenTimeout(tok.TimeoutSeconds, c.st.KeepAlive)}
 	conn.sec.tx.Init(&tok.ClientToServerKey, conn.salt())
 	conn.sec.rx.Init(&tok.ServerToClientKey, conn.salt())
 }

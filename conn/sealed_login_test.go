@@ -377,3 +377,44 @@ func slicesMax(d []time.Duration) time.Duration {
 	}
 	return m
 }
+
+// TestSimTokenTimeout: a proven sealed connection times out after its
+// token's timeout seconds, not the server's Timeout; a token without a
+// timeout (negative) keeps the server's.
+func TestSimTokenTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		token, want time.Duration
+	}{
+		{2 * time.Second, 2 * time.Second},
+		{-1, 7 * time.Second},
+	} {
+		t.Run(tc.token.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const sweep = 10 * time.Millisecond
+				nw := netsim.New()
+				nw.SetLink(netsim.Link{Latency: 10 * time.Millisecond})
+				gone := make(chan DisconnectReason, 1)
+				srv := simListen(t, nw, Config{Handler: simEcho{gone: gone}, SweepInterval: sweep, Timeout: 7 * time.Second,
+					PrivateKey: &testKey, ProtocolID: testProtocolID})
+				tok := makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{simServerAddr}, Timeout: tc.token})
+				cli, err := simDial(t, nw, Config{Token: tok, Timeout: 20 * time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				sc, ok := srv.Conn(cli.LocalAddr())
+				if !ok {
+					t.Fatal("the server has no connection")
+				}
+				nw.SetPath(cli.LocalAddr(), netip.AddrPort{}, netsim.Link{Loss: 1})
+				if r := <-gone; r != ReasonTimedOut {
+					t.Fatalf("server ended the connection with %v", r)
+				}
+				d := time.Since(time.Unix(0, sc.lastRecv.Load()))
+				if d < tc.want || d > tc.want+sweep {
+					t.Fatalf("server timed out %v after the last packet, want %v", d, tc.want)
+				}
+			})
+		})
+	}
+}
