@@ -108,7 +108,7 @@ func tokenTimeout(seconds int32, keepAlive time.Duration) int64 {
 // proven its token: nothing in clear may replace or close it, only a proof
 // of the same client id or a sealed packet under its keys.
 func (c *Conn) heldSealed() bool {
-	return c != nil && c.sec != nil && c.sec.state.Load() != sealUnproven
+	return c != nil && c.sec != nil && c.sec.state.Load() == sealProven
 }
 
 // salt is the connection's salt: the first 16 bytes of its authorised
