@@ -47,11 +47,17 @@ const (
 	// without a connect token (docs/protocol.md §11.3); the client's Err
 	// then matches ErrTokenRequired.
 	ReasonTokenRequired DisconnectReason = DisconnectReason(fastpath.DisconnectTokenRequired)
+	// ReasonAddressLimit: a proven token, refused because the server
+	// holds MaxClientsPerIP or MaxClientsPerPrefix connections from the
+	// client's address or network; a client's Dial fails with a
+	// *DeniedError of reason fastpath.DeniedAddressLimit, as after the
+	// handshake's Denied(3).
+	ReasonAddressLimit DisconnectReason = DisconnectReason(fastpath.DisconnectAddressLimit)
 )
 
 // NumDisconnectReasons bounds DisconnectReason values (Stats.Disconnects is
 // indexed by reason).
-const NumDisconnectReasons = 12
+const NumDisconnectReasons = 13
 
 // Label is the reason as a metric label: snake_case, stable.
 func (r DisconnectReason) Label() string {
@@ -78,6 +84,8 @@ func (r DisconnectReason) Label() string {
 		return "stalled"
 	case ReasonTokenRequired:
 		return "token_required"
+	case ReasonAddressLimit:
+		return "address_limit"
 	}
 	return "reason_" + strconv.Itoa(int(r))
 }
@@ -106,6 +114,8 @@ func (r DisconnectReason) String() string {
 		return "stalled: the peer stopped acknowledging messages"
 	case ReasonTokenRequired:
 		return "token required: the server is in sealed mode and needs a connect token"
+	case ReasonAddressLimit:
+		return "too many connections from this address or network"
 	}
 	return fmt.Sprintf("reason %d", uint8(r))
 }

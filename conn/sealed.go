@@ -580,13 +580,23 @@ func (l *loop) prove(m *batchio.Message, c *Conn, now time.Time) {
 		l.cnt.add(cDrop+int(r), 1)
 		return
 	}
+	if !s.tab.limits.admit(m.Addr.Addr(), false, &c.limit) {
+		// Only now does the connection count under the per-address
+		// limits (table.insert), refused as the handshake's Denied(3).
+		s.ev.denied[fastpath.DeniedAddressLimit].Add(1)
+		l.refuse(c, fastpath.DropOverload, ReasonAddressLimit, true)
+		return
+	}
 	sec := c.sec
 	sec.id = Identity{ClientID: p.ClientID, UserData: p.UserData}
 	sec.mac = mac
 	sec.expire = binary.LittleEndian.Uint64(body[token.VersionInfoBytes+8:])
 	sec.timeout = tokenTimeout(p.TimeoutSeconds, s.st.KeepAlive)
 	if !sec.state.CompareAndSwap(sealUnproven, sealProven) {
-		return // closed meanwhile
+		// Closed meanwhile: its close may have released its place
+		// before it was counted.
+		s.tab.limits.release(&c.limit)
+		return
 	}
 	ss.unproven.Add(-1)
 	c.lastRecv.Store(now.UnixNano())
@@ -815,6 +825,8 @@ func (c *Client) refused(reason DisconnectReason) {
 		err = ErrTokenForeignServer
 	case ReasonTokenInUse:
 		err = ErrTokenInUse
+	case ReasonAddressLimit:
+		err = &DeniedError{Reason: fastpath.DeniedAddressLimit}
 	default:
 		err = &DeniedError{Reason: fastpath.DeniedServerFull}
 	}

@@ -418,3 +418,43 @@ func TestSimTokenTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestSimUnprovenTakesNoAddressPlace is issue 19's per-IP attack: waiting
+// connections (tokenless handshakes) used to count against the per-IP and
+// per-prefix limits, so an attacker in a player's network held its places
+// and the player was Denied(3). Now only proven connections count: six
+// waiting connections from the players' address leave both places free,
+// and the third player with a valid token is refused with reason 12,
+// which its Dial reports as the handshake's Denied(3).
+func TestSimUnprovenTakesNoAddressPlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := netsim.New()
+		nw.SetLink(netsim.Link{Latency: 5 * time.Millisecond})
+		srv := simListen(t, nw, Config{Handler: simEcho{}, PrivateKey: &testKey, ProtocolID: testProtocolID,
+			MaxClientsPerIP: 2, MaxClientsPerPrefix: -1})
+		for range 6 {
+			cli, err := simDial(t, nw, Config{})
+			if err != nil {
+				t.Fatalf("a tokenless handshake was refused: %v", err)
+			}
+			<-cli.Done()
+		}
+		if n := srv.Stats().Unproven; n != 6 {
+			t.Fatalf("%d connections wait for a proof, want 6", n)
+		}
+		for i := range 3 {
+			tok := makeToken(t, nil, token.Params{ClientID: uint64(10 + i), ServerAddresses: []netip.AddrPort{simServerAddr}})
+			_, err := simDial(t, nw, Config{Token: tok})
+			var de *DeniedError
+			switch {
+			case i < 2 && err != nil:
+				t.Fatalf("player %d: %v", i, err)
+			case i == 2 && (!errors.As(err, &de) || de.Reason != fastpath.DeniedAddressLimit):
+				t.Fatalf("player %d: %v, want Denied(%d)", i, err, fastpath.DeniedAddressLimit)
+			}
+		}
+		if st := srv.Stats(); st.Connections != 2 {
+			t.Fatalf("%d connections, want 2", st.Connections)
+		}
+	})
+}

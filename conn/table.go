@@ -135,7 +135,11 @@ func (t *table) decide(p *promotion) (v verdict, hasOld bool) {
 // insert makes p's connection and puts it in the table. mu is held.
 func (t *table) insert(p *promotion, hasOld bool, mk func() *Conn) (v verdict) {
 	c := mk()
-	if !t.limits.admit(p.addr.Addr(), hasOld, &c.limit) {
+	// Sealed: a connection waiting for its proof takes no place under
+	// the per-address limits (issue 19: tokenless handshakes from one
+	// address could hold a network's places); loop.prove counts it once
+	// its token is proven.
+	if t.sealed == nil && !t.limits.admit(p.addr.Addr(), hasOld, &c.limit) {
 		v.denied = fastpath.DeniedAddressLimit
 		return v
 	}
