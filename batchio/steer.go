@@ -46,6 +46,22 @@ type Steer struct {
 	// take a login storm's burst all at once, while its connection
 	// sockets see a steady flow: the first want the deeper queue.
 	SetRecvBuffer int
+
+	// Match, if its Len is not 0, also sends to the bit-set sockets the
+	// datagrams that match it, whatever their bit. udpgate's sealed mode
+	// uses it for proofs (docs/protocol.md §11.3): connection packets by
+	// their bit, but each opens a token, so a flood of them belongs with
+	// the handshakes, not ahead of connected peers.
+	Match SteerMatch
+}
+
+// SteerMatch picks datagrams by length and one 32-bit word of payload: a
+// datagram of exactly Len bytes whose four bytes at Off, read big-endian
+// (network order), equal Word.
+type SteerMatch struct {
+	Len  int
+	Off  int
+	Word uint32
 }
 
 // maxSteerBit is the largest Steer.Bit: the last bit of the largest UDP
@@ -139,6 +155,12 @@ const (
 // Sockets 0..set-1 take the bit-set class, set..set+clear-1 the bit-clear
 // class.
 func steerProgram(bit, set, clear int, seed uint32) ([]bpf.RawInstruction, error) {
+	return steerProgramMatch(bit, set, clear, seed, SteerMatch{})
+}
+
+// steerProgramMatch is steerProgram with m (Steer.Match) sending its
+// datagrams to the bit-set sockets too.
+func steerProgramMatch(bit, set, clear int, seed uint32, m SteerMatch) ([]bpf.RawInstruction, error) {
 	var a bpfAsm
 	// mix finishes mixing a word into the hash: A holds h ^ w; it leaves
 	// (h ^ w) * hashMul, folded by its own upper bits.
@@ -209,6 +231,14 @@ func steerProgram(bit, set, clear int, seed uint32) ([]bpf.RawInstruction, error
 	// bit-set sockets.
 	a.op(bpf.LoadExtension{Num: bpf.ExtLen})
 	a.jumpIf(bpf.JumpGreaterOrEqual, uint32(bit/8+1), "", "set")
+	if m.Len > 0 && m.Off >= 0 && m.Off+4 <= m.Len {
+		// A matching datagram is set, whatever its bit. A holds the
+		// length; the word is within it.
+		a.jumpIf(bpf.JumpEqual, uint32(m.Len), "", "bit")
+		a.op(bpf.LoadAbsolute{Off: uint32(m.Off), Size: 4})
+		a.jumpIf(bpf.JumpEqual, m.Word, "set", "")
+		a.label("bit")
+	}
 	a.op(bpf.LoadAbsolute{Off: uint32(bit / 8), Size: 1})
 	a.jumpIf(bpf.JumpBitsSet, 1<<(bit%8), "set", "")
 	a.op(bpf.LoadScratch{Dst: bpf.RegA, N: 0})

@@ -27,7 +27,7 @@ type steerPlan struct {
 func (g *Group) planSteer(family int) *steerPlan {
 	set, clear := steerCounts(g.cfg)
 	p := &steerPlan{set: set, clear: clear, seed: rand.Uint32()}
-	raw, err := steerProgram(g.cfg.Steer.Bit, set, clear, p.seed)
+	raw, err := steerProgramMatch(g.cfg.Steer.Bit, set, clear, p.seed, g.cfg.Steer.Match)
 	if err == nil {
 		p.filter = make([]unix.SockFilter, len(raw))
 		for i, r := range raw {

@@ -543,3 +543,64 @@ func TestSteerSetRecvBuffer(t *testing.T) {
 		}
 	}
 }
+
+// TestSteerMatch: with Steer.Match, a datagram of exactly Match.Len bytes
+// whose word at Match.Off is Match.Word reaches a bit-set socket although
+// its bit is clear; one byte longer or shorter, or another word, goes by
+// its bit (udpgate: sealed-mode proofs are steered with the handshakes).
+func TestSteerMatch(t *testing.T) {
+	const bit, n, off, word = 5, 40, 5, 0x4e455443 // "NETC"
+	g, err := Listen("127.0.0.1:0", Config{Steer: Steer{Enabled: true, Bit: bit, SetSockets: 2, ClearSockets: 2,
+		Match: SteerMatch{Len: n, Off: off, Word: word}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.Steered() {
+		g.Close()
+		t.Fatalf("not steered: %v", g.Warnings())
+	}
+	type arrival struct {
+		class Class
+		tag   byte
+	}
+	got := make(chan arrival, 64)
+	wait := record(t, g, func(r received) { got <- arrival{g.Sockets()[r.sock].Class(), r.data[len(r.data)-1]} })
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	mk := func(size int, w uint32, tag byte) []byte {
+		p := make([]byte, size)
+		p[bit/8] &^= 1 << (bit % 8)
+		binary.BigEndian.PutUint32(p[off:], w)
+		p[size-1] = tag
+		return p
+	}
+	cases := []struct {
+		p    []byte
+		want Class
+	}{
+		{mk(n, word, 1), ClassBitSet},
+		{mk(n, word+1, 2), ClassBitClear},
+		{mk(n+1, word, 3), ClassBitClear},
+		{mk(n-1, word, 4), ClassBitClear},
+	}
+	for _, tc := range cases {
+		if _, err := c.WriteToUDPAddrPort(tc.p, g.LocalAddr()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range cases {
+		select {
+		case a := <-got:
+			if want := cases[a.tag-1].want; a.class != want {
+				t.Errorf("datagram %d reached a %v socket, want %v", a.tag, a.class, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a datagram did not arrive")
+		}
+	}
+	g.Close()
+	wait()
+}

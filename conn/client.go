@@ -437,6 +437,13 @@ func (c *Client) event(ev fastpath.ClientEvent, now time.Time) {
 		}
 		c.dialDoneLocked(nil)
 		c.mu.Unlock()
+		// The first packet goes at once, padded to a Disconnect's size:
+		// a sealed server answers it with reason 11 (token required) in
+		// the same round trip, which it could not do for a shorter one
+		// (no reply larger than its request). An unsealed server takes
+		// it as any KeepAlive.
+		var pad [1]byte
+		_, _ = conn.send(fastpath.KindKeepAlive, pad[:], false)
 		c.st.Handler.OnConnect(conn)
 	case fastpath.EventReconnected:
 		c.mu.Lock()

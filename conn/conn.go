@@ -438,7 +438,7 @@ func (c *Conn) tick(now time.Time) {
 		}
 		return
 	}
-	if ns-c.lastRecv.Load() >= c.st.Timeout.Nanoseconds() {
+	if ns-c.lastRecv.Load() >= c.timeoutNs() {
 		c.shutdown(ReasonTimedOut, false)
 		return
 	}

@@ -43,11 +43,21 @@ const (
 	// ReasonStalled: a reliable message stayed unacknowledged for
 	// Config.Messages.StallTimeout; the peer stopped acknowledging.
 	ReasonStalled DisconnectReason = DisconnectReason(fastpath.DisconnectStalled)
+	// ReasonTokenRequired: the server is sealed and the client connected
+	// without a connect token (docs/protocol.md §11.3); the client's Err
+	// then matches ErrTokenRequired.
+	ReasonTokenRequired DisconnectReason = DisconnectReason(fastpath.DisconnectTokenRequired)
+	// ReasonAddressLimit: a proven token, refused because the server
+	// holds MaxClientsPerIP or MaxClientsPerPrefix connections from the
+	// client's address or network; a client's Dial fails with a
+	// *DeniedError of reason fastpath.DeniedAddressLimit, as after the
+	// handshake's Denied(3).
+	ReasonAddressLimit DisconnectReason = DisconnectReason(fastpath.DisconnectAddressLimit)
 )
 
 // NumDisconnectReasons bounds DisconnectReason values (Stats.Disconnects is
 // indexed by reason).
-const NumDisconnectReasons = 11
+const NumDisconnectReasons = 13
 
 // Label is the reason as a metric label: snake_case, stable.
 func (r DisconnectReason) Label() string {
@@ -72,6 +82,10 @@ func (r DisconnectReason) Label() string {
 		return "server_full"
 	case ReasonStalled:
 		return "stalled"
+	case ReasonTokenRequired:
+		return "token_required"
+	case ReasonAddressLimit:
+		return "address_limit"
 	}
 	return "reason_" + strconv.Itoa(int(r))
 }
@@ -98,6 +112,10 @@ func (r DisconnectReason) String() string {
 		return "server full"
 	case ReasonStalled:
 		return "stalled: the peer stopped acknowledging messages"
+	case ReasonTokenRequired:
+		return "token required: the server is in sealed mode and needs a connect token"
+	case ReasonAddressLimit:
+		return "too many connections from this address or network"
 	}
 	return fmt.Sprintf("reason %d", uint8(r))
 }
@@ -191,7 +209,16 @@ type DisconnectedError struct {
 	Remote bool
 }
 
+// Is makes a connection that a sealed server closed because the client
+// has no connect token match ErrTokenRequired.
+func (e *DisconnectedError) Is(target error) bool {
+	return target == ErrTokenRequired && e.Reason == ReasonTokenRequired && e.Remote
+}
+
 func (e *DisconnectedError) Error() string {
+	if e.Reason == ReasonTokenRequired && e.Remote {
+		return ErrTokenRequired.Error()
+	}
 	who := "locally"
 	if e.Remote {
 		who = "by the peer"

@@ -235,6 +235,13 @@ func (l *loop) handle(m *batchio.Message, c *Conn, now time.Time) {
 			l.cnt.add(cDrop+int(fastpath.DropOverload), 1)
 			return
 		}
+		if c.heldSealed() {
+			// A handshake in clear never replaces a proven sealed
+			// connection (§11.4): its cookie and ClientID travel in
+			// clear, so an observer could make one from its address.
+			l.cnt.add(cDrop+int(fastpath.DropSealedHeld), 1)
+			return
+		}
 		l.promote(m.Addr)
 	case fastpath.ActMigrate:
 		l.migrate(m.Addr, now)

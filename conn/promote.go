@@ -181,6 +181,7 @@ type verdict struct {
 	prev   *Conn          // the connection it replaced at the address
 	evict  *Conn          // the oldest unproven connection, making room (sealed)
 	replay bool           // or drop it as a replay
+	held   bool           // or drop it: a proven sealed connection holds the address
 }
 
 func (s *Server) promoteOne(pb *promoBatch, p *promotion, rnd *fastpath.Rand, now time.Time) {
@@ -214,6 +215,8 @@ func (s *Server) promoteOne(pb *promoBatch, p *promotion, rnd *fastpath.Rand, no
 	switch {
 	case v.replay:
 		s.ev.replays.Add(1)
+	case v.held:
+		s.ev.held.Add(1)
 	case v.denied != 0:
 		n = s.fc.BuildDenied(out, &p.to, v.denied, &p.cookie, rnd)
 		s.ev.denied[v.denied].Add(1)

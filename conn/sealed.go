@@ -40,6 +40,13 @@ var (
 	ErrTokenInvalid       = errors.New("conn: the server refused the connect token: token invalid (made with another private key or protocol id than the server's)")
 	ErrTokenForeignServer = errors.New("conn: the server refused the connect token: this server is not in the token (the backend sent the client to another server)")
 	ErrTokenInUse         = errors.New("conn: the server refused the connect token: token already in use from another address")
+	// ErrTokenRequired: the server is sealed and this client has no
+	// connect token. A Client's Err matches it (errors.Is) one round trip
+	// after Dial returned: the server cannot tell a client without a
+	// token from one whose proof is on its way until the client's first
+	// connection packet, which a client without a token sends as soon as
+	// its Ack arrives.
+	ErrTokenRequired = errors.New("conn: the server is in sealed mode and needs a connect token, and this client has none: get a connect token from the game's backend and connect with DialToken (Config.Token; cmd/client connect: -token FILE)")
 )
 
 const (
@@ -60,13 +67,49 @@ type sealState struct {
 	// until expire (Unix seconds).
 	mac    [token.MACBytes]byte
 	expire uint64
+	// timeout (ns) is the connection's timeout from its token's timeout
+	// seconds (tokenTimeout); set before the connection is proven, read
+	// after.
+	timeout int64
 	// Client side: the request body proofs carry, and when the next proof
 	// is due (Unix ns).
 	request   []byte
 	nextProof int64
+	// noticeAt (server, Unix ns): a client without a token is told so
+	// again only after it.
+	noticeAt atomic.Int64
 }
 
 func (ss *sealState) proven() bool { return ss.state.Load() == sealProven }
+
+// timeoutNs is c's connection timeout in ns: its token's on a proven
+// sealed connection, else the Config's.
+func (c *Conn) timeoutNs() int64 {
+	if c.sec != nil && c.sec.timeout > 0 {
+		return c.sec.timeout
+	}
+	return c.st.Timeout.Nanoseconds()
+}
+
+// tokenTimeout is the connection timeout a token's timeout seconds set
+// (docs/protocol.md §11.3): those seconds, but at least two KeepAlive
+// intervals (shorter, a quiet connection would time out between
+// KeepAlives); none (negative, netcode's development setting) or zero
+// leaves the Config's Timeout, so that a vanished client's connection is
+// still reclaimed.
+func tokenTimeout(seconds int32, keepAlive time.Duration) int64 {
+	if seconds <= 0 {
+		return 0
+	}
+	return max(int64(seconds)*int64(time.Second), 2*keepAlive.Nanoseconds())
+}
+
+// heldSealed reports whether c (nil: none) is a sealed connection that has
+// proven its token: nothing in clear may replace or close it, only a proof
+// of the same client id or a sealed packet under its keys.
+func (c *Conn) heldSealed() bool {
+	return c != nil && c.sec != nil && c.sec.state.Load() == sealProven
+}
 
 // salt is the connection's salt: the first 16 bytes of its authorised
 // cookie, which a server never grants twice, so no two connections share
@@ -341,6 +384,25 @@ type loopSealed struct {
 	// scratch holds a copy of a datagram tried against several connections
 	// (a failed open clears the ciphertext in place).
 	scratch []byte
+	// proofs remembers the inner Poly1305 tags of the proofs this loop
+	// looked at lately, in a direct-mapped table: the same proof seen
+	// again is dropped before its token is opened a second time.
+	proofs [recentProofs][seal.TagBytes]byte
+}
+
+// recentProofs sizes a loop's table of recent proof tags (16 KiB): far
+// more than the proofs a loop sees in the time a duplicate takes.
+const recentProofs = 1024
+
+// seenProof reports whether tag, a proof's inner Poly1305 tag, is in the
+// table, and puts it there.
+func (ls *loopSealed) seenProof(tag []byte) bool {
+	e := &ls.proofs[binary.LittleEndian.Uint64(tag)&(recentProofs-1)]
+	if [seal.TagBytes]byte(tag) == *e {
+		return true
+	}
+	copy(e[:], tag)
+	return false
 }
 
 func newLoopSealed(st *settings) *loopSealed {
@@ -360,7 +422,12 @@ func (l *loop) sealed(m *batchio.Message, c *Conn, now time.Time) {
 		return
 	}
 	pkt := m.Buf[:m.N]
-	switch st := sec.state.Load(); {
+	st := sec.state.Load()
+	if d.Clear || (st == sealUnproven && !d.Proof) {
+		l.clearOnSealed(m, c, st, now)
+		return
+	}
+	switch {
 	case st == sealClosed:
 		// Closed since the batch looked it up (a refusal earlier in
 		// this batch, say).
@@ -396,6 +463,52 @@ func (l *loop) sealed(m *batchio.Message, c *Conn, now time.Time) {
 	l.connIn(r)
 }
 
+// clearOnSealed handles a packet on sealed connection c that is not a
+// proof and, if c is proven, was not sealed (fastpath flagged it Clear).
+// On a connection still to prove its token, a connection packet in clear
+// with its Tag comes from a client without a token (or a forger who could
+// as well drop the proofs): it is told, in clear, that the server needs a
+// token (reason 11), at most once per ProofResendInterval and only in
+// reply to a packet at least as large as the notice.
+func (l *loop) clearOnSealed(m *batchio.Message, c *Conn, st uint32, now time.Time) {
+	d := &l.d
+	if st != sealUnproven {
+		if d.Clear {
+			l.cnt.add(cDrop+int(fastpath.DropBadSize), 1)
+		} else {
+			l.cnt.add(cDrop+int(fastpath.DropNotProof), 1)
+		}
+		return
+	}
+	magic := l.s.st.magic
+	pkt := m.Buf[:m.N]
+	h := &d.Conn
+	if !d.Clear {
+		// Sealed-sized: is it a connection packet in clear all the same?
+		var hc fastpath.ConnHeader
+		if _, r := fastpath.DecodeConn(magic, pkt, &hc); r != fastpath.DropNone ||
+			hc.SessionID != c.session || hc.ClientID != c.clientID || hc.Tag != c.tag {
+			l.cnt.add(cDrop+int(fastpath.DropNotProof), 1)
+			return
+		}
+		h = &hc
+	}
+	l.cnt.add(cDrop+int(fastpath.DropTokenRequired), 1)
+	ns := now.UnixNano()
+	sec := c.sec
+	if h.Kind == fastpath.KindDisconnect || len(pkt) < fastpath.ConnLen(magic, fastpath.KindDisconnect, 1) {
+		return
+	}
+	if at := sec.noticeAt.Load(); ns < at || !sec.noticeAt.CompareAndSwap(at, ns+int64(ProofResendInterval)) {
+		return
+	}
+	c.mu.Lock()
+	c.inLoop = l
+	c.mu.Unlock()
+	_, _ = c.sendNotice(ReasonTokenRequired, false)
+	c.leaveLoop()
+}
+
 func (l *loop) connIn(r fastpath.DropReason) {
 	if r != fastpath.DropNone {
 		l.cnt.add(cDrop+int(r), 1)
@@ -411,6 +524,12 @@ func (l *loop) prove(m *batchio.Message, c *Conn, now time.Time) {
 	s, ls, ss := l.s, l.sealedScratch, l.s.sealed
 	magic := s.st.magic
 	pkt := m.Buf[:m.N]
+	if ls.seenProof(pkt[len(pkt)-1-seal.TagBytes : len(pkt)-1]) {
+		// The same proof again (a duplicate, or a replay flood):
+		// whatever it got the first time, it gets no second open.
+		l.cnt.add(cDrop+int(fastpath.DropProofLimited), 1)
+		return
+	}
 	body := fastpath.ProofRequest(magic, pkt)
 	p := &ls.priv
 	switch err := ls.opener.OpenRequest(p, body, now); err {
@@ -461,12 +580,23 @@ func (l *loop) prove(m *batchio.Message, c *Conn, now time.Time) {
 		l.cnt.add(cDrop+int(r), 1)
 		return
 	}
+	if !s.tab.limits.admit(m.Addr.Addr(), false, &c.limit) {
+		// Only now does the connection count under the per-address
+		// limits (table.insert), refused as the handshake's Denied(3).
+		s.ev.denied[fastpath.DeniedAddressLimit].Add(1)
+		l.refuse(c, fastpath.DropOverload, ReasonAddressLimit, true)
+		return
+	}
 	sec := c.sec
 	sec.id = Identity{ClientID: p.ClientID, UserData: p.UserData}
 	sec.mac = mac
 	sec.expire = binary.LittleEndian.Uint64(body[token.VersionInfoBytes+8:])
+	sec.timeout = tokenTimeout(p.TimeoutSeconds, s.st.KeepAlive)
 	if !sec.state.CompareAndSwap(sealUnproven, sealProven) {
-		return // closed meanwhile
+		// Closed meanwhile: its close may have released its place
+		// before it was counted.
+		s.tab.limits.release(&c.limit)
+		return
 	}
 	ss.unproven.Add(-1)
 	c.lastRecv.Store(now.UnixNano())
@@ -596,7 +726,8 @@ func (c *Client) startProof(conn *Conn, now time.Time) {
 	tok := c.st.Token
 	req := tok.Request()
 	body, _ := req.AppendBinary(make([]byte, 0, token.RequestBytes))
-	conn.sec = &sealState{request: body, proofBy: now.Add(c.st.ConnectTimeout).UnixNano()}
+	conn.sec = &sealState{request: body, proofBy: now.Add(c.st.ConnectTimeout).UnixNano(),
+		timeout: tokenTimeout(tok.TimeoutSeconds, c.st.KeepAlive)}
 	conn.sec.tx.Init(&tok.ClientToServerKey, conn.salt())
 	conn.sec.rx.Init(&tok.ServerToClientKey, conn.salt())
 }
@@ -694,6 +825,8 @@ func (c *Client) refused(reason DisconnectReason) {
 		err = ErrTokenForeignServer
 	case ReasonTokenInUse:
 		err = ErrTokenInUse
+	case ReasonAddressLimit:
+		err = &DeniedError{Reason: fastpath.DeniedAddressLimit}
 	default:
 		err = &DeniedError{Reason: fastpath.DeniedServerFull}
 	}

@@ -2,6 +2,7 @@ package conn
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -16,6 +17,7 @@ import (
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/shard"
+	"github.com/udpgate/udpgate/token"
 )
 
 // Server accepts clients through the stateless handshake and hosts them as
@@ -116,6 +118,15 @@ func Listen(addr string, cfg Config) (*Server, error) {
 		steer.ClearSockets = max(1, sockets-steer.SetSockets)
 		if st.RecvBuffer == 0 {
 			steer.SetRecvBuffer = max(batchio.DefaultRecvBuffer, handshakeQueue/steer.SetSockets)
+		}
+		if st.PrivateKey != nil {
+			// Sealed: proofs (exactly ProofLen bytes, the token's version
+			// info after the Tag) are connection packets by their bit,
+			// but each may open a token: a flood of them queues with the
+			// handshakes, not ahead of the players (issue 19).
+			off := fastpath.ConnHeaderOffset(st.magic) + 4
+			steer.Match = batchio.SteerMatch{Len: fastpath.ProofLen(st.magic), Off: off,
+				Word: binary.BigEndian.Uint32([]byte(token.VersionInfo[:4]))}
 		}
 	}
 	group, err := batchio.Listen(addr, batchio.Config{

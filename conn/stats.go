@@ -23,7 +23,10 @@ type eventCounters struct {
 	denied [fastpath.DeniedUnknownConnection + 1]atomic.Uint64
 	// replays: Responses dropped as replays by promotion workers
 	// (fastpath.DropReplayedCookie in Stats.Drops).
-	replays           atomic.Uint64
+	replays atomic.Uint64
+	// held: Responses dropped by promotion workers because a proven
+	// sealed connection holds their address (DropSealedHeld).
+	held              atomic.Uint64
 	migrations        atomic.Uint64
 	promotionRejected atomic.Uint64
 	promotionPanics   atomic.Uint64
@@ -159,6 +162,7 @@ func (s *Server) Stats() Stats {
 	st.DeniedRefused = s.ev.denied[fastpath.DeniedRefused].Load()
 	st.DeniedAddressLimit = s.ev.denied[fastpath.DeniedAddressLimit].Load()
 	st.Drops[fastpath.DropReplayedCookie] += s.ev.replays.Load()
+	st.Drops[fastpath.DropSealedHeld] += s.ev.held.Load()
 	st.Migrations = s.ev.migrations.Load()
 	if s.sealed != nil {
 		st.Unproven = int(s.sealed.unproven.Load())

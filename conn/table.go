@@ -83,7 +83,7 @@ func (t *table) admit(p *promotion, mk func() *Conn) verdict {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	v, hasOld := t.decide(p)
-	if v.ack != nil || v.denied != 0 || v.replay {
+	if v.ack != nil || v.denied != 0 || v.replay || v.held {
 		return v
 	}
 	return t.insert(p, hasOld, mk)
@@ -112,6 +112,12 @@ func (t *table) decide(p *promotion) (v verdict, hasOld bool) {
 			v.ack = &old.cookie
 			return v, true
 		}
+		if old.heldSealed() {
+			// Sealed: a handshake in clear never replaces a proven
+			// connection (§11.4).
+			v.held = true
+			return v, true
+		}
 		if p.ts < old.cookieTS {
 			// A restarted client replaces its connection with a newer
 			// handshake only; an older cookie is a replay.
@@ -129,7 +135,11 @@ func (t *table) decide(p *promotion) (v verdict, hasOld bool) {
 // insert makes p's connection and puts it in the table. mu is held.
 func (t *table) insert(p *promotion, hasOld bool, mk func() *Conn) (v verdict) {
 	c := mk()
-	if !t.limits.admit(p.addr.Addr(), hasOld, &c.limit) {
+	// Sealed: a connection waiting for its proof takes no place under
+	// the per-address limits (issue 19: tokenless handshakes from one
+	// address could hold a network's places); loop.prove counts it once
+	// its token is proven.
+	if t.sealed == nil && !t.limits.admit(p.addr.Addr(), hasOld, &c.limit) {
 		v.denied = fastpath.DeniedAddressLimit
 		return v
 	}

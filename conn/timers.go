@@ -160,7 +160,7 @@ func deadline(c *Conn) int64 {
 	if c.st.sealed && !c.sec.proven() {
 		return c.sec.proofBy
 	}
-	return min(c.lastSend.Load()+int64(c.st.KeepAlive), c.lastRecv.Load()+int64(c.st.Timeout))
+	return min(c.lastSend.Load()+int64(c.st.KeepAlive), c.lastRecv.Load()+c.timeoutNs())
 }
 
 // schedule links c into the slot of its deadline: the first slot that

@@ -129,6 +129,19 @@ const (
 	// precise reason. The packet is not acknowledged, so a sender resends
 	// its reliable messages.
 	DropMessageRefused
+	// DropSealedHeld (sealed mode): a handshake packet that would replace
+	// or close a proven sealed connection at its address (a Response with
+	// another ClientID): only a proof or a sealed packet touches one.
+	DropSealedHeld
+	// DropTokenRequired (sealed mode): a connection packet in clear on a
+	// connection that has not proven a token, from a client without one;
+	// it is answered with a Disconnect in clear, reason 11, at most every
+	// proof resend interval.
+	DropTokenRequired
+	// DropProofLimited (sealed mode): a proof over its source's proof
+	// budget, or the same proof (inner Poly1305 tag) seen again by this
+	// receive loop: shed before any token is opened.
+	DropProofLimited
 
 	NumDropReasons
 )
@@ -174,6 +187,9 @@ var dropNames = [NumDropReasons]string{
 	DropSealedReplay:         "sealed_replay",
 	DropSealedForged:         "sealed_forged",
 	DropMessageRefused:       "message_refused",
+	DropSealedHeld:           "sealed_held",
+	DropTokenRequired:        "token_required",
+	DropProofLimited:         "proof_limited",
 }
 
 // String returns the reason's metric label (snake_case, stable).

@@ -40,13 +40,19 @@ const (
 
 	// defaultRestartRate and defaultVersionUpgradeRate cap RestartHandshake
 	// and VersionUpgrade replies per source, per second.
-	defaultRestartRate        = 4
+	defaultRestartRate = 4
+	// ProofRate caps the proofs (docs/protocol.md §11.3) a sealed
+	// server looks at per source, per second, with a burst of twice
+	// that: a client resends its proof every 250 ms (4/s), and a flood of
+	// proofs is shed before any token is opened.
+	ProofRate                 = 8
 	defaultVersionUpgradeRate = 4
 
 	// defaultLimiterEntries sizes each table: 16 B an entry, so 256 KiB
 	// per table. A server keeps five per loop: per source for Challenge,
 	// RestartHandshake and VersionUpgrade, and per IP and per prefix for
-	// Challenge, so 1.25 MiB per loop.
+	// Challenge, so 1.25 MiB per loop (a sixth, per source for proofs, in
+	// sealed mode).
 	// A source's entry matters only until its bucket is full again,
 	// Burst/Rate = 2 s for the defaults; legitimate sources handshaking on
 	// one loop within 2 s are far fewer than 16384, so they rarely meet. To

@@ -265,7 +265,9 @@ func TestSealedDecisions(t *testing.T) {
 		{"proof, known", proof, known, ActSealed, DropNone, true},
 		{"sealed, wrong tag", data, &Peer{Known: true, ClientID: 3, Tag: 78}, ActDrop, DropBadTag, false},
 		{"sealed, wrong client id", data, &Peer{Known: true, ClientID: 4, Tag: 77}, ActDrop, DropClientIDMismatch, false},
-		{"unsealed, known (too short to be sealed)", plain, known, ActDrop, DropBadSize, false},
+		{"unsealed, known (too short to be sealed): in clear, for the caller", plain, known, ActSealed, DropNone, false},
+		{"unsealed, known, wrong tag", plain, &Peer{Known: true, ClientID: 3, Tag: 78}, ActDrop, DropBadSize, false},
+		{"unsealed, unknown", plain, &Peer{}, ActDrop, DropBadSize, false},
 		{"proof, unknown address", proof, &Peer{}, ActDrop, DropNotProof, false},
 
 		{"sealed, unknown: try to move", data, &Peer{}, ActSealedMove, DropNone, false},
@@ -273,7 +275,8 @@ func TestSealedDecisions(t *testing.T) {
 		{"sealed, unknown over budget", data, &Peer{}, ActDrop, DropRateLimited, false},
 	} {
 		s.Handle(&d, src, tc.pkt, 1000, tc.peer, out)
-		if d.Action != tc.action || d.Drop != tc.drop || d.Proof != tc.proof || d.ReplyLen != 0 {
+		clear := tc.pkt[len(tc.pkt)-1] == 1 && len(tc.pkt) == len(plain) && d.Action == ActSealed
+		if d.Action != tc.action || d.Drop != tc.drop || d.Proof != tc.proof || d.ReplyLen != 0 || d.Clear != clear {
 			t.Errorf("%s: action %v drop %v proof %v reply %d", tc.name, d.Action, d.Drop, d.Proof, d.ReplyLen)
 		}
 	}

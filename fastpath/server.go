@@ -192,6 +192,13 @@ type Decision struct {
 	Payload []byte
 	// Proof (ActSealed): the packet is a proof packet.
 	Proof bool
+	// Clear (ActSealed): the packet is too short to be sealed but is a
+	// well-formed connection packet in clear with the connection's
+	// SessionID, ClientID and Tag (Decision.Conn, Decision.Payload): a
+	// client without a token, or a forgery. The caller answers it only
+	// on a connection that has not proven a token (docs/protocol.md
+	// §11.3), and drops it (DropBadSize) on a proven one.
+	Clear bool
 }
 
 // Shed is overload control's say over the next decisions (set per batch by
@@ -219,7 +226,9 @@ type Server struct {
 	challengeIPRL     *limiter
 	challengePrefixRL *limiter
 	restartRL         *limiter
-	upgradeRL         *limiter
+	// proofRL: proofs looked at per source (sealed mode).
+	proofRL   *limiter
+	upgradeRL *limiter
 	// upgradeTotal is the loop's own total when cfg.upgradeShared
 	// is nil.
 	upgradeTotal Bucket
@@ -232,7 +241,7 @@ type Server struct {
 // (RandomData, rate-limiter hash keys) from crypto/rand.
 func NewServer(cfg ServerConfig, secrets *cookie.Secrets, seed uint64, now float64) *Server {
 	cfg = cfg.withDefaults()
-	var k [5]uint64
+	var k [6]uint64
 	if seed != 0 {
 		r := NewRand(seed)
 		for i := range k {
@@ -244,6 +253,7 @@ func NewServer(cfg ServerConfig, secrets *cookie.Secrets, seed uint64, now float
 		signer:            cookie.NewSigner(secrets),
 		challengeRL:       newLimiter(perSource, 0, cfg.ChallengeLimit, k[0]),
 		restartRL:         newLimiter(perSource, 0, cfg.RestartLimit, k[1]),
+		proofRL:           newProofLimiter(cfg.Sealed, k[5]),
 		upgradeRL:         newLimiter(perSource, 0, cfg.VersionUpgradeLimit, k[2]),
 		challengeIPRL:     newLimiter(perIP, 0, cfg.ChallengeIPLimit, k[3]),
 		challengePrefixRL: newLimiter(perPrefix, 0, cfg.ChallengePrefixLimit, k[4]),
@@ -433,6 +443,15 @@ func (s *Server) recentlyClosed(src netip.AddrPort, now float64) bool {
 // found by its sealed packets instead.
 func (s *Server) handleSealed(d *Decision, src netip.AddrPort, pkt []byte, pw uint64, now float64, peer *Peer) {
 	proof, r := decodeSealed(s.cfg.Magic, pkt, pw, &d.Conn)
+	if r == DropBadSize && peer.Known {
+		// Too short to be sealed: perhaps a client without a token,
+		// whose connection packets are in clear.
+		if payload, rc := decodeConn(s.cfg.Magic, pkt, pw, &d.Conn); rc == DropNone &&
+			d.Conn.SessionID == s.cfg.SessionID && d.Conn.ClientID == peer.ClientID && d.Conn.Tag == peer.Tag {
+			d.Action, d.Clear, d.Payload = ActSealed, true, payload
+			return
+		}
+	}
 	switch {
 	case r != DropNone:
 		d.Drop = r
@@ -442,6 +461,10 @@ func (s *Server) handleSealed(d *Decision, src netip.AddrPort, pkt []byte, pw ui
 		d.Drop = DropClientIDMismatch
 	case peer.Known && d.Conn.Tag != peer.Tag:
 		d.Drop = DropBadTag
+	case peer.Known && proof && !s.proofRL.allow(src, now):
+		// Each proof may cost the caller a token open: a source gets
+		// twice what a client sends (DropProofLimited).
+		d.Drop = DropProofLimited
 	case peer.Known:
 		d.Action, d.Proof = ActSealed, proof
 	case proof:
@@ -458,6 +481,15 @@ func (s *Server) handleSealed(d *Decision, src netip.AddrPort, pkt []byte, pw ui
 	default:
 		d.Action = ActSealedMove
 	}
+}
+
+// newProofLimiter is a sealed server's per-source proof budget (nil when
+// unsealed: no proofs are looked at).
+func newProofLimiter(sealed bool, key uint64) *limiter {
+	if !sealed {
+		return nil
+	}
+	return newLimiter(perSource, 0, Limit{Rate: ProofRate, Burst: 2 * ProofRate}, key)
 }
 
 // replied records a reply of type t written into out[:d.ReplyLen].

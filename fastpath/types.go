@@ -119,6 +119,14 @@ const (
 	// DisconnectStalled: the peer left a reliable message unacknowledged
 	// for the stall bound (docs/protocol.md §14).
 	DisconnectStalled uint8 = 10
+	// DisconnectTokenRequired (sealed mode): the server needs a connect
+	// token and the client sent connection packets in clear; sent in
+	// clear with the connection's Tag (docs/protocol.md §11.3).
+	DisconnectTokenRequired uint8 = 11
+	// DisconnectAddressLimit (sealed mode): the token was proven, but the
+	// server holds as many connections from the client's address or
+	// network as it allows; sealed, as 7–9.
+	DisconnectAddressLimit uint8 = 12
 )
 
 // Handshake is one decoded or to-be-encoded handshake packet. It is a value

@@ -123,6 +123,7 @@ func runConnect(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		cfg.Handler = rs
 	}
 	var cli *conn.Client
+	dialStart := time.Now()
 	if tok != nil {
 		s.statusf("connecting to %s with the token in %s (sealed) ...", server, *tokenFile)
 		cli, err = conn.DialToken(ctx, tok, cfg)
@@ -134,6 +135,13 @@ func runConnect(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return explainDial(err, server, &cfg, tok != nil)
 	}
 	defer cli.Close() // a second Close after the clean one is harmless
+	// Without a token, a sealed server says it needs one a round trip
+	// after the Ack (conn.ErrTokenRequired). Before giving up at the end
+	// of input, wait that long: the dial took two round trips at least.
+	settle := min(max(time.Since(dialStart), 20*time.Millisecond), time.Second)
+	if tok != nil {
+		settle = 0
+	}
 	s.statusf("connected from %s; type lines to send, end with Ctrl-D (or Ctrl-C)", cli.LocalAddr())
 	if rs != nil {
 		return runReliable(ctx, cli, rs, stdin, *wait, server)
@@ -158,7 +166,13 @@ func runConnect(ctx context.Context, args []string, stdin io.Reader, stdout, std
 					s.finish(cli)
 					return fmt.Errorf("reading standard input: %w", err)
 				}
+				if settled(cli, settle) {
+					return explainEnd(cli.Err(), server)
+				}
 				s.awaitReplies(ctx, cli, *wait)
+				if errors.Is(cli.Err(), conn.ErrTokenRequired) {
+					return explainEnd(cli.Err(), server)
+				}
 				return s.finish(cli)
 			}
 			n++
@@ -281,11 +295,29 @@ func explainDial(err error, server string, cfg *conn.Config, sealed bool) error 
 	return err
 }
 
+// settled waits up to d for cli's connection to end, and reports whether
+// it did.
+func settled(cli *conn.Client, d time.Duration) bool {
+	if d <= 0 {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-cli.Done():
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
 // explainEnd says why an open connection ended on its own.
 func explainEnd(err error, server string) error {
 	var de *conn.DisconnectedError
 	if errors.As(err, &de) {
 		switch {
+		case errors.Is(err, conn.ErrTokenRequired):
+			return fmt.Errorf("the server at %s is in sealed mode and needs a connect token, and none was given: run again with -token FILE (a token from the game's backend, or one made with client token and the server's private key and protocol id)", server)
 		case de.Reason == conn.ReasonShutdown:
 			return fmt.Errorf("the server at %s is shutting down", server)
 		case de.Reason == conn.ReasonTimedOut && !de.Remote:

@@ -150,6 +150,24 @@ func TestConnectTokenRefused(t *testing.T) {
 	}
 }
 
+// TestConnectWithoutToken: connect without -token against a sealed server
+// exits 1 within 2 s, saying that the server needs a connect token, with
+// lines to send or none.
+func TestConnectWithoutToken(t *testing.T) {
+	srv, _ := startSealed(t, nil)
+	for _, input := range []string{"", "hello\n"} {
+		start := time.Now()
+		code, out, errb := runCmd(t, input, "connect", "-server", srv.Addr().String())
+		took := time.Since(start)
+		if code != exitFailure || !strings.Contains(errb, "needs a connect token") || !strings.Contains(errb, "-token") || out != "" {
+			t.Errorf("input %q: status %d, stdout %q, stderr:\n%s\nwant status 1 and the missing token", input, code, out, errb)
+		}
+		if took > 2*time.Second {
+			t.Errorf("input %q: took %v, want under 2 s", input, took)
+		}
+	}
+}
+
 // TestConnectTokenInUse: a token proven from one address is refused from
 // another, with the reason.
 func TestConnectTokenInUse(t *testing.T) {

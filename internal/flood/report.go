@@ -40,7 +40,9 @@ const (
 	ReplyConn    ReplyType = 8 // a connection packet
 	ReplyInvalid ReplyType = 9 // neither a handshake nor a connection packet
 	// ReplyRefusal: an unsealed Disconnect refusing a token (reason 5,
-	// expired, or 6, invalid), as a sealed-mode server answers a proof.
+	// expired, or 6, invalid), as a sealed-mode server answers a proof,
+	// or saying that a token is required (reason 11), as it answers a
+	// connection packet in clear on a connection waiting for its proof.
 	ReplyRefusal ReplyType = 10
 	// ReplySealed: a sealed connection packet (a sealed-mode server's
 	// refusal for reasons 7 to 9, or its answer to a valid proof).

@@ -344,7 +344,7 @@ func classify(m fastpath.Magic, p []byte, h *fastpath.Handshake, ch *fastpath.Co
 		return ReplyType(h.Type)
 	}
 	payload, r := fastpath.DecodeConn(m, p, ch)
-	if r == fastpath.DropNone && ch.Kind == fastpath.KindDisconnect && len(payload) == 1 && (payload[0] == fastpath.DisconnectTokenExpired || payload[0] == fastpath.DisconnectTokenInvalid) {
+	if r == fastpath.DropNone && ch.Kind == fastpath.KindDisconnect && len(payload) == 1 && (payload[0] == fastpath.DisconnectTokenExpired || payload[0] == fastpath.DisconnectTokenInvalid || payload[0] == fastpath.DisconnectTokenRequired) {
 		return ReplyRefusal
 	}
 	if proof, rs := fastpath.DecodeSealed(m, p, ch); rs == fastpath.DropNone && !proof {
