@@ -306,6 +306,11 @@ func (c *Conn) receive(h *fastpath.ConnHeader, payload []byte, now time.Time, re
 		c.bytesIn += uint64(len(payload))
 	}
 	c.inLoop = l
+	// With messages, the Handler's SendMessage calls only queue until
+	// the callbacks return (one flush below); set in this critical
+	// section, so the packet path takes no lock for it.
+	hold := c.st.msgs != nil && h.Kind != fastpath.KindDisconnect
+	c.holdFlush = hold
 	c.mu.Unlock()
 	c.lastRecv.Store(now.UnixNano())
 	if l != nil {
@@ -321,9 +326,8 @@ func (c *Conn) receive(h *fastpath.ConnHeader, payload []byte, now time.Time, re
 		return fastpath.DropNone
 	}
 	if !c.enter() {
-		return fastpath.DropNone
+		return fastpath.DropNone // closed: the hold no longer matters
 	}
-	c.setHold(true)
 	if rep.NumDelivered+rep.NumLost > 0 && c.st.delivery != nil {
 		c.notify(rep)
 	}
@@ -337,18 +341,18 @@ func (c *Conn) receive(h *fastpath.ConnHeader, payload []byte, now time.Time, re
 	case fastpath.KindMessages:
 		c.deliverMessages()
 	}
-	if c.setHold(false) {
+	if hold && c.endHold() {
 		_ = c.Flush()
 	}
 	c.exit()
 	return fastpath.DropNone
 }
 
-// setHold opens or closes the window in which SendMessage only queues; it
-// reports whether the connection has messages.
-func (c *Conn) setHold(on bool) bool {
+// endHold closes the window in which SendMessage only queues; it reports
+// whether the connection has a message Endpoint.
+func (c *Conn) endHold() bool {
 	c.mu.Lock()
-	c.holdFlush = on
+	c.holdFlush = false
 	has := c.msg != nil
 	c.mu.Unlock()
 	return has
