@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"io/fs"
 	"os"
 	"sort"
 	"strconv"
@@ -13,13 +11,9 @@ import (
 )
 
 // The byte-exact examples of docs/protocol.md live in testdata/vectors.json
-// (docs/protocol.md §9). Where the upstream specification's copy is checked
-// out beside the repository (../../shared/vectors.json) it is preferred, and
-// TestVectorsCopyInSync fails when the two drift apart.
-const (
-	codecSharedVectors = "../../shared/vectors.json"
-	codecLocalVectors  = "testdata/vectors.json"
-)
+// (docs/protocol.md §9); the repository's copy is the contract
+// (docs/decisions.md).
+const codecVectors = "testdata/vectors.json"
 
 type codecVectorFile struct {
 	Packets []struct {
@@ -36,26 +30,18 @@ type codecVectorFile struct {
 
 func codecLoadVectors(t *testing.T) *codecVectorFile {
 	t.Helper()
-	for _, path := range []string{codecSharedVectors, codecLocalVectors} {
-		data, err := os.ReadFile(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		var v codecVectorFile
-		if err := json.Unmarshal(data, &v); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if len(v.Packets) == 0 || len(v.Terminator) == 0 {
-			t.Fatalf("%s: no packet or terminator vectors", path)
-		}
-		return &v
+	data, err := os.ReadFile(codecVectors)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Skipf("no test vectors: neither %s (shared/ beside the repository) nor %s exists; "+
-		"copy shared/vectors.json to fastpath/%s", codecSharedVectors, codecLocalVectors, codecLocalVectors)
-	return nil
+	var v codecVectorFile
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatalf("%s: %v", codecVectors, err)
+	}
+	if len(v.Packets) == 0 || len(v.Terminator) == 0 {
+		t.Fatalf("%s: no packet or terminator vectors", codecVectors)
+	}
+	return &v
 }
 
 func codecHex(tb testing.TB, s string) []byte {
@@ -291,24 +277,5 @@ func TestVectorTerminator(t *testing.T) {
 		if rok != tc.Valid || (rok && r.Left() != bits) {
 			t.Errorf("%q: newBitReader ok=%v left=%d", tc.Hex, rok, r.Left())
 		}
-	}
-}
-
-// TestVectorsCopyInSync keeps testdata/vectors.json equal to the normative
-// shared copy when both are present.
-func TestVectorsCopyInSync(t *testing.T) {
-	shared, err := os.ReadFile(codecSharedVectors)
-	if errors.Is(err, fs.ErrNotExist) {
-		t.Skipf("%s not present; testing against %s only", codecSharedVectors, codecLocalVectors)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	local, err := os.ReadFile(codecLocalVectors)
-	if err != nil {
-		t.Fatalf("%v; copy %s to fastpath/%s", err, codecSharedVectors, codecLocalVectors)
-	}
-	if !bytes.Equal(shared, local) {
-		t.Fatalf("%s differs from %s; copy the shared file over it", codecLocalVectors, codecSharedVectors)
 	}
 }
