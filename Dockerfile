@@ -18,7 +18,7 @@ COPY . .
 ARG VERSION=""
 # CGO_ENABLED=0: a static binary, so the final image needs no libc.
 RUN CGO_ENABLED=0 go build -trimpath \
-      -ldflags "-s -w -X github.com/udpgate/udpgate/internal/version.override=${VERSION}" \
+      -ldflags "-s -w -X github.com/udpgate/udpgate/cmd/internal/version.override=${VERSION}" \
       -o /out/udpgate-server ./cmd/server
 
 # distroless/static: CA certificates, tzdata and /etc/passwd, nothing else;

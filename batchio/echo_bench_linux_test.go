@@ -48,7 +48,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/udpgate/udpgate/internal/procstat"
+	"github.com/udpgate/udpgate/internal/testkit/procstat"
 	"io"
 	"net"
 	"net/netip"

@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/udpgate/udpgate/internal/procstat"
+	"github.com/udpgate/udpgate/internal/testkit/procstat"
 	"io"
 	"net/netip"
 	"os"
@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/fastpath"
-	"github.com/udpgate/udpgate/internal/loadgen"
+	"github.com/udpgate/udpgate/internal/traffic/loadgen"
 )
 
 // Scenario kinds: what the clients send and what the server answers.

@@ -12,7 +12,7 @@
 //
 // Each server runs in a child process (this binary, re-executed), so the
 // CPU time read from /proc/PID/stat is its own; the load generator
-// (internal/loadgen) runs in this process. Results go to stdout as a
+// (internal/traffic/loadgen) runs in this process. Results go to stdout as a
 // Markdown table and into -out as bench-results.md, bench-results.json and
 // bench-results.svg (a chart).
 //
@@ -41,7 +41,7 @@
 //     drops; compared with the naive server (storm.go).
 //   - rtt-under-flood: one player echoing a Data packet every millisecond,
 //     idle and then under an open-loop Initial flood from another process
-//     (internal/flood, -flood-sources ports): RTT p50/p99/p99.9 and loss,
+//     (internal/traffic/flood, -flood-sources ports): RTT p50/p99/p99.9 and loss,
 //     flood ÷ idle. udpgate runs with cmd/server's defaults here (rtt.go).
 //   - conns-N: N connections; the server's live heap per connection after
 //     a GC and its GC share of CPU with Data flowing at -conns-rate

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/udpgate/udpgate/internal/loadgen"
+	"github.com/udpgate/udpgate/internal/traffic/loadgen"
 )
 
 // The conns-N scenario: N established connections in the server's child

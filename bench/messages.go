@@ -16,8 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/udpgate/udpgate/internal/loadgen"
-	"github.com/udpgate/udpgate/internal/netem"
+	"github.com/udpgate/udpgate/internal/testkit/netem"
+	"github.com/udpgate/udpgate/internal/traffic/loadgen"
 )
 
 // The message scenarios compare udpgate's message layer (conn's
@@ -25,7 +25,7 @@ import (
 // (github.com/xtaci/kcp-go/v5, kcp.go), the library a game would otherwise
 // pick for reliable messages over UDP. Both servers run in child processes
 // as every other server does; the clients run in the harness, and where the
-// path is lossy they talk through internal/netem's in-process proxy on
+// path is lossy they talk through internal/testkit/netem's in-process proxy on
 // loopback, which also counts every datagram either side sends.
 //
 //   - msg-lossy (5 % loss each way) and msg-lossy-N (N % loss each way):
@@ -792,7 +792,7 @@ func fillCPU(m *msgRecord, rec *runRecord, s0, s1 sample, n uint64) {
 }
 
 // runMsgCPURaw: the raw echo in msg-cpu-N, with the data-N machinery
-// (internal/loadgen's echo mode): N clients, one datagram of msgRawSize
+// (internal/traffic/loadgen's echo mode): N clients, one datagram of msgRawSize
 // bytes per burst, at msg-cpu's burst rate.
 func runMsgCPURaw(ctx context.Context, opt *options, sc scenario, v variant, rec *runRecord) (*msgRecord, error) {
 	ch, err := startChild(v, false, opt.Warmup+opt.Window+connectBudget)
@@ -967,7 +967,7 @@ func writeMsgs(w io.Writer, cells []msgCell, opt *options) {
 		"MaxDatagram 1200; socket buffers 4 MiB for both servers, kcp-go's clients and the proxy. Medians over repetitions; ratios are medians of same-repetition udpgate ÷ kcp-go (below 1: udpgate better).\n")
 	if len(lossy) > 0 {
 		fmt.Fprintf(w, "\n### Echoed messages over a lossy path (msg-lossy)\n\n"+
-			"%d clients × %d messages/s × %d bytes for %v each, echoed by the server, through internal/netem on loopback: "+
+			"%d clients × %d messages/s × %d bytes for %v each, echoed by the server, through internal/testkit/netem on loopback: "+
 			"the loss in the table each way, %v + 0–%v delay each way. Round trip from the message's first send (kcp-go: Write) "+
 			"to its echo's arrival (Read); wire bytes are UDP payloads both ways as the proxy received them (lost ones included), "+
 			"÷ 2 × %d bytes per echoed message.\n\n",
@@ -1006,7 +1006,7 @@ func writeMsgs(w io.Writer, cells []msgCell, opt *options) {
 		fmt.Fprintf(w, "\n### Server CPU per echoed message (msg-cpu)\n\n"+
 			"Every client sends bursts of %d messages of %d bytes (udpgate: QueueMessage ×%d then Flush; kcp-go: one WriteBuffers of %d), "+
 			"%.0f messages/s in total, on loopback without loss; the server echoes each. The raw echo gets one %d-byte datagram per burst "+
-			"from as many clients at the same burst rate (internal/loadgen, as in data-N). Server CPU (/proc/PID/stat) over a %v window "+
+			"from as many clients at the same burst rate (internal/traffic/loadgen, as in data-N). Server CPU (/proc/PID/stat) over a %v window "+
 			"÷ echoes received in it: per message, the raw echo per datagram.\n\n",
 			msgBurst, msgSize, msgBurst, msgBurst, opt.MsgRate, msgRawSize, opt.Window)
 		fmt.Fprintln(w, "| scenario | server | echoed/s | server CPU ns per echo | unit | ÷ raw echo per datagram | ÷ kcp | server util | resent (clients) |")

@@ -7,7 +7,7 @@ import (
 
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
-	"github.com/udpgate/udpgate/internal/loadgen"
+	"github.com/udpgate/udpgate/internal/traffic/loadgen"
 )
 
 type gotPackets struct {

@@ -8,7 +8,7 @@ import (
 )
 
 // The harness reads CPU times from /proc and loads servers with
-// internal/loadgen, both Linux-only.
+// internal/traffic/loadgen, both Linux-only.
 
 func childAttr(cmd *exec.Cmd) {}
 

@@ -268,7 +268,7 @@ func writeMarkdown(w io.Writer, rep *report) {
 	fmt.Fprintf(w, "Command: `%s`  \n", opt.Command)
 	fmt.Fprintf(w, "Machine: %s  \n", rep.Machine)
 	fmt.Fprintf(w, "Date: %s\n\n", rep.When.Format(time.RFC3339))
-	fmt.Fprintf(w, "Each server runs in its own child process on 127.0.0.1; the load generator (internal/loadgen, %s) runs in the harness. "+
+	fmt.Fprintf(w, "Each server runs in its own child process on 127.0.0.1; the load generator (internal/traffic/loadgen, %s) runs in the harness. "+
 		"Per run: connect the clients if needed, %v warm-up, %v measuring window; %d repetition(s), variants interleaved. "+
 		"Server CPU per packet is the child's utime+stime (/proc/PID/stat) over the window ÷ replies received in the window "+
 		"(one request in, one reply out). Figures are medians over repetitions (CPU range in brackets); ratios are medians of "+

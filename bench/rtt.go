@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/fastpath"
-	"github.com/udpgate/udpgate/internal/flood"
-	"github.com/udpgate/udpgate/internal/loadgen"
-	"github.com/udpgate/udpgate/internal/procstat"
+	"github.com/udpgate/udpgate/internal/testkit/procstat"
+	"github.com/udpgate/udpgate/internal/traffic/flood"
+	"github.com/udpgate/udpgate/internal/traffic/loadgen"
 )
 
 // The rtt-under-flood scenario: a player on an established connection

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/udpgate/udpgate/internal/loadgen"
+	"github.com/udpgate/udpgate/internal/traffic/loadgen"
 	"github.com/udpgate/udpgate/token"
 )
 

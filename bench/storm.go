@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/udpgate/udpgate/internal/loadgen"
+	"github.com/udpgate/udpgate/internal/traffic/loadgen"
 )
 
 // The storm-N scenario: N clients start at once (a match begins, a server

@@ -12,7 +12,7 @@ import (
 
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
-	"github.com/udpgate/udpgate/internal/conntest"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
 )
 
 // Issue 12 item 1 through a real client socket. The attacker knows only the

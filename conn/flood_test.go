@@ -24,8 +24,8 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/fastpath"
-	"github.com/udpgate/udpgate/internal/conntest"
-	"github.com/udpgate/udpgate/internal/flood"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
+	"github.com/udpgate/udpgate/internal/traffic/flood"
 	"github.com/udpgate/udpgate/token"
 )
 

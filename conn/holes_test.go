@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/fastpath"
-	"github.com/udpgate/udpgate/internal/conntest"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
 )
 
 // Attacks from outside (issue 12), each through real sockets against a

@@ -9,7 +9,7 @@ import (
 
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
-	"github.com/udpgate/udpgate/internal/conntest"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
 )
 
 type benchEcho = conntest.Echo[*Conn, DisconnectReason]

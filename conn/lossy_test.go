@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/fastpath"
-	"github.com/udpgate/udpgate/internal/netem"
+	"github.com/udpgate/udpgate/internal/testkit/netem"
 )
 
 // deliveryLog records a client's delivery reports by sequence number.

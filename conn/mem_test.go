@@ -10,7 +10,7 @@ import (
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
-	"github.com/udpgate/udpgate/internal/conntest"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
 )
 
 // A server over an in-memory network (internal/conntest), driven by the

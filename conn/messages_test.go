@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/udpgate/udpgate/internal/conntest"
-	"github.com/udpgate/udpgate/internal/netem"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
+	"github.com/udpgate/udpgate/internal/testkit/netem"
 	"github.com/udpgate/udpgate/message"
 	"github.com/udpgate/udpgate/token"
 )

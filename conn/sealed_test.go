@@ -13,10 +13,10 @@ import (
 
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
-	"github.com/udpgate/udpgate/internal/conntest"
-	"github.com/udpgate/udpgate/internal/loadgen"
-	"github.com/udpgate/udpgate/internal/netem"
 	"github.com/udpgate/udpgate/internal/seal"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
+	"github.com/udpgate/udpgate/internal/testkit/netem"
+	"github.com/udpgate/udpgate/internal/traffic/loadgen"
 	"github.com/udpgate/udpgate/token"
 )
 

@@ -9,7 +9,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 echo "== static binary, built as the Dockerfile builds it"
-CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/udpgate/udpgate/internal/version.override=v0.0.0-check" \
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/udpgate/udpgate/cmd/internal/version.override=v0.0.0-check" \
   -o "$tmp/udpgate-server" ./cmd/server
 if ldd "$tmp/udpgate-server" >/dev/null 2>&1; then
   echo "FAIL: the server binary is dynamically linked"; exit 1

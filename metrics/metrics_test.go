@@ -22,7 +22,7 @@ import (
 
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
-	"github.com/udpgate/udpgate/internal/conntest"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
 	"github.com/udpgate/udpgate/metrics"
 )
 

@@ -16,10 +16,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/udpgate/udpgate/cmd/internal/sealflag"
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/internal/msgcfg"
-	"github.com/udpgate/udpgate/internal/sealflag"
 	"github.com/udpgate/udpgate/message"
 	"github.com/udpgate/udpgate/token"
 )

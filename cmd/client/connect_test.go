@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/internal/conntest"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
 )
 
 // echoServer echoes Data and records how connections ended.

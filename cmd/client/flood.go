@@ -7,7 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/udpgate/udpgate/internal/flood"
+	"github.com/udpgate/udpgate/internal/traffic/flood"
 )
 
 const floodSynopsis = `Send hostile traffic to a server on this host and report what came back:

@@ -13,9 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/udpgate/udpgate/cmd/internal/sealflag"
 	"github.com/udpgate/udpgate/fastpath"
-	"github.com/udpgate/udpgate/internal/loadgen"
-	"github.com/udpgate/udpgate/internal/sealflag"
+	"github.com/udpgate/udpgate/internal/traffic/loadgen"
 )
 
 const loadSynopsis = `Run -clients simulated clients against a server on this host. Each client

@@ -3,7 +3,7 @@ package main
 import (
 	"time"
 
-	"github.com/udpgate/udpgate/internal/loadgen"
+	"github.com/udpgate/udpgate/internal/traffic/loadgen"
 )
 
 // loadReport is load's -json output: the settings, each phase's results,

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/internal/conntest"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
 )
 
 // loadSealedServer starts a sealed echo server on 127.0.0.1 with the test

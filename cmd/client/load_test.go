@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/internal/conntest"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
 )
 
 type loadEchoApp = conntest.Echo[*conn.Conn, conn.DisconnectReason]

@@ -30,9 +30,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/udpgate/udpgate/cmd/internal/version"
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
-	"github.com/udpgate/udpgate/internal/version"
 )
 
 // Exit statuses.

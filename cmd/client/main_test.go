@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/udpgate/udpgate/internal/conntest"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
 )
 
 // runCmd runs the command as main does, with stdin, and returns the exit

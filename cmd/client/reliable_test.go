@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/internal/conntest"
 	"github.com/udpgate/udpgate/internal/msgcfg"
-	"github.com/udpgate/udpgate/internal/netem"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
+	"github.com/udpgate/udpgate/internal/testkit/netem"
 )
 
 // msgEchoServer echoes Data, and each message on the channel it came on,

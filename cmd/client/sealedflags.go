@@ -4,7 +4,7 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/udpgate/udpgate/internal/sealflag"
+	"github.com/udpgate/udpgate/cmd/internal/sealflag"
 	"github.com/udpgate/udpgate/token"
 )
 

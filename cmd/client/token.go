@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/udpgate/udpgate/internal/sealflag"
+	"github.com/udpgate/udpgate/cmd/internal/sealflag"
 	"github.com/udpgate/udpgate/token"
 )
 

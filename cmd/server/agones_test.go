@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/internal/conntest"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
 	"github.com/udpgate/udpgate/token"
 )
 

@@ -20,9 +20,9 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/udpgate/udpgate/batchio"
+	"github.com/udpgate/udpgate/cmd/internal/sealflag"
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
-	"github.com/udpgate/udpgate/internal/sealflag"
 	"github.com/udpgate/udpgate/message"
 	"github.com/udpgate/udpgate/token"
 )

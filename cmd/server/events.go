@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/udpgate/udpgate/cmd/internal/agones"
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/internal/agones"
 )
 
 // events receives the server's connection events for the process: a

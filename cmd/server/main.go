@@ -36,11 +36,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/udpgate/udpgate/cmd/internal/agones"
+	"github.com/udpgate/udpgate/cmd/internal/sealflag"
+	"github.com/udpgate/udpgate/cmd/internal/version"
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
-	"github.com/udpgate/udpgate/internal/agones"
-	"github.com/udpgate/udpgate/internal/sealflag"
-	"github.com/udpgate/udpgate/internal/version"
 	"github.com/udpgate/udpgate/metrics"
 )
 

@@ -21,7 +21,7 @@ import (
 
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
-	"github.com/udpgate/udpgate/internal/conntest"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
 )
 
 // logged waits for a log line matching re and returns its first group.
@@ -513,7 +513,7 @@ func TestLogLimiter(t *testing.T) {
 }
 
 // sidecar follows the Agones SDK's REST endpoints (as in
-// internal/agones's tests) and records the calls.
+// cmd/internal/agones's tests) and records the calls.
 type sidecar struct {
 	mu    sync.Mutex
 	calls []string

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/internal/conntest"
 	"github.com/udpgate/udpgate/internal/msgcfg"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
 )
 
 // msgClient records the messages a client receives, by channel.

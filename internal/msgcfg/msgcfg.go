@@ -1,14 +1,15 @@
 // Package msgcfg is the message channel layout of udpgate's own tools: the
 // server (cmd/server), the test client (cmd/client) and the load
-// generator (internal/loadgen) all configure these channels, in this
+// generator (internal/traffic/loadgen) all configure these channels, in this
 // order, so that any of them can talk messages to any other. Both sides of
 // a connection must configure the same channels (message.Config), so the
 // layout lives in one place.
 //
-// It is a package of its own under internal/ rather than part of
-// internal/loadgen or a cmd/internal package: cmd/internal would not be
-// importable by internal/loadgen, and the server should not depend on the
-// load generator to learn three channel kinds.
+// It is a package of its own directly under internal/ rather than part of
+// internal/traffic/loadgen or under cmd/internal: cmd/internal is not
+// importable by internal/traffic/loadgen (which bench/ uses too), and the
+// server should not depend on the load generator to learn three channel
+// kinds.
 package msgcfg
 
 import "github.com/udpgate/udpgate/message"

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/internal/flood"
+	"github.com/udpgate/udpgate/internal/traffic/flood"
 )
 
 // A server test floods its server with a million hostile datagrams and

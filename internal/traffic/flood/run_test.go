@@ -13,7 +13,7 @@ import (
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
-	"github.com/udpgate/udpgate/internal/conntest"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
 )
 
 type echo = conntest.Echo[*conn.Conn, conn.DisconnectReason]

@@ -11,7 +11,7 @@ import (
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/fastpath"
-	"github.com/udpgate/udpgate/internal/conntest"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
 )
 
 type echoApp = conntest.Echo[*conn.Conn, conn.DisconnectReason]

@@ -12,9 +12,9 @@ import (
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
-	"github.com/udpgate/udpgate/internal/conntest"
 	"github.com/udpgate/udpgate/internal/msgcfg"
-	"github.com/udpgate/udpgate/internal/netem"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
+	"github.com/udpgate/udpgate/internal/testkit/netem"
 	"github.com/udpgate/udpgate/message"
 )
 

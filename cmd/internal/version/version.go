@@ -4,7 +4,7 @@
 // the repository (a Docker build that leaves .git out) can set the version
 // with the linker:
 //
-//	go build -ldflags "-X github.com/udpgate/udpgate/internal/version.override=v0.1.0" ./cmd/server
+//	go build -ldflags "-X github.com/udpgate/udpgate/cmd/internal/version.override=v0.1.0" ./cmd/server
 package version
 
 import (
