@@ -334,6 +334,40 @@ func logRun(w io.Writer, r *runRecord) {
 		r.Rep, r.Scenario, r.Variant, r.PPS, r.CPUNs, r.SchedNs, r.Util, r.LoadNs, r.Acct, r.Lost, r.Unexpected, r.P50us, r.P99us, c)
 }
 
+// connectGen runs gen's connect phase within connectBudget and records it
+// in rec.
+func connectGen(ctx context.Context, gen *loadgen.Generator, rec *runRecord) (loadgen.ConnectResult, error) {
+	cctx, cancel := context.WithTimeout(ctx, connectBudget)
+	defer cancel()
+	c, err := gen.Connect(cctx)
+	if err != nil {
+		return c, fmt.Errorf("connect: %w", err)
+	}
+	rec.Connect = connectRec(&c)
+	return c, nil
+}
+
+// runSampled runs gen's warm-up and window, sampling process pid's CPU time
+// (and the machine's) at the window's start and end.
+func runSampled(ctx context.Context, gen *loadgen.Generator, opt *options, pid int) (loadgen.RunResult, sample, sample, error) {
+	var s0, s1 sample
+	r, err := gen.Run(ctx, loadgen.RunSpec{
+		Warmup: opt.Warmup,
+		Window: opt.Window,
+		Mark: func(end bool) {
+			if end {
+				s1 = takeSample(pid)
+			} else {
+				s0 = takeSample(pid)
+			}
+		},
+	})
+	if err == nil && (s0.err != nil || s1.err != nil) {
+		err = fmt.Errorf("reading the server's CPU time: %w", errors.Join(s0.err, s1.err))
+	}
+	return r, s0, s1, err
+}
+
 // sample is everything read at one edge of the measuring window.
 type sample struct {
 	server, self procstat.CPU
@@ -414,31 +448,13 @@ func runOne(ctx context.Context, opt *options, sc scenario, v variant, rep int) 
 	}
 	defer gen.Close()
 	if gen.Config().Mode.NeedsConnect() {
-		cctx, cancel := context.WithTimeout(ctx, connectBudget)
-		c, err := gen.Connect(cctx)
-		cancel()
-		if err != nil {
-			return rec, fmt.Errorf("connect: %w", err)
+		if _, err := connectGen(ctx, gen, &rec); err != nil {
+			return rec, err
 		}
-		rec.Connect = connectRec(&c)
 	}
-	var s0, s1 sample
-	r, err := gen.Run(ctx, loadgen.RunSpec{
-		Warmup: opt.Warmup,
-		Window: opt.Window,
-		Mark: func(end bool) {
-			if end {
-				s1 = takeSample(ch.pid)
-			} else {
-				s0 = takeSample(ch.pid)
-			}
-		},
-	})
+	r, s0, s1, err := runSampled(ctx, gen, opt, ch.pid)
 	if err != nil {
 		return rec, err
-	}
-	if s0.err != nil || s1.err != nil {
-		return rec, fmt.Errorf("reading the server's CPU time: %w", errors.Join(s0.err, s1.err))
 	}
 	rec.ServerStats = ch.stop()
 	w := r.Window

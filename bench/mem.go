@@ -163,13 +163,10 @@ func runConns(ctx context.Context, opt *options, sc scenario, v variant, rep int
 		return rec, err
 	}
 	defer gen.Close()
-	cctx, cancel := context.WithTimeout(ctx, connectBudget)
-	c, err := gen.Connect(cctx)
-	cancel()
+	c, err := connectGen(ctx, gen, &rec)
 	if err != nil {
-		return rec, fmt.Errorf("connect: %w", err)
+		return rec, err
 	}
-	rec.Connect = connectRec(&c)
 	connected, err := mem()
 	if err != nil {
 		return rec, err

@@ -494,38 +494,92 @@ func percentile(sorted []float64, p float64) float64 {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
+// lossyRun is what msg-lossy and msg-bulk share: a message server behind
+// a lossy proxy that counts the wire, and clients connected through it.
+type lossyRun struct {
+	kind string
+	ch   *child
+	px   *netem.Proxy
+	cnt  counter
+	cs   []msgClient
+}
+
+// startLossy starts variant v's message server for run (plus the connect
+// budgets), the scenario's proxy in front of it, and one client per tracker.
+func startLossy(ctx context.Context, sc scenario, v variant, rep int, run time.Duration, ts []*tracker) (*lossyRun, error) {
+	ch, err := startMsgChild(v, sc.msgSpec(), run+2*connectBudget)
+	if err != nil {
+		return nil, err
+	}
+	lr := &lossyRun{kind: v.Kind, ch: ch}
+	lr.px, err = lossyProxy(sc, ch.addr, rep, &lr.cnt)
+	if err != nil {
+		ch.stop()
+		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, connectBudget)
+	lr.cs, err = dialAll(dctx, msgDialerFor(v.Kind), lr.px.Addr(), sc.msgSpec(), ts, nil)
+	cancel()
+	if err != nil {
+		lr.px.Close()
+		ch.stop()
+		return nil, fmt.Errorf("connect through the proxy: %w", err)
+	}
+	return lr, nil
+}
+
+func (lr *lossyRun) close() {
+	closeAll(lr.cs)
+	lr.px.Close()
+	lr.ch.stop()
+}
+
+// wireMark is a lossy run's counters at one moment.
+type wireMark struct {
+	bytes, datagrams, proxyDrops uint64
+	resent                       int64
+	s                            sample
+}
+
+func (lr *lossyRun) mark() wireMark {
+	pd, _ := udpDrops(lr.px.Addr().Port())
+	return wireMark{bytes: lr.cnt.bytes.Load(), datagrams: lr.cnt.datagrams.Load(), proxyDrops: pd,
+		resent: resentSum(lr.kind, lr.cs, 0), s: takeSample(lr.ch.pid)}
+}
+
+// wire fills m's wire and resend figures between w0 and w1, payload being
+// the application bytes carried both ways.
+func (lr *lossyRun) wire(m *msgRecord, w0, w1 wireMark, payload uint64) {
+	m.ProxyDrops = w1.proxyDrops - w0.proxyDrops
+	m.WireBytes, m.WireDatagrams = w1.bytes-w0.bytes, w1.datagrams-w0.datagrams
+	m.Resent = -1 // a library that does not say
+	if w0.resent >= 0 && w1.resent >= 0 {
+		m.Resent = w1.resent - w0.resent
+	}
+	m.PayloadBytes = payload
+	if payload > 0 {
+		m.WirePerByte = float64(m.WireBytes) / float64(payload)
+		m.WireIPPerByte = float64(m.WireBytes+ipUDPHeaders*m.WireDatagrams) / float64(payload)
+	}
+}
+
 // runMsgLossy: msg-lossy and msg-lossy-N.
 func runMsgLossy(ctx context.Context, opt *options, sc scenario, v variant, rep int, rec *runRecord) (*msgRecord, error) {
 	dur := opt.MsgDuration
-	ch, err := startMsgChild(v, sc.msgSpec(), dur+msgDrainLimit+2*connectBudget)
-	if err != nil {
-		return nil, err
-	}
-	defer ch.stop()
-	var cnt counter
-	px, err := lossyProxy(sc, ch.addr, rep, &cnt)
-	if err != nil {
-		return nil, err
-	}
-	defer px.Close()
 	perClient := int(float64(msgLossyRate) * dur.Seconds())
 	ts := make([]*tracker, sc.Clients)
 	for i := range ts {
 		ts[i] = newTracker(perClient)
 	}
-	dctx, cancel := context.WithTimeout(ctx, connectBudget)
-	cs, err := dialAll(dctx, msgDialerFor(v.Kind), px.Addr(), sc.msgSpec(), ts, nil)
-	cancel()
+	lr, err := startLossy(ctx, sc, v, rep, dur+msgDrainLimit, ts)
 	if err != nil {
-		return nil, fmt.Errorf("connect through the proxy: %w", err)
+		return nil, err
 	}
-	defer closeAll(cs)
+	defer lr.close()
+	ch, cs := lr.ch, lr.cs
 	// Counting starts now: the pings' stragglers are few and both
 	// libraries have them.
-	b0, d0 := cnt.bytes.Load(), cnt.datagrams.Load()
-	pd0, _ := udpDrops(px.Addr().Port())
-	r0 := resentSum(v.Kind, cs, 0)
-	s0 := takeSample(ch.pid)
+	w0 := lr.mark()
 	start := time.Now()
 	var sendErrs atomic.Uint64
 	var wg sync.WaitGroup
@@ -564,11 +618,9 @@ func runMsgLossy(ctx context.Context, opt *options, sc scenario, v variant, rep 
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	s1 := takeSample(ch.pid)
-	b1, d1 := cnt.bytes.Load(), cnt.datagrams.Load()
-	pd1, _ := udpDrops(px.Addr().Port())
+	w1 := lr.mark()
 	m := &msgRecord{Clients: len(cs), LossPct: 100 * sc.msgLoss(), Seconds: sendSecs, Sent: sent,
-		SendErrors: sendErrs.Load(), Unit: "message", ProxyDrops: pd1 - pd0, Resent: 0}
+		SendErrors: sendErrs.Load(), Unit: "message"}
 	var rtts []float64
 	for _, t := range ts {
 		t.mu.Lock()
@@ -578,23 +630,17 @@ func runMsgLossy(ctx context.Context, opt *options, sc scenario, v variant, rep 
 		rtts = append(rtts, t.rtts...)
 		t.mu.Unlock()
 	}
-	m.Resent = resentSum(v.Kind, cs, r0)
 	slices.Sort(rtts)
 	m.P50ms, m.P99ms = percentile(rtts, 0.50), percentile(rtts, 0.99)
 	if len(rtts) > 0 {
 		m.MaxMs = rtts[len(rtts)-1]
 	}
-	m.WireBytes, m.WireDatagrams = b1-b0, d1-d0
-	m.PayloadBytes = 2 * msgSize * m.Delivered
-	if m.PayloadBytes > 0 {
-		m.WirePerByte = float64(m.WireBytes) / float64(m.PayloadBytes)
-		m.WireIPPerByte = float64(m.WireBytes+ipUDPHeaders*m.WireDatagrams) / float64(m.PayloadBytes)
-	}
+	lr.wire(m, w0, w1, 2*msgSize*m.Delivered)
 	m.Echoed = m.Delivered
-	if s0.err == nil && s1.err == nil && m.Delivered > 0 {
-		m.CPUNs = float64(s1.server.Stat-s0.server.Stat) / float64(m.Delivered)
-		m.Util = float64(s1.server.Sched-s0.server.Sched) / float64(s1.at.Sub(s0.at))
-		rec.Acct = acct(s0, s1)
+	if w0.s.err == nil && w1.s.err == nil && m.Delivered > 0 {
+		m.CPUNs = float64(w1.s.server.Stat-w0.s.server.Stat) / float64(m.Delivered)
+		m.Util = float64(w1.s.server.Sched-w0.s.server.Sched) / float64(w1.s.at.Sub(w0.s.at))
+		rec.Acct = acct(w0.s, w1.s)
 	}
 	rec.ServerStats = ch.stop()
 	if m.Delivered == 0 {
@@ -606,30 +652,15 @@ func runMsgLossy(ctx context.Context, opt *options, sc scenario, v variant, rep 
 // runMsgBulk: msg-bulk.
 func runMsgBulk(ctx context.Context, opt *options, sc scenario, v variant, rep int, rec *runRecord) (*msgRecord, error) {
 	n := opt.MsgBulk
-	ch, err := startMsgChild(v, sc.msgSpec(), time.Duration(n)*msgBulkWait+2*connectBudget)
-	if err != nil {
-		return nil, err
-	}
-	defer ch.stop()
-	var cnt counter
-	px, err := lossyProxy(sc, ch.addr, rep, &cnt)
-	if err != nil {
-		return nil, err
-	}
-	defer px.Close()
 	ts := []*tracker{newTracker(0)}
-	dctx, cancel := context.WithTimeout(ctx, connectBudget)
-	cs, err := dialAll(dctx, msgDialerFor(v.Kind), px.Addr(), sc.msgSpec(), ts, nil)
-	cancel()
+	lr, err := startLossy(ctx, sc, v, rep, time.Duration(n)*msgBulkWait, ts)
 	if err != nil {
-		return nil, fmt.Errorf("connect through the proxy: %w", err)
+		return nil, err
 	}
-	defer closeAll(cs)
-	m := &msgRecord{Clients: 1, LossPct: 100 * sc.msgLoss(), BulkBytes: msgBulkSize, Resent: 0}
-	pd0, _ := udpDrops(px.Addr().Port())
-	b0, d0 := cnt.bytes.Load(), cnt.datagrams.Load()
-	r0 := resentSum(v.Kind, cs, 0)
-	s0 := takeSample(ch.pid)
+	defer lr.close()
+	ch, cs := lr.ch, lr.cs
+	m := &msgRecord{Clients: 1, LossPct: 100 * sc.msgLoss(), BulkBytes: msgBulkSize}
+	w0 := lr.mark()
 	big := make([]byte, msgBulkSize)
 	for i := range big {
 		big[i] = byte(i)
@@ -659,18 +690,12 @@ func runMsgBulk(ctx context.Context, opt *options, sc scenario, v variant, rep i
 			break
 		}
 	}
-	s1 := takeSample(ch.pid)
-	pd1, _ := udpDrops(px.Addr().Port())
-	m.ProxyDrops = pd1 - pd0
-	m.WireBytes, m.WireDatagrams = cnt.bytes.Load()-b0, cnt.datagrams.Load()-d0
-	m.PayloadBytes = uint64(n) * msgBulkSize
-	m.WirePerByte = float64(m.WireBytes) / float64(m.PayloadBytes)
-	m.WireIPPerByte = float64(m.WireBytes+ipUDPHeaders*m.WireDatagrams) / float64(m.PayloadBytes)
+	w1 := lr.mark()
+	lr.wire(m, w0, w1, uint64(n)*msgBulkSize)
 	m.BulkMedian = median(m.BulkSeconds)
-	m.Resent = resentSum(v.Kind, cs, r0)
-	if s0.err == nil && s1.err == nil {
-		rec.Acct = acct(s0, s1)
-		m.Util = float64(s1.server.Sched-s0.server.Sched) / float64(s1.at.Sub(s0.at))
+	if w0.s.err == nil && w1.s.err == nil {
+		rec.Acct = acct(w0.s, w1.s)
+		m.Util = float64(w1.s.server.Sched-w0.s.server.Sched) / float64(w1.s.at.Sub(w0.s.at))
 	}
 	rec.ServerStats = ch.stop()
 	return m, nil
@@ -813,23 +838,9 @@ func runMsgCPURaw(ctx context.Context, opt *options, sc scenario, v variant, rec
 		return nil, err
 	}
 	defer gen.Close()
-	var s0, s1 sample
-	r, err := gen.Run(ctx, loadgen.RunSpec{
-		Warmup: opt.Warmup,
-		Window: opt.Window,
-		Mark: func(end bool) {
-			if end {
-				s1 = takeSample(ch.pid)
-			} else {
-				s0 = takeSample(ch.pid)
-			}
-		},
-	})
+	r, s0, s1, err := runSampled(ctx, gen, opt, ch.pid)
 	if err != nil {
 		return nil, err
-	}
-	if s0.err != nil || s1.err != nil {
-		return nil, fmt.Errorf("reading the server's CPU time: %w", errors.Join(s0.err, s1.err))
 	}
 	m := &msgRecord{Clients: sc.Clients, Unit: "datagram", Datagram: msgRawSize, Lost: r.Window.Lost, Resent: -1}
 	fillCPU(m, rec, s0, s1, r.Window.Replies)
