@@ -142,23 +142,24 @@ func TestDataMode(t *testing.T) {
 	}
 	r, err := g.Run(context.Background(), RunSpec{Warmup: 50 * time.Millisecond, Window: 300 * time.Millisecond})
 	checkRun(t, r, err)
+	checkCountedAndDisconnect(t, g, s, r, 1000)
+}
+
+// checkCountedAndDisconnect checks that the server counted at least as
+// many connection packets as r's echoes, then that g's Disconnect (two
+// packets per client, want in all) empties the server.
+func checkCountedAndDisconnect(t *testing.T, g *Generator, s *conn.Server, r RunResult, want int) {
+	t.Helper()
 	// The server publishes its counters after each batch, which may be
 	// after its echoes arrived here.
-	time.Sleep(50 * time.Millisecond)
-	if st := s.Stats(); st.ConnPacketsIn < r.Total.Replies {
-		t.Errorf("server accepted %d connection packets, generator got %d echoes", st.ConnPacketsIn, r.Total.Replies)
-	}
+	conntest.Eventually(t, "the server to count every echoed packet", func() bool {
+		return s.Stats().ConnPacketsIn >= r.Total.Replies
+	})
 	n, err := g.Disconnect(context.Background(), 2, 0)
-	if err != nil || n != 1000 {
-		t.Fatalf("disconnect: %d packets, %v", n, err)
+	if err != nil || n != want {
+		t.Fatalf("disconnect: %d packets, %v; want %d", n, err, want)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for s.Len() > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if s.Len() != 0 {
-		t.Errorf("%d connections left after Disconnect", s.Len())
-	}
+	conntest.Eventually(t, "no connections left after Disconnect", func() bool { return s.Len() == 0 })
 }
 
 func TestRateMode(t *testing.T) {
@@ -236,6 +237,18 @@ func TestNoAllocsPerPacket(t *testing.T) {
 	if _, err := g.Connect(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	r, mallocs := runMallocs(t, g)
+	// The server runs in this process too and allocates nothing per packet
+	// either; a Run allocates a fixed few objects (goroutines, timers).
+	if per := float64(mallocs) / float64(r.Total.Replies); per > 0.01 || r.Total.Replies < 1000 {
+		t.Errorf("%d allocations for %d answers (%.3f per answer)", mallocs, r.Total.Replies, per)
+	}
+}
+
+// runMallocs runs g for a 300 ms window and counts the heap allocations
+// the process made meanwhile.
+func runMallocs(t *testing.T, g *Generator) (RunResult, uint64) {
+	t.Helper()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	r, err := g.Run(context.Background(), RunSpec{Window: 300 * time.Millisecond})
@@ -243,11 +256,7 @@ func TestNoAllocsPerPacket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The server runs in this process too and allocates nothing per packet
-	// either; a Run allocates a fixed few objects (goroutines, timers).
-	if per := float64(m1.Mallocs-m0.Mallocs) / float64(r.Total.Replies); per > 0.01 || r.Total.Replies < 1000 {
-		t.Errorf("%d allocations for %d answers (%.3f per answer)", m1.Mallocs-m0.Mallocs, r.Total.Replies, per)
-	}
+	return r, m1.Mallocs - m0.Mallocs
 }
 
 // TestStorm: every client starts at once and all connect; the result
@@ -329,20 +338,9 @@ func TestSealedDataMode(t *testing.T) {
 	if w := r.Total; w.SealedForged != 0 || w.SealedReplay != 0 {
 		t.Errorf("%d forged and %d replayed answers from the server", w.SealedForged, w.SealedReplay)
 	}
-	time.Sleep(50 * time.Millisecond)
-	if st := s.Stats(); st.ConnPacketsIn < r.Total.Replies || st.Drops[fastpath.DropSealedForged] != 0 {
-		t.Errorf("server accepted %d connection packets for %d echoes, %d forged", st.ConnPacketsIn, r.Total.Replies, st.Drops[fastpath.DropSealedForged])
-	}
-	n, err := g.Disconnect(context.Background(), 2, 0)
-	if err != nil || n != 600 {
-		t.Fatalf("disconnect: %d packets, %v", n, err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for s.Len() > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if s.Len() != 0 {
-		t.Errorf("%d connections left after the sealed Disconnects", s.Len())
+	checkCountedAndDisconnect(t, g, s, r, 600)
+	if f := s.Stats().Drops[fastpath.DropSealedForged]; f != 0 {
+		t.Errorf("server dropped %d connection packets as forged", f)
 	}
 }
 

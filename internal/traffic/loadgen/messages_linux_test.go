@@ -3,7 +3,6 @@ package loadgen
 import (
 	"context"
 	"net/netip"
-	"runtime"
 	"runtime/debug"
 	"testing"
 	"time"
@@ -127,17 +126,11 @@ func TestMessagesNoAllocs(t *testing.T) {
 	// collection empties: refilling them is a cost per collection, not per
 	// message, so the collector stays off while the run is measured.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	r, err := g.Run(context.Background(), RunSpec{Window: 300 * time.Millisecond})
-	runtime.ReadMemStats(&m1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, mallocs := runMallocs(t, g)
 	n := r.Total.MessagesDelivered
-	t.Logf("%d allocations for %d messages", m1.Mallocs-m0.Mallocs, n)
-	if per := float64(m1.Mallocs-m0.Mallocs) / float64(n); per > 0.25 || n < 1000 {
-		t.Errorf("%d allocations for %d messages (%.3f per message)", m1.Mallocs-m0.Mallocs, n, per)
+	t.Logf("%d allocations for %d messages", mallocs, n)
+	if per := float64(mallocs) / float64(n); per > 0.25 || n < 1000 {
+		t.Errorf("%d allocations for %d messages (%.3f per message)", mallocs, n, per)
 	}
 }
 

@@ -270,6 +270,23 @@ func TestSealedTokensRepeat(t *testing.T) {
 	}
 }
 
+// sealedRoundTrips returns a step that runs one sealed Data round trip of
+// w's next client in turn, ms sealing the server's echoes.
+func sealedRoundTrips(tb testing.TB, w *worker, ms []mirror) func() {
+	mg := w.cfg.Magic
+	reply := make([]byte, 256)
+	echo := func(j int, p []byte, now int64) []byte { return reply[:ms[j].echo(tb, reply, p, mg, now)] }
+	j := 0
+	now := int64(100)
+	return func() {
+		now += 1000
+		roundTrip(w, j, now, echo)
+		if j++; j == len(ms) {
+			j = 0
+		}
+	}
+}
+
 // TestSealedAllocs: a sealed Data round trip costs the client no
 // allocation (seal the request, open the answer).
 func TestSealedAllocs(t *testing.T) {
@@ -277,22 +294,7 @@ func TestSealedAllocs(t *testing.T) {
 		t.Skip("the race runtime allocates")
 	}
 	w, ms := sealedWorker(t, 50, true)
-	mg := w.cfg.Magic
-	reply := make([]byte, 256)
-	j := 0
-	now := int64(100)
-	allocs := testing.AllocsPerRun(1000, func() {
-		now += 1000
-		p := w.buildConn(j, now, fastpath.KindData)
-		w.inflight[j]++
-		w.out++
-		w.tx.n = 0
-		deliver(w, j, reply[:ms[j].echo(t, reply, p, mg, now)])
-		w.answer(0, now+500, true)
-		if j++; j == len(ms) {
-			j = 0
-		}
-	})
+	allocs := testing.AllocsPerRun(1000, sealedRoundTrips(t, w, ms))
 	if allocs != 0 {
 		t.Errorf("%.2f allocations per sealed round trip", allocs)
 	}
@@ -306,22 +308,10 @@ func TestSealedAllocs(t *testing.T) {
 // the server's side (open and seal) included, as there.
 func BenchmarkClientSealedData(b *testing.B) {
 	w, ms := sealedWorker(b, 1000, true)
-	mg := w.cfg.Magic
-	reply := make([]byte, 256)
+	step := sealedRoundTrips(b, w, ms)
 	b.ReportAllocs()
-	j := 0
-	now := int64(100)
 	for b.Loop() {
-		now += 1000
-		p := w.buildConn(j, now, fastpath.KindData)
-		w.inflight[j]++
-		w.out++
-		w.tx.n = 0
-		deliver(w, j, reply[:ms[j].echo(b, reply, p, mg, now)])
-		w.answer(0, now+500, true)
-		if j++; j == len(ms) {
-			j = 0
-		}
+		step()
 	}
 	if w.ctr.loc[cReplies] == 0 || w.ctr.loc[cUnexpected] != 0 {
 		b.Fatalf("answers %d, unexpected %d", w.ctr.loc[cReplies], w.ctr.loc[cUnexpected])

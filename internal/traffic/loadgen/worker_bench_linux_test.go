@@ -40,6 +40,18 @@ func deliver(w *worker, j int, p []byte) {
 	pi.Addr = w.g.src.addr4(j)
 }
 
+// roundTrip makes client j send one Data packet at now and the worker take
+// the reply echo makes of it (the server's side, in the test) as if it
+// came back 500 µs later.
+func roundTrip(w *worker, j int, now int64, echo func(j int, p []byte, now int64) []byte) {
+	p := w.buildConn(j, now, fastpath.KindData)
+	w.inflight[j]++
+	w.out++
+	w.tx.n = 0
+	deliver(w, j, echo(j, p, now))
+	w.answer(0, now+500, true)
+}
+
 // BenchmarkClientData is the generator's cost for one Data round trip of a
 // client among 1000, without the system calls: build and encode the
 // request (SeqState.Send, EncodeConn), then map the answer to its client
@@ -61,21 +73,19 @@ func BenchmarkClientData(b *testing.B) {
 	}
 	reply := make([]byte, 128)
 	var h fastpath.ConnHeader
+	// The server's echo.
+	echo := func(j int, p []byte, now int64) []byte {
+		payload, _ := fastpath.DecodeConn(w.cfg.Magic, p, &h)
+		seq, ack, bits, _, _ := servers[j].Send(seconds(now))
+		rh := fastpath.ConnHeader{ClientID: 1, Tag: w.ids[j].tag, Seq: seq, Ack: ack, AckBits: bits, Kind: fastpath.KindData}
+		return reply[:fastpath.EncodeConn(reply, w.cfg.Magic, &rh, payload)]
+	}
 	b.ReportAllocs()
 	j := 0
 	now := int64(1)
 	for b.Loop() {
 		now += 1000
-		p := w.buildConn(j, now, fastpath.KindData)
-		w.inflight[j]++
-		w.out++
-		w.tx.n = 0
-		// The server's echo.
-		payload, _ := fastpath.DecodeConn(w.cfg.Magic, p, &h)
-		seq, ack, bits, _, _ := servers[j].Send(seconds(now))
-		rh := fastpath.ConnHeader{ClientID: 1, Tag: w.ids[j].tag, Seq: seq, Ack: ack, AckBits: bits, Kind: fastpath.KindData}
-		deliver(w, j, reply[:fastpath.EncodeConn(reply, w.cfg.Magic, &rh, payload)])
-		w.answer(0, now+500, true)
+		roundTrip(w, j, now, echo)
 		if j++; j == clients {
 			j = 0
 		}
