@@ -1,6 +1,7 @@
 package flood
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -275,17 +276,11 @@ func (c Config) settings() (settings, error) {
 	if c.SessionID > 3 {
 		return s, fmt.Errorf("flood: SessionID %d is out of range: use 0..3 (the server's -session-id)", c.SessionID)
 	}
-	switch {
-	case c.Count < 0 || c.Count > MaxCount:
-		return s, fmt.Errorf("flood: Count %d is out of range: use 1..%d, or 0 for %d", c.Count, MaxCount, DefaultCount)
-	case c.Count == 0:
-		s.Count = DefaultCount
+	if err := bounded("Count", &s.Count, MaxCount, DefaultCount); err != nil {
+		return s, err
 	}
-	switch {
-	case c.MaxDuration < 0 || c.MaxDuration > MaxDurationLimit:
-		return s, fmt.Errorf("flood: MaxDuration %v is out of range: use at most %v, or 0 for %v", c.MaxDuration, MaxDurationLimit, DefaultMaxDuration)
-	case c.MaxDuration == 0:
-		s.MaxDuration = DefaultMaxDuration
+	if err := bounded("MaxDuration", &s.MaxDuration, MaxDurationLimit, DefaultMaxDuration); err != nil {
+		return s, err
 	}
 	if !(c.Rate >= 0) { // also refuses NaN
 		return s, fmt.Errorf("flood: Rate %v is negative: use datagrams per second, or 0 for as fast as possible", c.Rate)
@@ -309,17 +304,11 @@ func (c Config) settings() (settings, error) {
 			return s, fmt.Errorf("flood: Mix weight %d of %s is too large: use 0..%d", w, Kind(k), maxWeight)
 		}
 	}
-	switch {
-	case c.Batch < 0 || c.Batch > MaxBatch:
-		return s, fmt.Errorf("flood: Batch %d is out of range: use 1..%d, or 0 for %d", c.Batch, MaxBatch, DefaultBatch)
-	case c.Batch == 0:
-		s.Batch = DefaultBatch
+	if err := bounded("Batch", &s.Batch, MaxBatch, DefaultBatch); err != nil {
+		return s, err
 	}
-	switch {
-	case c.Grace < 0 || c.Grace > MaxGrace:
-		return s, fmt.Errorf("flood: Grace %v is out of range: use at most %v, or 0 for %v", c.Grace, MaxGrace, DefaultGrace)
-	case c.Grace == 0:
-		s.Grace = DefaultGrace
+	if err := bounded("Grace", &s.Grace, MaxGrace, DefaultGrace); err != nil {
+		return s, err
 	}
 	if s.sources, err = c.sourceAddrs(s.Server.Addr()); err != nil {
 		return s, err
@@ -354,11 +343,8 @@ func (c Config) sourceAddrs(server netip.Addr) ([]netip.Addr, error) {
 		return out, nil
 	}
 	n := c.NumSources
-	switch {
-	case n < 0 || n > MaxSources:
-		return nil, fmt.Errorf("flood: NumSources %d is out of range: use 1..%d, or 0 for %d", n, MaxSources, DefaultSources)
-	case n == 0:
-		n = DefaultSources
+	if err := bounded("NumSources", &n, MaxSources, DefaultSources); err != nil {
+		return nil, err
 	}
 	out := make([]netip.Addr, n)
 	a := firstSource
@@ -386,4 +372,18 @@ func nextHost(a netip.Addr) netip.Addr {
 			return a
 		}
 	}
+}
+
+// bounded checks setting name's value *v against 0..limit and replaces 0
+// with def.
+func bounded[T int | time.Duration](name string, v *T, limit, def T) error {
+	if *v < 0 || *v > limit {
+		use := fmt.Sprintf("1..%v", limit)
+		if _, ok := any(limit).(time.Duration); ok {
+			use = fmt.Sprintf("at most %v", limit)
+		}
+		return fmt.Errorf("flood: %s %v is out of range: use %s, or 0 for %v", name, *v, use, def)
+	}
+	*v = cmp.Or(*v, def)
+	return nil
 }

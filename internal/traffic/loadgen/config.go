@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -283,9 +284,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.ResendInterval < 0 || c.KeepAlive < 0 || c.RecvBuffer < 0 || c.SendBuffer < 0 {
 		return c, errors.New("loadgen: negative setting (0 takes the default)")
 	}
-	if c.Sockets == 0 {
-		c.Sockets = DefaultSockets
-	}
+	c.Sockets = cmp.Or(c.Sockets, DefaultSockets)
 	if c.Sources > 0 {
 		c.Sockets = (c.Clients + c.Sources - 1) / c.Sources
 	}
@@ -300,22 +299,14 @@ func (c Config) withDefaults() (Config, error) {
 	if _, err := sourceAddr(c.FirstSource, c.perSocket(0)-1); err != nil {
 		return c, err
 	}
-	if c.Batch == 0 {
-		c.Batch = DefaultBatch
-	}
+	c.Batch = cmp.Or(c.Batch, DefaultBatch)
 	c.Batch = min(c.Batch, 1024)
-	if c.Window == 0 {
-		c.Window = DefaultWindow
-	}
-	if c.PacketSize == 0 {
-		c.PacketSize = DefaultPacketSize
-	}
+	c.Window = cmp.Or(c.Window, DefaultWindow)
+	c.PacketSize = cmp.Or(c.PacketSize, DefaultPacketSize)
 	if c.PacketSize > fastpath.MaxDatagramLimit {
 		return c, fmt.Errorf("loadgen: PacketSize %d is above %d", c.PacketSize, fastpath.MaxDatagramLimit)
 	}
-	if c.PayloadSize == 0 {
-		c.PayloadSize = DefaultPayloadSize
-	}
+	c.PayloadSize = cmp.Or(c.PayloadSize, DefaultPayloadSize)
 	dataLen := fastpath.ConnLen(c.Magic, fastpath.KindData, c.PayloadSize)
 	if c.sealed() {
 		dataLen = fastpath.SealedConnLen(c.Magic, c.PayloadSize)
@@ -331,12 +322,8 @@ func (c Config) withDefaults() (Config, error) {
 		if c.TokenExpire < 0 {
 			return c, errors.New("loadgen: negative TokenExpire (0 takes the default)")
 		}
-		if c.TokenExpire == 0 {
-			c.TokenExpire = DefaultTokenExpire
-		}
-		if c.TokenTimeout == 0 {
-			c.TokenTimeout = DefaultTokenTimeout
-		}
+		c.TokenExpire = cmp.Or(c.TokenExpire, DefaultTokenExpire)
+		c.TokenTimeout = cmp.Or(c.TokenTimeout, DefaultTokenTimeout)
 		if c.TokenAddresses == nil {
 			c.TokenAddresses = []netip.AddrPort{c.Server}
 		}
@@ -344,24 +331,12 @@ func (c Config) withDefaults() (Config, error) {
 	if err := c.messageDefaults(); err != nil {
 		return c, err
 	}
-	if c.LossTimeout == 0 {
-		c.LossTimeout = DefaultLossTimeout
-	}
-	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = DefaultConnectTimeout
-	}
-	if c.ResendInterval == 0 {
-		c.ResendInterval = DefaultResendInterval
-	}
-	if c.KeepAlive == 0 {
-		c.KeepAlive = DefaultKeepAlive
-	}
-	if c.RecvBuffer == 0 {
-		c.RecvBuffer = DefaultSocketBuffer
-	}
-	if c.SendBuffer == 0 {
-		c.SendBuffer = DefaultSocketBuffer
-	}
+	c.LossTimeout = cmp.Or(c.LossTimeout, DefaultLossTimeout)
+	c.ConnectTimeout = cmp.Or(c.ConnectTimeout, DefaultConnectTimeout)
+	c.ResendInterval = cmp.Or(c.ResendInterval, DefaultResendInterval)
+	c.KeepAlive = cmp.Or(c.KeepAlive, DefaultKeepAlive)
+	c.RecvBuffer = cmp.Or(c.RecvBuffer, DefaultSocketBuffer)
+	c.SendBuffer = cmp.Or(c.SendBuffer, DefaultSocketBuffer)
 	return c, nil
 }
 
