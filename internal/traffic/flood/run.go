@@ -227,12 +227,7 @@ type sender struct {
 
 func (sd *sender) run() {
 	e := sd.e
-	var cum [NumKinds]uint64
-	var total uint64
-	for k, w := range e.st.Mix {
-		total += uint64(w)
-		cum[k] = total
-	}
+	cum, total := e.st.Mix.cumulative()
 	start := time.Now()
 	var sent int64
 	for i := 0; !e.stop.Load(); i++ {
@@ -280,6 +275,16 @@ func (sd *sender) claim() int {
 		return int(b + left)
 	}
 	return 0
+}
+
+// cumulative returns the mix's running sums of weights, by kind, and their
+// total: what fill draws kinds by.
+func (m *Mix) cumulative() (cum [NumKinds]uint64, total uint64) {
+	for k, w := range m {
+		total += uint64(w)
+		cum[k] = total
+	}
+	return cum, total
 }
 
 // fill points the first n slots of the batch at templates drawn by the mix,

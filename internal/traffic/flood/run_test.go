@@ -236,12 +236,22 @@ func TestProbeErrors(t *testing.T) {
 // TestSendLoopAllocatesNothing: filling a batch from the templates and
 // sending it costs no allocation.
 func TestSendLoopAllocatesNothing(t *testing.T) {
+	st, srcs := sinkSources(t, Config{NumSources: 1, Batch: 32})
+	e := &engine{st: &st, tmpl: buildTemplates(&st, challenge{}, 1e9, fastpath.NewRand(1)), srcs: srcs}
+	checkSendAllocs(t, e)
+}
+
+// sinkSources opens cfg's sources towards a socket that reads nothing,
+// all closed when the test ends.
+func sinkSources(t *testing.T, cfg Config) (settings, []*source) {
+	t.Helper()
 	sink, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sink.Close()
-	st, err := Config{Server: sink.LocalAddr().(*net.UDPAddr).AddrPort(), NumSources: 1, Batch: 32}.settings()
+	t.Cleanup(func() { sink.Close() })
+	cfg.Server = sink.LocalAddr().(*net.UDPAddr).AddrPort()
+	st, err := cfg.settings()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,18 +259,20 @@ func TestSendLoopAllocatesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srcs[0].group.Close()
-	e := &engine{st: &st, tmpl: buildTemplates(&st, challenge{}, 1e9, fastpath.NewRand(1)), srcs: srcs}
-	sd := &sender{e: e, rnd: fastpath.NewRand(2), batch: batchio.NewBatch(st.Batch, 1), size: st.Batch, srcs: srcs}
-	var cum [NumKinds]uint64
-	var total uint64
-	for k, w := range st.Mix {
-		total += uint64(w)
-		cum[k] = total
-	}
+	t.Cleanup(func() { srcs[0].group.Close() })
+	return st, srcs
+}
+
+// checkSendAllocs checks that filling a batch of e's first source by the
+// mix and sending it allocates nothing.
+func checkSendAllocs(t *testing.T, e *engine) {
+	t.Helper()
+	st, s := e.st, e.srcs[0]
+	sd := &sender{e: e, rnd: fastpath.NewRand(2), batch: batchio.NewBatch(st.Batch, 1), size: st.Batch, srcs: e.srcs}
+	cum, total := st.Mix.cumulative()
 	allocs := testing.AllocsPerRun(200, func() {
-		sd.fill(srcs[0], st.Batch, &cum, total)
-		if err := srcs[0].sock.Send(sd.batch, st.Batch); err != nil {
+		sd.fill(s, st.Batch, &cum, total)
+		if err := s.sock.Send(sd.batch, st.Batch); err != nil {
 			t.Fatal(err)
 		}
 	})
