@@ -53,11 +53,10 @@ var _ prometheus.Collector = (*Collector)(nil)
 type Collector struct {
 	srv *conn.Server
 
-	// Totals over the sockets.
-	rxPackets, rxBytes, rxBatches, rxTruncated, rxErrors, kernelDrops     *prometheus.Desc
-	txPackets, txBytes, txCalls, txErrors, txPartial, txWaits, queueWaits *prometheus.Desc
-	// Per socket (label socket).
-	sockRxPackets, sockRxBytes, sockRxBatches, sockKernelDrops, sockTxPackets, sockTxBytes *prometheus.Desc
+	// The sockets' counters, by index in socketCounters: the totals over
+	// the sockets, and the series per socket (label socket; nil where
+	// there is none).
+	sockTotals, sockSeries []*prometheus.Desc
 
 	// Protocol.
 	drops, hsIn, hsOut, denied, migrations, connIn *prometheus.Desc
@@ -78,6 +77,42 @@ type Collector struct {
 	samples sync.Pool
 }
 
+// socketCounters are the sockets' counters: each is exported as a total
+// over the sockets (udpgate_NAME) and, where sockHelp is set, as a series
+// per socket (udpgate_socket_NAME, label socket), both from the same
+// snapshot, so within one scrape the total is the sum of the series.
+var socketCounters = []struct {
+	name, help, sockHelp string
+	value                func(*conn.SocketStats) uint64
+}{
+	{"received_packets_total", "Datagrams received by the server's sockets, truncated ones included.",
+		"Datagrams received, by socket (one SO_REUSEPORT socket per receive loop).", func(s *conn.SocketStats) uint64 { return s.RxPackets }},
+	{"received_bytes_total", "Bytes of the datagrams received.",
+		"Bytes received, by socket.", func(s *conn.SocketStats) uint64 { return s.RxBytes }},
+	{"receive_batches_total", "Receive calls (recvmmsg) that returned datagrams; rate(received_packets_total) / rate(receive_batches_total) is the recent batch fill.",
+		"Receive calls that returned datagrams, by socket.", func(s *conn.SocketStats) uint64 { return s.RxBatches }},
+	{"received_truncated_total", "Datagrams larger than a receive slot (dropped as too_large).",
+		"", func(s *conn.SocketStats) uint64 { return s.RxTruncated }},
+	{"receive_errors_total", "Receive errors that were retried (e.g. a pending ICMP error).",
+		"", func(s *conn.SocketStats) uint64 { return s.RxErrors }},
+	{"kernel_drops_total", "Datagrams the kernel dropped because a socket's receive buffer was full (SO_MEMINFO, read at scrape time).",
+		"Datagrams the kernel dropped for a full receive buffer, by socket.", func(s *conn.SocketStats) uint64 { return s.RxDrops }},
+	{"sent_packets_total", "Datagrams handed to the kernel.",
+		"Datagrams sent, by socket.", func(s *conn.SocketStats) uint64 { return s.TxPackets }},
+	{"sent_bytes_total", "Bytes of the datagrams sent.",
+		"Bytes sent, by socket.", func(s *conn.SocketStats) uint64 { return s.TxBytes }},
+	{"send_calls_total", "Send calls (sendmmsg); sent_packets_total / send_calls_total is the send batch.",
+		"", func(s *conn.SocketStats) uint64 { return s.TxCalls }},
+	{"send_errors_total", "Datagrams not sent because of an error particular to them (no route, firewall...).",
+		"", func(s *conn.SocketStats) uint64 { return s.TxErrors }},
+	{"send_partial_total", "Send calls that sent only part of their batch.",
+		"", func(s *conn.SocketStats) uint64 { return s.TxPartial }},
+	{"send_waits_total", "Times a sender waited for a socket to become writable.",
+		"", func(s *conn.SocketStats) uint64 { return s.TxWaits }},
+	{"send_queue_waits_total", "Writes (promotion replies, application sends) that waited for a full socket queue.",
+		"", func(s *conn.SocketStats) uint64 { return s.QueueWaits }},
+}
+
 // NewCollector returns a Collector for srv. Register it with a
 // prometheus.Registry (NewRegistry does).
 func NewCollector(srv *conn.Server) *Collector {
@@ -86,27 +121,6 @@ func NewCollector(srv *conn.Server) *Collector {
 	}
 	c := &Collector{
 		srv: srv,
-
-		rxPackets:   d("received_packets_total", "Datagrams received by the server's sockets, truncated ones included."),
-		rxBytes:     d("received_bytes_total", "Bytes of the datagrams received."),
-		rxBatches:   d("receive_batches_total", "Receive calls (recvmmsg) that returned datagrams; rate(received_packets_total) / rate(receive_batches_total) is the recent batch fill."),
-		rxTruncated: d("received_truncated_total", "Datagrams larger than a receive slot (dropped as too_large)."),
-		rxErrors:    d("receive_errors_total", "Receive errors that were retried (e.g. a pending ICMP error)."),
-		kernelDrops: d("kernel_drops_total", "Datagrams the kernel dropped because a socket's receive buffer was full (SO_MEMINFO, read at scrape time)."),
-		txPackets:   d("sent_packets_total", "Datagrams handed to the kernel."),
-		txBytes:     d("sent_bytes_total", "Bytes of the datagrams sent."),
-		txCalls:     d("send_calls_total", "Send calls (sendmmsg); sent_packets_total / send_calls_total is the send batch."),
-		txErrors:    d("send_errors_total", "Datagrams not sent because of an error particular to them (no route, firewall...)."),
-		txPartial:   d("send_partial_total", "Send calls that sent only part of their batch."),
-		txWaits:     d("send_waits_total", "Times a sender waited for a socket to become writable."),
-		queueWaits:  d("send_queue_waits_total", "Writes (promotion replies, application sends) that waited for a full socket queue."),
-
-		sockRxPackets:   d("socket_received_packets_total", "Datagrams received, by socket (one SO_REUSEPORT socket per receive loop).", "socket"),
-		sockRxBytes:     d("socket_received_bytes_total", "Bytes received, by socket.", "socket"),
-		sockRxBatches:   d("socket_receive_batches_total", "Receive calls that returned datagrams, by socket.", "socket"),
-		sockKernelDrops: d("socket_kernel_drops_total", "Datagrams the kernel dropped for a full receive buffer, by socket.", "socket"),
-		sockTxPackets:   d("socket_sent_packets_total", "Datagrams sent, by socket.", "socket"),
-		sockTxBytes:     d("socket_sent_bytes_total", "Bytes sent, by socket.", "socket"),
 
 		drops:       d("drops_total", "Datagrams the server dropped, by reason (conn.DropReason).", "reason"),
 		hsIn:        d("handshake_received_total", "Handshake packets received, by type.", "type"),
@@ -137,6 +151,14 @@ func NewCollector(srv *conn.Server) *Collector {
 		rttPercentile: d("connection_rtt_seconds", "Smoothed RTT of the connections open now, by percentile over them (100: the slowest), read at scrape time from at most "+strconv.Itoa(RTTSampleLimit)+" connections; NaN when none has measured an RTT.", "percentile"),
 		rttSampled:    d("connection_rtt_sampled", "Connections open now that udpgate_connection_rtt_seconds describes: those that measured an RTT, at most "+strconv.Itoa(RTTSampleLimit)+"."),
 	}
+	for _, m := range socketCounters {
+		c.sockTotals = append(c.sockTotals, d(m.name, m.help))
+		var series *prometheus.Desc
+		if m.sockHelp != "" {
+			series = d("socket_"+m.name, m.sockHelp, "socket")
+		}
+		c.sockSeries = append(c.sockSeries, series)
+	}
 	c.dropLabels = make([]string, conn.NumDropReasons)
 	for r := range c.dropLabels {
 		c.dropLabels[r] = conn.DropReason(r).String()
@@ -154,10 +176,15 @@ func NewCollector(srv *conn.Server) *Collector {
 
 // Describe sends every metric's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.sockTotals {
+		ch <- d
+	}
+	for _, d := range c.sockSeries {
+		if d != nil {
+			ch <- d
+		}
+	}
 	for _, d := range []*prometheus.Desc{
-		c.rxPackets, c.rxBytes, c.rxBatches, c.rxTruncated, c.rxErrors, c.kernelDrops,
-		c.txPackets, c.txBytes, c.txCalls, c.txErrors, c.txPartial, c.txWaits, c.queueWaits,
-		c.sockRxPackets, c.sockRxBytes, c.sockRxBatches, c.sockKernelDrops, c.sockTxPackets, c.sockTxBytes,
 		c.drops, c.hsIn, c.hsOut, c.denied, c.migrations, c.connIn,
 		c.connections, c.accepted, c.disconnects,
 		c.promoRunning, c.promoQueued, c.promoRejected, c.promoPanics,
@@ -182,42 +209,21 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	// Sockets: the totals are summed from the same per-socket snapshot, so
 	// within one scrape they always equal the sum of the socket series.
 	socks := c.srv.SocketStats()
-	var tot struct{ rxP, rxB, rxBat, rxTr, rxErr, kd, txP, txB, txC, txErr, txPart, txW, qW uint64 }
-	for i, s := range socks {
-		l := strconv.Itoa(i)
-		counter(c.sockRxPackets, s.RxPackets, l)
-		counter(c.sockRxBytes, s.RxBytes, l)
-		counter(c.sockRxBatches, s.RxBatches, l)
-		counter(c.sockKernelDrops, s.RxDrops, l)
-		counter(c.sockTxPackets, s.TxPackets, l)
-		counter(c.sockTxBytes, s.TxBytes, l)
-		tot.rxP += s.RxPackets
-		tot.rxB += s.RxBytes
-		tot.rxBat += s.RxBatches
-		tot.rxTr += s.RxTruncated
-		tot.rxErr += s.RxErrors
-		tot.kd += s.RxDrops
-		tot.txP += s.TxPackets
-		tot.txB += s.TxBytes
-		tot.txC += s.TxCalls
-		tot.txErr += s.TxErrors
-		tot.txPart += s.TxPartial
-		tot.txW += s.TxWaits
-		tot.qW += s.QueueWaits
+	sockLabels := make([]string, len(socks))
+	for i := range socks {
+		sockLabels[i] = strconv.Itoa(i)
 	}
-	counter(c.rxPackets, tot.rxP)
-	counter(c.rxBytes, tot.rxB)
-	counter(c.rxBatches, tot.rxBat)
-	counter(c.rxTruncated, tot.rxTr)
-	counter(c.rxErrors, tot.rxErr)
-	counter(c.kernelDrops, tot.kd)
-	counter(c.txPackets, tot.txP)
-	counter(c.txBytes, tot.txB)
-	counter(c.txCalls, tot.txC)
-	counter(c.txErrors, tot.txErr)
-	counter(c.txPartial, tot.txPart)
-	counter(c.txWaits, tot.txW)
-	counter(c.queueWaits, tot.qW)
+	for m, sc := range socketCounters {
+		var tot uint64
+		for i := range socks {
+			v := sc.value(&socks[i])
+			tot += v
+			if c.sockSeries[m] != nil {
+				counter(c.sockSeries[m], v, sockLabels[i])
+			}
+		}
+		counter(c.sockTotals[m], tot)
+	}
 
 	st := c.srv.Stats()
 	for r := 1; r < len(st.Drops); r++ { // 0 is DropNone

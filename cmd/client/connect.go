@@ -415,17 +415,24 @@ func (s *session) OnPacket(c *conn.Conn, payload []byte) {
 // awaitReplies waits until every sent line has its echo, or wait passes, or
 // the connection or ctx ends.
 func (s *session) awaitReplies(ctx context.Context, cli *conn.Client, wait time.Duration) {
+	awaitAll(ctx, cli, wait, s.got, func() int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.pending)
+	})
+}
+
+// awaitAll waits until left reports nothing left, checking it again at
+// each signal on got, or until wait passes or the connection or ctx ends.
+func awaitAll(ctx context.Context, cli *conn.Client, wait time.Duration, got <-chan struct{}, left func() int) {
+	if left() == 0 {
+		return
+	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
-	for {
-		s.mu.Lock()
-		left := len(s.pending)
-		s.mu.Unlock()
-		if left == 0 {
-			return
-		}
+	for left() > 0 {
 		select {
-		case <-s.got:
+		case <-got:
 		case <-t.C:
 			return
 		case <-ctx.Done():

@@ -184,22 +184,7 @@ func (r *reliableSession) sendLine(ctx context.Context, cli *conn.Client, line [
 // awaitEchoes waits until every line sent has its echo, or wait passes,
 // or the connection or ctx ends.
 func (r *reliableSession) awaitEchoes(ctx context.Context, cli *conn.Client, wait time.Duration) {
-	if r.awaited() == 0 {
-		return
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	for r.awaited() > 0 {
-		select {
-		case <-r.got:
-		case <-t.C:
-			return
-		case <-ctx.Done():
-			return
-		case <-cli.Done():
-			return
-		}
-	}
+	awaitAll(ctx, cli, wait, r.got, r.awaited)
 }
 
 // finishReliable closes the connection cleanly and prints the summary; it

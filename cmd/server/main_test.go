@@ -260,9 +260,10 @@ func TestDrain(t *testing.T) {
 	logged(t, r.stderr, `msg="(drain timeout)`)
 }
 
-// TestDrainEndsWhenClientsLeave: the drain ends as soon as the last
-// client leaves, long before its timeout.
-func TestDrainEndsWhenClientsLeave(t *testing.T) {
+// startDraining starts a server with an hour's drain, connects a client
+// and sends SIGTERM: the server is draining when it returns.
+func startDraining(t *testing.T) (*running, *conn.Client) {
+	t.Helper()
 	r := start(t, []string{"-drain-timeout", "1h"}, env())
 	a, err := dial(t, r.udp, nil)
 	if err != nil {
@@ -270,6 +271,13 @@ func TestDrainEndsWhenClientsLeave(t *testing.T) {
 	}
 	r.sigs <- syscall.SIGTERM
 	logged(t, r.stderr, `msg="(draining)`)
+	return r, a
+}
+
+// TestDrainEndsWhenClientsLeave: the drain ends as soon as the last
+// client leaves, long before its timeout.
+func TestDrainEndsWhenClientsLeave(t *testing.T) {
+	r, a := startDraining(t)
 	a.Close()
 	if err := r.wait(t, 10*time.Second); err != nil {
 		t.Fatal(err)
@@ -279,13 +287,7 @@ func TestDrainEndsWhenClientsLeave(t *testing.T) {
 
 // TestDrainSecondSignal: a second signal ends the drain at once.
 func TestDrainSecondSignal(t *testing.T) {
-	r := start(t, []string{"-drain-timeout", "1h"}, env())
-	a, err := dial(t, r.udp, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.sigs <- syscall.SIGTERM
-	logged(t, r.stderr, `msg="(draining)`)
+	r, a := startDraining(t)
 	r.sigs <- os.Interrupt
 	if err := r.wait(t, 10*time.Second); err != nil {
 		t.Fatal(err)
