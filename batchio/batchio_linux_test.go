@@ -24,11 +24,16 @@ var modes = []Mode{ModeNetpoll, ModeBlocking}
 // if not nil, sees each datagram (on the socket's goroutine) before it is
 // echoed. The returned wait function blocks until every loop has exited.
 func serve(t testing.TB, g *Group, onRecv func(sock int, m *Message)) (wait func()) {
+	return recvLoops(t, g, onRecv, true)
+}
+
+// recvLoops receives on every socket of g until g is closed, passing each
+// datagram to onRecv (if not nil) on the socket's goroutine, and with echo
+// sends each batch back.
+func recvLoops(t testing.TB, g *Group, onRecv func(sock int, m *Message), echo bool) (wait func()) {
 	var wg sync.WaitGroup
 	for i, s := range g.Sockets() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if s.Mode() == ModeBlocking {
 				runtime.LockOSThread()
 				defer runtime.UnlockOSThread()
@@ -47,6 +52,9 @@ func serve(t testing.TB, g *Group, onRecv func(sock int, m *Message)) (wait func
 						onRecv(i, &b.Msgs[j])
 					}
 				}
+				if !echo {
+					continue
+				}
 				if err := s.Send(b, n); err != nil {
 					if !errors.Is(err, net.ErrClosed) {
 						t.Errorf("socket %d: Send: %v", i, err)
@@ -54,7 +62,7 @@ func serve(t testing.TB, g *Group, onRecv func(sock int, m *Message)) (wait func
 					return
 				}
 			}
-		}()
+		})
 	}
 	return wg.Wait
 }

@@ -2,7 +2,6 @@ package batchio
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -63,25 +62,9 @@ type received struct {
 // record receives on every socket of g until it is closed and passes each
 // datagram to got, on the socket's goroutine.
 func record(t *testing.T, g *Group, got func(received)) (wait func()) {
-	var wg sync.WaitGroup
-	for i, s := range g.Sockets() {
-		wg.Go(func() {
-			b := g.NewBatch()
-			for {
-				n, err := s.Recv(b)
-				if err != nil {
-					if !errors.Is(err, net.ErrClosed) {
-						t.Errorf("socket %d: Recv: %v", i, err)
-					}
-					return
-				}
-				for _, m := range b.Msgs[:n] {
-					got(received{i, m.Addr, append([]byte(nil), m.Buf[:m.N]...)})
-				}
-			}
-		})
-	}
-	return wg.Wait
+	return recvLoops(t, g, func(sock int, m *Message) {
+		got(received{sock, m.Addr, append([]byte(nil), m.Buf[:m.N]...)})
+	}, false)
 }
 
 // steerTraffic sends, from each source, datagrams of every length around
