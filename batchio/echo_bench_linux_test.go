@@ -45,6 +45,7 @@ package batchio
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -295,7 +296,7 @@ func TestEchoCompare(t *testing.T) {
 	if raceEnabled {
 		t.Skip("measure without -race")
 	}
-	variants := strings.Split(cmpOr(os.Getenv("BATCHIO_ECHO_VARIANTS"), "plain,netpoll,blocking"), ",")
+	variants := strings.Split(cmp.Or(os.Getenv("BATCHIO_ECHO_VARIANTS"), "plain,netpoll,blocking"), ",")
 	reps := envInt("BATCHIO_ECHO_REPS", 3)
 	dur := 3 * time.Second
 	if d, err := time.ParseDuration(os.Getenv("BATCHIO_ECHO_DUR")); err == nil && d > 0 && d <= 10*time.Second {
@@ -305,7 +306,7 @@ func TestEchoCompare(t *testing.T) {
 	if d, err := time.ParseDuration(os.Getenv("BATCHIO_ECHO_QUIET")); err == nil && d >= 0 && d <= 10*time.Minute {
 		quietWait = d
 	}
-	base := cmpOr(os.Getenv("BATCHIO_ECHO_BASE"), "plain")
+	base := cmp.Or(os.Getenv("BATCHIO_ECHO_BASE"), "plain")
 	results := map[string][]echoResult{}
 	for rep := range reps {
 		for _, v := range variants {
@@ -377,13 +378,6 @@ func TestEchoCompare(t *testing.T) {
 // the load generator must account for in a clean run.
 const minAcct = 0.9
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 // runEcho starts a server child for variant, loads it for 0.5 s of warm-up
 // and dur of measurement, and stops it.
 func runEcho(variant string, dur time.Duration) (echoResult, error) {
@@ -453,17 +447,9 @@ func runEcho(variant string, dur time.Duration) (echoResult, error) {
 	}
 	// Sample the server's CPU at the window's edges.
 	time.Sleep(time.Until(winStart))
-	s0, t0 := procCPU(pid)
-	l0, _ := procCPU(os.Getpid())
-	k0 := softirqThreads()
-	m0 := procstat.MachineBusy()
-	w0 := time.Now()
+	e0 := sampleEdge(pid)
 	time.Sleep(time.Until(winEnd))
-	s1, t1 := procCPU(pid)
-	l1, _ := procCPU(os.Getpid())
-	k1 := softirqThreads()
-	m1 := procstat.MachineBusy()
-	w1 := time.Now()
+	e1 := sampleEdge(pid)
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
@@ -480,13 +466,32 @@ func runEcho(variant string, dur time.Duration) (echoResult, error) {
 		return res, errors.New("no echoes in the window")
 	}
 	res.pps = n / dur.Seconds()
-	res.schedNs = float64(s1-s0) / n
-	res.statNs = float64(t1-t0) / n
-	res.util = float64(s1-s0) / float64(w1.Sub(w0))
-	res.acct = float64(s1-s0+l1-l0) / float64(m1-m0)
-	res.ksoftirqd = float64(k1-k0) / float64(w1.Sub(w0))
+	sched, wall := float64(e1.sched-e0.sched), float64(e1.at.Sub(e0.at))
+	res.schedNs = sched / n
+	res.statNs = float64(e1.stat-e0.stat) / n
+	res.util = sched / wall
+	res.acct = (sched + float64(e1.self-e0.self)) / float64(e1.busy-e0.busy)
+	res.ksoftirqd = float64(e1.softirq-e0.softirq) / wall
 	res.lost = lost.Load()
 	return res, nil
+}
+
+// edge is what the comparison samples at each edge of its window: the
+// server's CPU time (scheduler and /proc/PID/stat), this process's, the
+// ksoftirqd threads', the machine's busy time, and when.
+type edge struct {
+	sched, stat, self, softirq, busy time.Duration
+	at                               time.Time
+}
+
+func sampleEdge(pid int) edge {
+	var e edge
+	e.sched, e.stat = procCPU(pid)
+	e.self, _ = procCPU(os.Getpid())
+	e.softirq = softirqThreads()
+	e.busy = procstat.MachineBusy()
+	e.at = time.Now()
+	return e
 }
 
 // loadSource is one load-generator socket: it keeps up to window datagrams

@@ -986,13 +986,9 @@ func writeMsgs(w io.Writer, cells []msgCell, opt *options) {
 		fmt.Fprintln(w, "| scenario | server | sent | delivered | out of order | duplicated | RTT p50 / p99 ms | ÷ kcp p50 / p99 | wire B per payload B | with IP+UDP | ÷ kcp (wire) | resent | server CPU µs/msg |")
 		fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		for _, c := range lossy {
-			res := fmt.Sprintf("%.0f", c.Resent)
-			if c.Resent < 0 {
-				res = "–"
-			}
 			fmt.Fprintf(w, "| %s (%.0f %%) | %s%s | %.0f | %.0f | %.0f | %.0f | %.1f / %.1f | %s / %s | %.2f | %.2f | %s | %s | %.1f |\n",
 				c.Scenario, c.LossPct, c.Variant, flagMark(c.Flagged), c.Sent, c.Delivered, c.OutOfOrder, c.Duplicated,
-				c.P50ms, c.P99ms, ratio(c.P50VsKCP), ratio(c.P99VsKCP), c.WirePerByte, c.WireIPPerByte, ratio(c.WireVsKCP), res, c.CPUNs/1000)
+				c.P50ms, c.P99ms, ratio(c.P50VsKCP), ratio(c.P99VsKCP), c.WirePerByte, c.WireIPPerByte, ratio(c.WireVsKCP), c.resentText(), c.CPUNs/1000)
 		}
 	}
 	if len(bulk) > 0 {
@@ -1005,12 +1001,8 @@ func writeMsgs(w io.Writer, cells []msgCell, opt *options) {
 		fmt.Fprintln(w, "| scenario | server | seconds (median) | range | ÷ kcp | resent |")
 		fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|")
 		for _, c := range bulk {
-			res := fmt.Sprintf("%.0f", c.Resent)
-			if c.Resent < 0 {
-				res = "–"
-			}
 			fmt.Fprintf(w, "| %s | %s%s | %.3f | %.3f–%.3f | %s | %s |\n", c.Scenario, c.Variant, flagMark(c.Flagged),
-				c.BulkMedian, c.BulkMin, c.BulkMax, ratio(c.BulkVsKCP), res)
+				c.BulkMedian, c.BulkMin, c.BulkMax, ratio(c.BulkVsKCP), c.resentText())
 		}
 	}
 	if len(cpu) > 0 {
@@ -1023,14 +1015,19 @@ func writeMsgs(w io.Writer, cells []msgCell, opt *options) {
 		fmt.Fprintln(w, "| scenario | server | echoed/s | server CPU ns per echo | unit | ÷ raw echo per datagram | ÷ kcp | server util | resent (clients) |")
 		fmt.Fprintln(w, "|---|---|---:|---:|---|---:|---:|---:|---:|")
 		for _, c := range cpu {
-			res := fmt.Sprintf("%.0f", c.Resent)
-			if c.Resent < 0 {
-				res = "–"
-			}
 			fmt.Fprintf(w, "| %s | %s%s | %s | %.0f | %s | %s | %s | %.2f | %s |\n", c.Scenario, c.Variant, flagMark(c.Flagged),
-				thousands(c.PerSec), c.CPUNs, c.Unit, ratio(c.CPUVsRaw), ratio(c.CPUVsKCP), c.Util, res)
+				thousands(c.PerSec), c.CPUNs, c.Unit, ratio(c.CPUVsRaw), ratio(c.CPUVsKCP), c.Util, c.resentText())
 		}
 	}
+}
+
+// resentText is the resent column: the count, or a dash where the library
+// does not say.
+func (c msgCell) resentText() string {
+	if c.Resent < 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", c.Resent)
 }
 
 // msgTargets: the goal for msg-cpu.

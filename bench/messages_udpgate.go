@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"time"
 
@@ -67,12 +66,7 @@ func startUdpgateMsgServer(v variant, spec msgServerSpec) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &server{addr: s.Addr(), close: func() { s.Close() }, stats: func() string {
-		st := s.Stats()
-		so := st.Sockets
-		return fmt.Sprintf("conns=%d accepted=%d conn_in=%d drops=%d rx=%d tx=%d tx_calls=%d",
-			st.Connections, st.Accepted, st.ConnPacketsIn, st.TotalDrops(), so.RxPackets, so.TxPackets, so.TxCalls)
-	}}, nil
+	return udpgateServer(s), nil
 }
 
 // msgClientApp hands a client's messages to on.

@@ -230,15 +230,7 @@ func startServer(v variant, defaults bool, keys *sealedKeys) (*server, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &server{addr: s.Addr(), close: func() { s.Close() }, stats: func() string {
-			st := s.Stats()
-			so := st.Sockets
-			return fmt.Sprintf("conns=%d accepted=%d conn_in=%d drops=%d promotion_full=%d denied_full=%d overload_changes=%d rx=%d fill=%.1f rx_drops=%d tx=%d tx_calls=%d sockets=%d proofs=%d proof_timeouts=%d unproven_evicted=%d sealed_forged=%d",
-				st.Connections, st.Accepted, st.ConnPacketsIn, st.TotalDrops(), st.Drops[fastpath.DropPromotionFull],
-				st.DeniedFull, st.OverloadChanges, so.RxPackets, float64(so.RxPackets)/float64(max(so.RxBatches, 1)),
-				so.RxDrops, so.TxPackets, so.TxCalls, len(s.SocketStats()),
-				st.Proofs, st.ProofTimeouts, st.UnprovenEvicted, st.Drops[fastpath.DropSealedForged])
-		}}, nil
+		return udpgateServer(s), nil
 	case kindRawEcho:
 		cfg := batchio.Config{Sockets: v.Sockets, BatchSize: v.Batch, RecvBuffer: v.Buffer, SendBuffer: v.Buffer,
 			AllowFragmentation: v.Frag}
@@ -361,4 +353,18 @@ func childMain(spec string, stdin io.Reader, stdout io.Writer) int {
 	mu.Unlock()
 	// No graceful shutdown: it would only send Disconnects nobody reads.
 	return 0
+}
+
+// udpgateServer is a running udpgate server as the harness drives it, its
+// stats line the counters a run's log shows.
+func udpgateServer(s *conn.Server) *server {
+	return &server{addr: s.Addr(), close: func() { s.Close() }, stats: func() string {
+		st := s.Stats()
+		so := st.Sockets
+		return fmt.Sprintf("conns=%d accepted=%d conn_in=%d drops=%d promotion_full=%d denied_full=%d overload_changes=%d rx=%d fill=%.1f rx_drops=%d tx=%d tx_calls=%d sockets=%d proofs=%d proof_timeouts=%d unproven_evicted=%d sealed_forged=%d",
+			st.Connections, st.Accepted, st.ConnPacketsIn, st.TotalDrops(), st.Drops[fastpath.DropPromotionFull],
+			st.DeniedFull, st.OverloadChanges, so.RxPackets, float64(so.RxPackets)/float64(max(so.RxBatches, 1)),
+			so.RxDrops, so.TxPackets, so.TxCalls, len(s.SocketStats()),
+			st.Proofs, st.ProofTimeouts, st.UnprovenEvicted, st.Drops[fastpath.DropSealedForged])
+	}}
 }

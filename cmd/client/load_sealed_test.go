@@ -6,21 +6,13 @@ import (
 	"testing"
 
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/internal/testkit/conntest"
 )
 
 // loadSealedServer starts a sealed echo server on 127.0.0.1 with the test
 // key and protocol id.
 func loadSealedServer(t *testing.T) *conn.Server {
 	t.Helper()
-	return conntest.Listen(t, conn.Listen, conn.Config{
-		Handler:        loadEchoApp{},
-		NetworkVersion: 1,
-		ChallengeRate:  -1,
-		Sockets:        1,
-		PrivateKey:     testPrivateKey(t),
-		ProtocolID:     testProtocolID,
-	})
+	return loadServer(t, conn.Config{PrivateKey: testPrivateKey(t), ProtocolID: testProtocolID})
 }
 
 // TestLoadSealed: with the server's key and protocol id every client

@@ -19,12 +19,7 @@ type loadEchoApp = conntest.Echo[*conn.Conn, conn.DisconnectReason]
 // loadEchoServer starts an echo server on 127.0.0.1 with a free port.
 func loadEchoServer(t *testing.T) *conn.Server {
 	t.Helper()
-	return conntest.Listen(t, conn.Listen, conn.Config{
-		Handler:        loadEchoApp{},
-		NetworkVersion: 1,
-		ChallengeRate:  -1,
-		Sockets:        1,
-	})
+	return loadServer(t, conn.Config{})
 }
 
 func TestLoadEndToEnd(t *testing.T) {
@@ -144,16 +139,12 @@ func TestLoadNoServer(t *testing.T) {
 	}
 }
 
-// loadServer starts an echo server with cfg's limits on 127.0.0.1.
+// loadServer starts an echo server on 127.0.0.1 with a free port and cfg's
+// limits or keys.
 func loadServer(t *testing.T, cfg conn.Config) *conn.Server {
 	t.Helper()
 	cfg.Handler, cfg.NetworkVersion, cfg.ChallengeRate, cfg.Sockets = loadEchoApp{}, 1, -1, 1
-	s, err := conn.Listen("127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return conntest.Listen(t, conn.Listen, cfg)
 }
 
 // TestLoadExitDenied: clients the server denies make the exit status 1,
