@@ -5,12 +5,24 @@ import (
 	"time"
 )
 
-// TestSendWriteAckAlloc: Send, WritePayload and Acked of a message that
-// fits one packet allocate nothing in steady state.
-func TestSendWriteAckAlloc(t *testing.T) {
+// checkSteadyAllocs runs round 100 times to reach a steady state, then
+// checks that a round allocates nothing (each round one per of them).
+func checkSteadyAllocs(t *testing.T, per string, round func()) {
+	t.Helper()
 	if raceEnabled {
 		t.Skip("the race runtime allocates")
 	}
+	for range 100 {
+		round()
+	}
+	if a := testing.AllocsPerRun(1000, round); a != 0 {
+		t.Fatalf("%v allocations per %s", a, per)
+	}
+}
+
+// TestSendWriteAckAlloc: Send, WritePayload and Acked of a message that
+// fits one packet allocate nothing in steady state.
+func TestSendWriteAckAlloc(t *testing.T) {
 	l := testLayer(t, nil)
 	e := l.NewEndpoint()
 	msg := make([]byte, 50)
@@ -32,20 +44,12 @@ func TestSendWriteAckAlloc(t *testing.T) {
 		e.Deadline()
 		e.WantsSend(now)
 	}
-	for range 100 {
-		round()
-	}
-	if a := testing.AllocsPerRun(1000, round); a != 0 {
-		t.Fatalf("%v allocations per message", a)
-	}
+	checkSteadyAllocs(t, "message", round)
 }
 
 // TestReceiveNextAlloc: Check, Receive and Next of reliable, unreliable
 // and sequenced messages allocate nothing in steady state.
 func TestReceiveNextAlloc(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race runtime allocates")
-	}
 	l := testLayer(t, nil)
 	e := l.NewEndpoint()
 	id := uint16(0)
@@ -76,12 +80,7 @@ func TestReceiveNextAlloc(t *testing.T) {
 		}
 		e.PacketSent(t0)
 	}
-	for range 100 {
-		round()
-	}
-	if a := testing.AllocsPerRun(1000, round); a != 0 {
-		t.Fatalf("%v allocations per packet", a)
-	}
+	checkSteadyAllocs(t, "packet", round)
 }
 
 func BenchmarkSendWriteAck(b *testing.B) {

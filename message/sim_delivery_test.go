@@ -172,15 +172,7 @@ func TestSimUnreliableNotHeldBack(t *testing.T) {
 func TestSimSequencedDropsStale(t *testing.T) {
 	sm := newSim(t, Config{Channels: simChannels}, 5)
 	sm.jitter, sm.dup = int64(40*time.Millisecond), 0.2
-	for k := 0; k < 500; k++ {
-		if err := sm.s[0].ep.Send(3, simMsg(3, k, 20), sm.now); err != nil {
-			t.Fatal(err)
-		}
-		sm.step(time.Millisecond)
-	}
-	for range 200 {
-		sm.step(time.Millisecond)
-	}
+	sm.sendEachMs(t, 3, 500, 20, 200)
 	got := sm.s[1].recv[3]
 	last := -1
 	for _, m := range got {
@@ -200,15 +192,7 @@ func TestSimSequencedDropsStale(t *testing.T) {
 // resends the default ResendFactor makes are logged.
 func TestSimCleanPath(t *testing.T) {
 	sm := newSim(t, Config{Channels: simChannels}, 9)
-	for k := 0; k < 300; k++ {
-		if err := sm.s[0].ep.Send(1, simMsg(1, k, 100), sm.now); err != nil {
-			t.Fatal(err)
-		}
-		sm.step(time.Millisecond)
-	}
-	for range 500 {
-		sm.step(time.Millisecond)
-	}
+	sm.sendEachMs(t, 1, 300, 100, 500)
 	if len(sm.s[1].recv[1]) != 300 || sm.s[0].ep.Stats().InFlight != 0 {
 		t.Fatalf("delivered %d, stats %+v", len(sm.s[1].recv[1]), sm.s[0].ep.Stats())
 	}

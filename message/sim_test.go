@@ -75,6 +75,21 @@ func newSim(t testing.TB, cfg Config, seed uint64) *sim {
 
 func (sm *sim) secs() float64 { return float64(sm.now) / 1e9 }
 
+// sendEachMs sends n messages of size bytes from side 0 on channel ch, one
+// each simulated millisecond, then runs idle more milliseconds.
+func (sm *sim) sendEachMs(t *testing.T, ch, n, size, idle int) {
+	t.Helper()
+	for k := range n {
+		if err := sm.s[0].ep.Send(ch, simMsg(ch, k, size), sm.now); err != nil {
+			t.Fatal(err)
+		}
+		sm.step(time.Millisecond)
+	}
+	for range idle {
+		sm.step(time.Millisecond)
+	}
+}
+
 // step advances the clock by dt, delivers due packets and lets both sides
 // send what they want to.
 func (sm *sim) step(dt time.Duration) {
