@@ -174,13 +174,8 @@ func TestAgonesSealedAddressStop(t *testing.T) {
 	sigs <- syscall.SIGHUP
 	logged(t, stderr, `msg="signal: (SIGHUP ignored) while waiting`)
 	sigs <- syscall.SIGTERM
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("stopped with %v, want nil", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the server did not stop")
+	if err := stopped(t, done, 10*time.Second, "the server after SIGTERM"); err != nil {
+		t.Errorf("stopped with %v, want nil", err)
 	}
 	logged(t, stderr, `msg="signal: (stopping while waiting for the GameServer's address)"`)
 	if strings.Contains(stderr.String(), "msg=listening") {

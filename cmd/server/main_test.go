@@ -77,12 +77,20 @@ func start(t *testing.T, args []string, environment environ) *running {
 // wait returns run's result.
 func (r *running) wait(t *testing.T, within time.Duration) error {
 	t.Helper()
+	err := stopped(t, r.done, within, "the server:\n"+r.stderr.String())
+	r.done <- err // for the cleanup
+	return err
+}
+
+// stopped waits up to within for done's error, failing the test, with
+// what in the message, if none comes.
+func stopped(t *testing.T, done <-chan error, within time.Duration, what string) error {
+	t.Helper()
 	select {
-	case err := <-r.done:
-		r.done <- err // for the cleanup
+	case err := <-done:
 		return err
 	case <-time.After(within):
-		t.Fatalf("the server did not stop within %v:\n%s", within, r.stderr.String())
+		t.Fatalf("did not stop within %v: %s", within, what)
 		return nil
 	}
 }
@@ -180,13 +188,8 @@ func TestRunWithMetrics(t *testing.T) {
 	logged(t, &stderr, `msg=summary connections=(1)`)
 
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("run did not return after its context ended")
+	if err := stopped(t, done, 10*time.Second, "run after its context ended"); err != nil {
+		t.Fatalf("run: %v", err)
 	}
 	// The client was told, and the final summary was logged.
 	select {
@@ -410,13 +413,8 @@ func TestReloadRealSignal(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("SIGTERM did not stop run")
+	if err := stopped(t, done, 10*time.Second, "run after SIGTERM"); err != nil {
+		t.Fatal(err)
 	}
 }
 
