@@ -388,15 +388,9 @@ func (c *Config) messageDefaults() error {
 	if c.MessageSize < 0 || !(c.MessageRate >= 0 && c.MessageRate <= 1e6) || c.MessageDrain < 0 {
 		return errors.New("loadgen: negative message setting (0 takes the default), or a MessageRate above 1e6")
 	}
-	if c.MessageSize == 0 {
-		c.MessageSize = DefaultMessageSize
-	}
-	if c.MessageRate == 0 {
-		c.MessageRate = DefaultMessageRate
-	}
-	if c.MessageDrain == 0 {
-		c.MessageDrain = DefaultMessageDrain
-	}
+	c.MessageSize = cmp.Or(c.MessageSize, DefaultMessageSize)
+	c.MessageRate = cmp.Or(c.MessageRate, DefaultMessageRate)
+	c.MessageDrain = cmp.Or(c.MessageDrain, DefaultMessageDrain)
 	if len(c.MessageConfig.Channels) == 0 {
 		c.MessageConfig = msgcfg.Config(c.MessageConfig.MaxMessageSize, c.MessageConfig.SendRate)
 	}
