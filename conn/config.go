@@ -123,14 +123,6 @@ type Config struct {
 	// listen address, which must then be a specific one (not 0.0.0.0 or
 	// [::]).
 	PublicAddresses []netip.AddrPort
-	// ProofTimeout: a connection that has not proven a token this long
-	// after its Ack is closed (0: 5 s; at most 5 s).
-	ProofTimeout time.Duration
-	// MaxUnproven bounds connections waiting for their proof, apart from
-	// MaxClients (0: DefaultMaxUnproven). When it is reached, the oldest
-	// waiting connection makes room for the newest: valid handshakes
-	// without tokens cannot lock players out.
-	MaxUnproven int
 
 	// Token (client) is a connect token: Dial then proves it after the
 	// handshake and seals the connection. DialToken sets it.

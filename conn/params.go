@@ -34,15 +34,6 @@ const (
 
 	// Sealed mode (docs/protocol.md §11).
 
-	// DefaultProofTimeout, MaxProofTimeout: how long a connection may
-	// wait for its proof.
-	DefaultProofTimeout = 5 * time.Second
-	MaxProofTimeout     = 5 * time.Second
-	// DefaultMaxUnproven bounds connections waiting for a proof. A client
-	// proves within one round trip of its Ack, so a handful of round trips'
-	// worth of a login storm is enough, and an attacker holding that many
-	// slots with tokenless handshakes only ever delays the oldest.
-	DefaultMaxUnproven = 4096
 	// ProofResendInterval: a client repeats its proof (a fresh packet)
 	// this often until the server's first sealed packet arrives.
 	ProofResendInterval = 250 * time.Millisecond

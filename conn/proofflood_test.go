@@ -54,8 +54,8 @@ func pct(d []time.Duration, q float64) time.Duration {
 	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
 
-// TestLoopbackProofFlood is issue 19 item 3 on real sockets: four waiting
-// connections (tokenless handshakes) resend one proof with a broken inner
+// TestLoopbackProofFlood is issue 19 item 3 on real sockets: four sources
+// with valid cookies (tokenless handshakes) resend one proof with a broken inner
 // seal as fast as UDPGATE_LOOPBACK_FLOOD goroutines can send, for 3 s, while 20 sealed
 // players ping at 50 Hz. It reports the players' round trips idle and
 // under the flood, their loss, and what the server did with the proofs.
@@ -77,7 +77,7 @@ func TestLoopbackProofFlood(t *testing.T) {
 		}
 		players = append(players, c)
 	}
-	// The attackers' waiting connections.
+	// The attackers' cookies.
 	stolen := makeToken(t, nil, token.Params{ClientID: 7, ServerAddresses: []netip.AddrPort{s.Addr()}})
 	r := stolen.Request()
 	body, _ := r.AppendBinary(nil)
@@ -99,19 +99,15 @@ func TestLoopbackProofFlood(t *testing.T) {
 		}
 		a := cli.LocalAddr()
 		<-cli.Done()
+		h, pc := clientProof(cli)
 		cli.Close()
-		sc, ok := s.Conn(a)
-		if !ok {
-			t.Fatal("no waiting connection")
-		}
 		udp, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(a))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer udp.Close()
 		buf := make([]byte, 2048)
-		h := fastpath.ConnHeader{ClientID: sc.ClientID(), Tag: sc.tag, Kind: fastpath.KindKeepAlive}
-		n := fastpath.SealProof(buf, fastpath.Magic{}, &h, body, &tx)
+		n := fastpath.SealProof(buf, fastpath.Magic{}, &h, &pc, body, &tx)
 		atk = append(atk, attacker{udp, buf[:n]})
 	}
 	phase := func(d time.Duration) (sent int64) {
