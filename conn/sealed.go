@@ -597,14 +597,26 @@ func (l *loop) notice(n int, addr netip.AddrPort) {
 
 // sealedAck answers a valid Response (l.d) from an address no connection
 // holds in sealed mode, statelessly: Ack with the Response's own cookie,
-// which the client's proof will carry back, or Denied (server full) when
-// the server is full or draining. An Ack is the size of a Response.
+// which the client's proof will carry back, or Denied when the server is
+// full or draining (reason 1) or the application refuses the client
+// (Config.Accept, reason 2: asked here, on the receive loop). An Ack is the
+// size of a Response.
 func (l *loop) sealedAck(addr netip.AddrPort) {
 	s, d := l.s, &l.d
+	denied := uint8(0)
+	switch {
+	case s.draining.Load() || s.tab.full():
+		denied = fastpath.DeniedServerFull
+	case s.st.Accept != nil:
+		if err := s.st.Accept(addr); err != nil {
+			s.st.Logger.Debug("client refused by the application", "addr", addr, "err", err)
+			denied = fastpath.DeniedRefused
+		}
+	}
 	m := l.slot()
 	out := m.Buf[:cap(m.Buf)]
-	if s.draining.Load() || s.tab.full() {
-		if n := s.fc.BuildDenied(out, &d.To, fastpath.DeniedServerFull, &d.Cookie, &l.rnd); n > 0 {
+	if denied != 0 {
+		if n := s.fc.BuildDenied(out, &d.To, denied, &d.Cookie, &l.rnd); n > 0 {
 			l.reply(n, fastpath.TypeDenied, addr)
 		}
 		return

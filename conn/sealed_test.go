@@ -810,3 +810,18 @@ func TestSealedProofSteered(t *testing.T) {
 	}
 	t.Fatalf("no socket received the proof alone: before %+v, after %+v", before, after)
 }
+
+// TestSealedAcceptHook: a sealed server asks Config.Accept at the Response
+// and refuses with Denied(2) before any Ack, keeping nothing.
+func TestSealedAcceptHook(t *testing.T) {
+	s := sealedListen(t, Config{Accept: func(netip.AddrPort) error { return errors.New("banned") }})
+	tok := makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{s.Addr()}})
+	_, err := dialToken(t, s.Addr(), tok, Config{})
+	var de *DeniedError
+	if !errors.As(err, &de) || de.Reason != fastpath.DeniedRefused {
+		t.Fatalf("dial: %v, want Denied(%d)", err, fastpath.DeniedRefused)
+	}
+	if st := s.Stats(); st.Accepted != 0 || s.Len() != 0 {
+		t.Fatalf("a refused client made a connection: accepted %d", st.Accepted)
+	}
+}

@@ -158,6 +158,7 @@ const (
 	pTruncated            // a proof cut short
 	pOversize             // a proof with bytes after it, within or past MaxDatagram
 	pRandomBody           // the right version info, then random bytes
+	pBadCookie            // a cookie part that is no Response's (SecretId 2): not_proof
 	pForeign              // opens, but lists another server: token_foreign_server
 	pForgedSeal           // opens, lists this server, inner seal forged: proof_forged
 	numProof
@@ -241,6 +242,8 @@ func (b *builder) proof(dst []byte, v int, c *sourceConn) int {
 		return n + extra
 	case pRandomBody:
 		b.rnd.Fill(dst[at+token.VersionInfoBytes : n-1])
+	case pBadCookie:
+		dst[fastpath.ConnHeaderOffset(b.m)+4] = 2
 	}
 	return n
 }

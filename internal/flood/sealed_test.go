@@ -84,6 +84,10 @@ func judgeProof(t *testing.T, st *settings, c *sourceConn, key *[token.KeyBytes]
 	if r != fastpath.DropNone || !proof {
 		return "not_proof"
 	}
+	var pc fastpath.ProofCookie
+	if !fastpath.ProofCookieOf(st.magic, p, &pc) {
+		return "not_proof"
+	}
 	if h.Tag != c.id.Tag || h.ClientID != c.id.ClientID || h.SessionID != c.id.SessionID {
 		t.Fatalf("proof for another connection: %+v", h)
 	}
