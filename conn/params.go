@@ -37,6 +37,11 @@ const (
 	// ProofResendInterval: a client repeats its proof (a fresh packet)
 	// this often until the server's first sealed packet arrives.
 	ProofResendInterval = 250 * time.Millisecond
+	// proofWindow bounds how long a client proves one handshake, whatever
+	// its ConnectTimeout: its proofs carry the handshake's cookie, which a
+	// server accepts for at least 15 s after making it (docs/protocol.md
+	// §4, §11.3), and the Ack came at least a round trip after that.
+	proofWindow = 14 * time.Second
 
 	// messageTick is how often the message timer serves connections with
 	// messages in flight (resends, prompt acks): fine against the tens of

@@ -716,7 +716,7 @@ func (c *Client) startProof(conn *Conn, now time.Time) {
 	tok := c.st.Token
 	req := tok.Request()
 	body, _ := req.AppendBinary(make([]byte, 0, token.RequestBytes))
-	conn.sec = &sealState{request: body, proofBy: now.Add(c.st.ConnectTimeout).UnixNano(),
+	conn.sec = &sealState{request: body, proofBy: now.Add(min(c.st.ConnectTimeout, proofWindow)).UnixNano(),
 		timeout: tokenTimeout(tok.TimeoutSeconds, c.st.KeepAlive)}
 	pc := &conn.sec.proofCookie
 	pc.SecretID, pc.Timestamp = c.hs.CookieOrigin()
