@@ -277,18 +277,6 @@ func clientProof(c *Client) (fastpath.ConnHeader, fastpath.ProofCookie) {
 	return fastpath.ConnHeader{SessionID: c.conn.session, ClientID: c.conn.clientID, Tag: c.conn.tag, Kind: fastpath.KindKeepAlive}, pc
 }
 
-// sealedConnect runs p's handshake with a sealed server and returns what
-// its proofs carry: the Response's SecretId, Timestamp and Cookie.
-func (p *rawPeer) sealedConnect() fastpath.ProofCookie {
-	ch := p.challenge()
-	p.send(p.response(ch))
-	ack := p.expect(fastpath.TypeAck)
-	if ack.Cookie != ch.Cookie {
-		p.t.Fatalf("ack cookie %x, want %x", ack.Cookie, ch.Cookie)
-	}
-	return fastpath.ProofCookie{SecretID: ch.SecretID, Timestamp: ch.Timestamp, Cookie: ch.Cookie}
-}
-
 // rawProof is a proof of tok on the handshake pc of ClientID clientID,
 // sealed by a fresh sealer salted with pc's cookie (counter 0), and the
 // opener for the server's answers.
@@ -331,7 +319,7 @@ func TestSealedNoStateBeforeProof(t *testing.T) {
 	s := sealedListen(t, Config{Handler: app})
 	for range 3 {
 		p := newRawPeer(t, s, "127.0.0.1:0")
-		p.sealedConnect()
+		p.handshake()
 		if _, ok := s.Conn(p.addr()); ok {
 			t.Fatal("a connection exists before its proof")
 		}
@@ -356,7 +344,7 @@ func TestSealedProofReplay(t *testing.T) {
 	s := sealedListen(t, Config{Handler: app, Now: clk.Now})
 	tok := makeToken(t, nil, token.Params{ClientID: 42, ServerAddresses: []netip.AddrPort{s.Addr()}})
 	p := newRawPeer(t, s, "127.0.0.1:0")
-	pc := p.sealedConnect()
+	pc := p.handshake()
 	next, rx := rawProofs(t, p.clientID, &pc, tok)
 
 	// From another address: the cookie is not that address's.
@@ -367,7 +355,7 @@ func TestSealedProofReplay(t *testing.T) {
 
 	// The proof's request body and seal on a new handshake of the same
 	// address: the inner seal was salted with the old cookie.
-	pc2 := p.sealedConnect()
+	pc2 := p.handshake()
 	moved := next()
 	o := fastpath.ConnHeaderOffset(fastpath.Magic{}) + 4
 	moved[o] = pc2.SecretID
@@ -745,7 +733,7 @@ func TestSealedFullAtProof(t *testing.T) {
 	tok := makeToken(t, nil, token.Params{ClientID: 1, ServerAddresses: []netip.AddrPort{s.Addr()}})
 	// The raw peer's handshake: nothing kept, no place taken.
 	p := newRawPeer(t, s, "127.0.0.1:0")
-	pc := p.sealedConnect()
+	pc := p.handshake()
 	// Another client proves and takes the one place.
 	other := makeToken(t, nil, token.Params{ClientID: 2, ServerAddresses: []netip.AddrPort{s.Addr()}})
 	if _, err := dialToken(t, s.Addr(), other, Config{LocalAddr: "127.0.0.2:0"}); err != nil {
@@ -792,7 +780,7 @@ func TestSealedProofSteered(t *testing.T) {
 	}
 	tok := makeToken(t, nil, token.Params{ClientID: 9, ServerAddresses: []netip.AddrPort{s.Addr()}})
 	p := newRawPeer(t, s, "127.0.0.1:0")
-	pc := p.sealedConnect()
+	pc := p.handshake()
 	before := s.SocketStats()
 	proof, _ := rawProof(t, p.clientID, &pc, tok)
 	p.send(proof)

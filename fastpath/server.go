@@ -506,14 +506,8 @@ func (s *Server) ProofCookie(d *Decision, src netip.AddrPort, pkt []byte, now fl
 	if !ProofCookieOf(s.cfg.Magic, pkt, &pc) {
 		return DropNotProof
 	}
-	switch s.signer.Verify(pc.SecretID, pc.Timestamp, src, &pc.Cookie, now) {
-	case cookie.Valid:
-	case cookie.Expired:
-		return DropExpiredCookie
-	case cookie.WrongSecret:
-		return DropWrongSecret
-	default:
-		return DropBadCookie
+	if r := s.verify(pc.SecretID, pc.Timestamp, &pc.Cookie, src, now); r != DropNone {
+		return r
 	}
 	d.Cookie, d.Timestamp = pc.Cookie, pc.Timestamp
 	return DropNone
@@ -646,14 +640,14 @@ func (s *Server) proven(d *Decision, h *request, src netip.AddrPort, now float64
 		d.Drop = DropSessionMismatch
 		return false
 	}
-	d.Drop = s.verify(h, src, now)
+	d.Drop = s.verify(h.SecretID, h.Timestamp, &h.Cookie, src, now)
 	return d.Drop == DropNone
 }
 
-// verify checks a Response's or RestartResponse's cookie against the source
-// (§4 rules 1–3).
-func (s *Server) verify(h *request, src netip.AddrPort, now float64) DropReason {
-	switch s.signer.Verify(h.SecretID, h.Timestamp, src, &h.Cookie, now) {
+// verify checks the cookie of a Response, a RestartResponse or a proof
+// against the source (§4 rules 1–3).
+func (s *Server) verify(secretID uint8, ts float64, ck *cookie.Cookie, src netip.AddrPort, now float64) DropReason {
+	switch s.signer.Verify(secretID, ts, src, ck, now) {
 	case cookie.Valid:
 		return DropNone
 	case cookie.Expired:
