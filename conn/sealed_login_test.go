@@ -2,6 +2,7 @@ package conn
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net/netip"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/internal/seal"
 	"github.com/udpgate/udpgate/netsim"
@@ -576,4 +578,150 @@ func TestSimTokenlessHandshakeFlood(t *testing.T) {
 				srv.tab.count.Load(), srv.tab.nRecent.Load(), len(srv.sealed.used), len(srv.sealed.byID), players)
 		}
 	})
+}
+
+// BenchmarkSimLogin is one full login per iteration over netsim (no
+// system calls): the handshake, and with sealed the proof, of a new client
+// that then closes. For issue 19 target 5 its server-side cost is read
+// from callgrind's inclusive counts of the receive loop's handle and the
+// promotion workers' promoteBatch (tuning.md, sealed mode).
+func BenchmarkSimLogin(b *testing.B) {
+	for _, sealed := range []bool{false, true} {
+		b.Run(map[bool]string{false: "unsealed", true: "sealed"}[sealed], func(b *testing.B) {
+			nw := netsim.New()
+			cfg := Config{Handler: simEcho{}, Network: nw, Logger: quiet(), Sockets: 1, MaxClientsPerIP: -1, MaxClientsPerPrefix: -1, ChallengeRate: -1}
+			if sealed {
+				cfg.PrivateKey, cfg.ProtocolID = &testKey, testProtocolID
+			}
+			srv, err := Listen(simServerAddr.String(), cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer srv.Close()
+			var toks []*token.ConnectToken
+			if sealed {
+				for i := range b.N {
+					p := token.Params{ClientID: uint64(i), ServerAddresses: []netip.AddrPort{simServerAddr}, ProtocolID: testProtocolID,
+						Expire: time.Hour, Timeout: 5 * time.Second}
+					tok, err := token.Generate(&testKey, &p)
+					if err != nil {
+						b.Fatal(err)
+					}
+					toks = append(toks, tok)
+				}
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				c := Config{Network: nw, Logger: quiet()}
+				if sealed {
+					c.Token = toks[i]
+				}
+				cli, err := Dial(context.Background(), simServerAddr.String(), c)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cli.Close()
+			}
+		})
+	}
+}
+
+// BenchmarkLoopLogin times the server's user-space work for one full login
+// (issue 19 target 5), system calls excluded (the sockets are netsim's):
+// unsealed, the Initial and Response through the receive loop and the
+// promotion that answers Ack; sealed, the Initial, the Response (answered
+// statelessly) and the proof, which creates the connection. Only
+// loginServerSide runs with the timer on, so callgrind can count it alone
+// (--toggle-collect='*conn.loginServerSide').
+func BenchmarkLoopLogin(b *testing.B) {
+	for _, sealed := range []bool{false, true} {
+		b.Run(map[bool]string{false: "unsealed", true: "sealed"}[sealed], func(b *testing.B) {
+			nw := netsim.New()
+			cfg := Config{Network: nw, Logger: quiet(), Sockets: 1, ChallengeRate: -1, MaxClients: 1 << 20}
+			if sealed {
+				cfg.PrivateKey, cfg.ProtocolID = &testKey, testProtocolID
+			}
+			s, err := Listen(simServerAddr.String(), cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			now := time.Now()
+			l := newLoop(s, 0, s.socks[0], 1, seconds(now))
+			pb := newPromoBatch()
+			pb.sock = s.socks[0]
+			var toks []*token.ConnectToken
+			if sealed {
+				for i := range b.N {
+					p := token.Params{ClientID: uint64(i), ServerAddresses: []netip.AddrPort{simServerAddr}, ProtocolID: testProtocolID,
+						Expire: time.Hour, Timeout: 5 * time.Second}
+					tok, err := token.Generate(&testKey, &p)
+					if err != nil {
+						b.Fatal(err)
+					}
+					toks = append(toks, tok)
+				}
+			}
+			in := &l.rb.Msgs[0]
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				b.StopTimer()
+				addr := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)}), uint16(1000+i>>16))
+				ini := fastpath.Handshake{Type: fastpath.TypeInitial, ClientID: 1, MinVersion: 3, CurVersion: 4,
+					NetworkVersion: s.st.NetworkVersion, RandomLen: 16}
+				in.N, in.Addr = fastpath.EncodeHandshake(in.Buf, s.st.magic, &ini), addr
+				b.StartTimer()
+				loginServerSide(l, pb, now)
+				b.StopTimer()
+				var ch fastpath.Handshake
+				if fastpath.DecodeHandshake(s.st.magic, l.sb.Msgs[0].Buf[:l.sb.Msgs[0].N], &ch) != fastpath.DropNone || ch.Type != fastpath.TypeChallenge {
+					b.Fatal("no Challenge")
+				}
+				l.out = 0
+				resp := fastpath.Handshake{Type: fastpath.TypeResponse, SessionID: ch.SessionID, ClientID: 1, MinVersion: 3, CurVersion: 4,
+					NetworkVersion: s.st.NetworkVersion, RandomLen: 16, SecretID: ch.SecretID, Timestamp: ch.Timestamp, Cookie: ch.Cookie}
+				in.N = fastpath.EncodeHandshake(in.Buf, s.st.magic, &resp)
+				b.StartTimer()
+				loginServerSide(l, pb, now)
+				b.StopTimer()
+				l.out = 0
+				if sealed {
+					pc := fastpath.ProofCookie{SecretID: ch.SecretID, Timestamp: ch.Timestamp, Cookie: ch.Cookie}
+					salt := (*[seal.SaltBytes]byte)(ch.Cookie[:seal.SaltBytes])
+					var tx seal.Sealer
+					tx.Init(&toks[i].ClientToServerKey, salt)
+					serverSeq, clientSeq := cookie.Sequences(&ch.Cookie)
+					h := fastpath.ConnHeader{SessionID: ch.SessionID, ClientID: 1, Tag: cookie.SessionTag(&ch.Cookie), Seq: clientSeq,
+						Ack: (serverSeq + fastpath.SeqModulus - 1) % fastpath.SeqModulus, Kind: fastpath.KindKeepAlive}
+					req := toks[i].Request()
+					body, _ := req.AppendBinary(nil)
+					in.N = fastpath.SealProof(in.Buf, s.st.magic, &h, &pc, body, &tx)
+					b.StartTimer()
+					loginServerSide(l, pb, now)
+					b.StopTimer()
+					l.out = 0
+				}
+				b.StartTimer()
+			}
+			b.StopTimer()
+			if n := s.tab.count.Load(); n != int64(b.N) {
+				b.Fatalf("%d connections for %d logins", n, b.N)
+			}
+		})
+	}
+}
+
+// loginServerSide is BenchmarkLoopLogin's server work for the datagram in
+// l.rb.Msgs[0]: the receive loop's, then the promotion of what it queued.
+//
+//go:noinline
+func loginServerSide(l *loop, pb *promoBatch, now time.Time) {
+	l.process(1, now)
+	if len(l.pending) > 0 {
+		pb.items = append(pb.items[:0], l.pending...)
+		clear(l.pending)
+		l.pending = l.pending[:0]
+		l.s.promoteBatch(pb)
+	}
 }
