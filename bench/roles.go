@@ -222,9 +222,6 @@ func startServer(v variant, defaults bool, keys *sealedKeys) (*server, error) {
 		}
 		if keys != nil {
 			cfg.PrivateKey, cfg.ProtocolID = &keys.key, keys.protocolID
-			// A sealed storm has every client waiting for its proof at
-			// once: room for all of them, as MaxClients has.
-			cfg.MaxUnproven = cfg.MaxClients
 		}
 		s, err := conn.Listen("127.0.0.1:0", cfg)
 		if err != nil {
@@ -361,10 +358,10 @@ func udpgateServer(s *conn.Server) *server {
 	return &server{addr: s.Addr(), close: func() { s.Close() }, stats: func() string {
 		st := s.Stats()
 		so := st.Sockets
-		return fmt.Sprintf("conns=%d accepted=%d conn_in=%d drops=%d promotion_full=%d denied_full=%d overload_changes=%d rx=%d fill=%.1f rx_drops=%d tx=%d tx_calls=%d sockets=%d proofs=%d proof_timeouts=%d unproven_evicted=%d sealed_forged=%d",
+		return fmt.Sprintf("conns=%d accepted=%d conn_in=%d drops=%d promotion_full=%d denied_full=%d overload_changes=%d rx=%d fill=%.1f rx_drops=%d tx=%d tx_calls=%d sockets=%d proofs=%d sealed_forged=%d",
 			st.Connections, st.Accepted, st.ConnPacketsIn, st.TotalDrops(), st.Drops[fastpath.DropPromotionFull],
 			st.DeniedFull, st.OverloadChanges, so.RxPackets, float64(so.RxPackets)/float64(max(so.RxBatches, 1)),
 			so.RxDrops, so.TxPackets, so.TxCalls, len(s.SocketStats()),
-			st.Proofs, st.ProofTimeouts, st.UnprovenEvicted, st.Drops[fastpath.DropSealedForged])
+			st.Proofs, st.Drops[fastpath.DropSealedForged])
 	}}
 }

@@ -123,14 +123,6 @@ type Config struct {
 	// listen address, which must then be a specific one (not 0.0.0.0 or
 	// [::]).
 	PublicAddresses []netip.AddrPort
-	// ProofTimeout: a connection that has not proven a token this long
-	// after its Ack is closed (0: 5 s; at most 5 s).
-	ProofTimeout time.Duration
-	// MaxUnproven bounds connections waiting for their proof, apart from
-	// MaxClients (0: DefaultMaxUnproven). When it is reached, the oldest
-	// waiting connection makes room for the newest: valid handshakes
-	// without tokens cannot lock players out.
-	MaxUnproven int
 
 	// Token (client) is a connect token: Dial then proves it after the
 	// handshake and seals the connection. DialToken sets it.
@@ -145,6 +137,8 @@ type Config struct {
 	Handler Handler
 	// Accept (server only) is asked, from a promotion worker, whether to
 	// accept a proven client; a non-nil error refuses it with Denied(2).
+	// A sealed server asks it on the receive loop, at the Response,
+	// before its stateless Ack (docs/protocol.md §11.3).
 	Accept func(remote netip.AddrPort) error
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger

@@ -434,12 +434,7 @@ func (c *Conn) tick(now time.Time) {
 	}
 	ns := now.UnixNano()
 	if c.st.sealed && !c.sec.proven() {
-		// Unproven: no KeepAlives, only the proof deadline (server; a
-		// client's proof timer is its Dial's).
-		if c.srv != nil && ns >= c.sec.proofBy {
-			c.srv.ev.proofTimeouts.Add(1)
-			c.shutdown(ReasonTimedOut, false)
-		}
+		// A client still proving: its proof timer is its Dial's.
 		return
 	}
 	if ns-c.lastRecv.Load() >= c.timeoutNs() {
@@ -471,8 +466,8 @@ func (c *Conn) shutdown(reason DisconnectReason, remote bool) {
 	if c.closed.Swap(true) {
 		return
 	}
-	// An unproven sealed connection was never announced: its end is
-	// silent, to the peer and to the Handler.
+	// A client's sealed connection that was never proven was never
+	// announced: its end is silent, to the peer and to the Handler.
 	announced := c.sec == nil || c.sec.proven()
 	if !remote && announced {
 		var p [1]byte

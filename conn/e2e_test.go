@@ -268,14 +268,18 @@ func (p *rawPeer) response(ch fastpath.Handshake) []byte {
 }
 
 // connect completes a handshake and returns the authorised cookie.
-func (p *rawPeer) connect() cookie.Cookie {
+func (p *rawPeer) connect() cookie.Cookie { return p.handshake().Cookie }
+
+// handshake completes a handshake and returns the Response's SecretId,
+// Timestamp and Cookie (the Ack's): what a sealed client's proofs carry.
+func (p *rawPeer) handshake() fastpath.ProofCookie {
 	ch := p.challenge()
 	p.send(p.response(ch))
 	ack := p.expect(fastpath.TypeAck)
 	if ack.Cookie != ch.Cookie {
 		p.t.Fatalf("ack cookie %x, want %x", ack.Cookie, ch.Cookie)
 	}
-	return ack.Cookie
+	return fastpath.ProofCookie{SecretID: ch.SecretID, Timestamp: ch.Timestamp, Cookie: ch.Cookie}
 }
 
 func (p *rawPeer) connPacket(ck cookie.Cookie, seq uint16, kind fastpath.Kind, payload []byte) []byte {

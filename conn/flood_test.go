@@ -192,12 +192,12 @@ func floodWithClients(t *testing.T, sealed bool) {
 	case !sealed && st.Accepted != clients:
 		t.Fatalf("%d connections accepted, want exactly the %d legitimate ones", st.Accepted, clients)
 	case sealed && st.Proofs != clients:
-		// The hostile sources complete handshakes (unproven connections),
-		// but only the players prove a token.
+		// The hostile sources complete handshakes (which create
+		// nothing), but only the players prove a token.
 		t.Fatalf("%d tokens proven, want exactly the %d players'", st.Proofs, clients)
 	case sealed:
-		// (A malformed proof fails its size or version info first: it is
-		// counted as not_proof, before any token work.)
+		// (A proof whose cookie part is no Response's is counted as
+		// not_proof, before any token work.)
 		for _, d := range []fastpath.DropReason{fastpath.DropTokenExpired, fastpath.DropTokenInvalid,
 			fastpath.DropTokenProtocol, fastpath.DropProofForged, fastpath.DropTokenForeignServer, fastpath.DropNotProof} {
 			if st.Drops[d] == 0 {
@@ -206,10 +206,8 @@ func floodWithClients(t *testing.T, sealed bool) {
 		}
 	}
 	// The server's own drops never touch a connection's Data: these are the
-	// reasons that apply to packets from connected addresses. (Sealed, the
-	// hostile sources hold unproven connections of their own, and their
-	// forged packets from those addresses count as bad_tag and
-	// client_id_mismatch; the players' Data is checked below.)
+	// reasons that apply to packets from connected addresses. (Sealed,
+	// the players' Data is checked below.)
 	fromConnected := []fastpath.DropReason{fastpath.DropStaleSequence, fastpath.DropBadTag,
 		fastpath.DropClientIDMismatch, fastpath.DropPromotionFull}
 	if sealed {

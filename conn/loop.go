@@ -242,6 +242,10 @@ func (l *loop) handle(m *batchio.Message, c *Conn, now time.Time) {
 			l.cnt.add(cDrop+int(fastpath.DropSealedHeld), 1)
 			return
 		}
+		if s.sealed != nil {
+			l.sealedAck(m.Addr)
+			return
+		}
 		l.promote(m.Addr)
 	case fastpath.ActMigrate:
 		l.migrate(m.Addr, now)
@@ -249,6 +253,9 @@ func (l *loop) handle(m *batchio.Message, c *Conn, now time.Time) {
 		l.sealed(m, c, now)
 	case fastpath.ActSealedMove:
 		l.sealedMove(m, now)
+	case fastpath.ActNotice:
+		l.notice(d.ReplyLen, m.Addr)
+		l.cnt.add(cDrop+int(d.Drop), 1)
 	default:
 		l.cnt.add(cDrop+int(d.Drop), 1)
 	}

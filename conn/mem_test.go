@@ -13,7 +13,7 @@ import (
 	"github.com/udpgate/udpgate/internal/testkit/conntest"
 )
 
-// A server over an in-memory network (internal/conntest), driven by the
+// A server over an in-memory network (internal/testkit/conntest), driven by the
 // test: its receive loops and housekeeping run only when the test steps
 // them, at the test's clock, so a test follows every datagram without
 // sockets and without sleeping.

@@ -61,9 +61,6 @@ func proveForTest(c *Conn, addr netip.AddrPort, rng *rand.Rand) {
 		sec.mac[i] = byte(rng.Uint32())
 	}
 	sec.expire = ^uint64(0)
-	if sec.state.CompareAndSwap(sealUnproven, sealProven) {
-		c.srv.sealed.unproven.Add(-1)
-	}
 	c.srv.sealed.proved(c, addr)
 }
 
@@ -74,7 +71,7 @@ func heapPerConn(tb testing.TB, n int, sealed bool) (bytes float64, promotion ti
 	// 256 to a /24, so their counts cost what they would in the field.
 	cfg := Config{Sockets: 1, MaxClients: n, KeepAlive: time.Hour, Timeout: 2 * time.Hour}
 	if sealed {
-		cfg.PrivateKey, cfg.ProtocolID, cfg.MaxUnproven = &testKey, testProtocolID, n
+		cfg.PrivateKey, cfg.ProtocolID = &testKey, testProtocolID
 	}
 	s, err := Listen("127.0.0.1:0", cfg)
 	if err != nil {

@@ -34,18 +34,14 @@ const (
 
 	// Sealed mode (docs/protocol.md §11).
 
-	// DefaultProofTimeout, MaxProofTimeout: how long a connection may
-	// wait for its proof.
-	DefaultProofTimeout = 5 * time.Second
-	MaxProofTimeout     = 5 * time.Second
-	// DefaultMaxUnproven bounds connections waiting for a proof. A client
-	// proves within one round trip of its Ack, so a handful of round trips'
-	// worth of a login storm is enough, and an attacker holding that many
-	// slots with tokenless handshakes only ever delays the oldest.
-	DefaultMaxUnproven = 4096
 	// ProofResendInterval: a client repeats its proof (a fresh packet)
 	// this often until the server's first sealed packet arrives.
 	ProofResendInterval = 250 * time.Millisecond
+	// proofWindow bounds how long a client proves one handshake, whatever
+	// its ConnectTimeout: its proofs carry the handshake's cookie, which a
+	// server accepts for at least 15 s after making it (docs/protocol.md
+	// §4, §11.3), and the Ack came at least a round trip after that.
+	proofWindow = 14 * time.Second
 
 	// messageTick is how often the message timer serves connections with
 	// messages in flight (resends, prompt acks): fine against the tens of

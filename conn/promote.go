@@ -33,6 +33,10 @@ type promotion struct {
 	// it, which tells a replay from a newer handshake.
 	ts float64
 	to fastpath.ReplyTo
+	// proof: a sealed client whose proof checked out (loop.prove), with
+	// its token's client id: its connection is created proven.
+	proof       bool
+	tokenClient uint64
 }
 
 // promoQueue is one receive loop's proven clients waiting for a worker.
@@ -149,12 +153,8 @@ func (s *Server) promoteBatch(pb *promoBatch) {
 	}
 	s.flushReplies(pb)
 	for _, c := range pb.made {
-		if c.sec == nil {
-			// A sealed connection is announced once its token is
-			// proven (loop.prove).
-			s.st.Handler.OnConnect(c)
-			c.announce()
-		}
+		s.st.Handler.OnConnect(c)
+		c.announce()
 	}
 	clear(pb.made)
 	pb.made = pb.made[:0]
@@ -179,7 +179,6 @@ type verdict struct {
 	denied uint8          // or Denied with this reason
 	made   *Conn          // the new connection
 	prev   *Conn          // the connection it replaced at the address
-	evict  *Conn          // the oldest unproven connection, making room (sealed)
 	replay bool           // or drop it as a replay
 	held   bool           // or drop it: a proven sealed connection holds the address
 }
@@ -237,10 +236,6 @@ func (s *Server) promoteOne(pb *promoBatch, p *promotion, rnd *fastpath.Rand, no
 		// The map already points at the new connection, so prev's close
 		// removes nothing and the count stays: it took prev's place.
 		v.prev.shutdown(ReasonReplaced, false)
-	}
-	if v.evict != nil {
-		s.ev.unprovenEvicted.Add(1)
-		v.evict.shutdown(ReasonTimedOut, false) // silent: never announced
 	}
 	s.ev.accepted.Add(1)
 	pb.made = append(pb.made, v.made)

@@ -12,20 +12,23 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/batchio"
+	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/internal/seal"
 	"github.com/udpgate/udpgate/token"
 )
 
 // Sealed mode (docs/protocol.md §11). The handshake is unchanged; a server
-// with a PrivateKey then holds each new connection unproven until its
-// client proves a connect token, and seals every connection packet after.
+// with a PrivateKey answers a valid Response with an Ack and keeps nothing:
+// the client's proof carries the cookie again, and the connection is
+// created, already proven, only when cookie, token and inner seal all
+// check. Every connection packet after is sealed.
 //
 // Ownership: a connection's sealState is created with it and never
 // replaced; tx and rx are guarded by Conn.mu like seq; state moves once
-// from unproven to proven or closed. The Server's sealedServer owns the
-// tables that span connections: the unproven FIFO, the used tokens, and the
-// indexes by client id and by Tag.
+// to closed (a client's, from unproven to proven first). The Server's
+// sealedServer owns the tables that span connections: the used tokens, and
+// the indexes by client id and by Tag.
 
 // Identity is what a sealed connection's connect token says about its
 // client, for the Handler: the backend's client id and user data.
@@ -58,7 +61,8 @@ const (
 // sealState is a sealed connection's part (nil on an unsealed one).
 type sealState struct {
 	state atomic.Uint32
-	// proofBy (Unix ns): an unproven connection closes after it.
+	// proofBy (client, Unix ns): the dial fails if no proof was answered
+	// by then.
 	proofBy int64
 	tx      seal.Sealer
 	rx      seal.Opener
@@ -71,13 +75,11 @@ type sealState struct {
 	// seconds (tokenTimeout); set before the connection is proven, read
 	// after.
 	timeout int64
-	// Client side: the request body proofs carry, and when the next proof
-	// is due (Unix ns).
-	request   []byte
-	nextProof int64
-	// noticeAt (server, Unix ns): a client without a token is told so
-	// again only after it.
-	noticeAt atomic.Int64
+	// Client side: the cookie and request body proofs carry, and when the
+	// next proof is due (Unix ns).
+	proofCookie fastpath.ProofCookie
+	request     []byte
+	nextProof   int64
 }
 
 func (ss *sealState) proven() bool { return ss.state.Load() == sealProven }
@@ -133,22 +135,10 @@ func (s *settings) sealedSettings() error {
 		return fmt.Errorf("config: MaxDatagram %d is too small for a sealed connection: a proof packet is %d bytes with this Magic; raise MaxDatagram to at least %d", s.MaxDatagram, need, need)
 	}
 	if s.PrivateKey == nil {
-		if s.ProtocolID != 0 || s.PublicAddresses != nil || s.ProofTimeout != 0 || s.MaxUnproven != 0 {
-			return fmt.Errorf("config: ProtocolID, PublicAddresses, ProofTimeout and MaxUnproven are sealed-mode settings: set PrivateKey too, or leave them zero")
+		if s.ProtocolID != 0 || s.PublicAddresses != nil {
+			return fmt.Errorf("config: ProtocolID and PublicAddresses are sealed-mode settings: set PrivateKey too, or leave them zero")
 		}
 		return nil
-	}
-	if s.ProofTimeout < 0 || s.ProofTimeout > MaxProofTimeout {
-		return fmt.Errorf("config: ProofTimeout %v is out of range: use up to %v, or 0 for the default %v", s.ProofTimeout, MaxProofTimeout, DefaultProofTimeout)
-	}
-	if s.ProofTimeout == 0 {
-		s.ProofTimeout = DefaultProofTimeout
-	}
-	if s.MaxUnproven < 0 {
-		return fmt.Errorf("config: MaxUnproven %d is negative: use a positive bound, or 0 for the default %d", s.MaxUnproven, DefaultMaxUnproven)
-	}
-	if s.MaxUnproven == 0 {
-		s.MaxUnproven = DefaultMaxUnproven
 	}
 	if need := fastpath.ProofLen(s.magic); s.MaxDatagram < need {
 		return fmt.Errorf("config: MaxDatagram %d is too small for sealed mode: a proof packet is %d bytes with this Magic; raise MaxDatagram to at least %d", s.MaxDatagram, need, need)
@@ -163,18 +153,7 @@ func (s *settings) sealedSettings() error {
 
 // sealedServer is a sealed server's state across connections.
 type sealedServer struct {
-	public  []netip.AddrPort
-	timeout time.Duration
-	max     int
-	// unproven counts connections waiting for a proof; they hold map
-	// entries (so their proofs find them) but not MaxClients places.
-	unproven atomic.Int64
-
-	// fifo holds the unproven connections oldest first, with stale entries
-	// (proven or closed since) skipped when met; the table's lock guards
-	// it.
-	fifo []*Conn
-	head int
+	public []netip.AddrPort
 
 	mu sync.Mutex
 	// used: tokens proven, by MAC, until they expire (netcode's rule: one
@@ -209,11 +188,11 @@ func newSealedServer(st *settings, listen netip.AddrPort) (*sealedServer, error)
 		public = []netip.AddrPort{listen}
 	}
 	return &sealedServer{
-		public:  public,
-		timeout: st.ProofTimeout,
-		max:     st.MaxUnproven,
-		used:    make(map[[token.MACBytes]byte]usedToken),
-		usedCap: st.MaxClients + st.MaxUnproven,
+		public: public,
+		used:   make(map[[token.MACBytes]byte]usedToken),
+		// Connections hold at most MaxClients tokens; as many again of
+		// closed connections are remembered until they expire.
+		usedCap: 2 * st.MaxClients,
 		byID:    make(map[uint64]*Conn),
 		byTag:   make(map[uint32][]*Conn),
 	}, nil
@@ -229,50 +208,8 @@ func (ss *sealedServer) hasServer(p *token.Private) bool {
 	return false
 }
 
-// admitted registers new connection c as unproven and returns the oldest
-// unproven connection when the cap is reached, for the caller to close.
-// The caller (table.insert) holds the table's lock.
-func (ss *sealedServer) admitted(c *Conn) (evict *Conn) {
-	if ss.unproven.Add(1) > int64(ss.max) {
-		for ss.head < len(ss.fifo) && evict == nil {
-			o := ss.fifo[ss.head]
-			ss.fifo[ss.head] = nil
-			ss.head++
-			// Closed here, at once: a proof that arrives before the
-			// caller shuts it down finds it closed, never proves it.
-			if o.sec.state.CompareAndSwap(sealUnproven, sealClosed) {
-				ss.unproven.Add(-1)
-				evict = o
-			}
-		}
-	}
-	if ss.head > len(ss.fifo)/2 {
-		// Compact: the live entries move to the front, so the slice holds
-		// at most about twice the unproven connections.
-		n := copy(ss.fifo, ss.fifo[ss.head:])
-		clear(ss.fifo[n:])
-		ss.fifo, ss.head = ss.fifo[:n], 0
-	}
-	if len(ss.fifo) > 4*ss.max {
-		live := ss.fifo[:0]
-		for _, o := range ss.fifo {
-			if o.sec.state.Load() == sealUnproven {
-				live = append(live, o)
-			}
-		}
-		clear(ss.fifo[len(live):])
-		ss.fifo = live
-	}
-	ss.fifo = append(ss.fifo, c)
-	return evict
-}
-
 // closed updates the tables for a closing connection.
 func (ss *sealedServer) closed(c *Conn) {
-	if c.sec.state.CompareAndSwap(sealUnproven, sealClosed) {
-		ss.unproven.Add(-1)
-		return
-	}
 	if c.sec.state.Swap(sealClosed) != sealProven {
 		return
 	}
@@ -380,7 +317,9 @@ type loopSealed struct {
 	opener *token.Opener
 	priv   token.Private
 	rx     seal.Opener
-	cands  []*Conn
+	// tx seals a refusal under the token just opened.
+	tx    seal.Sealer
+	cands []*Conn
 	// scratch holds a copy of a datagram tried against several connections
 	// (a failed open clears the ciphertext in place).
 	scratch []byte
@@ -412,101 +351,38 @@ func newLoopSealed(st *settings) *loopSealed {
 	}
 }
 
-// sealed handles a sealed or proof packet for c, the connection at its
-// address.
+// sealed handles a sealed packet for c, the connection at its address, or
+// a proof packet (from any address; c is then nil or the connection at the
+// proof's address).
 func (l *loop) sealed(m *batchio.Message, c *Conn, now time.Time) {
 	d := &l.d
-	sec := c.sec
-	if sec == nil {
-		l.cnt.add(cDrop+int(fastpath.DropSealedForged), 1)
-		return
-	}
-	pkt := m.Buf[:m.N]
-	st := sec.state.Load()
-	if d.Clear || (st == sealUnproven && !d.Proof) {
-		l.clearOnSealed(m, c, st, now)
+	if d.Proof {
+		l.prove(m, c, now)
 		return
 	}
 	switch {
-	case st == sealClosed:
-		// Closed since the batch looked it up (a refusal earlier in
+	case c == nil || c.sec == nil:
+		l.cnt.add(cDrop+int(fastpath.DropSealedForged), 1)
+		return
+	case d.Clear:
+		// A packet in clear on a sealed connection: never accepted, never
+		// answered.
+		l.cnt.add(cDrop+int(fastpath.DropBadSize), 1)
+		return
+	case c.sec.state.Load() != sealProven:
+		// Closed since the batch looked it up (a replacement earlier in
 		// this batch, say).
 		l.cnt.add(cDrop+int(fastpath.DropUnknownConnection), 1)
 		return
-	case d.Proof && st == sealUnproven:
-		l.prove(m, c, now)
-		return
-	case d.Proof:
-		// The client proves again: the sealed KeepAlive that told it it
-		// is in was lost. Tell it again (43 bytes for a proof of over a
-		// thousand), at most once per proof resend interval, so replayed
-		// proofs cost one seal each and reach the player seldom.
-		l.cnt.add(cDrop+int(fastpath.DropLateProof), 1)
-		if now.UnixNano()-c.lastSend.Load() >= int64(ProofResendInterval)/2 {
-			c.mu.Lock()
-			c.inLoop = l
-			c.mu.Unlock()
-			_, _ = c.sendKind(fastpath.KindKeepAlive, nil)
-			c.leaveLoop()
-		}
-		return
-	case st != sealProven:
-		l.cnt.add(cDrop+int(fastpath.DropNotProof), 1)
-		return
 	}
+	pkt := m.Buf[:m.N]
 	c.mu.Lock()
-	payload, _, r := fastpath.OpenConn(l.s.st.magic, pkt, &d.Conn, &sec.rx)
+	payload, _, r := fastpath.OpenConn(l.s.st.magic, pkt, &d.Conn, &c.sec.rx)
 	c.mu.Unlock()
 	if r == fastpath.DropNone {
 		r = c.receive(&d.Conn, payload, now, &l.rep, l)
 	}
 	l.connIn(r)
-}
-
-// clearOnSealed handles a packet on sealed connection c that is not a
-// proof and, if c is proven, was not sealed (fastpath flagged it Clear).
-// On a connection still to prove its token, a connection packet in clear
-// with its Tag comes from a client without a token (or a forger who could
-// as well drop the proofs): it is told, in clear, that the server needs a
-// token (reason 11), at most once per ProofResendInterval and only in
-// reply to a packet at least as large as the notice.
-func (l *loop) clearOnSealed(m *batchio.Message, c *Conn, st uint32, now time.Time) {
-	d := &l.d
-	if st != sealUnproven {
-		if d.Clear {
-			l.cnt.add(cDrop+int(fastpath.DropBadSize), 1)
-		} else {
-			l.cnt.add(cDrop+int(fastpath.DropNotProof), 1)
-		}
-		return
-	}
-	magic := l.s.st.magic
-	pkt := m.Buf[:m.N]
-	h := &d.Conn
-	if !d.Clear {
-		// Sealed-sized: is it a connection packet in clear all the same?
-		var hc fastpath.ConnHeader
-		if _, r := fastpath.DecodeConn(magic, pkt, &hc); r != fastpath.DropNone ||
-			hc.SessionID != c.session || hc.ClientID != c.clientID || hc.Tag != c.tag {
-			l.cnt.add(cDrop+int(fastpath.DropNotProof), 1)
-			return
-		}
-		h = &hc
-	}
-	l.cnt.add(cDrop+int(fastpath.DropTokenRequired), 1)
-	ns := now.UnixNano()
-	sec := c.sec
-	if h.Kind == fastpath.KindDisconnect || len(pkt) < fastpath.ConnLen(magic, fastpath.KindDisconnect, 1) {
-		return
-	}
-	if at := sec.noticeAt.Load(); ns < at || !sec.noticeAt.CompareAndSwap(at, ns+int64(ProofResendInterval)) {
-		return
-	}
-	c.mu.Lock()
-	c.inLoop = l
-	c.mu.Unlock()
-	_, _ = c.sendNotice(ReasonTokenRequired, false)
-	c.leaveLoop()
 }
 
 func (l *loop) connIn(r fastpath.DropReason) {
@@ -517,96 +393,134 @@ func (l *loop) connIn(r fastpath.DropReason) {
 	}
 }
 
-// prove checks the proof packet in m for unproven connection c (§11.3) and
-// either proves c, or refuses it (a notice no larger than the proof, then
-// a silent close), or drops the packet.
-func (l *loop) prove(m *batchio.Message, c *Conn, now time.Time) {
+// prove checks the proof packet in m (§11.3) in the protocol's order and
+// either creates its connection, already proven, or refuses it (a notice
+// no larger than the proof, and nothing kept), or drops it. Nothing is
+// kept for a proof until it checks out. at is the connection at the
+// proof's address, or nil.
+func (l *loop) prove(m *batchio.Message, at *Conn, now time.Time) {
 	s, ls, ss := l.s, l.sealedScratch, l.s.sealed
+	d := &l.d
 	magic := s.st.magic
 	pkt := m.Buf[:m.N]
 	if ls.seenProof(pkt[len(pkt)-1-seal.TagBytes : len(pkt)-1]) {
 		// The same proof again (a duplicate, or a replay flood):
-		// whatever it got the first time, it gets no second open.
+		// whatever it got the first time, it gets no second look.
 		l.cnt.add(cDrop+int(fastpath.DropProofLimited), 1)
 		return
 	}
+	if r := l.fp.ProofCookie(d, m.Addr, pkt, seconds(now)); r != fastpath.DropNone {
+		l.cnt.add(cDrop+int(r), 1)
+		return
+	}
+	// No cookie makes two connections: one that is already a
+	// connection's authorised cookie is that client's late proof (its
+	// KeepAlive was lost) at the connection's address, else a replay.
+	if c, addr, ok := s.tab.conns.GetByCookie((*[20]byte)(&d.Cookie)); ok {
+		if addr != m.Addr {
+			l.cnt.add(cDrop+int(fastpath.DropUnknownConnection), 1)
+			return
+		}
+		l.lateProof(m, c, now)
+		return
+	}
+	p := promotion{addr: m.Addr, cookie: d.Cookie, ts: d.Timestamp, to: fastpath.ReplyTo{ClientID: d.Conn.ClientID}, proof: true}
+	if s.tab.spent(&p) {
+		s.ev.replays.Add(1)
+		return
+	}
 	body := fastpath.ProofRequest(magic, pkt)
-	p := &ls.priv
-	switch err := ls.opener.OpenRequest(p, body, now); err {
+	tp := &ls.priv
+	switch err := ls.opener.OpenRequest(tp, body, now); err {
 	case nil:
 	case token.ErrExpired:
-		l.refuse(c, fastpath.DropTokenExpired, ReasonTokenExpired, false)
+		l.refuse(m.Addr, fastpath.DropTokenExpired, ReasonTokenExpired, false)
 		return
 	case token.ErrProtocolID:
-		l.refuse(c, fastpath.DropTokenProtocol, ReasonTokenInvalid, false)
+		l.refuse(m.Addr, fastpath.DropTokenProtocol, ReasonTokenInvalid, false)
 		return
 	case token.ErrInvalid:
-		l.refuse(c, fastpath.DropTokenInvalid, ReasonTokenInvalid, false)
+		l.refuse(m.Addr, fastpath.DropTokenInvalid, ReasonTokenInvalid, false)
 		return
 	default:
 		l.cnt.add(cDrop+int(fastpath.DropTokenMalformed), 1)
 		return
 	}
-	// The inner seal proves the sender holds the token's keys: a request
-	// body copied from someone else's proof fails here, refused nothing.
-	ls.rx.Init(&p.ClientToServerKey, c.salt())
-	h := l.d.Conn
+	// The inner seal, salted with this cookie, proves the sender holds the
+	// token's keys and made this proof for this handshake: a request body
+	// copied into a proof of another's, or a proof moved onto another
+	// cookie, fails here, refused nothing.
+	salt := (*[seal.SaltBytes]byte)(d.Cookie[:seal.SaltBytes])
+	ls.rx.Init(&tp.ClientToServerKey, salt)
+	h := d.Conn
 	if _, r := fastpath.OpenProof(magic, pkt, &h, &ls.rx); r != fastpath.DropNone {
 		l.cnt.add(cDrop+int(r), 1)
 		return
 	}
 	mac := token.RequestMAC(body)
-	c.mu.Lock()
-	c.sec.tx.Init(&p.ServerToClientKey, c.salt())
-	c.mu.Unlock()
+	ls.tx.Init(&tp.ServerToClientKey, salt)
 	switch {
-	case !ss.hasServer(p):
-		l.refuse(c, fastpath.DropTokenForeignServer, ReasonForeignServer, true)
+	case !ss.hasServer(tp):
+		l.refuse(m.Addr, fastpath.DropTokenForeignServer, ReasonForeignServer, true)
 		return
 	case ss.inUse(&mac, m.Addr, now):
-		l.refuse(c, fastpath.DropTokenInUse, ReasonTokenInUse, true)
+		l.refuse(m.Addr, fastpath.DropTokenInUse, ReasonTokenInUse, true)
 		return
-	case s.tab.full():
-		// Counted as a Denied for a full server, as a handshake would be.
+	case s.closing.Load():
+		l.cnt.add(cDrop+int(fastpath.DropOverload), 1)
+		return
+	case s.draining.Load() && at == nil:
 		s.ev.denied[fastpath.DeniedServerFull].Add(1)
-		l.refuse(c, fastpath.DropOverload, ReasonServerFull, true)
+		l.refuse(m.Addr, fastpath.DropOverload, ReasonServerFull, true)
 		return
 	}
-	c.mu.Lock()
-	c.sec.rx = ls.rx
-	r := c.seq.Receive(h.Seq, h.Ack, h.AckBits, seconds(now), &l.rep)
-	c.mu.Unlock()
-	if r != fastpath.DropNone {
-		l.cnt.add(cDrop+int(r), 1)
+	p.tokenClient = tp.ClientID
+	v := s.tab.admit(&p, func() *Conn {
+		c := s.newConn(&p, l.sock, now)
+		sec := c.sec
+		sec.id = Identity{ClientID: tp.ClientID, UserData: tp.UserData}
+		sec.mac = mac
+		sec.expire = binary.LittleEndian.Uint64(body[token.VersionInfoBytes+8:])
+		sec.timeout = tokenTimeout(tp.TimeoutSeconds, s.st.KeepAlive)
+		sec.tx = ls.tx
+		sec.rx = ls.rx
+		// The proof is the client's first packet: its Seq and Ack
+		// through the window, as any packet's.
+		_ = c.seq.Receive(h.Seq, h.Ack, h.AckBits, seconds(now), &l.rep)
+		return c
+	})
+	switch {
+	case v.replay:
+		s.ev.replays.Add(1)
+		return
+	case v.held:
+		// Another client id's proven connection holds the address.
+		s.ev.held.Add(1)
+		return
+	case v.denied == fastpath.DeniedAddressLimit:
+		s.ev.denied[v.denied].Add(1)
+		l.refuse(m.Addr, fastpath.DropOverload, ReasonAddressLimit, true)
+		return
+	case v.denied != 0:
+		s.ev.denied[v.denied].Add(1)
+		l.refuse(m.Addr, fastpath.DropOverload, ReasonServerFull, true)
+		return
+	case v.made == nil:
+		// A proof of the same cookie raced through first.
+		l.cnt.add(cDrop+int(fastpath.DropLateProof), 1)
 		return
 	}
-	if !s.tab.limits.admit(m.Addr.Addr(), false, &c.limit) {
-		// Only now does the connection count under the per-address
-		// limits (table.insert), refused as the handshake's Denied(3).
-		s.ev.denied[fastpath.DeniedAddressLimit].Add(1)
-		l.refuse(c, fastpath.DropOverload, ReasonAddressLimit, true)
-		return
+	c := v.made
+	s.timers.add(c)
+	if v.prev != nil {
+		// The newest proof of the same client id at this address wins:
+		// prev's close removes nothing, c took its place.
+		v.prev.shutdown(ReasonReplaced, false)
 	}
-	sec := c.sec
-	sec.id = Identity{ClientID: p.ClientID, UserData: p.UserData}
-	sec.mac = mac
-	sec.expire = binary.LittleEndian.Uint64(body[token.VersionInfoBytes+8:])
-	sec.timeout = tokenTimeout(p.TimeoutSeconds, s.st.KeepAlive)
-	if !sec.state.CompareAndSwap(sealUnproven, sealProven) {
-		// Closed meanwhile: its close may have released its place
-		// before it was counted.
-		s.tab.limits.release(&c.limit)
-		return
-	}
-	ss.unproven.Add(-1)
-	c.lastRecv.Store(now.UnixNano())
-	// Its timers were set for the proof deadline: KeepAlives and the
-	// timeout run from now.
-	s.timers.reschedule(c)
-	prev := ss.proved(c, m.Addr)
-	if prev != nil && prev != c {
+	if prev := ss.proved(c, m.Addr); prev != nil && prev != c && prev != v.prev {
 		prev.shutdown(ReasonReplaced, false)
 	}
+	s.ev.accepted.Add(1)
 	s.ev.proofs.Add(1)
 	l.cnt.add(cConnIn, 1)
 	// The first sealed packet tells the client it is in; OnConnect's
@@ -620,19 +534,95 @@ func (l *loop) prove(m *batchio.Message, c *Conn, now time.Time) {
 	c.leaveLoop()
 }
 
-// refuse tells unproven connection c's client why its proof failed, in a
-// Disconnect sealed under the token's key when the token opened (sealed),
-// else in clear, and closes c without a word to the Handler.
-func (l *loop) refuse(c *Conn, drop fastpath.DropReason, reason DisconnectReason, sealed bool) {
-	l.cnt.add(cDrop+int(drop), 1)
+// lateProof handles a proof whose cookie is proven connection c's, from
+// c's address: the client proves again because the sealed KeepAlive that
+// told it it is in was lost. Once the inner seal opens under c's own key
+// (no token open), c tells it again (43 bytes for a proof of over a
+// thousand), at most once per proof resend interval, so replayed proofs
+// cost one open each and reach the player seldom.
+func (l *loop) lateProof(m *batchio.Message, c *Conn, now time.Time) {
+	l.cnt.add(cDrop+int(fastpath.DropLateProof), 1)
+	if c.sec == nil || !c.sec.proven() {
+		return
+	}
+	h := l.d.Conn
+	c.mu.Lock()
+	_, r := fastpath.OpenProof(l.s.st.magic, m.Buf[:m.N], &h, &c.sec.rx)
+	c.mu.Unlock()
+	if r != fastpath.DropNone || now.UnixNano()-c.lastSend.Load() < int64(ProofResendInterval)/2 {
+		return
+	}
 	c.mu.Lock()
 	c.inLoop = l
 	c.mu.Unlock()
-	_, _ = c.sendNotice(reason, sealed)
+	_, _ = c.sendKind(fastpath.KindKeepAlive, nil)
 	c.leaveLoop()
-	c.shutdown(reason, true)
-	if s := l.s; s.st.Logger.Enabled(context.Background(), slog.LevelDebug) {
-		s.st.Logger.Debug("connect token refused", "addr", c.RemoteAddr(), "reason", reason.String())
+}
+
+// refuse tells the sender of the proof in l.d why it failed, in a
+// Disconnect sealed under the token's server-to-client key and the proof's
+// cookie (ls.tx) at the refusal's reserved counter when the token opened
+// (sealed), else in clear with the proof's Tag; both are smaller than the
+// proof, and nothing is kept.
+func (l *loop) refuse(addr netip.AddrPort, drop fastpath.DropReason, reason DisconnectReason, sealed bool) {
+	s, d := l.s, &l.d
+	l.cnt.add(cDrop+int(drop), 1)
+	dst := l.slot()
+	out := dst.Buf[:cap(dst.Buf)]
+	var n int
+	if sealed {
+		n = fastpath.SealRefusal(out, s.st.magic, d.Conn.SessionID, d.Conn.ClientID, &d.Cookie, uint8(reason), &l.sealedScratch.tx)
+	} else {
+		serverSeq, clientSeq := cookie.Sequences(&d.Cookie)
+		h := fastpath.ConnHeader{SessionID: d.Conn.SessionID, ClientID: d.Conn.ClientID, Tag: d.Conn.Tag,
+			Seq: serverSeq, Ack: (clientSeq + fastpath.SeqModulus - 1) % fastpath.SeqModulus, Kind: fastpath.KindDisconnect}
+		p := [1]byte{byte(reason)}
+		n = fastpath.EncodeConn(out, s.st.magic, &h, p[:])
+	}
+	if n > 0 {
+		l.notice(n, addr)
+	}
+	if s.st.Logger.Enabled(context.Background(), slog.LevelDebug) {
+		s.st.Logger.Debug("connect token refused", "addr", addr, "reason", reason.String())
+	}
+}
+
+// notice commits the message slot() returned, now holding a Disconnect
+// of n bytes to addr that no connection sends (a refusal).
+func (l *loop) notice(n int, addr netip.AddrPort) {
+	m := &l.sb.Msgs[l.out]
+	m.N, m.Addr = n, addr
+	l.out++
+}
+
+// sealedAck answers a valid Response (l.d) from an address no connection
+// holds in sealed mode, statelessly: Ack with the Response's own cookie,
+// which the client's proof will carry back, or Denied when the server is
+// full or draining (reason 1) or the application refuses the client
+// (Config.Accept, reason 2: asked here, on the receive loop). An Ack is the
+// size of a Response.
+func (l *loop) sealedAck(addr netip.AddrPort) {
+	s, d := l.s, &l.d
+	denied := uint8(0)
+	switch {
+	case s.draining.Load() || s.tab.full():
+		denied = fastpath.DeniedServerFull
+	case s.st.Accept != nil:
+		if err := s.st.Accept(addr); err != nil {
+			s.st.Logger.Debug("client refused by the application", "addr", addr, "err", err)
+			denied = fastpath.DeniedRefused
+		}
+	}
+	m := l.slot()
+	out := m.Buf[:cap(m.Buf)]
+	if denied != 0 {
+		if n := s.fc.BuildDenied(out, &d.To, denied, &d.Cookie, &l.rnd); n > 0 {
+			l.reply(n, fastpath.TypeDenied, addr)
+		}
+		return
+	}
+	if n := s.fc.BuildAck(out, &d.To, &d.Cookie, &l.rnd); n > 0 {
+		l.reply(n, fastpath.TypeAck, addr)
 	}
 }
 
@@ -726,8 +716,11 @@ func (c *Client) startProof(conn *Conn, now time.Time) {
 	tok := c.st.Token
 	req := tok.Request()
 	body, _ := req.AppendBinary(make([]byte, 0, token.RequestBytes))
-	conn.sec = &sealState{request: body, proofBy: now.Add(c.st.ConnectTimeout).UnixNano(),
+	conn.sec = &sealState{request: body, proofBy: now.Add(min(c.st.ConnectTimeout, proofWindow)).UnixNano(),
 		timeout: tokenTimeout(tok.TimeoutSeconds, c.st.KeepAlive)}
+	pc := &conn.sec.proofCookie
+	pc.SecretID, pc.Timestamp = c.hs.CookieOrigin()
+	pc.Cookie = conn.cookie
 	conn.sec.tx.Init(&tok.ClientToServerKey, conn.salt())
 	conn.sec.rx.Init(&tok.ServerToClientKey, conn.salt())
 }
@@ -753,7 +746,7 @@ func (c *Client) proveLocked(now time.Time) {
 	seq, ack, bits, _, _ := conn.seq.Send(seconds(now))
 	h := fastpath.ConnHeader{SessionID: conn.session, ClientID: conn.clientID, Tag: conn.tag,
 		Seq: seq, Ack: ack, AckBits: bits, Kind: fastpath.KindKeepAlive}
-	n := fastpath.SealProof(buf[:], c.st.magic, &h, conn.sec.request, &conn.sec.tx)
+	n := fastpath.SealProof(buf[:], c.st.magic, &h, &conn.sec.proofCookie, conn.sec.request, &conn.sec.tx)
 	conn.mu.Unlock()
 	conn.lastSend.Store(ns)
 	if n > 0 {

@@ -124,7 +124,7 @@ func Listen(addr string, cfg Config) (*Server, error) {
 			// info after the Tag) are connection packets by their bit,
 			// but each may open a token: a flood of them queues with the
 			// handshakes, not ahead of the players (issue 19).
-			off := fastpath.ConnHeaderOffset(st.magic) + 4
+			off := fastpath.ProofVersionOffset(st.magic)
 			steer.Match = batchio.SteerMatch{Len: fastpath.ProofLen(st.magic), Off: off,
 				Word: binary.BigEndian.Uint32([]byte(token.VersionInfo[:4]))}
 		}
@@ -173,7 +173,7 @@ func newServer(st settings, now time.Time, secrets *cookie.Secrets, group transp
 			return nil, err
 		}
 	}
-	s.tab = newTable(&s.st, s.sealed)
+	s.tab = newTable(&s.st)
 	if st.msgs != nil {
 		s.msgTimer = new(msgTimer)
 	}
@@ -408,7 +408,9 @@ func (s *Server) newConn(p *promotion, sock transport, now time.Time) *Conn {
 	c.gate.Lock()
 	c.initSeq(true, now)
 	if s.sealed != nil {
-		c.sec = &sealState{proofBy: now.Add(s.sealed.timeout).UnixNano()}
+		// Made only for a proof that checked out (loop.prove).
+		c.sec = &sealState{}
+		c.sec.state.Store(sealProven)
 	}
 	return c
 }

@@ -12,12 +12,9 @@ import (
 // shared atomics are fine off the per-packet path.
 type eventCounters struct {
 	accepted atomic.Uint64
-	// Sealed mode: tokens proven, unproven connections closed at the
-	// proof deadline, and those closed to make room for newer ones.
-	proofs          atomic.Uint64
-	proofTimeouts   atomic.Uint64
-	unprovenEvicted atomic.Uint64
-	acks            atomic.Uint64
+	// Sealed mode: tokens proven (each one a connection created).
+	proofs atomic.Uint64
+	acks   atomic.Uint64
 	// denied counts promotion workers' Denied replies by reason
 	// (fastpath.Denied*; the loops count theirs by reply type).
 	denied [fastpath.DeniedUnknownConnection + 1]atomic.Uint64
@@ -68,13 +65,9 @@ type Stats struct {
 	OverloadChanges uint64
 	// Connectionless: datagrams from addresses holding no connection.
 	Connectionless uint64
-	// Sealed mode: Unproven connections waiting for a proof now; tokens
-	// Proven; unproven connections closed at the proof deadline
-	// (ProofTimeouts) or to make room for newer ones (UnprovenEvicted).
-	Unproven        int
-	Proofs          uint64
-	ProofTimeouts   uint64
-	UnprovenEvicted uint64
+	// Sealed mode: Proofs counts tokens proven, each one a connection
+	// created (there is no connection before its proof).
+	Proofs uint64
 	// Messages (Config.Messages): message entries and packets the message
 	// layer dropped, by message.DropReason, and the bytes it holds now for
 	// out-of-order and partly reassembled messages (within
@@ -164,16 +157,11 @@ func (s *Server) Stats() Stats {
 	st.Drops[fastpath.DropReplayedCookie] += s.ev.replays.Load()
 	st.Drops[fastpath.DropSealedHeld] += s.ev.held.Load()
 	st.Migrations = s.ev.migrations.Load()
-	if s.sealed != nil {
-		st.Unproven = int(s.sealed.unproven.Load())
-	}
 	if m := s.st.msgs; m != nil {
 		st.MessageDrops = m.Drops()
 		st.MessageHeld = m.Held()
 	}
 	st.Proofs = s.ev.proofs.Load()
-	st.ProofTimeouts = s.ev.proofTimeouts.Load()
-	st.UnprovenEvicted = s.ev.unprovenEvicted.Load()
 	st.PromotionRejected = s.ev.promotionRejected.Load()
 	st.PromotionPanics = s.ev.promotionPanics.Load()
 	for i := range st.Disconnects {

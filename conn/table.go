@@ -19,8 +19,8 @@ import (
 // with the map. Admissions, a check-then-insert, are serialised by mu;
 // lookups take no lock.
 //
-// A sealed server's unproven connections hold entries (their proofs find
-// them by address) but no MaxClients place: sealed owns that count.
+// A sealed server has no connection before its client's proof checked
+// out (loop.prove): every entry is a proven connection.
 type table struct {
 	conns *shard.Map[Conn]
 	// count is the map's number of entries.
@@ -31,8 +31,7 @@ type table struct {
 	recent  *shard.AddrMap[recentClose]
 	nRecent atomic.Int64
 	// max is MaxClients, which the admin API changes live.
-	max    atomic.Int64
-	sealed *sealedServer
+	max atomic.Int64
 	// clock reads the server's clock (for when a closed address is
 	// forgotten).
 	clock func() time.Time
@@ -52,26 +51,19 @@ type recentClose struct {
 	cookie cookie.Cookie
 }
 
-func newTable(st *settings, sealed *sealedServer) *table {
+func newTable(st *settings) *table {
 	t := &table{
 		conns:  shard.NewMap[Conn](0),
 		limits: newAddrLimits(st.MaxClientsPerIP, st.MaxClientsPerPrefix),
 		recent: shard.NewAddrMap[recentClose](0),
-		sealed: sealed,
 		clock:  st.Now,
 	}
 	t.max.Store(int64(st.MaxClients))
 	return t
 }
 
-// len counts connections, leaving out those still to prove a token.
-func (t *table) len() int64 {
-	n := t.count.Load()
-	if t.sealed != nil {
-		n -= t.sealed.unproven.Load()
-	}
-	return n
-}
+// len counts connections.
+func (t *table) len() int64 { return t.count.Load() }
 
 // full reports whether the server holds MaxClients connections.
 func (t *table) full() bool { return t.len() >= t.max.Load() }
@@ -105,17 +97,23 @@ func (t *table) decide(p *promotion) (v verdict, hasOld bool) {
 		return v, false
 	}
 	old, hasOld := t.conns.Get(p.addr)
+	if hasOld && !old.closed.Load() && p.proof {
+		// Sealed: a proof replaces the proven connection at its address
+		// only for the same token client id (the newest proof wins), and
+		// only with a newer cookie; another client id's holds it.
+		switch {
+		case old.sec == nil || old.sec.id.ClientID != p.tokenClient:
+			v.held = true
+		case p.ts <= old.cookieTS:
+			v.replay = true
+		}
+		return v, true
+	}
 	if hasOld && !old.closed.Load() {
 		if old.clientID == p.to.ClientID {
 			// The same client answered a newer Challenge before its Ack
 			// arrived: the connection exists, repeat its Ack.
 			v.ack = &old.cookie
-			return v, true
-		}
-		if old.heldSealed() {
-			// Sealed: a handshake in clear never replaces a proven
-			// connection (§11.4).
-			v.held = true
 			return v, true
 		}
 		if p.ts < old.cookieTS {
@@ -135,11 +133,7 @@ func (t *table) decide(p *promotion) (v verdict, hasOld bool) {
 // insert makes p's connection and puts it in the table. mu is held.
 func (t *table) insert(p *promotion, hasOld bool, mk func() *Conn) (v verdict) {
 	c := mk()
-	// Sealed: a connection waiting for its proof takes no place under
-	// the per-address limits (issue 19: tokenless handshakes from one
-	// address could hold a network's places); loop.prove counts it once
-	// its token is proven.
-	if t.sealed == nil && !t.limits.admit(p.addr.Addr(), hasOld, &c.limit) {
+	if !t.limits.admit(p.addr.Addr(), hasOld, &c.limit) {
 		v.denied = fastpath.DeniedAddressLimit
 		return v
 	}
@@ -153,9 +147,6 @@ func (t *table) insert(p *promotion, hasOld bool, mk func() *Conn) (v verdict) {
 	}
 	if prev == nil {
 		t.count.Add(1)
-	}
-	if t.sealed != nil {
-		v.evict = t.sealed.admitted(c)
 	}
 	t.clearRecent(p.addr)
 	v.ack, v.made, v.prev = &c.cookie, c, prev

@@ -10,7 +10,7 @@ import (
 // batch with Recv and answers with one Send, promotion workers Send their
 // batches of replies, and connections sending outside a loop use WriteTo.
 // *batchio.Socket is the transport of a listening server; tests run the
-// same loops over an in-memory network (internal/conntest).
+// same loops over an in-memory network (internal/testkit/conntest).
 //
 // The loop calls it once per batch, not per datagram, so the interface's
 // indirect call is spread over up to a batch of datagrams

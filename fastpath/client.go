@@ -211,13 +211,18 @@ type ClientHandshake struct {
 	// carrying the first cookie (§5: the connection's authorised cookie).
 	// Matching only the latest cookie would drop that Ack forever.
 	answered     [clientAnsweredCookies]cookie.Cookie
+	answeredFrom [clientAnsweredCookies]challengeOrigin
 	nAnswered    uint8
 	answeredNext uint8
 
-	authorised   cookie.Cookie
-	deniedReason uint8
-	serverNetVer uint32
-	serverNetFea uint16
+	authorised cookie.Cookie
+	// authorisedFrom is the SecretId and Timestamp the authorised cookie
+	// came with: a sealed client's proof carries them (docs/protocol.md
+	// §11.3).
+	authorisedFrom challengeOrigin
+	deniedReason   uint8
+	serverNetVer   uint32
+	serverNetFea   uint16
 
 	// nextSend: when the next Initial or Response is due.
 	nextSend float64
@@ -276,6 +281,19 @@ func (c *ClientHandshake) SessionID() uint8 { return c.sessionID }
 // connected; restarts never change it (the server keeps the connection's
 // cookie when it moves it, and sequences and session tag derive from it).
 func (c *ClientHandshake) Cookie() cookie.Cookie { return c.authorised }
+
+// challengeOrigin is what a Challenge said with its cookie.
+type challengeOrigin struct {
+	secretID  uint8
+	timestamp float64
+}
+
+// CookieOrigin is the SecretId and Timestamp of the Challenge whose cookie
+// became the authorised cookie (zero until then): with the cookie, what a
+// sealed client's proof carries (docs/protocol.md §11.3).
+func (c *ClientHandshake) CookieOrigin() (secretID uint8, timestamp float64) {
+	return c.authorisedFrom.secretID, c.authorisedFrom.timestamp
+}
 
 // DeniedReason is the server's reason once in ClientDenied (1 server full,
 // 2 refused by the application; other values are passed through).
@@ -571,7 +589,7 @@ func (c *ClientHandshake) onChallenge(now float64, h *Handshake, out []byte) (in
 	c.challenge = h.Cookie
 	c.challengeAt = now
 	c.setAnswering(true)
-	c.remember(&h.Cookie)
+	c.remember(&h.Cookie, challengeOrigin{h.SecretID, h.Timestamp})
 	return c.send(now, out), EventNone, DropNone
 }
 
@@ -605,11 +623,13 @@ func (c *ClientHandshake) onAck(now float64, h *Handshake) (ClientEvent, DropRea
 	}
 	// Accepted in SendingInitial too: after the Challenge fallback an Ack
 	// for an earlier Response is still the server's connection.
-	if !c.wasAnswered(&h.Cookie) {
+	i := c.answeredIndex(&h.Cookie)
+	if i < 0 {
 		return EventNone, DropWrongCookie
 	}
 	c.measure(now, h.SentCount)
 	c.authorised = h.Cookie
+	c.authorisedFrom = c.answeredFrom[i]
 	c.state = ClientConnected
 	c.answering = false
 	c.sentCount = 0
@@ -660,11 +680,12 @@ func (c *ClientHandshake) onRestart(now float64, out []byte) (int, ClientEvent, 
 }
 
 // remember adds an answered Challenge cookie to the ring.
-func (c *ClientHandshake) remember(ck *cookie.Cookie) {
+func (c *ClientHandshake) remember(ck *cookie.Cookie, from challengeOrigin) {
 	if c.wasAnswered(ck) {
 		return
 	}
 	c.answered[c.answeredNext] = *ck
+	c.answeredFrom[c.answeredNext] = from
 	c.answeredNext = (c.answeredNext + 1) % clientAnsweredCookies
 	if c.nAnswered < clientAnsweredCookies {
 		c.nAnswered++
@@ -672,11 +693,14 @@ func (c *ClientHandshake) remember(ck *cookie.Cookie) {
 }
 
 // wasAnswered reports whether this attempt answered a Challenge with ck.
-func (c *ClientHandshake) wasAnswered(ck *cookie.Cookie) bool {
+func (c *ClientHandshake) wasAnswered(ck *cookie.Cookie) bool { return c.answeredIndex(ck) >= 0 }
+
+// answeredIndex is ck's place in the ring, or -1.
+func (c *ClientHandshake) answeredIndex(ck *cookie.Cookie) int {
 	for i := range int(c.nAnswered) {
 		if c.answered[i] == *ck {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
 }

@@ -89,10 +89,9 @@ const (
 
 	// Sealed mode (docs/protocol.md §11).
 
-	// DropNotProof: a packet on a connection that has not proven a
-	// connect token yet, which is not a proof packet (ProofLen bytes with
-	// netcode's version info), or a proof from an address no connection
-	// holds.
+	// DropNotProof: a proof packet (ProofLen bytes with netcode's
+	// version info) whose cookie part is not a Response's: a SecretId
+	// other than 0 or 1, or a Cookie whose Tag is not the packet's.
 	DropNotProof
 	// DropTokenMalformed: a proof whose request body does not parse (its
 	// size, version info or private part's fields).
@@ -131,12 +130,15 @@ const (
 	DropMessageRefused
 	// DropSealedHeld (sealed mode): a handshake packet that would replace
 	// or close a proven sealed connection at its address (a Response with
-	// another ClientID): only a proof or a sealed packet touches one.
+	// another ClientID), or a valid proof from that address for another
+	// token client id: only a proof of the same client id or a sealed
+	// packet touches one.
 	DropSealedHeld
-	// DropTokenRequired (sealed mode): a connection packet in clear on a
-	// connection that has not proven a token, from a client without one;
-	// it is answered with a Disconnect in clear, reason 11, at most every
-	// proof resend interval.
+	// DropTokenRequired (sealed mode): a connection packet in clear from
+	// an address no connection holds: a client without a token. It is
+	// answered, statelessly, with a Disconnect in clear, reason 11, when
+	// it is no Disconnect and at least as long as the answer, within the
+	// source's RestartHandshake budget.
 	DropTokenRequired
 	// DropProofLimited (sealed mode): a proof over its source's proof
 	// budget, or the same proof (inner Poly1305 tag) seen again by this

@@ -2,7 +2,9 @@ package fastpath
 
 import (
 	"encoding/binary"
+	"math"
 
+	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/internal/seal"
 	"github.com/udpgate/udpgate/token"
 )
@@ -15,9 +17,11 @@ import (
 // everything else under the seal:
 //
 //	sealed packet  prefix ‖ Tag ‖ Counter ‖ seal(Seq Ack AckBits Kind payload) ‖ MAC ‖ 01
-//	proof packet   prefix ‖ Tag ‖ request body ‖ Counter ‖ seal(Seq Ack AckBits Kind=KeepAlive) ‖ MAC ‖ 01
+//	proof packet   prefix ‖ Tag ‖ SecretId ‖ Timestamp ‖ Cookie ‖ request body ‖ Counter ‖ seal(Seq Ack AckBits Kind=KeepAlive) ‖ MAC ‖ 01
 //
-// Everything before the ciphertext is the associated data.
+// Everything before the ciphertext is the associated data. A proof carries
+// the Response's cookie, so the server keeps nothing between the Response
+// and the proof: it checks the cookie again against the proof's source.
 
 const (
 	// sealedBodyBytes is the plaintext header under the seal: Seq(2),
@@ -32,9 +36,29 @@ const (
 // Counter.
 func sealedHdr(m Magic) int { return ConnHeaderOffset(m) + 4 + seal.CounterBytes }
 
+// proofCookieBytes is the cookie part of a proof: SecretId (1), Timestamp
+// (8), Cookie (20).
+const proofCookieBytes = 1 + 8 + cookie.Size
+
+// proofRequestOffset is where a proof's request body starts, after the
+// prefix, the Tag and the cookie part; its version info is there.
+func proofRequestOffset(m Magic) int { return ConnHeaderOffset(m) + 4 + proofCookieBytes }
+
+// ProofVersionOffset is where a proof's request body, and so netcode's
+// version info, starts: ConnHeaderOffset + 33 (kernel steering matches it).
+func ProofVersionOffset(m Magic) int { return proofRequestOffset(m) }
+
 // proofHdr is where a proof packet's ciphertext starts: prefix, Tag,
-// request body, Counter.
-func proofHdr(m Magic) int { return ConnHeaderOffset(m) + 4 + token.RequestBytes + seal.CounterBytes }
+// cookie part, request body, Counter.
+func proofHdr(m Magic) int { return proofRequestOffset(m) + token.RequestBytes + seal.CounterBytes }
+
+// ProofCookie is the Response's SecretId, Timestamp and Cookie, which a
+// proof carries (docs/protocol.md §11.3).
+type ProofCookie struct {
+	SecretID  uint8
+	Timestamp float64
+	Cookie    cookie.Cookie
+}
 
 // SealedConnLen is the size on the wire of a sealed connection packet with
 // payloadLen payload bytes: ConnHeaderOffset + 42 + payloadLen. A sealed
@@ -43,7 +67,7 @@ func SealedConnLen(m Magic, payloadLen int) int {
 	return sealedHdr(m) + sealedBodyBytes + payloadLen + seal.TagBytes + 1
 }
 
-// ProofLen is the size of every proof packet: ConnHeaderOffset + 1119.
+// ProofLen is the size of every proof packet: ConnHeaderOffset + 1148.
 func ProofLen(m Magic) int { return proofHdr(m) + sealedBodyBytes + seal.TagBytes + 1 }
 
 // SealConn writes h and payload into dst as a sealed connection packet,
@@ -69,20 +93,59 @@ func SealConn(dst []byte, m Magic, h *ConnHeader, payload []byte, s *seal.Sealer
 // datagram (before sealing).
 func SealedPayloadOffset(m Magic) int { return sealedHdr(m) + sealedBodyBytes }
 
-// SealProof writes a proof packet into dst: request (the token.RequestBytes
-// request body of the client's connect token) and h, whose Kind must be
-// KindKeepAlive, sealed by s. It returns ProofLen(m), or 0 as SealConn.
-func SealProof(dst []byte, m Magic, h *ConnHeader, request []byte, s *seal.Sealer) int {
+// SealProof writes a proof packet into dst: pc (the Response's cookie,
+// whose Tag h.Tag must be), request (the token.RequestBytes request body of
+// the client's connect token) and h, whose Kind must be KindKeepAlive,
+// sealed by s (salted with pc.Cookie[0:16]). It returns ProofLen(m), or 0
+// as SealConn.
+func SealProof(dst []byte, m Magic, h *ConnHeader, pc *ProofCookie, request []byte, s *seal.Sealer) int {
 	hdr := proofHdr(m)
 	n := ProofLen(m)
-	if len(dst) < n || len(request) != token.RequestBytes || h.Kind != KindKeepAlive || !sealedHeaderOK(h, 0) {
+	if len(dst) < n || len(request) != token.RequestBytes || h.Kind != KindKeepAlive || !sealedHeaderOK(h, 0) ||
+		pc.SecretID > 1 || h.Tag != cookie.SessionTag(&pc.Cookie) {
 		return 0
 	}
 	putSealedPrefix(dst, m, h)
-	copy(dst[ConnHeaderOffset(m)+4:], request)
+	o := ConnHeaderOffset(m) + 4
+	dst[o] = pc.SecretID
+	binary.LittleEndian.PutUint64(dst[o+1:], math.Float64bits(pc.Timestamp))
+	copy(dst[o+9:o+proofCookieBytes], pc.Cookie[:])
+	copy(dst[o+proofCookieBytes:], request)
 	putSealedBody(dst[hdr:], h)
 	return finishSealed(dst, hdr, n, s)
 }
+
+// ProofCookieOf reads the cookie part of proof packet b (DecodeSealed said
+// proof) into pc. It reports false for a SecretId other than 0 or 1, or a
+// Cookie whose Tag (LE32(Cookie[4:8])) is not the packet's Tag.
+func ProofCookieOf(m Magic, b []byte, pc *ProofCookie) bool {
+	o := ConnHeaderOffset(m) + 4
+	pc.SecretID = b[o]
+	pc.Timestamp = math.Float64frombits(binary.LittleEndian.Uint64(b[o+1:]))
+	copy(pc.Cookie[:], b[o+9:o+proofCookieBytes])
+	return pc.SecretID <= 1 && binary.LittleEndian.Uint32(b[o-4:]) == cookie.SessionTag(&pc.Cookie)
+}
+
+// SealRefusal writes into dst a sealed Disconnect carrying reason, for a
+// proof the server refuses after its token opened (docs/protocol.md
+// §11.3), sealed by s (Init'ed for the refusal: the token's
+// server-to-client key, salted with the proof's cookie) at the reserved
+// counter RefusalCounter(reason). Seq and Ack are derived from the cookie
+// alone, so a refusal repeated for the same cookie and reason is the very
+// same datagram (one nonce, one plaintext). It returns the length, or 0.
+func SealRefusal(dst []byte, m Magic, sessionID, clientID uint8, ck *cookie.Cookie, reason uint8, s *seal.Sealer) int {
+	serverSeq, clientSeq := cookie.Sequences(ck)
+	h := ConnHeader{SessionID: sessionID, ClientID: clientID, Tag: cookie.SessionTag(ck),
+		Seq: serverSeq, Ack: (clientSeq + SeqModulus - 1) % SeqModulus, Kind: KindDisconnect}
+	s.SetNext(RefusalCounter(reason))
+	p := [1]byte{reason}
+	return SealConn(dst, m, &h, p[:], s)
+}
+
+// RefusalCounter is the counter of a sealed refusal with reason: from the
+// top of the counter space, which no connection reaches (a sender stops at
+// 2^64 − 1), one per reason.
+func RefusalCounter(reason uint8) uint64 { return math.MaxUint64 - 256 + uint64(reason) }
 
 func sealedHeaderOK(h *ConnHeader, payloadLen int) bool {
 	return h.SessionID <= 3 && h.ClientID <= 7 && h.Seq < SeqModulus && h.Ack < SeqModulus &&
@@ -138,14 +201,15 @@ func decodeSealed(m Magic, b []byte, pw uint64, h *ConnHeader) (proof bool, r Dr
 	}
 	o := ConnHeaderOffset(m)
 	*h = ConnHeader{SessionID: uint8(pw & 3), ClientID: uint8(pw >> 2 & 7), Tag: binary.LittleEndian.Uint32(b[o:])}
-	proof = len(b) == ProofLen(m) && string(b[o+4:o+4+token.VersionInfoBytes]) == token.VersionInfo
+	v := proofRequestOffset(m)
+	proof = len(b) == ProofLen(m) && string(b[v:v+token.VersionInfoBytes]) == token.VersionInfo
 	return proof, DropNone
 }
 
 // ProofRequest returns the request body of proof packet b (DecodeSealed
 // said proof), borrowed from b.
 func ProofRequest(m Magic, b []byte) []byte {
-	o := ConnHeaderOffset(m) + 4
+	o := proofRequestOffset(m)
 	return b[o : o+token.RequestBytes]
 }
 

@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"bytes"
+	"encoding/binary"
 	"net/netip"
 	"testing"
 	"time"
@@ -132,14 +133,25 @@ func TestSealedDrops(t *testing.T) {
 	}
 }
 
+// testProofCookie is a proof's cookie part whose Tag is tag.
+func testProofCookie(tag uint32) *ProofCookie {
+	pc := &ProofCookie{SecretID: 1, Timestamp: 1795000000.25}
+	for i := range pc.Cookie {
+		pc.Cookie[i] = byte(0xc0 + i)
+	}
+	binary.LittleEndian.PutUint32(pc.Cookie[4:], tag)
+	return pc
+}
+
 func TestProofRoundTrip(t *testing.T) {
 	var m Magic
 	req := testRequest(t)
 	p := newSealedPair(1)
 	h := ConnHeader{ClientID: 3, Tag: 0x01020304, Seq: 5, Ack: 16383, Kind: KindKeepAlive}
+	pc := testProofCookie(h.Tag)
 	buf := make([]byte, 1500)
-	n := SealProof(buf, m, &h, req, &p.cTx)
-	if n != ProofLen(m) || n != 1120 {
+	n := SealProof(buf, m, &h, pc, req, &p.cTx)
+	if n != ProofLen(m) || n != 1149 {
 		t.Fatalf("proof length %d", n)
 	}
 	pkt := buf[:n]
@@ -151,6 +163,24 @@ func TestProofRoundTrip(t *testing.T) {
 	if !bytes.Equal(ProofRequest(m, pkt), req) {
 		t.Fatal("request body differs")
 	}
+	var got ProofCookie
+	if !ProofCookieOf(m, pkt, &got) || got != *pc {
+		t.Fatalf("cookie part %+v, want %+v", got, *pc)
+	}
+	// A cookie of another Tag, or a SecretId past 1, is refused both ways.
+	if SealProof(buf, m, &h, testProofCookie(h.Tag+1), req, &p.cTx) != 0 {
+		t.Fatal("SealProof wrote a proof whose cookie is not its Tag's")
+	}
+	bad := bytes.Clone(pkt)
+	bad[ConnHeaderOffset(m)+4] = 2
+	if ProofCookieOf(m, bad, &got) {
+		t.Fatal("SecretId 2 accepted")
+	}
+	bad = bytes.Clone(pkt)
+	bad[ConnHeaderOffset(m)+4+1+8+5]++
+	if ProofCookieOf(m, bad, &got) {
+		t.Fatal("a cookie of another Tag accepted")
+	}
 	if _, r := OpenProof(m, pkt, &g, &p.sRx); r != DropNone || g != h {
 		t.Fatalf("OpenProof %v %+v", r, g)
 	}
@@ -158,12 +188,12 @@ func TestProofRoundTrip(t *testing.T) {
 	q := newSealedPair(9)
 	var wrong [seal.KeyBytes]byte
 	q.cTx.Init(&wrong, nil)
-	n = SealProof(buf, m, &h, req, &q.cTx)
+	n = SealProof(buf, m, &h, pc, req, &q.cTx)
 	if _, r := OpenProof(m, buf[:n], &g, &newSealedPair(1).sRx); r != DropProofForged {
 		t.Fatalf("forged proof: %v", r)
 	}
 	// A Data packet cannot be a proof.
-	if SealProof(buf, m, &ConnHeader{Kind: KindData}, req, &p.cTx) != 0 {
+	if SealProof(buf, m, &ConnHeader{Kind: KindData}, testProofCookie(0), req, &p.cTx) != 0 {
 		t.Fatal("SealProof wrote a Data proof")
 	}
 }
@@ -196,7 +226,7 @@ func FuzzOpenSealed(f *testing.F) {
 	h := ConnHeader{Tag: 1, Kind: KindData}
 	buf := make([]byte, 1500)
 	f.Add(buf[:SealConn(buf, m, &h, []byte("x"), &p.cTx)])
-	f.Add(buf[:SealProof(buf, m, &ConnHeader{Kind: KindKeepAlive}, testRequest(f), &p.cTx)])
+	f.Add(buf[:SealProof(buf, m, &ConnHeader{Kind: KindKeepAlive}, testProofCookie(0), testRequest(f), &p.cTx)])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) == 0 {
 			return
@@ -208,7 +238,13 @@ func FuzzOpenSealed(f *testing.F) {
 		}
 		q := newSealedPair(1)
 		if proof {
-			_ = ProofRequest(m, b)
+			var pc ProofCookie
+			if ProofCookieOf(m, b, &pc) && (pc.SecretID > 1 || binary.LittleEndian.Uint32(b[ConnHeaderOffset(m):]) != binary.LittleEndian.Uint32(pc.Cookie[4:])) {
+				t.Fatalf("accepted a cookie part that breaks §11.3: %+v", pc)
+			}
+			if len(ProofRequest(m, b)) != token.RequestBytes {
+				t.Fatal("request body size")
+			}
 			_, _ = OpenProof(m, b, &g, &q.sRx)
 			return
 		}
@@ -247,7 +283,7 @@ func TestSealedDecisions(t *testing.T) {
 	h := ConnHeader{ClientID: 3, Tag: 77, Kind: KindData}
 	buf := make([]byte, 1500)
 	data := bytes.Clone(buf[:SealConn(buf, m, &h, []byte("x"), &p.cTx)])
-	proof := bytes.Clone(buf[:SealProof(buf, m, &ConnHeader{ClientID: 3, Tag: 77, Kind: KindKeepAlive}, testRequest(t), &p.cTx)])
+	proof := bytes.Clone(buf[:SealProof(buf, m, &ConnHeader{ClientID: 3, Tag: 77, Kind: KindKeepAlive}, testProofCookie(77), testRequest(t), &p.cTx)])
 	plain := bytes.Clone(buf[:EncodeConn(buf, m, &h, []byte("x"))])
 	src := netip.MustParseAddrPort("192.0.2.1:5000")
 	known := &Peer{Known: true, ClientID: 3, Tag: 77}
@@ -267,8 +303,7 @@ func TestSealedDecisions(t *testing.T) {
 		{"sealed, wrong client id", data, &Peer{Known: true, ClientID: 4, Tag: 77}, ActDrop, DropClientIDMismatch, false},
 		{"unsealed, known (too short to be sealed): in clear, for the caller", plain, known, ActSealed, DropNone, false},
 		{"unsealed, known, wrong tag", plain, &Peer{Known: true, ClientID: 3, Tag: 78}, ActDrop, DropBadSize, false},
-		{"unsealed, unknown", plain, &Peer{}, ActDrop, DropBadSize, false},
-		{"proof, unknown address", proof, &Peer{}, ActDrop, DropNotProof, false},
+		{"proof, unknown address: its cookie is the caller's to check", proof, &Peer{}, ActSealed, DropNone, true},
 
 		{"sealed, unknown: try to move", data, &Peer{}, ActSealedMove, DropNone, false},
 		{"sealed, unknown again", data, &Peer{}, ActSealedMove, DropNone, false},
@@ -286,6 +321,28 @@ func TestSealedDecisions(t *testing.T) {
 		t.Errorf("sealed, recently closed: action %v drop %v", d.Action, d.Drop)
 	}
 	s.cfg.Closed = nil
+	// A connection packet in clear from an unknown address: a client
+	// without a token, told so statelessly (reason 11, its own Tag, no
+	// larger than the packet), under the restart budget.
+	s2 := NewServer(ServerConfig{Sealed: true, SessionID: 0, RestartLimit: Limit{Rate: 1, Burst: 1}}, sec, 1, 1000)
+	s2.Handle(&d, src, plain, 1000, &Peer{}, out)
+	if d.Action != ActNotice || d.Drop != DropTokenRequired || d.ReplyLen != ConnLen(m, KindDisconnect, 1) || d.ReplyLen > len(plain) {
+		t.Fatalf("tokenless: action %v drop %v reply %d", d.Action, d.Drop, d.ReplyLen)
+	}
+	var nh ConnHeader
+	if payload, r := DecodeConn(m, out[:d.ReplyLen], &nh); r != DropNone || nh.Kind != KindDisconnect || nh.Tag != 77 ||
+		nh.ClientID != 3 || payload[0] != DisconnectTokenRequired {
+		t.Fatalf("tokenless notice: %v %+v %v", r, nh, payload)
+	}
+	s2.Handle(&d, src, plain, 1000, &Peer{}, out)
+	if d.Action != ActDrop || d.Drop != DropRateLimited {
+		t.Errorf("tokenless over budget: action %v drop %v", d.Action, d.Drop)
+	}
+	disc := bytes.Clone(buf[:EncodeConn(buf, m, &ConnHeader{ClientID: 3, Tag: 77, Kind: KindDisconnect}, []byte{1})])
+	s2.Handle(&d, netip.MustParseAddrPort("192.0.2.9:1"), disc, 1000, &Peer{}, out)
+	if d.Action != ActDrop || d.Drop != DropTokenRequired {
+		t.Errorf("tokenless Disconnect answered: action %v drop %v", d.Action, d.Drop)
+	}
 	// The cookie of a RestartResponse travels in clear: a sealed server
 	// moves nothing for it.
 	var ck cookie.Cookie

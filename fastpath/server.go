@@ -141,11 +141,13 @@ const (
 	// SessionID, ClientID and tag already checked. Decision.Conn and
 	// Decision.Payload (borrowed from the datagram) carry it.
 	ActConn
-	// ActSealed (sealed mode): a sealed or proof packet (Decision.Proof)
-	// for the connection at this address, SessionID, ClientID and Tag
-	// checked; the rest of Decision.Conn is under the seal. The caller
-	// opens it with the connection's keys (OpenConn), or proves a token
-	// (ProofRequest, OpenProof).
+	// ActSealed (sealed mode): a sealed packet for the connection at this
+	// address, SessionID, ClientID and Tag checked, the rest of
+	// Decision.Conn under the seal, which the caller opens with the
+	// connection's keys (OpenConn); or a proof packet (Decision.Proof)
+	// from any address, within its source's proof budget, whose cookie
+	// (ProofCookie), token (ProofRequest) and inner seal (OpenProof) the
+	// caller checks.
 	ActSealed
 	// ActSealedMove (sealed mode): a sealed packet from an address no
 	// connection holds, within the source's restart budget. The caller
@@ -154,6 +156,12 @@ const (
 	// connection has seen, the connection moves to this address (the
 	// client's NAT rebound). Nothing is ever sent in reply.
 	ActSealedMove
+	// ActNotice (sealed mode): a connection packet in clear from an
+	// address no connection holds, from a client without a connect token.
+	// The reply, a Disconnect in clear with reason 11, is written
+	// (Decision.ReplyLen); the packet counts as the drop Decision.Drop
+	// (DropTokenRequired).
+	ActNotice
 )
 
 // ReplyTo is what a later reply to a proven handshake packet needs from the
@@ -372,7 +380,7 @@ func (s *Server) handleInitial(d *Decision, src netip.AddrPort, h *request, now 
 // unknown one.
 func (s *Server) handleConn(d *Decision, src netip.AddrPort, pkt []byte, pw uint64, now float64, peer *Peer, out []byte) {
 	if s.cfg.Sealed {
-		s.handleSealed(d, src, pkt, pw, now, peer)
+		s.handleSealed(d, src, pkt, pw, now, peer, out)
 		return
 	}
 	payload, r := decodeConn(s.cfg.Magic, pkt, pw, &d.Conn)
@@ -441,15 +449,20 @@ func (s *Server) recentlyClosed(src netip.AddrPort, now float64) bool {
 // here, the sealed part by the caller, which holds the keys. A sealed
 // server never sends RestartHandshake: a client whose address changed is
 // found by its sealed packets instead.
-func (s *Server) handleSealed(d *Decision, src netip.AddrPort, pkt []byte, pw uint64, now float64, peer *Peer) {
+func (s *Server) handleSealed(d *Decision, src netip.AddrPort, pkt []byte, pw uint64, now float64, peer *Peer, out []byte) {
 	proof, r := decodeSealed(s.cfg.Magic, pkt, pw, &d.Conn)
-	if r == DropBadSize && peer.Known {
+	if r == DropBadSize {
 		// Too short to be sealed: perhaps a client without a token,
 		// whose connection packets are in clear.
-		if payload, rc := decodeConn(s.cfg.Magic, pkt, pw, &d.Conn); rc == DropNone &&
-			d.Conn.SessionID == s.cfg.SessionID && d.Conn.ClientID == peer.ClientID && d.Conn.Tag == peer.Tag {
-			d.Action, d.Clear, d.Payload = ActSealed, true, payload
-			return
+		if payload, rc := decodeConn(s.cfg.Magic, pkt, pw, &d.Conn); rc == DropNone && d.Conn.SessionID == s.cfg.SessionID {
+			if !peer.Known {
+				s.tokenRequired(d, src, pkt, now, out)
+				return
+			}
+			if d.Conn.ClientID == peer.ClientID && d.Conn.Tag == peer.Tag {
+				d.Action, d.Clear, d.Payload = ActSealed, true, payload
+				return
+			}
 		}
 	}
 	switch {
@@ -457,19 +470,20 @@ func (s *Server) handleSealed(d *Decision, src netip.AddrPort, pkt []byte, pw ui
 		d.Drop = r
 	case d.Conn.SessionID != s.cfg.SessionID:
 		d.Drop = DropSessionMismatch
+	case proof && !s.proofRL.allow(src, now):
+		// Each proof may cost the caller a cookie check and a token open:
+		// a source gets twice what a client sends (DropProofLimited).
+		d.Drop = DropProofLimited
+	case proof:
+		// From any address: a proof carries its cookie, which the caller
+		// checks (ProofCookie) against the source, as a Response's.
+		d.Action, d.Proof = ActSealed, true
 	case peer.Known && d.Conn.ClientID != peer.ClientID:
 		d.Drop = DropClientIDMismatch
 	case peer.Known && d.Conn.Tag != peer.Tag:
 		d.Drop = DropBadTag
-	case peer.Known && proof && !s.proofRL.allow(src, now):
-		// Each proof may cost the caller a token open: a source gets
-		// twice what a client sends (DropProofLimited).
-		d.Drop = DropProofLimited
 	case peer.Known:
-		d.Action, d.Proof = ActSealed, proof
-	case proof:
-		// A proof belongs to the address its handshake proved.
-		d.Drop = DropNotProof
+		d.Action = ActSealed
 	case s.recentlyClosed(src, now):
 		d.Drop = DropRecentlyDisconnected
 	case s.Shed.NoRestart:
@@ -481,6 +495,53 @@ func (s *Server) handleSealed(d *Decision, src netip.AddrPort, pkt []byte, pw ui
 	default:
 		d.Action = ActSealedMove
 	}
+}
+
+// ProofCookie checks the cookie a proof packet carries (Decision.Proof)
+// against the proof's source, by §4's three rules, as a Response's, and
+// fills d.Cookie and d.Timestamp. A cookie whose Tag is not the packet's,
+// or with a SecretId other than 0 or 1, is DropNotProof.
+func (s *Server) ProofCookie(d *Decision, src netip.AddrPort, pkt []byte, now float64) DropReason {
+	var pc ProofCookie
+	if !ProofCookieOf(s.cfg.Magic, pkt, &pc) {
+		return DropNotProof
+	}
+	if r := s.verify(pc.SecretID, pc.Timestamp, &pc.Cookie, src, now); r != DropNone {
+		return r
+	}
+	d.Cookie, d.Timestamp = pc.Cookie, pc.Timestamp
+	return DropNone
+}
+
+// tokenRequired answers a connection packet in clear from an address no
+// connection holds (d.Conn, with the server's SessionID): a client without
+// a token. It gets a Disconnect in clear, reason 11, with its own Tag
+// (docs/protocol.md §11.3): no larger than the packet, never to a
+// Disconnect, never to a recently closed address, under the source's
+// RestartHandshake budget. Stateless: the reply is made from the packet.
+func (s *Server) tokenRequired(d *Decision, src netip.AddrPort, pkt []byte, now float64, out []byte) {
+	m := s.cfg.Magic
+	switch {
+	case d.Conn.Kind == KindDisconnect || len(pkt) < ConnLen(m, KindDisconnect, 1):
+		d.Drop = DropTokenRequired
+		return
+	case s.recentlyClosed(src, now):
+		d.Drop = DropRecentlyDisconnected
+		return
+	case s.Shed.NoRestart:
+		d.Drop = DropOverload
+		return
+	case !s.restartRL.allow(src, now):
+		d.Drop = DropRateLimited
+		return
+	}
+	h := ConnHeader{SessionID: d.Conn.SessionID, ClientID: d.Conn.ClientID, Tag: d.Conn.Tag,
+		Seq: (d.Conn.Ack + 1) & (SeqModulus - 1), Ack: d.Conn.Seq, Kind: KindDisconnect}
+	p := [1]byte{DisconnectTokenRequired}
+	if d.ReplyLen = EncodeConn(out, m, &h, p[:]); d.ReplyLen > 0 {
+		d.Action = ActNotice
+	}
+	d.Drop = DropTokenRequired
 }
 
 // newProofLimiter is a sealed server's per-source proof budget (nil when
@@ -579,14 +640,14 @@ func (s *Server) proven(d *Decision, h *request, src netip.AddrPort, now float64
 		d.Drop = DropSessionMismatch
 		return false
 	}
-	d.Drop = s.verify(h, src, now)
+	d.Drop = s.verify(h.SecretID, h.Timestamp, &h.Cookie, src, now)
 	return d.Drop == DropNone
 }
 
-// verify checks a Response's or RestartResponse's cookie against the source
-// (§4 rules 1–3).
-func (s *Server) verify(h *request, src netip.AddrPort, now float64) DropReason {
-	switch s.signer.Verify(h.SecretID, h.Timestamp, src, &h.Cookie, now) {
+// verify checks the cookie of a Response, a RestartResponse or a proof
+// against the source (§4 rules 1–3).
+func (s *Server) verify(secretID uint8, ts float64, ck *cookie.Cookie, src netip.AddrPort, now float64) DropReason {
+	switch s.signer.Verify(secretID, ts, src, ck, now) {
 	case cookie.Valid:
 		return DropNone
 	case cookie.Expired:

@@ -64,7 +64,7 @@ type Collector struct {
 	promoRunning, promoQueued, promoRejected       *prometheus.Desc
 	promoPanics                                    *prometheus.Desc
 	overload, overloadChanges, connless            *prometheus.Desc
-	unproven, proofs, proofTimeouts, evicted       *prometheus.Desc
+	proofs                                         *prometheus.Desc
 	messageDrops, messageHeld                      *prometheus.Desc
 	rttPercentile, rttSampled                      *prometheus.Desc
 
@@ -141,12 +141,9 @@ func NewCollector(srv *conn.Server) *Collector {
 		overloadChanges: d("overload_level_changes_total", "Overload level changes."),
 		connless:        d("connectionless_received_total", "Datagrams from addresses that hold no connection (handshakes, strays, attacks): what overload control watches."),
 
-		unproven:      d("unproven_connections", "Sealed mode: connections waiting for their connect token's proof now (not in udpgate_connections)."),
-		proofs:        d("token_proofs_total", "Sealed mode: connect tokens proven (connections admitted)."),
-		proofTimeouts: d("proof_timeouts_total", "Sealed mode: unproven connections closed at the proof timeout."),
-		evicted:       d("unproven_evicted_total", "Sealed mode: unproven connections closed to make room for newer ones (max-unproven reached)."),
-		messageDrops:  d("message_drops_total", "Message entries and Messages packets the message layer dropped, by reason (message.DropReason; over_budget packets are left unacknowledged and resent).", "reason"),
-		messageHeld:   d("message_receive_held_bytes", "Bytes held now for out-of-order and partly reassembled messages, over all connections (bounded by the messages receive budget)."),
+		proofs:       d("token_proofs_total", "Sealed mode: connect tokens proven (connections admitted)."),
+		messageDrops: d("message_drops_total", "Message entries and Messages packets the message layer dropped, by reason (message.DropReason; over_budget packets are left unacknowledged and resent).", "reason"),
+		messageHeld:  d("message_receive_held_bytes", "Bytes held now for out-of-order and partly reassembled messages, over all connections (bounded by the messages receive budget)."),
 
 		rttPercentile: d("connection_rtt_seconds", "Smoothed RTT of the connections open now, by percentile over them (100: the slowest), read at scrape time from at most "+strconv.Itoa(RTTSampleLimit)+" connections; NaN when none has measured an RTT.", "percentile"),
 		rttSampled:    d("connection_rtt_sampled", "Connections open now that udpgate_connection_rtt_seconds describes: those that measured an RTT, at most "+strconv.Itoa(RTTSampleLimit)+"."),
@@ -189,7 +186,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.connections, c.accepted, c.disconnects,
 		c.promoRunning, c.promoQueued, c.promoRejected, c.promoPanics,
 		c.overload, c.overloadChanges, c.connless,
-		c.unproven, c.proofs, c.proofTimeouts, c.evicted,
+		c.proofs,
 		c.messageDrops, c.messageHeld,
 		c.rttPercentile, c.rttSampled,
 	} {
@@ -250,7 +247,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.connections, float64(st.Connections))
 	counter(c.accepted, st.Accepted)
 	// Reasons 1..4 end connections; the sealed mode's refusals (5..9)
-	// end unproven ones, which are counted as drops by reason instead.
+	// refuse proofs, which are counted as drops by reason instead.
 	for r := conn.ReasonClosed; r <= conn.ReasonReplaced; r++ {
 		counter(c.disconnects, st.Disconnects[r], r.Label())
 	}
@@ -261,10 +258,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.overload, float64(st.OverloadLevel))
 	counter(c.overloadChanges, st.OverloadChanges)
 	counter(c.connless, st.Connectionless)
-	gauge(c.unproven, float64(st.Unproven))
 	counter(c.proofs, st.Proofs)
-	counter(c.proofTimeouts, st.ProofTimeouts)
-	counter(c.evicted, st.UnprovenEvicted)
 	for r := 1; r < len(st.MessageDrops); r++ { // 0 is DropNone
 		counter(c.messageDrops, st.MessageDrops[r], message.DropReason(r).Label())
 	}

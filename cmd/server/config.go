@@ -74,8 +74,6 @@ type values struct {
 	privateKeyFile      string
 	protocolID          protocolID
 	publicAddresses     string
-	proofTimeout        time.Duration
-	maxUnproven         int
 }
 
 // options are the loaded settings and where each came from.
@@ -192,8 +190,6 @@ func (o *options) newFlagSet() *flag.FlagSet {
 	fs.StringVar(&o.privateKeyFile, "private-key-file", "", "turns sealed mode on: a file holding the 32-byte private key shared with the game's backend, as 64 hex characters (make one with: "+sealflag.MakeKey+"); or give the hex in "+envPrivateKey+". Empty: unsealed (UE-compatible)")
 	fs.Var(&o.protocolID, "protocol-id", "sealed mode: the game's protocol id, a 64-bit number in `hex` (with or without 0x), the same the backend puts in its connect tokens; required with a private key")
 	fs.StringVar(&o.publicAddresses, "public-addresses", "", "sealed mode: the IP:port addresses clients are sent to, comma-separated, as the backend lists them in its tokens (empty: the -listen address, or with -agones the GameServer's address and port; required otherwise when -listen is 0.0.0.0 or [::])")
-	fs.DurationVar(&o.proofTimeout, "proof-timeout", conn.DefaultProofTimeout, fmt.Sprintf("sealed mode: close a connection that has not proven a connect token within this long after its handshake, at most %v", conn.MaxProofTimeout))
-	fs.IntVar(&o.maxUnproven, "max-unproven", conn.DefaultMaxUnproven, "sealed mode: most connections waiting to prove a token, apart from -max-clients; a new one beyond it closes the oldest, so handshakes without tokens cannot lock players out")
 	fs.StringVar(&o.configPath, flagConfig, "", "TOML config file to load (settings as keys named like the flags, e.g. max-clients = 5000); re-read on SIGHUP")
 	fs.BoolVar(&o.printConfig, flagPrintConfig, false, "print the effective configuration as a config file and exit")
 	fs.BoolVar(&o.printVersion, flagVersion, false, "print the version and exit")
@@ -672,12 +668,6 @@ func (o *options) validateSealed(bad func(name, format string, args ...any)) []e
 	} else if ap, err := netip.ParseAddrPort(o.listen); err == nil && ap.Addr().IsUnspecified() || err != nil && checkHostPort(o.listen) == nil {
 		bad("listen", "sealed mode needs -public-addresses when the server listens on all addresses or a host name: a connect token lists the IP:port addresses clients send to, and the server admits only tokens that list one of its own; give them, e.g. -public-addresses 203.0.113.7:7777")
 	}
-	if o.proofTimeout <= 0 || o.proofTimeout > conn.MaxProofTimeout {
-		bad("proof-timeout", "must be more than 0 and at most %v (the protocol's bound on a connection without a proven token)", conn.MaxProofTimeout)
-	}
-	if o.maxUnproven < 1 {
-		bad("max-unproven", "must be at least 1 (default %d)", conn.DefaultMaxUnproven)
-	}
 	return errs
 }
 
@@ -732,7 +722,7 @@ func settingOrder(fs *flag.FlagSet) []string {
 var definitionOrder = []string{
 	"listen", "sockets", "batch", "max-clients", "max-clients-per-ip", "max-clients-per-prefix", "max-datagram",
 	"dscp", "magic", "session-id", "network-version", "network-features",
-	"private-key-file", "protocol-id", "public-addresses", "proof-timeout", "max-unproven",
+	"private-key-file", "protocol-id", "public-addresses",
 	"timeout", "challenge-rate", "challenge-rate-per-ip", "challenge-rate-per-prefix", "steer", "overload", "app", "messages", "message-max-size", "message-send-rate", "log-level", "log-format", "summary",
 	"metrics", "pprof", "drain-timeout", "agones", "agones-players", "agones-port-name",
 }

@@ -52,7 +52,6 @@ func TestDefaults(t *testing.T) {
 		messages: true, messageMaxSize: message.DefaultMaxMessageSize, messageSendRate: message.DefaultSendRate,
 		challengeRateIP: 64, challengeRatePrefix: 256, steer: true,
 		summary: 10 * time.Second, pprof: true, agonesPlayers: true,
-		proofTimeout: conn.DefaultProofTimeout, maxUnproven: conn.DefaultMaxUnproven,
 	}
 	if o.values != want {
 		t.Errorf("defaults %+v, want %+v", o.values, want)

@@ -392,8 +392,6 @@ func (o *options) config(logger *slog.Logger, h conn.Handler) conn.Config {
 		cfg.PrivateKey = o.privateKey
 		cfg.ProtocolID = uint64(o.protocolID)
 		cfg.PublicAddresses = o.publicAddrs
-		cfg.ProofTimeout = o.proofTimeout
-		cfg.MaxUnproven = o.maxUnproven
 	}
 	return cfg
 }

@@ -58,7 +58,7 @@ func TestSealedSettings(t *testing.T) {
 		{name: "key file", args: []string{"-private-key-file", good, "-protocol-id", "0x1122334455667788"}, id: 0x1122334455667788},
 		{name: "key in environment", env: []string{"UDPGATE_PRIVATE_KEY", testKeyHex + "\n", "UDPGATE_PROTOCOL_ID", "abc"}, id: 0xabc},
 		{name: "key file from environment", env: []string{"UDPGATE_PRIVATE_KEY_FILE", good, "UDPGATE_PROTOCOL_ID", "0"}},
-		{name: "config file", file: "private-key-file = \"" + good + "\"\nprotocol-id = \"0x10\"\npublic-addresses = \"127.0.0.1:7777, [::1]:7777\"\nproof-timeout = \"2s\"\nmax-unproven = 100\n",
+		{name: "config file", file: "private-key-file = \"" + good + "\"\nprotocol-id = \"0x10\"\npublic-addresses = \"127.0.0.1:7777, [::1]:7777\"\n",
 			id: 0x10, public: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:7777"), netip.MustParseAddrPort("[::1]:7777")}},
 		{name: "all addresses with agones", args: []string{"-listen", "0.0.0.0:7777", "-agones", "-private-key-file", good, "-protocol-id", "1"},
 			id: 1},
@@ -99,10 +99,6 @@ func TestSealedSettings(t *testing.T) {
 			want: []string{`-public-addresses "game.example:7777"`, "IP addresses, not host names"}},
 		{name: "public addresses unspecified", args: []string{"-private-key-file", good, "-protocol-id", "1", "-public-addresses", "0.0.0.0:7777"},
 			want: []string{"unspecified address"}},
-		{name: "proof timeout", args: []string{"-private-key-file", good, "-protocol-id", "1", "-proof-timeout", "6s"},
-			want: []string{"-proof-timeout 6s", "at most 5s"}},
-		{name: "max unproven", args: []string{"-private-key-file", good, "-protocol-id", "1", "-max-unproven", "0"},
-			want: []string{"-max-unproven 0", "at least 1"}},
 		{name: "protocol id without key", args: []string{"-protocol-id", "1"},
 			want: []string{"-protocol-id 0x1", "sealed mode is off: give the private key (-private-key-file, or UDPGATE_PRIVATE_KEY)"}},
 		{name: "public addresses without key", file: "public-addresses = \"127.0.0.1:7777\"\n",
@@ -147,7 +143,7 @@ func TestSealedSettings(t *testing.T) {
 // TestUnsealedByDefault: no key, no sealed mode; the sealed tunables at
 // their defaults (as -print-config writes them) are no error.
 func TestUnsealedByDefault(t *testing.T) {
-	o, err := load([]string{"-config", writeFile(t, "protocol-id = \"0x0\"\npublic-addresses = \"\"\nproof-timeout = \"5s\"\nmax-unproven = 4096\n")}, env(), io.Discard)
+	o, err := load([]string{"-config", writeFile(t, "protocol-id = \"0x0\"\npublic-addresses = \"\"\n")}, env(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

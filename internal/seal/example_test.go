@@ -25,7 +25,7 @@ import (
 // The layout, with o = fastpath.ConnHeaderOffset(M):
 //
 //	sealed packet: prefix (o) ‖ Tag (4) ‖ Counter (8) ‖ seal(Seq Ack AckBits Kind payload) ‖ MAC (16) ‖ 0x01
-//	proof packet:  prefix (o) ‖ Tag (4) ‖ token.Request (1077) ‖ Counter (8) ‖ seal(Seq Ack AckBits Kind=KeepAlive) ‖ MAC (16) ‖ 0x01
+//	proof packet:  prefix (o) ‖ Tag (4) ‖ SecretId (1) ‖ Timestamp (8) ‖ Cookie (20) ‖ token.Request (1077) ‖ Counter (8) ‖ seal(Seq Ack AckBits Kind=KeepAlive) ‖ MAC (16) ‖ 0x01
 //
 // The associated data is everything before the ciphertext.
 
@@ -37,11 +37,11 @@ func proofLen(m fastpath.Magic) int { return fastpath.ProofLen(m) }
 // appendSealed appends a sealed connection packet (or, with a request
 // body, a proof packet) made by fastpath's encoder, sealed by s: the golden
 // file pins the implementation, not a copy of it.
-func appendSealed(dst []byte, m fastpath.Magic, h *fastpath.ConnHeader, payload []byte, proof []byte, s *seal.Sealer) []byte {
+func appendSealed(dst []byte, m fastpath.Magic, h *fastpath.ConnHeader, payload []byte, proof []byte, pc *fastpath.ProofCookie, s *seal.Sealer) []byte {
 	var buf [fastpath.MaxDatagramLimit]byte
 	var n int
 	if proof != nil {
-		n = fastpath.SealProof(buf[:], m, h, proof, s)
+		n = fastpath.SealProof(buf[:], m, h, pc, proof, s)
 	} else {
 		n = fastpath.SealConn(buf[:], m, h, payload, s)
 	}
@@ -61,7 +61,7 @@ func openSealed(t *testing.T, b []byte, m fastpath.Magic, proof bool, o *seal.Op
 	b = bytes.Clone(b[:len(b)-1])
 	hdr := fastpath.ConnHeaderOffset(m) + 4 + seal.CounterBytes
 	if proof {
-		hdr += token.RequestBytes
+		hdr += 1 + 8 + cookie.Size + token.RequestBytes
 	}
 	plain, _, err := o.Open(b, hdr)
 	if err != nil {
@@ -114,6 +114,9 @@ func TestSealedExample(t *testing.T) {
 		t.Fatal("cookie")
 	}
 	salt := (*[seal.SaltBytes]byte)(ck[:seal.SaltBytes])
+	// The Response's SecretId and Timestamp, which the proof carries
+	// with the cookie (the server checks them again, §4).
+	pc := &fastpath.ProofCookie{SecretID: 1, Timestamp: 1700000001.5, Cookie: ck}
 	const sessionID, clientID = 1, 5
 	var c2s, s2c seal.Sealer
 	c2s.Init(&tok.ClientToServerKey, salt)
@@ -130,22 +133,22 @@ func TestSealedExample(t *testing.T) {
 		payload []byte
 	}
 	pkts := []pkt{
-		{"proof, client → server (counter 0)", appendSealed(nil, m, hdr(clientSeq, serverSeq-1, 0, fastpath.KindKeepAlive), nil, body, &c2s), true, true, fastpath.KindKeepAlive, nil},
-		{"KeepAlive, server → client (counter 0)", appendSealed(nil, m, hdr(serverSeq, clientSeq, 0, fastpath.KindKeepAlive), nil, nil, &s2c), false, false, fastpath.KindKeepAlive, nil},
-		{"Data \"hello, sealed world\", client → server (counter 1)", appendSealed(nil, m, hdr(clientSeq+1, serverSeq, 0, fastpath.KindData), []byte("hello, sealed world"), nil, &c2s), false, true, fastpath.KindData, []byte("hello, sealed world")},
-		{"Data \"echo\", server → client (counter 1)", appendSealed(nil, m, hdr(serverSeq+1, clientSeq+1, 1, fastpath.KindData), []byte("echo"), nil, &s2c), false, false, fastpath.KindData, []byte("echo")},
-		{"Disconnect reason 1, client → server (counter 2)", appendSealed(nil, m, hdr(clientSeq+2, serverSeq+1, 0, fastpath.KindDisconnect), []byte{1}, nil, &c2s), false, true, fastpath.KindDisconnect, []byte{1}},
+		{"proof, client → server (counter 0)", appendSealed(nil, m, hdr(clientSeq, serverSeq-1, 0, fastpath.KindKeepAlive), nil, body, pc, &c2s), true, true, fastpath.KindKeepAlive, nil},
+		{"KeepAlive, server → client (counter 0)", appendSealed(nil, m, hdr(serverSeq, clientSeq, 0, fastpath.KindKeepAlive), nil, nil, nil, &s2c), false, false, fastpath.KindKeepAlive, nil},
+		{"Data \"hello, sealed world\", client → server (counter 1)", appendSealed(nil, m, hdr(clientSeq+1, serverSeq, 0, fastpath.KindData), []byte("hello, sealed world"), nil, nil, &c2s), false, true, fastpath.KindData, []byte("hello, sealed world")},
+		{"Data \"echo\", server → client (counter 1)", appendSealed(nil, m, hdr(serverSeq+1, clientSeq+1, 1, fastpath.KindData), []byte("echo"), nil, nil, &s2c), false, false, fastpath.KindData, []byte("echo")},
+		{"Disconnect reason 1, client → server (counter 2)", appendSealed(nil, m, hdr(clientSeq+2, serverSeq+1, 0, fastpath.KindDisconnect), []byte{1}, nil, nil, &c2s), false, true, fastpath.KindDisconnect, []byte{1}},
 	}
 
 	// The receivers: the server learns the keys from the proof's token.
 	opener := token.NewOpener(&privateKey, 0x1122334455667788)
 	var priv token.Private
 	proof := pkts[0].b
-	if len(proof) != proofLen(m) || len(proof) != 1120 {
+	if len(proof) != proofLen(m) || len(proof) != 1149 {
 		t.Fatalf("proof is %d bytes", len(proof))
 	}
 	o := fastpath.ConnHeaderOffset(m)
-	if err := opener.OpenRequest(&priv, proof[o+4:o+4+token.RequestBytes], time.Unix(1700000001, 0)); err != nil {
+	if err := opener.OpenRequest(&priv, fastpath.ProofRequest(m, proof), time.Unix(1700000001, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if !priv.HasServerAddress(server) {
@@ -175,6 +178,7 @@ func TestSealedExample(t *testing.T) {
 	fmt.Fprintf(&out, "# Generated by TestSealedExample (go test ./internal/seal -run SealedExample -update).\n")
 	fmt.Fprintf(&out, "# No magic header (o = 1), SessionID %d, ClientID %d. Authorised cookie %x:\n", sessionID, clientID, ck[:])
 	fmt.Fprintf(&out, "# Tag %#08x, ServerSeq %#04x, ClientSeq %#04x, salt = cookie[0:16].\n", tag, serverSeq, clientSeq)
+	fmt.Fprintf(&out, "# The Response (and so the proof) had SecretId %d, Timestamp %.1f (f64 LE).\n", pc.SecretID, pc.Timestamp)
 	fmt.Fprintf(&out, "# Token: private key 606abe6e…b715aba1, protocol id 0x1122334455667788, client id 0x8877665544332211,\n")
 	fmt.Fprintf(&out, "# server 127.0.0.1:40000, created 1700000000, expires 1700000030, timeout 10, nonce 00..17,\n")
 	fmt.Fprintf(&out, "# client→server key 40..5f, server→client key 80..9f, user data \"example user data\".\n")
@@ -188,6 +192,9 @@ func TestSealedExample(t *testing.T) {
 		field("prefix", o)
 		field("tag", 4)
 		if p.proof {
+			field("cookie.secret_id", 1)
+			field("cookie.timestamp", 8)
+			field("cookie.cookie", cookie.Size)
 			field("request.version", token.VersionInfoBytes)
 			field("request.protocol_id", 8)
 			field("request.expire", 8)

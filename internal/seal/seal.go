@@ -85,6 +85,11 @@ func (s *Sealer) Init(key *[KeyBytes]byte, salt *[SaltBytes]byte) {
 // Next is the counter the next packet will carry.
 func (s *Sealer) Next() uint64 { return s.next }
 
+// SetNext makes n the counter of the next packet. Only for a one-off
+// packet at a counter reserved for it (a server's refusal): a connection's
+// counters only go up.
+func (s *Sealer) SetNext(n uint64) { s.next = n }
+
 // Seal writes the next counter into b[hdr-CounterBytes:hdr], encrypts
 // b[hdr:] in place with b[:hdr] (counter included) as associated data, and
 // returns b extended by the tag: b[:len(b)+TagBytes]. b must have that

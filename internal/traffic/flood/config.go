@@ -88,7 +88,7 @@ const (
 	// VersionUpgrade, at most 4/s per source and 512 per 300 s in total.
 	KindVersion
 	// KindProof (sealed mode, docs/protocol.md §11): hostile proof
-	// packets on the source's own unproven connection (see Config.
+	// packets carrying the source's own handshake cookie (see Config.
 	// ProtocolID): tokens for another protocol id, expired, sealed under
 	// another key, bit-flipped; proofs with a broken version info,
 	// truncated, oversized; with Config.PrivateKey also tokens that open

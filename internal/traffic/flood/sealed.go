@@ -2,6 +2,7 @@ package flood
 
 import (
 	"crypto/rand"
+	"encoding/binary"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -14,13 +15,14 @@ import (
 	"github.com/udpgate/udpgate/token"
 )
 
-// Sealed-mode kinds (docs/protocol.md §11). A sealed server drops a proof
-// from an address that holds no connection before any token check, so to
-// reach those checks each source first completes the handshake (Initial,
-// Challenge, Response, Ack), as an attacker would, and then sends hostile
-// proofs and sealed packets on its own unproven connection. That
-// connection lives until the server's proof timeout (at most 5 s) or its
-// first refusal; later datagrams test the cheaper drops.
+// Sealed-mode kinds (docs/protocol.md §11). A proof carries its
+// handshake's cookie, which the server checks against the proof's source
+// before any token check, so to reach those checks each source first
+// completes the handshake (Initial, Challenge, Response, Ack), as an
+// attacker would, and then sends hostile proofs (carrying its own cookie)
+// and sealed packets; the server keeps nothing for it. A source that did
+// not connect sends proofs with a made-up cookie, which the cookie check
+// drops.
 
 // perSourceVariants is how many datagrams of each sealed-mode kind a
 // connected source has (its own Tag is in each): with the default 200
@@ -45,6 +47,8 @@ type sourceConn struct {
 	id     fastpath.ConnHeader
 	seqs   fastpath.SeqState
 	cookie cookie.Cookie
+	// pc: the Response's cookie, which its proofs carry.
+	pc fastpath.ProofCookie
 }
 
 // connectSources runs every source's handshake at once (the receivers must
@@ -135,6 +139,8 @@ func (c *sourceConn) event(ev fastpath.ClientEvent) {
 	case fastpath.EventConnected:
 		c.ok = true
 		c.cookie = c.hs.Cookie()
+		c.pc.SecretID, c.pc.Timestamp = c.hs.CookieOrigin()
+		c.pc.Cookie = c.cookie
 		c.id = fastpath.ConnHeader{SessionID: c.hs.SessionID(), ClientID: c.id8, Tag: cookie.SessionTag(&c.cookie)}
 		srv, cli := cookie.Sequences(&c.cookie)
 		c.seqs.Init(cli, srv, 0)
@@ -152,6 +158,7 @@ const (
 	pTruncated            // a proof cut short
 	pOversize             // a proof with bytes after it, within or past MaxDatagram
 	pRandomBody           // the right version info, then random bytes
+	pBadCookie            // a cookie part that is no Response's (SecretId 2): not_proof
 	pForeign              // opens, but lists another server: token_foreign_server
 	pForgedSeal           // opens, lists this server, inner seal forged: proof_forged
 	numProof
@@ -195,12 +202,24 @@ func (b *builder) proof(dst []byte, v int, c *sourceConn) int {
 	if v == pForgedSeal {
 		sealKey = b.randomKey()
 	}
+	// The cookie part: the source's own Response cookie, else a random
+	// cookie with the packet's Tag (it fails the server's cookie check).
+	var pc fastpath.ProofCookie
+	if c != nil && c.ok {
+		pc = c.pc
+		pc.Cookie = c.cookie
+	} else {
+		b.rnd.Fill(pc.Cookie[:])
+		binary.LittleEndian.PutUint32(pc.Cookie[4:], h.Tag)
+		pc.Timestamp = float64(time.Now().Unix())
+		copy(salt[:], pc.Cookie[:])
+	}
 	s.Init(sealKey, salt)
-	n := fastpath.SealProof(dst, b.m, &h, req, &s)
+	n := fastpath.SealProof(dst, b.m, &h, &pc, req, &s)
 	if n == 0 {
 		panic("flood: a template proof does not seal; the builder is wrong")
 	}
-	at := fastpath.ConnHeaderOffset(b.m) + 4
+	at := fastpath.ProofVersionOffset(b.m)
 	switch v {
 	case pBitFlip:
 		// Anywhere in the nonce or the sealed private part.
@@ -223,6 +242,8 @@ func (b *builder) proof(dst []byte, v int, c *sourceConn) int {
 		return n + extra
 	case pRandomBody:
 		b.rnd.Fill(dst[at+token.VersionInfoBytes : n-1])
+	case pBadCookie:
+		dst[fastpath.ConnHeaderOffset(b.m)+4] = 2
 	}
 	return n
 }

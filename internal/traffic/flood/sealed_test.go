@@ -84,6 +84,10 @@ func judgeProof(t *testing.T, st *settings, c *sourceConn, key *[token.KeyBytes]
 	if r != fastpath.DropNone || !proof {
 		return "not_proof"
 	}
+	var pc fastpath.ProofCookie
+	if !fastpath.ProofCookieOf(st.magic, p, &pc) {
+		return "not_proof"
+	}
 	if h.Tag != c.id.Tag || h.ClientID != c.id.ClientID || h.SessionID != c.id.SessionID {
 		t.Fatalf("proof for another connection: %+v", h)
 	}
@@ -107,9 +111,9 @@ func judgeProof(t *testing.T, st *settings, c *sourceConn, key *[token.KeyBytes]
 }
 
 // TestSealedTemplatesUnconnected: without a connection the sealed-mode
-// kinds carry random Tags; a sealed server's decision drops every proof
-// from an address without a connection and lets sealed packets try to move
-// a connection (which their seal cannot open), never more.
+// kinds carry random Tags and made-up cookies; every proof a sealed
+// server's decision passes on fails the cookie check, and sealed packets
+// may try to move a connection (which their seal cannot open), never more.
 func TestSealedTemplatesUnconnected(t *testing.T) {
 	st, err := Config{Server: testServer, Mix: Mix{KindProof: 1, KindSealed: 1}, ProtocolID: 1}.settings()
 	if err != nil {
@@ -136,6 +140,12 @@ func TestSealedTemplatesUnconnected(t *testing.T) {
 			srv.Handle(&d, from, p, now+1, &fastpath.Peer{}, out)
 			switch d.Action {
 			case fastpath.ActDrop:
+			case fastpath.ActSealed:
+				if !d.Proof || Kind(k) != KindProof {
+					t.Errorf("%v variant %d: a sealed packet for a connection", Kind(k), i)
+				} else if r := srv.ProofCookie(&d, from, p, now+1); r == fastpath.DropNone {
+					t.Errorf("proof variant %d: its made-up cookie checks", i)
+				}
 			case fastpath.ActSealedMove:
 				if Kind(k) == KindProof {
 					var h fastpath.ConnHeader
@@ -202,7 +212,7 @@ func TestFloodSealedServer(t *testing.T) {
 	// The server publishes its counters per batch, which may be after its
 	// replies arrived here.
 	reasons := []fastpath.DropReason{fastpath.DropTokenProtocol, fastpath.DropTokenExpired, fastpath.DropTokenInvalid,
-		fastpath.DropTokenForeignServer, fastpath.DropProofForged, fastpath.DropNotProof, fastpath.DropTooLarge}
+		fastpath.DropTokenForeignServer, fastpath.DropProofForged, fastpath.DropTooLarge}
 	conntest.Eventually(t, fmt.Sprintf("server drop counters %v to move", reasons), func() bool {
 		st := srv.Stats()
 		for _, r := range reasons {

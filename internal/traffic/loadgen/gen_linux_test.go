@@ -336,8 +336,8 @@ func TestSealedDataMode(t *testing.T) {
 	t.Logf("connect: %d in %v (%.0f/s), p50 %v p99 %v, %d packets, %d proofs", c.Connected, c.Elapsed, c.PerSecond(),
 		c.Latency.P50, c.Latency.P99, c.Packets, c.Proofs)
 	st := s.Stats()
-	if c.Connected != 300 || c.Failed != 0 || c.Proofs < 300 || c.Packets < 900 || s.Len() != 300 || st.Proofs != 300 || st.Unproven != 0 {
-		t.Fatalf("connect: %+v; server has %d, %d proofs, %d unproven", c, s.Len(), st.Proofs, st.Unproven)
+	if c.Connected != 300 || c.Failed != 0 || c.Proofs < 300 || c.Packets < 900 || s.Len() != 300 || st.Proofs != 300 || st.Accepted != 300 {
+		t.Fatalf("connect: %+v; server has %d, %d proofs, %d accepted", c, s.Len(), st.Proofs, st.Accepted)
 	}
 	r, err := g.Run(context.Background(), RunSpec{Warmup: 50 * time.Millisecond, Window: 300 * time.Millisecond})
 	checkRun(t, r, err)

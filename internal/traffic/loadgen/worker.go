@@ -64,9 +64,11 @@ type worker struct {
 	// it), made when its Ack arrives, and when it last sent a proof.
 	sealers []seal.Sealer
 	openers []seal.Opener
-	proofAt []int64
-	ackAt   []int64
-	request []byte // a proof's request body, before SealProof copies it
+	// proofCookies: the Response's cookie each client's proofs carry.
+	proofCookies []fastpath.ProofCookie
+	proofAt      []int64
+	ackAt        []int64
+	request      []byte // a proof's request body, before SealProof copies it
 	// msg: Config.Messages' state (messages.go); nil without messages.
 	msg *workerMsgs
 
@@ -133,6 +135,7 @@ func newWorker(g *Generator, idx int, s *sock) *worker {
 		if cfg.sealed() {
 			w.sealers = make([]seal.Sealer, n)
 			w.openers = make([]seal.Opener, n)
+			w.proofCookies = make([]fastpath.ProofCookie, n)
 			w.proofAt = make([]int64, n)
 			w.ackAt = make([]int64, n)
 			w.payOff = fastpath.SealedPayloadOffset(cfg.Magic)
@@ -390,6 +393,8 @@ func (w *worker) handshakeEvent(h *fastpath.ClientHandshake, j int, ev fastpath.
 			w.seqs[j].Init(c, s, seconds(now))
 		}
 		if w.sealers != nil {
+			pc := &w.proofCookies[j]
+			pc.SecretID, pc.Timestamp = h.CookieOrigin()
 			return w.startProof(j, &ck, now, sent)
 		}
 		w.connected(j, start, now, sent)
@@ -430,8 +435,8 @@ func (w *worker) connected(j int, start, now int64, sent []uint8) {
 
 // ---- Sealed mode: proving the token (docs/protocol.md §11.3) ----
 
-// startProof begins client j's proof once its Ack (authorised cookie ck)
-// is in: make its token's sealer and opener, salted with the cookie, and
+// startProof begins client j's proof once its Ack (authorised cookie ck,
+// whose SecretId and Timestamp are in w.proofCookies[j]) is in: make its token's sealer and opener, salted with the cookie, and
 // send the first proof. It returns 1 if the client failed.
 func (w *worker) startProof(j int, ck *cookie.Cookie, now int64, sent []uint8) int {
 	tok, err := w.g.tokens.token(w.global(j))
@@ -445,6 +450,7 @@ func (w *worker) startProof(j int, ck *cookie.Cookie, now int64, sent []uint8) i
 		w.ctr.loc[cHandshakeFailures]++
 		return 1
 	}
+	w.proofCookies[j].Cookie = *ck
 	salt := (*[seal.SaltBytes]byte)(ck[:seal.SaltBytes])
 	w.sealers[j].Init(&tok.ClientToServerKey, salt)
 	w.openers[j].Init(&tok.ServerToClientKey, salt)
@@ -465,7 +471,7 @@ func (w *worker) sendProof(j int, tok *token.ConnectToken, now int64, sent []uin
 		Seq: seq, Ack: ack, AckBits: ackBits, Kind: fastpath.KindKeepAlive}
 	req := tok.Request()
 	w.request, _ = req.AppendBinary(w.request[:0])
-	n := fastpath.SealProof(buf, w.cfg.Magic, &h, w.request, &w.sealers[j])
+	n := fastpath.SealProof(buf, w.cfg.Magic, &h, &w.proofCookies[j], w.request, &w.sealers[j])
 	w.proofAt[j] = now
 	if n == 0 {
 		return // the counter is exhausted: the proof times out
