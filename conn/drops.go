@@ -1,6 +1,8 @@
 package conn
 
-import "github.com/udpgate/udpgate/fastpath"
+import (
+	"github.com/udpgate/udpgate/internal/protocol"
+)
 
 // DropReason is why a datagram was dropped: the index of Stats.Drops and of
 // Client.Drops. The reasons are the protocol's (docs/protocol.md); String
@@ -8,7 +10,7 @@ import "github.com/udpgate/udpgate/fastpath"
 type DropReason uint8
 
 // NumDropReasons is the number of drop reasons, the length of Stats.Drops.
-const NumDropReasons = DropReason(fastpath.NumDropReasons)
+const NumDropReasons = DropReason(protocol.NumDropReasons)
 
 // String is the reason's name, such as "bad_cookie".
-func (r DropReason) String() string { return fastpath.DropReason(r).String() }
+func (r DropReason) String() string { return protocol.DropReason(r).String() }

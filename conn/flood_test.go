@@ -23,9 +23,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/internal/conntest"
 	"github.com/udpgate/udpgate/internal/flood"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -198,8 +198,8 @@ func floodWithClients(t *testing.T, sealed bool) {
 	case sealed:
 		// (A malformed proof fails its size or version info first: it is
 		// counted as not_proof, before any token work.)
-		for _, d := range []fastpath.DropReason{fastpath.DropTokenExpired, fastpath.DropTokenInvalid,
-			fastpath.DropTokenProtocol, fastpath.DropProofForged, fastpath.DropTokenForeignServer, fastpath.DropNotProof} {
+		for _, d := range []protocol.DropReason{protocol.DropTokenExpired, protocol.DropTokenInvalid,
+			protocol.DropTokenProtocol, protocol.DropProofForged, protocol.DropTokenForeignServer, protocol.DropNotProof} {
 			if st.Drops[d] == 0 {
 				t.Errorf("no %s drop: that hostile proof never reached its check", d.String())
 			}
@@ -210,10 +210,10 @@ func floodWithClients(t *testing.T, sealed bool) {
 	// hostile sources hold unproven connections of their own, and their
 	// forged packets from those addresses count as bad_tag and
 	// client_id_mismatch; the players' Data is checked below.)
-	fromConnected := []fastpath.DropReason{fastpath.DropStaleSequence, fastpath.DropBadTag,
-		fastpath.DropClientIDMismatch, fastpath.DropPromotionFull}
+	fromConnected := []protocol.DropReason{protocol.DropStaleSequence, protocol.DropBadTag,
+		protocol.DropClientIDMismatch, protocol.DropPromotionFull}
 	if sealed {
-		fromConnected = []fastpath.DropReason{fastpath.DropStaleSequence, fastpath.DropPromotionFull}
+		fromConnected = []protocol.DropReason{protocol.DropStaleSequence, protocol.DropPromotionFull}
 	}
 	for _, d := range fromConnected {
 		if st.Drops[d] != 0 {
@@ -367,7 +367,7 @@ func nonZeroDrops(st *Stats) string {
 	out := ""
 	for r, n := range st.Drops {
 		if n > 0 {
-			out += fmt.Sprintf("%s=%d ", fastpath.DropReason(r).String(), n)
+			out += fmt.Sprintf("%s=%d ", protocol.DropReason(r).String(), n)
 		}
 	}
 	return out

@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seal"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -110,8 +112,8 @@ func TestLoopbackProofFlood(t *testing.T) {
 		}
 		defer udp.Close()
 		buf := make([]byte, 2048)
-		h := fastpath.ConnHeader{ClientID: sc.ClientID(), Tag: sc.tag, Kind: fastpath.KindKeepAlive}
-		n := fastpath.SealProof(buf, fastpath.Magic{}, &h, body, &tx)
+		h := protocol.ConnHeader{ClientID: sc.ClientID(), Tag: sc.tag, Kind: protocol.KindKeepAlive}
+		n := wire.SealProof(buf, wire.Magic{}, &h, body, &tx)
 		atk = append(atk, attacker{udp, buf[:n]})
 	}
 	phase := func(d time.Duration) (sent int64) {
@@ -184,15 +186,15 @@ func TestLoopbackProofFlood(t *testing.T) {
 	t.Logf("proof flood: %d proofs in %v (%.0f/s); players %d pings, %d echoes (loss %.2f %%), RTT p50 %v p99 %v",
 		flooded.Load(), floodFor.Round(time.Millisecond), float64(flooded.Load())/floodFor.Seconds(), sentFlood, gotFlood, 100*loss,
 		pct(during, .5), pct(during, .99))
-	for _, r := range []fastpath.DropReason{fastpath.DropProofLimited, fastpath.DropProofForged, fastpath.DropNotProof} {
+	for _, r := range []protocol.DropReason{protocol.DropProofLimited, protocol.DropProofForged, protocol.DropNotProof} {
 		t.Logf("server drops %s: %d", r, after[r]-before[r])
 	}
 	// The attacker shares the machine: on two cores its sends (whose
 	// loopback delivery runs in the sender) take CPU from the players'
 	// goroutines, so the round trips are reported, not asserted; the
 	// loss and the tokens opened are the server's doing.
-	opened := after[fastpath.DropProofForged] - before[fastpath.DropProofForged]
-	if max := uint64(len(atk) * (2*fastpath.ProofRate + 4*fastpath.ProofRate + 1)); loss > 0.01 || opened > max {
+	opened := after[protocol.DropProofForged] - before[protocol.DropProofForged]
+	if max := uint64(len(atk) * (2*handshake.ProofRate + 4*handshake.ProofRate + 1)); loss > 0.01 || opened > max {
 		t.Errorf("under the proof flood: loss %.2f %% (want at most 1 %%), %d tokens opened (want at most %d)", 100*loss, opened, max)
 	}
 }

@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/batchio"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seal"
+	"github.com/udpgate/udpgate/internal/seqwin"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -129,7 +131,7 @@ func (c *Conn) Identity() (id Identity, ok bool) {
 
 // sealedSettings checks the sealed-mode fields of a Config.
 func (s *settings) sealedSettings() error {
-	if need := fastpath.ProofLen(s.magic); s.Token != nil && s.MaxDatagram < need {
+	if need := wire.ProofLen(s.magic); s.Token != nil && s.MaxDatagram < need {
 		return fmt.Errorf("config: MaxDatagram %d is too small for a sealed connection: a proof packet is %d bytes with this Magic; raise MaxDatagram to at least %d", s.MaxDatagram, need, need)
 	}
 	if s.PrivateKey == nil {
@@ -150,7 +152,7 @@ func (s *settings) sealedSettings() error {
 	if s.MaxUnproven == 0 {
 		s.MaxUnproven = DefaultMaxUnproven
 	}
-	if need := fastpath.ProofLen(s.magic); s.MaxDatagram < need {
+	if need := wire.ProofLen(s.magic); s.MaxDatagram < need {
 		return fmt.Errorf("config: MaxDatagram %d is too small for sealed mode: a proof packet is %d bytes with this Magic; raise MaxDatagram to at least %d", s.MaxDatagram, need, need)
 	}
 	for _, a := range s.PublicAddresses {
@@ -418,7 +420,7 @@ func (l *loop) sealed(m *batchio.Message, c *Conn, now time.Time) {
 	d := &l.d
 	sec := c.sec
 	if sec == nil {
-		l.cnt.add(cDrop+int(fastpath.DropSealedForged), 1)
+		l.cnt.add(cDrop+int(protocol.DropSealedForged), 1)
 		return
 	}
 	pkt := m.Buf[:m.N]
@@ -431,7 +433,7 @@ func (l *loop) sealed(m *batchio.Message, c *Conn, now time.Time) {
 	case st == sealClosed:
 		// Closed since the batch looked it up (a refusal earlier in
 		// this batch, say).
-		l.cnt.add(cDrop+int(fastpath.DropUnknownConnection), 1)
+		l.cnt.add(cDrop+int(protocol.DropUnknownConnection), 1)
 		return
 	case d.Proof && st == sealUnproven:
 		l.prove(m, c, now)
@@ -441,23 +443,23 @@ func (l *loop) sealed(m *batchio.Message, c *Conn, now time.Time) {
 		// is in was lost. Tell it again (43 bytes for a proof of over a
 		// thousand), at most once per proof resend interval, so replayed
 		// proofs cost one seal each and reach the player seldom.
-		l.cnt.add(cDrop+int(fastpath.DropLateProof), 1)
+		l.cnt.add(cDrop+int(protocol.DropLateProof), 1)
 		if now.UnixNano()-c.lastSend.Load() >= int64(ProofResendInterval)/2 {
 			c.mu.Lock()
 			c.inLoop = l
 			c.mu.Unlock()
-			_, _ = c.sendKind(fastpath.KindKeepAlive, nil)
+			_, _ = c.sendKind(protocol.KindKeepAlive, nil)
 			c.leaveLoop()
 		}
 		return
 	case st != sealProven:
-		l.cnt.add(cDrop+int(fastpath.DropNotProof), 1)
+		l.cnt.add(cDrop+int(protocol.DropNotProof), 1)
 		return
 	}
 	c.mu.Lock()
-	payload, _, r := fastpath.OpenConn(l.s.st.magic, pkt, &d.Conn, &sec.rx)
+	payload, _, r := wire.OpenConn(l.s.st.magic, pkt, &d.Conn, &sec.rx)
 	c.mu.Unlock()
-	if r == fastpath.DropNone {
+	if r == protocol.DropNone {
 		r = c.receive(&d.Conn, payload, now, &l.rep, l)
 	}
 	l.connIn(r)
@@ -474,9 +476,9 @@ func (l *loop) clearOnSealed(m *batchio.Message, c *Conn, st uint32, now time.Ti
 	d := &l.d
 	if st != sealUnproven {
 		if d.Clear {
-			l.cnt.add(cDrop+int(fastpath.DropBadSize), 1)
+			l.cnt.add(cDrop+int(protocol.DropBadSize), 1)
 		} else {
-			l.cnt.add(cDrop+int(fastpath.DropNotProof), 1)
+			l.cnt.add(cDrop+int(protocol.DropNotProof), 1)
 		}
 		return
 	}
@@ -485,18 +487,18 @@ func (l *loop) clearOnSealed(m *batchio.Message, c *Conn, st uint32, now time.Ti
 	h := &d.Conn
 	if !d.Clear {
 		// Sealed-sized: is it a connection packet in clear all the same?
-		var hc fastpath.ConnHeader
-		if _, r := fastpath.DecodeConn(magic, pkt, &hc); r != fastpath.DropNone ||
+		var hc protocol.ConnHeader
+		if _, r := wire.DecodeConn(magic, pkt, &hc); r != protocol.DropNone ||
 			hc.SessionID != c.session || hc.ClientID != c.clientID || hc.Tag != c.tag {
-			l.cnt.add(cDrop+int(fastpath.DropNotProof), 1)
+			l.cnt.add(cDrop+int(protocol.DropNotProof), 1)
 			return
 		}
 		h = &hc
 	}
-	l.cnt.add(cDrop+int(fastpath.DropTokenRequired), 1)
+	l.cnt.add(cDrop+int(protocol.DropTokenRequired), 1)
 	ns := now.UnixNano()
 	sec := c.sec
-	if h.Kind == fastpath.KindDisconnect || len(pkt) < fastpath.ConnLen(magic, fastpath.KindDisconnect, 1) {
+	if h.Kind == protocol.KindDisconnect || len(pkt) < wire.ConnLen(magic, protocol.KindDisconnect, 1) {
 		return
 	}
 	if at := sec.noticeAt.Load(); ns < at || !sec.noticeAt.CompareAndSwap(at, ns+int64(ProofResendInterval)) {
@@ -509,8 +511,8 @@ func (l *loop) clearOnSealed(m *batchio.Message, c *Conn, st uint32, now time.Ti
 	c.leaveLoop()
 }
 
-func (l *loop) connIn(r fastpath.DropReason) {
-	if r != fastpath.DropNone {
+func (l *loop) connIn(r protocol.DropReason) {
+	if r != protocol.DropNone {
 		l.cnt.add(cDrop+int(r), 1)
 	} else {
 		l.cnt.add(cConnIn, 1)
@@ -527,31 +529,31 @@ func (l *loop) prove(m *batchio.Message, c *Conn, now time.Time) {
 	if ls.seenProof(pkt[len(pkt)-1-seal.TagBytes : len(pkt)-1]) {
 		// The same proof again (a duplicate, or a replay flood):
 		// whatever it got the first time, it gets no second open.
-		l.cnt.add(cDrop+int(fastpath.DropProofLimited), 1)
+		l.cnt.add(cDrop+int(protocol.DropProofLimited), 1)
 		return
 	}
-	body := fastpath.ProofRequest(magic, pkt)
+	body := wire.ProofRequest(magic, pkt)
 	p := &ls.priv
 	switch err := ls.opener.OpenRequest(p, body, now); err {
 	case nil:
 	case token.ErrExpired:
-		l.refuse(c, fastpath.DropTokenExpired, ReasonTokenExpired, false)
+		l.refuse(c, protocol.DropTokenExpired, ReasonTokenExpired, false)
 		return
 	case token.ErrProtocolID:
-		l.refuse(c, fastpath.DropTokenProtocol, ReasonTokenInvalid, false)
+		l.refuse(c, protocol.DropTokenProtocol, ReasonTokenInvalid, false)
 		return
 	case token.ErrInvalid:
-		l.refuse(c, fastpath.DropTokenInvalid, ReasonTokenInvalid, false)
+		l.refuse(c, protocol.DropTokenInvalid, ReasonTokenInvalid, false)
 		return
 	default:
-		l.cnt.add(cDrop+int(fastpath.DropTokenMalformed), 1)
+		l.cnt.add(cDrop+int(protocol.DropTokenMalformed), 1)
 		return
 	}
 	// The inner seal proves the sender holds the token's keys: a request
 	// body copied from someone else's proof fails here, refused nothing.
 	ls.rx.Init(&p.ClientToServerKey, c.salt())
 	h := l.d.Conn
-	if _, r := fastpath.OpenProof(magic, pkt, &h, &ls.rx); r != fastpath.DropNone {
+	if _, r := wire.OpenProof(magic, pkt, &h, &ls.rx); r != protocol.DropNone {
 		l.cnt.add(cDrop+int(r), 1)
 		return
 	}
@@ -561,30 +563,30 @@ func (l *loop) prove(m *batchio.Message, c *Conn, now time.Time) {
 	c.mu.Unlock()
 	switch {
 	case !ss.hasServer(p):
-		l.refuse(c, fastpath.DropTokenForeignServer, ReasonForeignServer, true)
+		l.refuse(c, protocol.DropTokenForeignServer, ReasonForeignServer, true)
 		return
 	case ss.inUse(&mac, m.Addr, now):
-		l.refuse(c, fastpath.DropTokenInUse, ReasonTokenInUse, true)
+		l.refuse(c, protocol.DropTokenInUse, ReasonTokenInUse, true)
 		return
 	case s.tab.full():
 		// Counted as a Denied for a full server, as a handshake would be.
-		s.ev.denied[fastpath.DeniedServerFull].Add(1)
-		l.refuse(c, fastpath.DropOverload, ReasonServerFull, true)
+		s.ev.denied[protocol.DeniedServerFull].Add(1)
+		l.refuse(c, protocol.DropOverload, ReasonServerFull, true)
 		return
 	}
 	c.mu.Lock()
 	c.sec.rx = ls.rx
 	r := c.seq.Receive(h.Seq, h.Ack, h.AckBits, seconds(now), &l.rep)
 	c.mu.Unlock()
-	if r != fastpath.DropNone {
+	if r != protocol.DropNone {
 		l.cnt.add(cDrop+int(r), 1)
 		return
 	}
 	if !s.tab.limits.admit(m.Addr.Addr(), false, &c.limit) {
 		// Only now does the connection count under the per-address
 		// limits (table.insert), refused as the handshake's Denied(3).
-		s.ev.denied[fastpath.DeniedAddressLimit].Add(1)
-		l.refuse(c, fastpath.DropOverload, ReasonAddressLimit, true)
+		s.ev.denied[protocol.DeniedAddressLimit].Add(1)
+		l.refuse(c, protocol.DropOverload, ReasonAddressLimit, true)
 		return
 	}
 	sec := c.sec
@@ -614,7 +616,7 @@ func (l *loop) prove(m *batchio.Message, c *Conn, now time.Time) {
 	c.mu.Lock()
 	c.inLoop = l
 	c.mu.Unlock()
-	_, _ = c.sendKind(fastpath.KindKeepAlive, nil)
+	_, _ = c.sendKind(protocol.KindKeepAlive, nil)
 	s.st.Handler.OnConnect(c)
 	c.announce()
 	c.leaveLoop()
@@ -623,7 +625,7 @@ func (l *loop) prove(m *batchio.Message, c *Conn, now time.Time) {
 // refuse tells unproven connection c's client why its proof failed, in a
 // Disconnect sealed under the token's key when the token opened (sealed),
 // else in clear, and closes c without a word to the Handler.
-func (l *loop) refuse(c *Conn, drop fastpath.DropReason, reason DisconnectReason, sealed bool) {
+func (l *loop) refuse(c *Conn, drop protocol.DropReason, reason DisconnectReason, sealed bool) {
 	l.cnt.add(cDrop+int(drop), 1)
 	c.mu.Lock()
 	c.inLoop = l
@@ -645,7 +647,7 @@ func (l *loop) sealedMove(m *batchio.Message, now time.Time) {
 	d := &l.d
 	ls.cands = s.sealed.candidates(d.Conn.Tag, ls.cands[:0])
 	pkt := m.Buf[:m.N]
-	r := fastpath.DropUnknownConnection
+	r := protocol.DropUnknownConnection
 	for i, c := range ls.cands {
 		if c.clientID != d.Conn.ClientID || c.closed.Load() || !c.sec.proven() {
 			continue
@@ -656,10 +658,10 @@ func (l *loop) sealedMove(m *batchio.Message, now time.Time) {
 		}
 		h := d.Conn
 		c.mu.Lock()
-		payload, ctr, rr := fastpath.OpenConn(s.st.magic, b, &h, &c.sec.rx)
+		payload, ctr, rr := wire.OpenConn(s.st.magic, b, &h, &c.sec.rx)
 		newest := ctr == c.sec.rx.Newest()
 		c.mu.Unlock()
-		if rr != fastpath.DropNone {
+		if rr != protocol.DropNone {
 			r = rr
 			continue
 		}
@@ -679,17 +681,17 @@ func (l *loop) sealedMove(m *batchio.Message, now time.Time) {
 // connection's tx (a key the token gave), or in clear.
 func (c *Conn) sendNotice(reason DisconnectReason, sealed bool) (uint16, error) {
 	p := [1]byte{byte(reason)}
-	return c.send(fastpath.KindDisconnect, p[:], sealed)
+	return c.send(protocol.KindDisconnect, p[:], sealed)
 }
 
 // encode writes connection packet h into dst, sealed when sealed, and
 // returns its length (0: it does not fit, or the counter is exhausted).
 // c.mu is held.
-func (c *Conn) encode(dst []byte, h *fastpath.ConnHeader, payload []byte, sealed bool) int {
+func (c *Conn) encode(dst []byte, h *protocol.ConnHeader, payload []byte, sealed bool) int {
 	if !sealed {
-		return fastpath.EncodeConn(dst, c.st.magic, h, payload)
+		return wire.EncodeConn(dst, c.st.magic, h, payload)
 	}
-	return fastpath.SealConn(dst, c.st.magic, h, payload, &c.sec.tx)
+	return wire.SealConn(dst, c.st.magic, h, payload, &c.sec.tx)
 }
 
 // ---- Client ----
@@ -748,12 +750,12 @@ func (c *Client) proveLocked(now time.Time) {
 		return
 	}
 	conn.sec.nextProof = ns + int64(ProofResendInterval)
-	var buf [fastpath.MaxDatagramLimit]byte
+	var buf [protocol.MaxDatagramLimit]byte
 	conn.mu.Lock()
 	seq, ack, bits, _, _ := conn.seq.Send(seconds(now))
-	h := fastpath.ConnHeader{SessionID: conn.session, ClientID: conn.clientID, Tag: conn.tag,
-		Seq: seq, Ack: ack, AckBits: bits, Kind: fastpath.KindKeepAlive}
-	n := fastpath.SealProof(buf[:], c.st.magic, &h, conn.sec.request, &conn.sec.tx)
+	h := protocol.ConnHeader{SessionID: conn.session, ClientID: conn.clientID, Tag: conn.tag,
+		Seq: seq, Ack: ack, AckBits: bits, Kind: protocol.KindKeepAlive}
+	n := wire.SealProof(buf[:], c.st.magic, &h, conn.sec.request, &conn.sec.tx)
 	conn.mu.Unlock()
 	conn.lastSend.Store(ns)
 	if n > 0 {
@@ -764,49 +766,49 @@ func (c *Client) proveLocked(now time.Time) {
 }
 
 // handleSealed handles a connection packet on a sealed client.
-func (c *Client) handleSealed(conn *Conn, pkt []byte, now time.Time, rep *fastpath.AckReport) fastpath.DropReason {
-	var h fastpath.ConnHeader
-	_, r := fastpath.DecodeSealed(c.st.magic, pkt, &h)
-	if r == fastpath.DropBadSize && conn.sec.state.Load() == sealUnproven {
+func (c *Client) handleSealed(conn *Conn, pkt []byte, now time.Time, rep *seqwin.AckReport) protocol.DropReason {
+	var h protocol.ConnHeader
+	_, r := wire.DecodeSealed(c.st.magic, pkt, &h)
+	if r == protocol.DropBadSize && conn.sec.state.Load() == sealUnproven {
 		// A refusal in clear (reasons 5, 6): the server could not open
 		// the token, so it has no key this client could check.
-		if payload, r := fastpath.DecodeConn(c.st.magic, pkt, &h); r == fastpath.DropNone &&
-			h.Kind == fastpath.KindDisconnect && h.Tag == conn.tag && h.ClientID == conn.clientID &&
-			(payload[0] == fastpath.DisconnectTokenExpired || payload[0] == fastpath.DisconnectTokenInvalid) {
+		if payload, r := wire.DecodeConn(c.st.magic, pkt, &h); r == protocol.DropNone &&
+			h.Kind == protocol.KindDisconnect && h.Tag == conn.tag && h.ClientID == conn.clientID &&
+			(payload[0] == protocol.DisconnectTokenExpired || payload[0] == protocol.DisconnectTokenInvalid) {
 			c.refused(DisconnectReason(payload[0]))
-			return fastpath.DropNone
+			return protocol.DropNone
 		}
 	}
 	switch {
-	case r != fastpath.DropNone:
+	case r != protocol.DropNone:
 		return r
 	case h.SessionID != conn.session:
-		return fastpath.DropSessionMismatch
+		return protocol.DropSessionMismatch
 	case h.ClientID != conn.clientID:
-		return fastpath.DropClientIDMismatch
+		return protocol.DropClientIDMismatch
 	case h.Tag != conn.tag:
-		return fastpath.DropBadTag
+		return protocol.DropBadTag
 	}
 	conn.mu.Lock()
-	payload, _, r := fastpath.OpenConn(c.st.magic, pkt, &h, &conn.sec.rx)
+	payload, _, r := wire.OpenConn(c.st.magic, pkt, &h, &conn.sec.rx)
 	conn.mu.Unlock()
-	if r != fastpath.DropNone {
+	if r != protocol.DropNone {
 		return r
 	}
 	if conn.sec.state.Load() == sealUnproven {
-		if h.Kind == fastpath.KindDisconnect && payload[0] >= fastpath.DisconnectForeignServer {
+		if h.Kind == protocol.KindDisconnect && payload[0] >= protocol.DisconnectForeignServer {
 			c.refused(DisconnectReason(payload[0]))
-			return fastpath.DropNone
+			return protocol.DropNone
 		}
 		if !conn.sec.state.CompareAndSwap(sealUnproven, sealProven) {
-			return fastpath.DropLateProof
+			return protocol.DropLateProof
 		}
 		c.mu.Lock()
 		late := c.dialed
 		c.dialDoneLocked(nil)
 		c.mu.Unlock()
 		if late {
-			return fastpath.DropLateProof
+			return protocol.DropLateProof
 		}
 		c.st.Handler.OnConnect(conn)
 	}
@@ -826,9 +828,9 @@ func (c *Client) refused(reason DisconnectReason) {
 	case ReasonTokenInUse:
 		err = ErrTokenInUse
 	case ReasonAddressLimit:
-		err = &DeniedError{Reason: fastpath.DeniedAddressLimit}
+		err = &DeniedError{Reason: protocol.DeniedAddressLimit}
 	default:
-		err = &DeniedError{Reason: fastpath.DeniedServerFull}
+		err = &DeniedError{Reason: protocol.DeniedServerFull}
 	}
 	c.mu.Lock()
 	c.dialDoneLocked(err)

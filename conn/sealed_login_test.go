@@ -9,8 +9,10 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seal"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/netsim"
 	"github.com/udpgate/udpgate/token"
 )
@@ -33,16 +35,16 @@ func (p *pathTap) drop(_, to netip.AddrPort, b []byte) bool {
 }
 
 // lastHandshake returns the newest handshake packet of type typ seen.
-func (p *pathTap) lastHandshake(typ fastpath.PacketType) (fastpath.Handshake, bool) {
+func (p *pathTap) lastHandshake(typ protocol.PacketType) (protocol.Handshake, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i := len(p.got) - 1; i >= 0; i-- {
-		var h fastpath.Handshake
-		if fastpath.DecodeHandshake(fastpath.Magic{}, p.got[i], &h) == fastpath.DropNone && h.Type == typ {
+		var h protocol.Handshake
+		if wire.DecodeHandshake(wire.Magic{}, p.got[i], &h) == protocol.DropNone && h.Type == typ {
 			return h, true
 		}
 	}
-	return fastpath.Handshake{}, false
+	return protocol.Handshake{}, false
 }
 
 // echoes sends n Data packets and counts the echoes that come back within
@@ -94,34 +96,34 @@ func TestSealedObserverCannotReplace(t *testing.T) {
 		other := (cli.Conn().ClientID() + 1) % 8
 		buf := make([]byte, 256)
 		// 1. An Initial with another ClientID, spoofed from the player.
-		ini := fastpath.Handshake{Type: fastpath.TypeInitial, ClientID: other, MinVersion: 3, CurVersion: 4, RandomLen: 16}
-		n := fastpath.EncodeHandshake(buf, fastpath.Magic{}, &ini)
+		ini := protocol.Handshake{Type: protocol.TypeInitial, ClientID: other, MinVersion: 3, CurVersion: 4, RandomLen: 16}
+		n := wire.EncodeHandshake(buf, wire.Magic{}, &ini)
 		nw.Deliver(player, simServerAddr, bytes.Clone(buf[:n]))
 		time.Sleep(40 * time.Millisecond)
-		ch, ok := tap.lastHandshake(fastpath.TypeChallenge)
+		ch, ok := tap.lastHandshake(protocol.TypeChallenge)
 		if !ok {
 			t.Fatal("the observer saw no Challenge on the path")
 		}
 		// 2. The matching Response, as read on the path.
-		rsp := fastpath.Handshake{Type: fastpath.TypeResponse, ClientID: other, MinVersion: 3, CurVersion: 4, RandomLen: 16,
+		rsp := protocol.Handshake{Type: protocol.TypeResponse, ClientID: other, MinVersion: 3, CurVersion: 4, RandomLen: 16,
 			SessionID: ch.SessionID, SecretID: ch.SecretID, Timestamp: ch.Timestamp, Cookie: ch.Cookie}
-		n = fastpath.EncodeHandshake(buf, fastpath.Magic{}, &rsp)
+		n = wire.EncodeHandshake(buf, wire.Magic{}, &rsp)
 		nw.Deliver(player, simServerAddr, bytes.Clone(buf[:n]))
 		// 3. A Disconnect in clear with the connection's Tag and ClientID.
-		hd := fastpath.ConnHeader{ClientID: sc.ClientID(), Tag: sc.tag, Seq: 1, Kind: fastpath.KindDisconnect}
-		n = fastpath.EncodeConn(buf, fastpath.Magic{}, &hd, []byte{byte(ReasonClosed)})
+		hd := protocol.ConnHeader{ClientID: sc.ClientID(), Tag: sc.tag, Seq: 1, Kind: protocol.KindDisconnect}
+		n = wire.EncodeConn(buf, wire.Magic{}, &hd, []byte{byte(ReasonClosed)})
 		nw.Deliver(player, simServerAddr, bytes.Clone(buf[:n]))
 		// 4. A RestartResponse with the connection's cookie.
 		rr := rsp
-		rr.Type, rr.Restart, rr.ClientID, rr.OrigCookie = fastpath.TypeRestartResponse, true, sc.ClientID(), sc.cookie
-		n = fastpath.EncodeHandshake(buf, fastpath.Magic{}, &rr)
+		rr.Type, rr.Restart, rr.ClientID, rr.OrigCookie = protocol.TypeRestartResponse, true, sc.ClientID(), sc.cookie
+		n = wire.EncodeHandshake(buf, wire.Magic{}, &rr)
 		nw.Deliver(player, simServerAddr, bytes.Clone(buf[:n]))
 		time.Sleep(100 * time.Millisecond)
 
 		st := srv.Stats()
-		if st.Drops[fastpath.DropSealedHeld] != 1 || st.Connections != 1 || st.Accepted != 1 {
+		if st.Drops[protocol.DropSealedHeld] != 1 || st.Connections != 1 || st.Accepted != 1 {
 			t.Fatalf("sealed_held %d, connections %d, accepted %d; want 1, 1, 1",
-				st.Drops[fastpath.DropSealedHeld], st.Connections, st.Accepted)
+				st.Drops[protocol.DropSealedHeld], st.Connections, st.Accepted)
 		}
 		if now, ok := srv.Conn(player); !ok || now != sc || sc.closed.Load() {
 			t.Fatal("the proven connection was replaced or closed")
@@ -166,8 +168,8 @@ func TestSimTokenRequired(t *testing.T) {
 			t.Fatalf("Dial returned after %v and the refusal came after %v; want %v and %v", dialed, learned, 4*oneWay, 6*oneWay)
 		}
 		st := srv.Stats()
-		if st.Drops[fastpath.DropTokenRequired] != 1 || st.Connections != 0 {
-			t.Fatalf("token_required %d, connections %d", st.Drops[fastpath.DropTokenRequired], st.Connections)
+		if st.Drops[protocol.DropTokenRequired] != 1 || st.Connections != 0 {
+			t.Fatalf("token_required %d, connections %d", st.Drops[protocol.DropTokenRequired], st.Connections)
 		}
 	})
 }
@@ -212,8 +214,8 @@ func TestSimTokenRequiredNoAmplification(t *testing.T) {
 		}
 		buf := make([]byte, 64)
 		send := func(seq uint16, pad int) {
-			h := fastpath.ConnHeader{ClientID: sc.ClientID(), Tag: sc.tag, Seq: seq, Kind: fastpath.KindKeepAlive}
-			n := fastpath.EncodeConn(buf, fastpath.Magic{}, &h, make([]byte, pad))
+			h := protocol.ConnHeader{ClientID: sc.ClientID(), Tag: sc.tag, Seq: seq, Kind: protocol.KindKeepAlive}
+			n := wire.EncodeConn(buf, wire.Magic{}, &h, make([]byte, pad))
 			nw.Deliver(cliAddr, simServerAddr, bytes.Clone(buf[:n]))
 		}
 		// 100 unpadded KeepAlives (one byte shorter than the notice):
@@ -283,7 +285,7 @@ func TestSimProofFlood(t *testing.T) {
 		tx.Init(&wrong, &salt)
 		type attacker struct {
 			addr netip.AddrPort
-			h    fastpath.ConnHeader
+			h    protocol.ConnHeader
 		}
 		var atk []attacker
 		for range 4 {
@@ -297,10 +299,10 @@ func TestSimProofFlood(t *testing.T) {
 			if !ok {
 				t.Fatal("no unproven connection for the attacker")
 			}
-			atk = append(atk, attacker{a, fastpath.ConnHeader{ClientID: sc.ClientID(), Tag: sc.tag, Kind: fastpath.KindKeepAlive}})
+			atk = append(atk, attacker{a, protocol.ConnHeader{ClientID: sc.ClientID(), Tag: sc.tag, Kind: protocol.KindKeepAlive}})
 		}
 		buf := make([]byte, 2048)
-		n := fastpath.SealProof(buf, fastpath.Magic{}, &atk[0].h, body, &tx)
+		n := wire.SealProof(buf, wire.Magic{}, &atk[0].h, body, &tx)
 		same := bytes.Clone(buf[:n])
 		before := srv.Stats().Drops
 		const perMs, dur = 5, 2 * time.Second
@@ -318,7 +320,7 @@ func TestSimProofFlood(t *testing.T) {
 						nw.Deliver(atk[i].addr, simServerAddr, same)
 						continue
 					}
-					n := fastpath.SealProof(buf, fastpath.Magic{}, &atk[i].h, body, &tx)
+					n := wire.SealProof(buf, wire.Magic{}, &atk[i].h, body, &tx)
 					nw.Deliver(atk[i].addr, simServerAddr, bytes.Clone(buf[:n]))
 				}
 			}
@@ -351,11 +353,11 @@ func TestSimProofFlood(t *testing.T) {
 			t.Fatalf("a new login failed during the flood: %v", newErr)
 		}
 		after := srv.Stats().Drops
-		opened := after[fastpath.DropProofForged] - before[fastpath.DropProofForged]
-		shed := after[fastpath.DropProofLimited] - before[fastpath.DropProofLimited]
+		opened := after[protocol.DropProofForged] - before[protocol.DropProofForged]
+		shed := after[protocol.DropProofLimited] - before[protocol.DropProofLimited]
 		// Per source: a burst of 2×ProofRate, then ProofRate a second;
 		// the source repeating one proof opens it once.
-		maxOpened := uint64(3 * (2*fastpath.ProofRate + fastpath.ProofRate*int(dur/time.Second) + 1))
+		maxOpened := uint64(3 * (2*handshake.ProofRate + handshake.ProofRate*int(dur/time.Second) + 1))
 		t.Logf("%d proofs sent, %d tokens opened, %d shed; players: %d echoes of %d, max RTT %v; network %+v",
 			floodSent, opened, shed, len(rtts), sent, slicesMax(rtts), nw.Stats())
 		if opened+shed < uint64(floodSent)*99/100 {
@@ -449,8 +451,8 @@ func TestSimUnprovenTakesNoAddressPlace(t *testing.T) {
 			switch {
 			case i < 2 && err != nil:
 				t.Fatalf("player %d: %v", i, err)
-			case i == 2 && (!errors.As(err, &de) || de.Reason != fastpath.DeniedAddressLimit):
-				t.Fatalf("player %d: %v, want Denied(%d)", i, err, fastpath.DeniedAddressLimit)
+			case i == 2 && (!errors.As(err, &de) || de.Reason != protocol.DeniedAddressLimit):
+				t.Fatalf("player %d: %v, want Denied(%d)", i, err, protocol.DeniedAddressLimit)
 			}
 		}
 		if st := srv.Stats(); st.Connections != 2 {

@@ -12,11 +12,12 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/internal/conntest"
 	"github.com/udpgate/udpgate/internal/loadgen"
 	"github.com/udpgate/udpgate/internal/netem"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seal"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -187,11 +188,11 @@ func TestSealedRefusals(t *testing.T) {
 		tok  *token.ConnectToken
 		cfg  Config
 		want error
-		drop fastpath.DropReason
+		drop protocol.DropReason
 	}{
-		{"wrong key", makeToken(t, &otherKey, token.Params{ServerAddresses: here}), Config{}, ErrTokenInvalid, fastpath.DropTokenInvalid},
-		{"wrong protocol", makeToken(t, nil, token.Params{ProtocolID: 77, ServerAddresses: here}), Config{}, ErrTokenInvalid, fastpath.DropTokenProtocol},
-		{"foreign server", makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:1")}}), Config{}, ErrTokenForeignServer, fastpath.DropTokenForeignServer},
+		{"wrong key", makeToken(t, &otherKey, token.Params{ServerAddresses: here}), Config{}, ErrTokenInvalid, protocol.DropTokenInvalid},
+		{"wrong protocol", makeToken(t, nil, token.Params{ProtocolID: 77, ServerAddresses: here}), Config{}, ErrTokenInvalid, protocol.DropTokenProtocol},
+		{"foreign server", makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:1")}}), Config{}, ErrTokenForeignServer, protocol.DropTokenForeignServer},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := s.Stats().Drops[tc.drop]
@@ -216,7 +217,7 @@ func TestSealedExpired(t *testing.T) {
 	if _, err := dialToken(t, s.Addr(), tok, Config{}); !errors.Is(err, ErrTokenExpired) {
 		t.Fatalf("dial: %v, want %v", err, ErrTokenExpired)
 	}
-	conntest.Eventually(t, "token_expired counted", func() bool { return s.Stats().Drops[fastpath.DropTokenExpired] > 0 })
+	conntest.Eventually(t, "token_expired counted", func() bool { return s.Stats().Drops[protocol.DropTokenExpired] > 0 })
 }
 
 // TestSealedTokenInUse: a token proven from one address is refused from
@@ -230,7 +231,7 @@ func TestSealedTokenInUse(t *testing.T) {
 	if _, err := dialToken(t, s.Addr(), tok, Config{LocalAddr: "127.0.0.3:0"}); !errors.Is(err, ErrTokenInUse) {
 		t.Fatalf("second dial: %v, want %v", err, ErrTokenInUse)
 	}
-	conntest.Eventually(t, "token_in_use counted", func() bool { return s.Stats().Drops[fastpath.DropTokenInUse] > 0 })
+	conntest.Eventually(t, "token_in_use counted", func() bool { return s.Stats().Drops[protocol.DropTokenInUse] > 0 })
 	if n := s.Len(); n != 1 {
 		t.Fatalf("%d connections, want 1", n)
 	}
@@ -388,14 +389,14 @@ func TestSealedOnPathObserver(t *testing.T) {
 	var conn *Conn
 	s.Range(func(x *Conn) bool { conn = x; return false })
 	home := conn.RemoteAddr()
-	data := o.last(func(b []byte) bool { return len(b) == fastpath.SealedConnLen(fastpath.Magic{}, 5) })
+	data := o.last(func(b []byte) bool { return len(b) == wire.SealedConnLen(wire.Magic{}, 5) })
 	if data == nil {
 		t.Fatal("the observer saw no sealed Data packet")
 	}
 	// Each attack comes from the observer's own address (it cannot spoof
 	// the client's); each must be dropped by its reason, move nothing and
 	// get nothing back.
-	attack := func(t *testing.T, drop fastpath.DropReason, want uint64, pkts ...[]byte) {
+	attack := func(t *testing.T, drop protocol.DropReason, want uint64, pkts ...[]byte) {
 		t.Helper()
 		before := s.Stats().Drops[drop]
 		for _, p := range pkts {
@@ -410,21 +411,21 @@ func TestSealedOnPathObserver(t *testing.T) {
 			t.Fatalf("the server answered the observer with %d bytes", n)
 		}
 	}
-	var h fastpath.ConnHeader
-	fastpath.DecodeSealed(fastpath.Magic{}, data, &h)
+	var h protocol.ConnHeader
+	wire.DecodeSealed(wire.Magic{}, data, &h)
 	buf := make([]byte, 1500)
 	t.Run("replay", func(t *testing.T) {
 		// Its counter is not new: it neither moves the connection nor
 		// reaches the application.
-		attack(t, fastpath.DropSealedReplay, 5, data, data, data, data, data)
+		attack(t, protocol.DropSealedReplay, 5, data, data, data, data, data)
 	})
 	t.Run("modify", func(t *testing.T) {
 		// A new counter (else it is a replay), and a flipped payload bit.
 		forged := bytes.Clone(data)
-		o := fastpath.ConnHeaderOffset(fastpath.Magic{})
+		o := wire.ConnHeaderOffset(wire.Magic{})
 		forged[o+4+6] ^= 1
 		forged[len(forged)-20] ^= 1
-		attack(t, fastpath.DropSealedForged, 1, forged)
+		attack(t, protocol.DropSealedForged, 1, forged)
 	})
 	t.Run("inject", func(t *testing.T) {
 		// The connection's Tag and ClientID, any key but its own, a
@@ -432,18 +433,18 @@ func TestSealedOnPathObserver(t *testing.T) {
 		var wrong sealStateForTest
 		wrong.init()
 		hd := h
-		hd.Kind = fastpath.KindData
+		hd.Kind = protocol.KindData
 		for range 1000 {
-			fastpath.SealConn(buf, fastpath.Magic{}, &hd, []byte("evil"), &wrong.s.tx)
+			wire.SealConn(buf, wire.Magic{}, &hd, []byte("evil"), &wrong.s.tx)
 		}
-		n := fastpath.SealConn(buf, fastpath.Magic{}, &hd, []byte("evil"), &wrong.s.tx)
-		attack(t, fastpath.DropSealedForged, 1, bytes.Clone(buf[:n]))
+		n := wire.SealConn(buf, wire.Magic{}, &hd, []byte("evil"), &wrong.s.tx)
+		attack(t, protocol.DropSealedForged, 1, bytes.Clone(buf[:n]))
 	})
 	t.Run("disconnect in clear", func(t *testing.T) {
 		hd := h
-		hd.Kind = fastpath.KindDisconnect
-		n := fastpath.EncodeConn(buf, fastpath.Magic{}, &hd, []byte{1})
-		attack(t, fastpath.DropBadSize, 1, bytes.Clone(buf[:n]))
+		hd.Kind = protocol.KindDisconnect
+		n := wire.EncodeConn(buf, wire.Magic{}, &hd, []byte{1})
+		attack(t, protocol.DropBadSize, 1, bytes.Clone(buf[:n]))
 	})
 	t.Run("restart with the Ack's cookie", func(t *testing.T) {
 		// The observer saw the Ack, so it knows the authorised cookie,
@@ -451,30 +452,30 @@ func TestSealedOnPathObserver(t *testing.T) {
 		// RestartResponse it then makes would move an unsealed
 		// connection.
 		ack := o.lastToClient(func(b []byte) bool {
-			var hs fastpath.Handshake
-			return fastpath.DecodeHandshake(fastpath.Magic{}, b, &hs) == fastpath.DropNone && hs.Type == fastpath.TypeAck
+			var hs protocol.Handshake
+			return wire.DecodeHandshake(wire.Magic{}, b, &hs) == protocol.DropNone && hs.Type == protocol.TypeAck
 		})
 		if ack == nil {
 			t.Fatal("the observer saw no Ack")
 		}
-		var ackH fastpath.Handshake
-		fastpath.DecodeHandshake(fastpath.Magic{}, ack, &ackH)
-		ini := fastpath.Handshake{Type: fastpath.TypeInitial, Restart: true, ClientID: h.ClientID, MinVersion: 3, CurVersion: 4, RandomLen: 16}
-		n := fastpath.EncodeHandshake(buf, fastpath.Magic{}, &ini)
+		var ackH protocol.Handshake
+		wire.DecodeHandshake(wire.Magic{}, ack, &ackH)
+		ini := protocol.Handshake{Type: protocol.TypeInitial, Restart: true, ClientID: h.ClientID, MinVersion: 3, CurVersion: 4, RandomLen: 16}
+		n := wire.EncodeHandshake(buf, wire.Magic{}, &ini)
 		o.udp.WriteToUDPAddrPort(buf[:n], s.Addr())
 		o.udp.SetReadDeadline(time.Now().Add(5 * time.Second))
 		rn, _, err := o.udp.ReadFromUDPAddrPort(buf)
 		if err != nil {
 			t.Fatalf("no Challenge for the observer: %v", err)
 		}
-		var ch fastpath.Handshake
-		if r := fastpath.DecodeHandshake(fastpath.Magic{}, buf[:rn], &ch); r != fastpath.DropNone || ch.Type != fastpath.TypeChallenge {
+		var ch protocol.Handshake
+		if r := wire.DecodeHandshake(wire.Magic{}, buf[:rn], &ch); r != protocol.DropNone || ch.Type != protocol.TypeChallenge {
 			t.Fatalf("reply %v %v", r, ch.Type)
 		}
-		rr := fastpath.Handshake{Type: fastpath.TypeRestartResponse, Restart: true, ClientID: h.ClientID, MinVersion: 3, CurVersion: 4,
+		rr := protocol.Handshake{Type: protocol.TypeRestartResponse, Restart: true, ClientID: h.ClientID, MinVersion: 3, CurVersion: 4,
 			RandomLen: 16, SessionID: ch.SessionID, SecretID: ch.SecretID, Timestamp: ch.Timestamp, Cookie: ch.Cookie, OrigCookie: ackH.Cookie}
-		n = fastpath.EncodeHandshake(buf, fastpath.Magic{}, &rr)
-		attack(t, fastpath.DropUnexpectedType, 1, bytes.Clone(buf[:n]))
+		n = wire.EncodeHandshake(buf, wire.Magic{}, &rr)
+		attack(t, protocol.DropUnexpectedType, 1, bytes.Clone(buf[:n]))
 	})
 
 	app.mu.Lock()
@@ -559,9 +560,9 @@ func TestSealedAlloc(t *testing.T) {
 	receive := func() {
 		cc.mu.Lock()
 		seq, ack, bits, _, _ := cc.seq.Send(seconds(time.Now()))
-		h := fastpath.ConnHeader{SessionID: cc.session, ClientID: cc.clientID, Tag: cc.tag, Seq: seq, Ack: ack, AckBits: bits, Kind: fastpath.KindData}
+		h := protocol.ConnHeader{SessionID: cc.session, ClientID: cc.clientID, Tag: cc.tag, Seq: seq, Ack: ack, AckBits: bits, Kind: protocol.KindData}
 		m := &l.rb.Msgs[0]
-		m.N = fastpath.SealConn(m.Buf, s.st.magic, &h, payload, &cc.sec.tx)
+		m.N = wire.SealConn(m.Buf, s.st.magic, &h, payload, &cc.sec.tx)
 		cc.mu.Unlock()
 		m.Addr = c.LocalAddr()
 		l.batch(1, time.Now())
@@ -571,7 +572,7 @@ func TestSealedAlloc(t *testing.T) {
 		t.Errorf("receiving sealed Data: %v allocs per packet", n)
 	}
 	if got := l.cnt.local[cConnIn]; got < 1000 {
-		t.Fatalf("only %d packets reached the connection (stats before %d, drops %v)", got, before, l.cnt.local[:fastpath.NumDropReasons])
+		t.Fatalf("only %d packets reached the connection (stats before %d, drops %v)", got, before, l.cnt.local[:protocol.NumDropReasons])
 	}
 }
 
@@ -598,23 +599,23 @@ func TestSealedFullAtProof(t *testing.T) {
 	tx.Init(&tok.ClientToServerKey, salt)
 	rx.Init(&tok.ServerToClientKey, salt)
 	serverSeq, clientSeq := cookie.Sequences(&ck)
-	h := fastpath.ConnHeader{ClientID: p.clientID, Tag: cookie.SessionTag(&ck), Seq: clientSeq,
-		Ack: (serverSeq + fastpath.SeqModulus - 1) % fastpath.SeqModulus, Kind: fastpath.KindKeepAlive}
+	h := protocol.ConnHeader{ClientID: p.clientID, Tag: cookie.SessionTag(&ck), Seq: clientSeq,
+		Ack: (serverSeq + protocol.SeqModulus - 1) % protocol.SeqModulus, Kind: protocol.KindKeepAlive}
 	req := tok.Request()
 	body, _ := req.AppendBinary(nil)
 	buf := make([]byte, 1500)
-	n := fastpath.SealProof(buf, fastpath.Magic{}, &h, body, &tx)
+	n := wire.SealProof(buf, wire.Magic{}, &h, body, &tx)
 	p.send(buf[:n])
 	reply, ok := p.recv(5 * time.Second)
 	if !ok {
 		t.Fatal("no refusal")
 	}
-	var g fastpath.ConnHeader
-	if _, r := fastpath.DecodeSealed(fastpath.Magic{}, reply, &g); r != fastpath.DropNone {
+	var g protocol.ConnHeader
+	if _, r := wire.DecodeSealed(wire.Magic{}, reply, &g); r != protocol.DropNone {
 		t.Fatalf("refusal not sealed: %v (%d bytes)", r, len(reply))
 	}
-	payload, _, r := fastpath.OpenConn(fastpath.Magic{}, reply, &g, &rx)
-	if r != fastpath.DropNone || g.Kind != fastpath.KindDisconnect || payload[0] != fastpath.DisconnectServerFull {
+	payload, _, r := wire.OpenConn(wire.Magic{}, reply, &g, &rx)
+	if r != protocol.DropNone || g.Kind != protocol.KindDisconnect || payload[0] != protocol.DisconnectServerFull {
 		t.Fatalf("refusal: %v, kind %v, payload %v", r, g.Kind, payload)
 	}
 	if len(reply) > n {

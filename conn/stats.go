@@ -4,7 +4,8 @@ import (
 	"sync/atomic"
 
 	"github.com/udpgate/udpgate/batchio"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/message"
 )
 
@@ -19,10 +20,10 @@ type eventCounters struct {
 	unprovenEvicted atomic.Uint64
 	acks            atomic.Uint64
 	// denied counts promotion workers' Denied replies by reason
-	// (fastpath.Denied*; the loops count theirs by reply type).
-	denied [fastpath.DeniedUnknownConnection + 1]atomic.Uint64
+	// (protocol.Denied*; the loops count theirs by reply type).
+	denied [handshake.DeniedUnknownConnection + 1]atomic.Uint64
 	// replays: Responses dropped as replays by promotion workers
-	// (fastpath.DropReplayedCookie in Stats.Drops).
+	// (protocol.DropReplayedCookie in Stats.Drops).
 	replays atomic.Uint64
 	// held: Responses dropped by promotion workers because a proven
 	// sealed connection holds their address (DropSealedHeld).
@@ -158,11 +159,11 @@ func (s *Server) Stats() Stats {
 	}
 	st.Accepted = s.ev.accepted.Load()
 	st.PromotionAcks = s.ev.acks.Load()
-	st.DeniedFull = s.ev.denied[fastpath.DeniedServerFull].Load()
-	st.DeniedRefused = s.ev.denied[fastpath.DeniedRefused].Load()
-	st.DeniedAddressLimit = s.ev.denied[fastpath.DeniedAddressLimit].Load()
-	st.Drops[fastpath.DropReplayedCookie] += s.ev.replays.Load()
-	st.Drops[fastpath.DropSealedHeld] += s.ev.held.Load()
+	st.DeniedFull = s.ev.denied[protocol.DeniedServerFull].Load()
+	st.DeniedRefused = s.ev.denied[protocol.DeniedRefused].Load()
+	st.DeniedAddressLimit = s.ev.denied[protocol.DeniedAddressLimit].Load()
+	st.Drops[protocol.DropReplayedCookie] += s.ev.replays.Load()
+	st.Drops[protocol.DropSealedHeld] += s.ev.held.Load()
 	st.Migrations = s.ev.migrations.Load()
 	if s.sealed != nil {
 		st.Unproven = int(s.sealed.unproven.Load())

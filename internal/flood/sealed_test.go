@@ -13,8 +13,10 @@ import (
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seal"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -35,10 +37,10 @@ func TestProofTemplates(t *testing.T) {
 			for i := range ck {
 				ck[i] = byte(3*i + 1)
 			}
-			c := &sourceConn{ok: true, cookie: ck, id: fastpath.ConnHeader{SessionID: 1, ClientID: 5, Tag: cookie.SessionTag(&ck)}}
+			c := &sourceConn{ok: true, cookie: ck, id: protocol.ConnHeader{SessionID: 1, ClientID: 5, Tag: cookie.SessionTag(&ck)}}
 			srv, cli := cookie.Sequences(&ck)
 			c.seqs.Init(cli, srv, 0)
-			b := &builder{st: &st, m: st.magic, rnd: fastpath.NewRand(3)}
+			b := &builder{st: &st, m: st.magic, rnd: wire.NewRand(3)}
 			s := &source{conn: c}
 			// Four sources' worth, so every variant appears.
 			got := map[string]int{}
@@ -51,9 +53,9 @@ func TestProofTemplates(t *testing.T) {
 					got[judgeProof(t, &st, c, &key, pid, p)]++
 				}
 				for _, p := range s.kinds[KindSealed] {
-					var h fastpath.ConnHeader
-					proof, r := fastpath.DecodeSealed(st.magic, p, &h)
-					if r != fastpath.DropNone || proof || h.Tag != c.id.Tag {
+					var h protocol.ConnHeader
+					proof, r := wire.DecodeSealed(st.magic, p, &h)
+					if r != protocol.DropNone || proof || h.Tag != c.id.Tag {
 						t.Errorf("sealed template: proof %v, %v, tag %x", proof, r, h.Tag)
 					}
 				}
@@ -79,16 +81,16 @@ func judgeProof(t *testing.T, st *settings, c *sourceConn, key *[token.KeyBytes]
 	if len(p) > st.MaxDatagram {
 		return "too_large"
 	}
-	var h fastpath.ConnHeader
-	proof, r := fastpath.DecodeSealed(st.magic, p, &h)
-	if r != fastpath.DropNone || !proof {
+	var h protocol.ConnHeader
+	proof, r := wire.DecodeSealed(st.magic, p, &h)
+	if r != protocol.DropNone || !proof {
 		return "not_proof"
 	}
 	if h.Tag != c.id.Tag || h.ClientID != c.id.ClientID || h.SessionID != c.id.SessionID {
 		t.Fatalf("proof for another connection: %+v", h)
 	}
 	var priv token.Private
-	if err := token.NewOpener(key, pid).OpenRequest(&priv, fastpath.ProofRequest(st.magic, p), time.Now()); err != nil {
+	if err := token.NewOpener(key, pid).OpenRequest(&priv, wire.ProofRequest(st.magic, p), time.Now()); err != nil {
 		if !errors.Is(err, token.ErrProtocolID) && !errors.Is(err, token.ErrExpired) && !errors.Is(err, token.ErrInvalid) &&
 			!errors.Is(err, token.ErrMalformed) {
 			t.Errorf("token error %v", err)
@@ -100,7 +102,7 @@ func judgeProof(t *testing.T, st *settings, c *sourceConn, key *[token.KeyBytes]
 	}
 	var o seal.Opener
 	o.Init(&priv.ClientToServerKey, (*[seal.SaltBytes]byte)(c.cookie[:seal.SaltBytes]))
-	if _, r := fastpath.OpenProof(st.magic, p, &h, &o); r != fastpath.DropNone {
+	if _, r := wire.OpenProof(st.magic, p, &h, &o); r != protocol.DropNone {
 		return "proof_forged"
 	}
 	return "accepted"
@@ -120,10 +122,10 @@ func TestSealedTemplatesUnconnected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := fastpath.NewServer(fastpath.ServerConfig{Magic: st.magic, Sealed: true}, secrets, 1, now)
-	tmpl := buildTemplates(&st, challenge{}, now, fastpath.NewRand(5))
-	out := make([]byte, fastpath.MaxReplyLen)
-	var d fastpath.Decision
+	srv := handshake.NewServer(handshake.ServerConfig{Magic: st.magic, Sealed: true}, secrets, 1, now)
+	tmpl := buildTemplates(&st, challenge{}, now, wire.NewRand(5))
+	out := make([]byte, handshake.MaxReplyLen)
+	var d handshake.Decision
 	for k, vs := range tmpl.kinds {
 		if st.Mix[k] == 0 {
 			continue
@@ -133,13 +135,13 @@ func TestSealedTemplatesUnconnected(t *testing.T) {
 		}
 		for i, p := range vs {
 			from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 40, byte(i), 1}), uint16(20000+i))
-			srv.Handle(&d, from, p, now+1, &fastpath.Peer{}, out)
+			srv.Handle(&d, from, p, now+1, &handshake.Peer{}, out)
 			switch d.Action {
-			case fastpath.ActDrop:
-			case fastpath.ActSealedMove:
+			case handshake.ActDrop:
+			case handshake.ActSealedMove:
 				if Kind(k) == KindProof {
-					var h fastpath.ConnHeader
-					if proof, _ := fastpath.DecodeSealed(st.magic, p, &h); proof {
+					var h protocol.ConnHeader
+					if proof, _ := wire.DecodeSealed(st.magic, p, &h); proof {
 						t.Errorf("proof variant %d may move a connection", i)
 					}
 				}
@@ -194,7 +196,7 @@ func TestFloodSealedServer(t *testing.T) {
 	if rep.Replies[ReplyRefusal].Datagrams == 0 || rep.Replies[ReplySealed].Datagrams == 0 {
 		t.Errorf("replies %v; want token refusals in clear and sealed", rep.Replies)
 	}
-	for _, bad := range []ReplyType{ReplyConn, ReplyInvalid, ReplyType(fastpath.TypeRestartHandshake)} {
+	for _, bad := range []ReplyType{ReplyConn, ReplyInvalid, ReplyType(protocol.TypeRestartHandshake)} {
 		if n := rep.Replies[bad].Datagrams; n != 0 {
 			t.Errorf("%d %v replies", n, bad)
 		}
@@ -205,8 +207,8 @@ func TestFloodSealedServer(t *testing.T) {
 	if st.Proofs != 0 || app.n.Load() != 0 {
 		t.Errorf("the flood proved %d tokens, %d reached the application", st.Proofs, app.n.Load())
 	}
-	for _, r := range []fastpath.DropReason{fastpath.DropTokenProtocol, fastpath.DropTokenExpired, fastpath.DropTokenInvalid,
-		fastpath.DropTokenForeignServer, fastpath.DropProofForged, fastpath.DropNotProof, fastpath.DropTooLarge} {
+	for _, r := range []protocol.DropReason{protocol.DropTokenProtocol, protocol.DropTokenExpired, protocol.DropTokenInvalid,
+		protocol.DropTokenForeignServer, protocol.DropProofForged, protocol.DropNotProof, protocol.DropTooLarge} {
 		if st.Drops[r] == 0 {
 			t.Errorf("server drop counter %v did not move", r)
 		}
@@ -231,13 +233,13 @@ func TestSealedSendLoopAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srcs[0].group.Close()
-	b := &builder{st: &st, m: st.magic, rnd: fastpath.NewRand(1)}
+	b := &builder{st: &st, m: st.magic, rnd: wire.NewRand(1)}
 	var ck cookie.Cookie
 	ck[0] = 1
-	srcs[0].conn = &sourceConn{ok: true, cookie: ck, id: fastpath.ConnHeader{Tag: cookie.SessionTag(&ck)}}
+	srcs[0].conn = &sourceConn{ok: true, cookie: ck, id: protocol.ConnHeader{Tag: cookie.SessionTag(&ck)}}
 	b.sourceTemplates(srcs[0], 0)
 	e := &engine{st: &st, tmpl: b.templates(), srcs: srcs}
-	sd := &sender{e: e, rnd: fastpath.NewRand(2), batch: batchio.NewBatch(st.Batch, 1), size: st.Batch, srcs: srcs}
+	sd := &sender{e: e, rnd: wire.NewRand(2), batch: batchio.NewBatch(st.Batch, 1), size: st.Batch, srcs: srcs}
 	// Cumulative weights: proof 1, sealed 1, nothing else.
 	var cum [NumKinds]uint64
 	cum[KindProof], cum[KindSealed] = 1, 2

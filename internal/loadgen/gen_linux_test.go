@@ -10,8 +10,8 @@ import (
 
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/internal/conntest"
+	"github.com/udpgate/udpgate/internal/protocol"
 )
 
 type echoApp = conntest.Echo[*conn.Conn, conn.DisconnectReason]
@@ -330,8 +330,8 @@ func TestSealedDataMode(t *testing.T) {
 		t.Errorf("%d forged and %d replayed answers from the server", w.SealedForged, w.SealedReplay)
 	}
 	time.Sleep(50 * time.Millisecond)
-	if st := s.Stats(); st.ConnPacketsIn < r.Total.Replies || st.Drops[fastpath.DropSealedForged] != 0 {
-		t.Errorf("server accepted %d connection packets for %d echoes, %d forged", st.ConnPacketsIn, r.Total.Replies, st.Drops[fastpath.DropSealedForged])
+	if st := s.Stats(); st.ConnPacketsIn < r.Total.Replies || st.Drops[protocol.DropSealedForged] != 0 {
+		t.Errorf("server accepted %d connection packets for %d echoes, %d forged", st.ConnPacketsIn, r.Total.Replies, st.Drops[protocol.DropSealedForged])
 	}
 	n, err := g.Disconnect(context.Background(), 2, 0)
 	if err != nil || n != 600 {

@@ -5,9 +5,12 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
 	"golang.org/x/sys/unix"
+
+	"github.com/udpgate/udpgate/cookie"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/seqwin"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 // benchWorker makes a worker with no socket, for timing the generator's own
@@ -49,7 +52,7 @@ func deliver(w *worker, j int, p []byte) {
 func BenchmarkClientData(b *testing.B) {
 	const clients = 1000
 	w := benchWorker(b, ModeData, clients)
-	servers := make([]fastpath.SeqState, clients)
+	servers := make([]seqwin.SeqState, clients)
 	for j := range clients {
 		var ck cookie.Cookie
 		ck[0], ck[2], ck[4] = byte(j), byte(j>>8), byte(j*7)
@@ -60,21 +63,21 @@ func BenchmarkClientData(b *testing.B) {
 		w.state[j] = stConnected
 	}
 	reply := make([]byte, 128)
-	var h fastpath.ConnHeader
+	var h protocol.ConnHeader
 	b.ReportAllocs()
 	j := 0
 	now := int64(1)
 	for b.Loop() {
 		now += 1000
-		p := w.buildConn(j, now, fastpath.KindData)
+		p := w.buildConn(j, now, protocol.KindData)
 		w.inflight[j]++
 		w.out++
 		w.tx.n = 0
 		// The server's echo.
-		payload, _ := fastpath.DecodeConn(w.cfg.Magic, p, &h)
+		payload, _ := wire.DecodeConn(w.cfg.Magic, p, &h)
 		seq, ack, bits, _, _ := servers[j].Send(seconds(now))
-		rh := fastpath.ConnHeader{ClientID: 1, Tag: w.ids[j].tag, Seq: seq, Ack: ack, AckBits: bits, Kind: fastpath.KindData}
-		deliver(w, j, reply[:fastpath.EncodeConn(reply, w.cfg.Magic, &rh, payload)])
+		rh := protocol.ConnHeader{ClientID: 1, Tag: w.ids[j].tag, Seq: seq, Ack: ack, AckBits: bits, Kind: protocol.KindData}
+		deliver(w, j, reply[:wire.EncodeConn(reply, w.cfg.Magic, &rh, payload)])
 		w.answer(0, now+500, true)
 		if j++; j == clients {
 			j = 0
@@ -91,9 +94,9 @@ func BenchmarkClientData(b *testing.B) {
 func BenchmarkClientInitial(b *testing.B) {
 	const clients = 1000
 	w := benchWorker(b, ModeInitial, clients)
-	ch := fastpath.Handshake{MinVersion: 3, CurVersion: 4, Type: fastpath.TypeChallenge, SecretID: 1, Timestamp: 1e9, RandomLen: 12}
+	ch := protocol.Handshake{MinVersion: 3, CurVersion: 4, Type: protocol.TypeChallenge, SecretID: 1, Timestamp: 1e9, RandomLen: 12}
 	pkt := make([]byte, 128)
-	pkt = pkt[:fastpath.EncodeHandshake(pkt, w.cfg.Magic, &ch)]
+	pkt = pkt[:wire.EncodeHandshake(pkt, w.cfg.Magic, &ch)]
 	b.ReportAllocs()
 	j := 0
 	for b.Loop() {
