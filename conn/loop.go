@@ -372,12 +372,13 @@ func (l *loop) move(c *Conn, addr netip.AddrPort) bool {
 
 // Loop counter layout: drops by reason, handshake packets received by type,
 // replies sent by type, connection packets accepted, datagrams from
-// unconnected addresses.
+// unconnected addresses. Every size comes from protocol's tables, so a new
+// drop reason or packet type is counted without an edit here.
 const (
 	cDrop     = 0
 	cRequest  = cDrop + int(protocol.NumDropReasons)
-	cReply    = cRequest + 8
-	cConnIn   = cReply + 8
+	cReply    = cRequest + int(protocol.NumPacketTypes)
+	cConnIn   = cReply + int(protocol.NumPacketTypes)
 	cConnless = cConnIn + 1
 	nCounters = cConnless + 1
 )
@@ -385,24 +386,25 @@ const (
 // loopCounters are written by one loop and read by Stats. Increments go to
 // plain fields; once per batch the changed ones are stored into atomics on
 // the loop's own cache lines, so the per-packet path has no shared atomic.
+// dirty has one bit per counter, in as many words as nCounters needs.
 type loopCounters struct {
 	local  [nCounters]uint64
-	dirty  uint64
+	dirty  [(nCounters + 63) / 64]uint64
 	shared [nCounters]atomic.Uint64
 	_      [64]byte
 }
 
-var _ = [1]struct{}{}[nCounters/65] // nCounters must fit the dirty mask
-
 func (c *loopCounters) add(i int, n uint64) {
 	c.local[i] += n
-	c.dirty |= 1 << uint(i)
+	c.dirty[i>>6] |= 1 << uint(i&63)
 }
 
 func (c *loopCounters) publish() {
-	for d := c.dirty; d != 0; d &= d - 1 {
-		i := bits.TrailingZeros64(d)
-		c.shared[i].Store(c.local[i])
+	for w, d := range c.dirty {
+		for ; d != 0; d &= d - 1 {
+			i := w<<6 + bits.TrailingZeros64(d)
+			c.shared[i].Store(c.local[i])
+		}
+		c.dirty[w] = 0
 	}
-	c.dirty = 0
 }

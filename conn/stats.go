@@ -41,8 +41,8 @@ type Stats struct {
 	// Handshake packets received, by type, and replies sent by the
 	// receive loops, by type (Acks sent by promotion workers are in
 	// PromotionAcks).
-	HandshakeIn   [8]uint64
-	HandshakeOut  [8]uint64
+	HandshakeIn   [protocol.NumPacketTypes]uint64
+	HandshakeOut  [protocol.NumPacketTypes]uint64
 	PromotionAcks uint64
 	DeniedFull    uint64
 	DeniedRefused uint64
@@ -150,7 +150,7 @@ func (s *Server) Stats() Stats {
 		for i := range st.Drops {
 			st.Drops[i] += c[cDrop+i].Load()
 		}
-		for i := range 8 {
+		for i := range int(protocol.NumPacketTypes) {
 			st.HandshakeIn[i] += c[cRequest+i].Load()
 			st.HandshakeOut[i] += c[cReply+i].Load()
 		}
