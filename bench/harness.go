@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/udpgate/udpgate/internal/testkit/procstat"
 	"io"
 	"net/netip"
 	"os"
@@ -14,7 +13,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/testkit/procstat"
+	"github.com/udpgate/udpgate/internal/wire"
+
 	"github.com/udpgate/udpgate/internal/traffic/loadgen"
 )
 
@@ -158,14 +160,14 @@ func (sc scenario) mode(kind string) loadgen.Mode {
 func (sc scenario) requestSize() int {
 	switch sc.Kind {
 	case scChallenge, scLowLoad:
-		return fastpath.HandshakeLen(fastpath.Magic{}, fastpath.TypeInitial, fastpath.MaxRandomBytes)
+		return wire.HandshakeLen(wire.Magic{}, protocol.TypeInitial, protocol.MaxRandomBytes)
 	case scAck:
-		return fastpath.HandshakeLen(fastpath.Magic{}, fastpath.TypeResponse, fastpath.MaxRandomBytes)
+		return wire.HandshakeLen(wire.Magic{}, protocol.TypeResponse, protocol.MaxRandomBytes)
 	}
 	if sc.Sealed {
-		return fastpath.SealedConnLen(fastpath.Magic{}, payloadSize)
+		return wire.SealedConnLen(wire.Magic{}, payloadSize)
 	}
-	return fastpath.ConnLen(fastpath.Magic{}, fastpath.KindData, payloadSize)
+	return wire.ConnLen(wire.Magic{}, protocol.KindData, payloadSize)
 }
 
 // options is one harness invocation.

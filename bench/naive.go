@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/seqwin"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 // naiveServer is the baseline a first implementation of the same handshake
@@ -33,7 +35,7 @@ import (
 // the same 4 MiB as the other servers', so it is not penalised by drops.
 type naiveServer struct {
 	pc         *net.UDPConn
-	magic      fastpath.Magic
+	magic      wire.Magic
 	netVersion uint32
 	secret     [cookie.SecretSize]byte
 
@@ -48,10 +50,10 @@ type naiveConn struct {
 	clientID uint8
 	cookie   cookie.Cookie
 	tag      uint32
-	seq      fastpath.SeqState
+	seq      seqwin.SeqState
 }
 
-func newNaive(magic fastpath.Magic, netVersion uint32) *naiveServer {
+func newNaive(magic wire.Magic, netVersion uint32) *naiveServer {
 	s := &naiveServer{magic: magic, netVersion: netVersion, conns: make(map[netip.AddrPort]*naiveConn)}
 	rand.Read(s.secret[:])
 	return s
@@ -83,8 +85,8 @@ func (s *naiveServer) close() { s.pc.Close() }
 func (s *naiveServer) serve() {
 	buf := make([]byte, 2048)
 	out := make([]byte, 2048)
-	rnd := fastpath.NewRand(0)
-	rep := new(fastpath.AckReport)
+	rnd := wire.NewRand(0)
+	rep := new(seqwin.AckReport)
 	for {
 		n, from, err := s.pc.ReadFromUDPAddrPort(buf)
 		if err != nil {
@@ -110,34 +112,34 @@ func (s *naiveServer) mac(ts float64, from netip.AddrPort) (c cookie.Cookie) {
 
 // handle answers one datagram into out and returns the reply's length (0:
 // no reply).
-func (s *naiveServer) handle(pkt []byte, from netip.AddrPort, out []byte, rnd *fastpath.Rand, rep *fastpath.AckReport, now time.Time) int {
-	p, r := fastpath.DecodePrefix(s.magic, pkt)
-	if r != fastpath.DropNone {
+func (s *naiveServer) handle(pkt []byte, from netip.AddrPort, out []byte, rnd *wire.Rand, rep *seqwin.AckReport, now time.Time) int {
+	p, r := wire.DecodePrefix(s.magic, pkt)
+	if r != protocol.DropNone {
 		return 0
 	}
 	ts := float64(now.UnixNano()) / 1e9
 	if !p.Handshake {
 		return s.connPacket(pkt, from, out, rep, ts)
 	}
-	var h fastpath.Handshake
-	if fastpath.DecodeHandshake(s.magic, pkt, &h) != fastpath.DropNone ||
-		h.MinVersion < fastpath.MinHandshakeVersion || h.MinVersion > fastpath.CurHandshakeVersion || h.MinVersion > h.CurVersion {
+	var h protocol.Handshake
+	if wire.DecodeHandshake(s.magic, pkt, &h) != protocol.DropNone ||
+		h.MinVersion < protocol.MinHandshakeVersion || h.MinVersion > protocol.CurHandshakeVersion || h.MinVersion > h.CurVersion {
 		return 0
 	}
-	reply := fastpath.Handshake{
-		ClientID: h.ClientID, MinVersion: fastpath.MinHandshakeVersion,
-		CurVersion: min(fastpath.CurHandshakeVersion, h.CurVersion), SentCount: h.SentCount,
+	reply := protocol.Handshake{
+		ClientID: h.ClientID, MinVersion: protocol.MinHandshakeVersion,
+		CurVersion: min(protocol.CurHandshakeVersion, h.CurVersion), SentCount: h.SentCount,
 		NetworkVersion: s.netVersion,
 	}
 	switch h.Type {
-	case fastpath.TypeInitial:
+	case protocol.TypeInitial:
 		if h.NetworkVersion != s.netVersion || h.NetworkFeatures != 0 {
 			return 0
 		}
-		reply.Type = fastpath.TypeChallenge
+		reply.Type = protocol.TypeChallenge
 		reply.Timestamp = ts
 		reply.Cookie = s.mac(ts, from)
-	case fastpath.TypeResponse:
+	case protocol.TypeResponse:
 		if h.SessionID != 0 || h.SecretID != 0 {
 			return 0
 		}
@@ -158,7 +160,7 @@ func (s *naiveServer) handle(pkt []byte, from netip.AddrPort, out []byte, rnd *f
 		}
 		reply.Cookie = c.cookie
 		s.mu.Unlock()
-		reply.Type = fastpath.TypeAck
+		reply.Type = protocol.TypeAck
 		reply.SecretID = 1
 		reply.Timestamp = -1
 	default:
@@ -167,17 +169,17 @@ func (s *naiveServer) handle(pkt []byte, from netip.AddrPort, out []byte, rnd *f
 	// A Challenge or Ack has the body size of the Initial or Response it
 	// answers, so no more random bytes than the request's keeps it no
 	// larger.
-	reply.RandomLen = uint8(fastpath.MinRandomBytes + rnd.Intn(int(h.RandomLen)-fastpath.MinRandomBytes+1))
+	reply.RandomLen = uint8(protocol.MinRandomBytes + rnd.Intn(int(h.RandomLen)-protocol.MinRandomBytes+1))
 	rnd.Fill(reply.Random[:reply.RandomLen])
-	return fastpath.EncodeHandshake(out, s.magic, &reply)
+	return wire.EncodeHandshake(out, s.magic, &reply)
 }
 
 // connPacket handles a connection packet: Data is echoed, Disconnect ends
 // the connection.
-func (s *naiveServer) connPacket(pkt []byte, from netip.AddrPort, out []byte, rep *fastpath.AckReport, ts float64) int {
-	var h fastpath.ConnHeader
-	payload, r := fastpath.DecodeConn(s.magic, pkt, &h)
-	if r != fastpath.DropNone || h.SessionID != 0 {
+func (s *naiveServer) connPacket(pkt []byte, from netip.AddrPort, out []byte, rep *seqwin.AckReport, ts float64) int {
+	var h protocol.ConnHeader
+	payload, r := wire.DecodeConn(s.magic, pkt, &h)
+	if r != protocol.DropNone || h.SessionID != 0 {
 		return 0
 	}
 	s.mu.Lock()
@@ -186,15 +188,15 @@ func (s *naiveServer) connPacket(pkt []byte, from netip.AddrPort, out []byte, re
 	if c == nil || c.clientID != h.ClientID || c.tag != h.Tag {
 		return 0
 	}
-	if c.seq.Receive(h.Seq, h.Ack, h.AckBits, ts, rep) != fastpath.DropNone {
+	if c.seq.Receive(h.Seq, h.Ack, h.AckBits, ts, rep) != protocol.DropNone {
 		return 0
 	}
 	switch h.Kind {
-	case fastpath.KindData:
+	case protocol.KindData:
 		seq, ack, bits, _, _ := c.seq.Send(ts)
-		rh := fastpath.ConnHeader{ClientID: c.clientID, Tag: c.tag, Seq: seq, Ack: ack, AckBits: bits, Kind: fastpath.KindData}
-		return fastpath.EncodeConn(out, s.magic, &rh, payload)
-	case fastpath.KindDisconnect:
+		rh := protocol.ConnHeader{ClientID: c.clientID, Tag: c.tag, Seq: seq, Ack: ack, AckBits: bits, Kind: protocol.KindData}
+		return wire.EncodeConn(out, s.magic, &rh, payload)
+	case protocol.KindDisconnect:
 		delete(s.conns, from)
 	}
 	return 0

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/internal/traffic/loadgen"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 type gotPackets struct {
@@ -21,7 +21,7 @@ func (g gotPackets) OnPacket(_ *conn.Conn, p []byte) { g.ch <- string(p) }
 // baseline and gets its Data echoed, so the baseline does the same work on
 // the same wire format.
 func TestNaiveSpeaksTheProtocol(t *testing.T) {
-	s := newNaive(fastpath.Magic{}, benchNetVersion)
+	s := newNaive(wire.Magic{}, benchNetVersion)
 	addr, err := s.listen(0, 0)
 	if err != nil {
 		t.Fatal(err)

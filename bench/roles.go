@@ -15,7 +15,8 @@ import (
 
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 // The servers under test run in child processes (this binary, re-executed
@@ -259,7 +260,7 @@ func startServer(v variant, defaults bool, keys *sealedKeys) (*server, error) {
 				st.RxPackets, st.RxBatchFill(), st.RxDrops, st.TxPackets, st.TxCalls, len(g.Sockets()))
 		}}, nil
 	case kindNaive:
-		s := newNaive(fastpath.Magic{}, benchNetVersion)
+		s := newNaive(wire.Magic{}, benchNetVersion)
 		buf := v.Buffer
 		if buf == 0 {
 			buf = batchio.DefaultRecvBuffer
@@ -359,9 +360,9 @@ func udpgateServer(s *conn.Server) *server {
 		st := s.Stats()
 		so := st.Sockets
 		return fmt.Sprintf("conns=%d accepted=%d conn_in=%d drops=%d promotion_full=%d denied_full=%d overload_changes=%d rx=%d fill=%.1f rx_drops=%d tx=%d tx_calls=%d sockets=%d proofs=%d sealed_forged=%d",
-			st.Connections, st.Accepted, st.ConnPacketsIn, st.TotalDrops(), st.Drops[fastpath.DropPromotionFull],
+			st.Connections, st.Accepted, st.ConnPacketsIn, st.TotalDrops(), st.Drops[protocol.DropPromotionFull],
 			st.DeniedFull, st.OverloadChanges, so.RxPackets, float64(so.RxPackets)/float64(max(so.RxBatches, 1)),
 			so.RxDrops, so.TxPackets, so.TxCalls, len(s.SocketStats()),
-			st.Proofs, st.Drops[fastpath.DropSealedForged])
+			st.Proofs, st.Drops[protocol.DropSealedForged])
 	}}
 }

@@ -9,10 +9,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/testkit/procstat"
 	"github.com/udpgate/udpgate/internal/traffic/flood"
 	"github.com/udpgate/udpgate/internal/traffic/loadgen"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 // The rtt-under-flood scenario: a player on an established connection
@@ -323,4 +324,6 @@ func rttTargets(c rttCell) []target {
 }
 
 // fastpathDataLen is the player's datagram size.
-func fastpathDataLen() int { return fastpath.ConnLen(fastpath.Magic{}, fastpath.KindData, payloadSize) }
+func fastpathDataLen() int {
+	return wire.ConnLen(wire.Magic{}, protocol.KindData, payloadSize)
+}

@@ -8,14 +8,18 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/ratelimit"
+	"github.com/udpgate/udpgate/internal/seqwin"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/shard"
 )
 
 // BenchmarkStages times, in process and without system calls, the whole
 // per-datagram work of each scenario: what a server does between recvmmsg
 // and sendmmsg. For udpgate that is the connection-map lookup
-// (shard.Map.Get), fastpath.Server.Handle (decode, cookie, decision,
+// (shard.Map.Get), handshake.Server.Handle (decode, cookie, decision,
 // encode) and, for Data, SeqState.Receive plus the echo's SeqState.Send and
 // EncodeConn, as conn's receive loop composes them (conn's own locking and
 // counters are not included). For the naive baseline it is its handle
@@ -72,14 +76,14 @@ func stageCookie(i int) (c cookie.Cookie) {
 	return c
 }
 
-var stageMagic fastpath.Magic
+var stageMagic wire.Magic
 
 // stageConn is what udpgate's connection holds for the per-packet path.
 type stageConn struct {
 	clientID uint8
 	tag      uint32
 	cookie   cookie.Cookie
-	seq      fastpath.SeqState
+	seq      seqwin.SeqState
 }
 
 // stageLoad makes the request templates and writes client i's next request.
@@ -93,24 +97,24 @@ type stageLoad struct {
 
 func newStageLoad(b *testing.B, kind string, n int, mac func(ts float64, a netip.AddrPort) (uint8, cookie.Cookie), ts float64) *stageLoad {
 	l := &stageLoad{kind: kind, pkt: make([]byte, 256)}
-	h := fastpath.Handshake{ClientID: 1, MinVersion: 3, CurVersion: 4, NetworkVersion: benchNetVersion, RandomLen: 16}
+	h := protocol.Handshake{ClientID: 1, MinVersion: 3, CurVersion: 4, NetworkVersion: benchNetVersion, RandomLen: 16}
 	var k int
 	switch kind {
 	case scChallenge:
-		h.Type = fastpath.TypeInitial
-		k = fastpath.EncodeHandshake(l.pkt, stageMagic, &h)
+		h.Type = protocol.TypeInitial
+		k = wire.EncodeHandshake(l.pkt, stageMagic, &h)
 	case scAck:
 		l.cks = make([]cookie.Cookie, n)
 		var id uint8
 		for i := range n {
 			id, l.cks[i] = mac(ts, stageAddr(i))
 		}
-		h.Type, h.SecretID, h.Timestamp = fastpath.TypeResponse, id, ts
+		h.Type, h.SecretID, h.Timestamp = protocol.TypeResponse, id, ts
 		h.Cookie = cookie.Cookie{0: 0xA5}
-		k = fastpath.EncodeHandshake(l.pkt, stageMagic, &h)
+		k = wire.EncodeHandshake(l.pkt, stageMagic, &h)
 		// With no magic header the cookie starts on a byte boundary
 		// (5 + 82 + 1 + 64 bits = byte 19).
-		l.off = (fastpath.IDBits + fastpath.BaseBits + 1 + 64) / 8
+		l.off = (protocol.IDBits + protocol.BaseBits + 1 + 64) / 8
 		if l.pkt[l.off] != 0xA5 {
 			b.Fatal("cookie is not where expected")
 		}
@@ -120,9 +124,9 @@ func newStageLoad(b *testing.B, kind string, n int, mac func(ts float64, a netip
 			ck := stageCookie(i)
 			_, l.seqs[i] = cookie.Sequences(&ck)
 		}
-		ch := fastpath.ConnHeader{ClientID: 1, Kind: fastpath.KindData}
-		k = fastpath.EncodeConn(l.pkt, stageMagic, &ch, make([]byte, payloadSize))
-		l.off = fastpath.ConnHeaderOffset(stageMagic)
+		ch := protocol.ConnHeader{ClientID: 1, Kind: protocol.KindData}
+		k = wire.EncodeConn(l.pkt, stageMagic, &ch, make([]byte, payloadSize))
+		l.off = wire.ConnHeaderOffset(stageMagic)
 	}
 	if k == 0 {
 		b.Fatal("encode failed")
@@ -140,7 +144,7 @@ func (l *stageLoad) request(i int) []byte {
 		ck := stageCookie(i)
 		binary.LittleEndian.PutUint32(l.pkt[l.off:], cookie.SessionTag(&ck))
 		binary.LittleEndian.PutUint16(l.pkt[l.off+4:], l.seqs[i])
-		l.seqs[i] = (l.seqs[i] + 1) & (fastpath.SeqModulus - 1)
+		l.seqs[i] = (l.seqs[i] + 1) & (protocol.SeqModulus - 1)
 	}
 	return l.pkt
 }
@@ -169,8 +173,8 @@ func benchUdpgateStage(b *testing.B, kind string, n int) {
 		b.Fatal(err)
 	}
 	signer := cookie.NewSigner(secrets)
-	srv := fastpath.NewServer(fastpath.ServerConfig{
-		NetworkVersion: benchNetVersion, ChallengeLimit: fastpath.Limit{Rate: -1},
+	srv := handshake.NewServer(handshake.ServerConfig{
+		NetworkVersion: benchNetVersion, ChallengeLimit: ratelimit.Limit{Rate: -1},
 	}, secrets, 1, now)
 	load := newStageLoad(b, kind, n, func(ts float64, a netip.AddrPort) (uint8, cookie.Cookie) {
 		var c cookie.Cookie
@@ -191,11 +195,11 @@ func benchUdpgateStage(b *testing.B, kind string, n int) {
 	}
 	order := stageOrder(n)
 	out := make([]byte, 2048)
-	var d fastpath.Decision
-	var rep fastpath.AckReport
-	want := fastpath.ActReply
+	var d handshake.Decision
+	var rep seqwin.AckReport
+	want := handshake.ActReply
 	if kind == scData {
-		want = fastpath.ActConn
+		want = handshake.ActConn
 	}
 	k := 0
 	b.ReportAllocs()
@@ -206,22 +210,22 @@ func benchUdpgateStage(b *testing.B, kind string, n int) {
 		}
 		addr := stageAddr(i)
 		pkt := load.request(i)
-		var peer fastpath.Peer
+		var peer handshake.Peer
 		c, known := conns.Get(addr)
 		if known {
-			peer = fastpath.Peer{Known: true, ClientID: c.clientID, Tag: c.tag, Cookie: c.cookie}
+			peer = handshake.Peer{Known: true, ClientID: c.clientID, Tag: c.tag, Cookie: c.cookie}
 		}
 		srv.Handle(&d, addr, pkt, now, &peer, out)
 		if d.Action != want {
 			b.Fatalf("action %v drop %v", d.Action, d.Drop)
 		}
-		if d.Action == fastpath.ActConn {
-			if c.seq.Receive(d.Conn.Seq, d.Conn.Ack, d.Conn.AckBits, now, &rep) != fastpath.DropNone {
+		if d.Action == handshake.ActConn {
+			if c.seq.Receive(d.Conn.Seq, d.Conn.Ack, d.Conn.AckBits, now, &rep) != protocol.DropNone {
 				b.Fatal("stale")
 			}
 			seq, ack, bits, _, _ := c.seq.Send(now)
-			h := fastpath.ConnHeader{ClientID: c.clientID, Tag: c.tag, Seq: seq, Ack: ack, AckBits: bits, Kind: fastpath.KindData}
-			if fastpath.EncodeConn(out, stageMagic, &h, d.Payload) == 0 {
+			h := protocol.ConnHeader{ClientID: c.clientID, Tag: c.tag, Seq: seq, Ack: ack, AckBits: bits, Kind: protocol.KindData}
+			if wire.EncodeConn(out, stageMagic, &h, d.Payload) == 0 {
 				b.Fatal("encode failed")
 			}
 		}
@@ -245,8 +249,8 @@ func benchNaiveStage(b *testing.B, kind string, n int) {
 	}
 	order := stageOrder(n)
 	out := make([]byte, 2048)
-	rnd := fastpath.NewRand(1)
-	rep := new(fastpath.AckReport)
+	rnd := wire.NewRand(1)
+	rep := new(seqwin.AckReport)
 	k := 0
 	b.ReportAllocs()
 	for b.Loop() {

@@ -3,7 +3,7 @@ package conn
 import (
 	"fmt"
 
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
 )
 
 // Live administration: what an operator may change while clients are
@@ -80,10 +80,10 @@ func (s *Server) Healthy() error {
 
 // liveConfig returns the fastpath configuration a loop should run and its
 // generation, for a loop whose state is of generation have.
-func (s *Server) liveConfig(have uint64) (fastpath.ServerConfig, uint64, bool) {
+func (s *Server) liveConfig(have uint64) (handshake.ServerConfig, uint64, bool) {
 	g := s.liveGen.Load()
 	if g == have {
-		return fastpath.ServerConfig{}, g, false
+		return handshake.ServerConfig{}, g, false
 	}
 	s.liveMu.Lock()
 	defer s.liveMu.Unlock()

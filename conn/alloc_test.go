@@ -5,8 +5,10 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/seqwin"
 	"github.com/udpgate/udpgate/internal/testkit/conntest"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/message"
 )
 
@@ -30,15 +32,15 @@ func TestAllocsEstablished(t *testing.T) {
 	// batches without racing the running loop.
 	l := newLoop(s, 0, s.socks[0], 8, seconds(time.Now()))
 	serverSeq, clientSeq := cookie.Sequences(&ck)
-	hdr := fastpath.ConnHeader{ClientID: p.clientID, Tag: cookie.SessionTag(&ck),
-		Ack: (serverSeq + fastpath.SeqModulus - 1) % fastpath.SeqModulus, Kind: fastpath.KindData}
+	hdr := protocol.ConnHeader{ClientID: p.clientID, Tag: cookie.SessionTag(&ck),
+		Ack: (serverSeq + protocol.SeqModulus - 1) % protocol.SeqModulus, Kind: protocol.KindData}
 	payload := []byte("position update 0123456789")
 	next := clientSeq
 	receive := func() {
 		hdr.Seq = next
-		next = (next + 1) % fastpath.SeqModulus
+		next = (next + 1) % protocol.SeqModulus
 		m := &l.rb.Msgs[0]
-		m.N = fastpath.EncodeConn(m.Buf, s.st.magic, &hdr, payload)
+		m.N = wire.EncodeConn(m.Buf, s.st.magic, &hdr, payload)
 		m.Addr = p.addr()
 		l.batch(1, time.Now())
 	}
@@ -82,9 +84,9 @@ func TestMessagesAlloc(t *testing.T) {
 	}
 	pe := layer.NewEndpoint()
 	serverSeq, clientSeq := cookie.Sequences(&ck)
-	var seq fastpath.SeqState
+	var seq seqwin.SeqState
 	seq.Init(clientSeq, serverSeq, seconds(time.Now()))
-	rep := new(fastpath.AckReport)
+	rep := new(seqwin.AckReport)
 	l := newLoop(s, 0, s.socks[0], 8, seconds(time.Now()))
 	msg := []byte("chat: a hundred bytes of a reliable message, give or take, for the allocation test!!")
 	echoes := 0
@@ -98,26 +100,26 @@ func TestMessagesAlloc(t *testing.T) {
 		if evicted {
 			pe.Lost(lost.Seq, ns)
 		}
-		hdr := fastpath.ConnHeader{ClientID: p.clientID, Tag: cookie.SessionTag(&ck),
-			Seq: sq, Ack: ack, AckBits: bits, Kind: fastpath.KindMessages}
-		var pl [fastpath.MaxDatagramLimit]byte
+		hdr := protocol.ConnHeader{ClientID: p.clientID, Tag: cookie.SessionTag(&ck),
+			Seq: sq, Ack: ack, AckBits: bits, Kind: protocol.KindMessages}
+		var pl [protocol.MaxDatagramLimit]byte
 		n := pe.WritePayload(pl[:s.st.msgPayload], sq, ns)
 		pe.PacketSent(ns)
 		m := &l.rb.Msgs[0]
-		m.N = fastpath.EncodeConn(m.Buf, s.st.magic, &hdr, pl[:n])
+		m.N = wire.EncodeConn(m.Buf, s.st.magic, &hdr, pl[:n])
 		m.Addr = p.addr()
 		l.batch(1, now)
 		// The server's answer, as the peer receives it.
 		out := &l.sb.Msgs[0]
-		var h fastpath.ConnHeader
-		payload, r := fastpath.DecodeConn(s.st.magic, out.Buf[:out.N], &h)
-		if r != fastpath.DropNone || h.Kind != fastpath.KindMessages {
+		var h protocol.ConnHeader
+		payload, r := wire.DecodeConn(s.st.magic, out.Buf[:out.N], &h)
+		if r != protocol.DropNone || h.Kind != protocol.KindMessages {
 			t.Fatalf("server answered %v kind %d", r, h.Kind)
 		}
 		if pe.Check(payload) != message.DropNone {
 			t.Fatal("the echo does not check")
 		}
-		if seq.Receive(h.Seq, h.Ack, h.AckBits, seconds(now), rep) != fastpath.DropNone {
+		if seq.Receive(h.Seq, h.Ack, h.AckBits, seconds(now), rep) != protocol.DropNone {
 			t.Fatal("the echo's sequence is refused")
 		}
 		for _, d := range rep.DeliveredPackets() {

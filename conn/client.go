@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/seqwin"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 // Client is a connection to a server, made by Dial.
@@ -23,7 +26,7 @@ type Client struct {
 	clientID uint8
 
 	mu       sync.Mutex // guards hs, udp, conn, restarts, dialed, hsErr
-	hs       fastpath.ClientHandshake
+	hs       handshake.ClientHandshake
 	udp      clientSocket // a UDP socket, or a simulated network's endpoint
 	conn     *Conn
 	restarts uint64
@@ -38,7 +41,7 @@ type Client struct {
 	endErr atomic.Pointer[error]
 	closed atomic.Bool
 	wg     sync.WaitGroup
-	drops  [fastpath.NumDropReasons]atomic.Uint64
+	drops  [protocol.NumDropReasons]atomic.Uint64
 	// msgTimer runs the connection's message timers (messages.go); nil
 	// without channels.
 	msgTimer *msgTimer
@@ -69,7 +72,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 	}
 	clientID := st.ClientID
 	if clientID == 0 {
-		r := fastpath.NewRand(0)
+		r := wire.NewRand(0)
 		clientID = uint8(r.Intn(8))
 	}
 	c := &Client{
@@ -81,7 +84,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 		done:      make(chan struct{}),
 		quit:      make(chan struct{}),
 	}
-	c.hs = fastpath.NewClientHandshake(fastpath.ClientConfig{
+	c.hs = handshake.NewClientHandshake(handshake.ClientConfig{
 		Magic:           st.magic,
 		NetworkVersion:  st.NetworkVersion,
 		NetworkFeatures: st.NetworkFeatures,
@@ -275,7 +278,7 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 // connection's timeout deal with loss. c.mu is held.
 func (c *Client) refusedLocked(err error) {
 	if !errors.Is(err, syscall.ECONNREFUSED) || c.dialed || c.conn != nil ||
-		c.hs.State() != fastpath.ClientSendingInitial {
+		c.hs.State() != handshake.ClientSendingInitial {
 		return
 	}
 	c.dialDoneLocked(&UnreachableError{Addr: c.server, Err: err})
@@ -293,8 +296,8 @@ func (c *Client) dialDoneLocked(err error) {
 
 func (c *Client) read(udp clientSocket) {
 	defer c.wg.Done()
-	buf := make([]byte, fastpath.MaxDatagramLimit+1)
-	rep := new(fastpath.AckReport)
+	buf := make([]byte, protocol.MaxDatagramLimit+1)
+	rep := new(seqwin.AckReport)
 	for {
 		n, from, err := udp.ReadFrom(buf)
 		if err != nil {
@@ -307,20 +310,20 @@ func (c *Client) read(udp clientSocket) {
 			continue
 		}
 		if from != c.server {
-			c.drops[fastpath.DropUnknownConnection].Add(1)
+			c.drops[protocol.DropUnknownConnection].Add(1)
 			continue
 		}
 		if n > c.st.MaxDatagram {
-			c.drops[fastpath.DropTooLarge].Add(1)
+			c.drops[protocol.DropTooLarge].Add(1)
 			continue
 		}
 		c.handle(buf[:n], c.st.Now(), rep)
 	}
 }
 
-func (c *Client) handle(pkt []byte, now time.Time, rep *fastpath.AckReport) {
-	p, r := fastpath.DecodePrefix(c.st.magic, pkt)
-	if r != fastpath.DropNone {
+func (c *Client) handle(pkt []byte, now time.Time, rep *seqwin.AckReport) {
+	p, r := wire.DecodePrefix(c.st.magic, pkt)
+	if r != protocol.DropNone {
 		c.drops[r].Add(1)
 		return
 	}
@@ -329,54 +332,54 @@ func (c *Client) handle(pkt []byte, now time.Time, rep *fastpath.AckReport) {
 		conn := c.conn
 		c.mu.Unlock()
 		if conn == nil {
-			c.drops[fastpath.DropUnknownConnection].Add(1)
+			c.drops[protocol.DropUnknownConnection].Add(1)
 			return
 		}
 		if conn.sec != nil {
-			if r := c.handleSealed(conn, pkt, now, rep); r != fastpath.DropNone {
+			if r := c.handleSealed(conn, pkt, now, rep); r != protocol.DropNone {
 				c.drops[r].Add(1)
 			}
 			return
 		}
-		var h fastpath.ConnHeader
-		payload, r := fastpath.DecodeConn(c.st.magic, pkt, &h)
+		var h protocol.ConnHeader
+		payload, r := wire.DecodeConn(c.st.magic, pkt, &h)
 		switch {
-		case r != fastpath.DropNone:
+		case r != protocol.DropNone:
 		case h.SessionID != conn.session:
-			r = fastpath.DropSessionMismatch
+			r = protocol.DropSessionMismatch
 		case h.ClientID != conn.clientID:
-			r = fastpath.DropClientIDMismatch
+			r = protocol.DropClientIDMismatch
 		case h.Tag != conn.tag:
-			r = fastpath.DropBadTag
+			r = protocol.DropBadTag
 		default:
 			r = conn.receive(&h, payload, now, rep, nil)
 		}
-		if r != fastpath.DropNone {
+		if r != protocol.DropNone {
 			c.drops[r].Add(1)
 		}
 		return
 	}
-	var out [fastpath.MaxReplyLen + 32]byte
+	var out [handshake.MaxReplyLen + 32]byte
 	c.mu.Lock()
 	if c.conn != nil && c.conn.sec != nil {
 		// A sealed connection never restarts: a server moves it when a
 		// sealed packet arrives from a new address, and a RestartHandshake
 		// here is a stray or a forgery.
 		c.mu.Unlock()
-		c.drops[fastpath.DropRestartUnneeded].Add(1)
+		c.drops[protocol.DropRestartUnneeded].Add(1)
 		return
 	}
 	if c.dialed && c.conn == nil {
 		// Dial has failed already: nothing the server says matters.
 		c.mu.Unlock()
-		c.drops[fastpath.DropUnexpectedType].Add(1)
+		c.drops[protocol.DropUnexpectedType].Add(1)
 		return
 	}
 	hev := c.heardLocked()
 	n, ev, r := c.hs.Receive(seconds(now), pkt, out[:])
 	udp := c.udp
 	c.mu.Unlock()
-	if r != fastpath.DropNone {
+	if r != protocol.DropNone {
 		c.drops[r].Add(1)
 	}
 	if n > 0 {
@@ -393,20 +396,20 @@ func (c *Client) handle(pkt []byte, now time.Time, rep *fastpath.AckReport) {
 // heardLocked tells the handshake when the connection last accepted a
 // packet from the server, so that a RestartHandshake is honoured only after
 // a silence and a restart is dropped when the server turns out to reach us
-// (fastpath.ClientHandshake.Heard). The time is the connection's own
+// (handshake.ClientHandshake.Heard). The time is the connection's own
 // lastRecv, read when the handshake is about to act rather than on every
 // packet. c.mu is held.
-func (c *Client) heardLocked() fastpath.ClientEvent {
+func (c *Client) heardLocked() handshake.ClientEvent {
 	if c.conn == nil {
-		return fastpath.EventNone
+		return handshake.EventNone
 	}
 	return c.hs.Heard(seconds(time.Unix(0, c.conn.lastRecv.Load())))
 }
 
 // event acts on a handshake outcome.
-func (c *Client) event(ev fastpath.ClientEvent, now time.Time) {
+func (c *Client) event(ev handshake.ClientEvent, now time.Time) {
 	switch ev {
-	case fastpath.EventConnected:
+	case handshake.EventConnected:
 		c.mu.Lock()
 		if c.dialed {
 			// Dial failed a moment ago (port unreachable): too late.
@@ -443,9 +446,9 @@ func (c *Client) event(ev fastpath.ClientEvent, now time.Time) {
 		// (no reply larger than its request). An unsealed server takes
 		// it as any KeepAlive.
 		var pad [1]byte
-		_, _ = conn.send(fastpath.KindKeepAlive, pad[:], false)
+		_, _ = conn.send(protocol.KindKeepAlive, pad[:], false)
 		c.st.Handler.OnConnect(conn)
-	case fastpath.EventReconnected:
+	case handshake.EventReconnected:
 		c.mu.Lock()
 		c.restarts++
 		conn := c.conn
@@ -454,11 +457,11 @@ func (c *Client) event(ev fastpath.ClientEvent, now time.Time) {
 			conn.lastRecv.Store(now.UnixNano())
 		}
 		c.st.Logger.Debug("connection restarted", "local", c.LocalAddr())
-	case fastpath.EventRestartCanceled:
+	case handshake.EventRestartCanceled:
 		// The server's packets still arrive here: the RestartHandshake
 		// was forged, or answered a stray packet.
 		c.st.Logger.Debug("restart canceled: the server still reaches this address", "local", c.LocalAddr())
-	case fastpath.EventDenied:
+	case handshake.EventDenied:
 		c.mu.Lock()
 		conn := c.conn
 		if conn == nil {
@@ -472,12 +475,12 @@ func (c *Client) event(ev fastpath.ClientEvent, now time.Time) {
 			c.st.Logger.Debug("restart refused: the server does not know this connection", "reason", c.hs.DeniedReason())
 			conn.shutdown(ReasonShutdown, true)
 		}
-	case fastpath.EventWrongVersion:
+	case handshake.EventWrongVersion:
 		c.mu.Lock()
 		v, f := c.hs.ServerVersions()
 		c.dialDoneLocked(&VersionError{ServerNetworkVersion: v, ServerNetworkFeatures: f})
 		c.mu.Unlock()
-	case fastpath.EventTimedOut:
+	case handshake.EventTimedOut:
 		c.mu.Lock()
 		conn := c.conn
 		if conn == nil {
@@ -492,8 +495,8 @@ func (c *Client) event(ev fastpath.ClientEvent, now time.Time) {
 }
 
 // pollLocked sends a handshake packet when one is due. c.mu is held.
-func (c *Client) pollLocked(now time.Time) fastpath.ClientEvent {
-	var out [fastpath.MaxReplyLen + 32]byte
+func (c *Client) pollLocked(now time.Time) handshake.ClientEvent {
+	var out [handshake.MaxReplyLen + 32]byte
 	n, ev := c.hs.Poll(seconds(now), out[:])
 	if n > 0 {
 		// A send can return the ICMP error of an earlier one.

@@ -11,8 +11,11 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/seqwin"
 	"github.com/udpgate/udpgate/internal/testkit/conntest"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 // Issue 12 item 1 through a real client socket. The attacker knows only the
@@ -27,15 +30,15 @@ import (
 type scriptServer struct {
 	t   *testing.T
 	pc  *net.UDPConn
-	fp  *fastpath.Server
-	cfg *fastpath.ServerConfig
+	fp  *handshake.Server
+	cfg *handshake.ServerConfig
 
 	mu       sync.Mutex
 	client   netip.AddrPort
 	clientID uint8
 	ck       cookie.Cookie
-	seq      fastpath.SeqState
-	rnd      fastpath.Rand
+	seq      seqwin.SeqState
+	rnd      wire.Rand
 	// migrate answers a RestartResponse: Ack (the connection moves) or,
 	// when false, Denied(DeniedUnknownConnection), a server that
 	// restarted and does not know the connection.
@@ -58,8 +61,8 @@ func newScriptServer(t *testing.T) *scriptServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &scriptServer{t: t, pc: pc, rnd: fastpath.NewRand(7), connected: make(chan struct{})}
-	s.fp = fastpath.NewServer(fastpath.ServerConfig{SessionID: 2}, sec, 5, seconds(time.Now()))
+	s := &scriptServer{t: t, pc: pc, rnd: wire.NewRand(7), connected: make(chan struct{})}
+	s.fp = handshake.NewServer(handshake.ServerConfig{SessionID: 2}, sec, 5, seconds(time.Now()))
 	s.cfg = s.fp.Config()
 	done := make(chan struct{})
 	go s.serve(done)
@@ -72,20 +75,20 @@ func (s *scriptServer) addr() string { return s.pc.LocalAddr().String() }
 func (s *scriptServer) serve(done chan struct{}) {
 	defer close(done)
 	buf := make([]byte, 2048)
-	out := make([]byte, fastpath.MaxReplyLen)
-	var d fastpath.Decision
-	var peer fastpath.Peer
+	out := make([]byte, handshake.MaxReplyLen)
+	var d handshake.Decision
+	var peer handshake.Peer
 	for {
 		n, from, err := s.pc.ReadFromUDPAddrPort(buf)
 		if err != nil {
 			return
 		}
 		pkt := buf[:n]
-		var h fastpath.Handshake
-		if fastpath.DecodeHandshake(s.cfg.Magic, pkt, &h) != fastpath.DropNone {
+		var h protocol.Handshake
+		if wire.DecodeHandshake(s.cfg.Magic, pkt, &h) != protocol.DropNone {
 			continue // the client's connection packets: not needed here
 		}
-		if h.Type == fastpath.TypeInitial && h.Restart {
+		if h.Type == protocol.TypeInitial && h.Restart {
 			s.restartInitials.Add(1)
 			s.mu.Lock()
 			hold := s.holdRestart
@@ -99,23 +102,23 @@ func (s *scriptServer) serve(done chan struct{}) {
 		reply := 0
 		s.mu.Lock()
 		switch d.Action {
-		case fastpath.ActReply:
+		case handshake.ActReply:
 			reply = d.ReplyLen
-		case fastpath.ActPromote:
+		case handshake.ActPromote:
 			s.client, s.clientID, s.ck = from, d.To.ClientID, d.Cookie
 			sseq, cseq := cookie.Sequences(&s.ck)
 			s.seq.Init(sseq, cseq, now)
 			reply = s.cfg.BuildAck(out, &d.To, &s.ck, &s.rnd)
-		case fastpath.ActMigrate:
+		case handshake.ActMigrate:
 			s.restartResponses.Add(1)
 			if s.migrate && d.OrigCookie == s.ck {
 				s.client = from
 				reply = s.cfg.BuildAck(out, &d.To, &s.ck, &s.rnd)
 			} else {
-				reply = s.cfg.BuildDenied(out, &d.To, fastpath.DeniedUnknownConnection, &d.Cookie, &s.rnd)
+				reply = s.cfg.BuildDenied(out, &d.To, handshake.DeniedUnknownConnection, &d.Cookie, &s.rnd)
 			}
 		}
-		promoted := d.Action == fastpath.ActPromote
+		promoted := d.Action == handshake.ActPromote
 		s.mu.Unlock()
 		if reply > 0 {
 			_, _ = s.pc.WriteToUDPAddrPort(out[:reply], from)
@@ -131,10 +134,10 @@ func (s *scriptServer) serve(done chan struct{}) {
 func (s *scriptServer) sendValid() {
 	s.mu.Lock()
 	seq, ack, bits, _, _ := s.seq.Send(seconds(time.Now()))
-	h := fastpath.ConnHeader{SessionID: s.cfg.SessionID, ClientID: s.clientID, Tag: cookie.SessionTag(&s.ck),
-		Seq: seq, Ack: ack, AckBits: bits, Kind: fastpath.KindKeepAlive}
+	h := protocol.ConnHeader{SessionID: s.cfg.SessionID, ClientID: s.clientID, Tag: cookie.SessionTag(&s.ck),
+		Seq: seq, Ack: ack, AckBits: bits, Kind: protocol.KindKeepAlive}
 	b := make([]byte, 64)
-	n := fastpath.EncodeConn(b, s.cfg.Magic, &h, nil)
+	n := wire.EncodeConn(b, s.cfg.Magic, &h, nil)
 	to := s.client
 	s.mu.Unlock()
 	_, _ = s.pc.WriteToUDPAddrPort(b[:n], to)
@@ -145,12 +148,12 @@ func (s *scriptServer) sendValid() {
 // packet per value).
 func (s *scriptServer) sendRestart() {
 	s.mu.Lock()
-	h := fastpath.Handshake{SessionID: s.cfg.SessionID, ClientID: s.clientID, Restart: true,
-		MinVersion: 3, CurVersion: 4, Type: fastpath.TypeRestartHandshake, RandomLen: 8}
+	h := protocol.Handshake{SessionID: s.cfg.SessionID, ClientID: s.clientID, Restart: true,
+		MinVersion: 3, CurVersion: 4, Type: protocol.TypeRestartHandshake, RandomLen: 8}
 	to := s.client
 	s.mu.Unlock()
 	b := make([]byte, 64)
-	n := fastpath.EncodeHandshake(b, s.cfg.Magic, &h)
+	n := wire.EncodeHandshake(b, s.cfg.Magic, &h)
 	_, _ = s.pc.WriteToUDPAddrPort(b[:n], to)
 }
 
@@ -182,9 +185,9 @@ func underAttack(t *testing.T, s *scriptServer, c *Client, clk *clock, n int) {
 		s.sendValid()
 		conntest.Eventually(t, "valid packet accepted", func() bool { return c.Conn().Stats().PacketsIn > in })
 		clk.Advance(50 * time.Millisecond)
-		refused := c.Drops()[fastpath.DropRestartUnneeded]
+		refused := c.Drops()[protocol.DropRestartUnneeded]
 		s.sendRestart()
-		conntest.Eventually(t, "RestartHandshake refused", func() bool { return c.Drops()[fastpath.DropRestartUnneeded] > refused })
+		conntest.Eventually(t, "RestartHandshake refused", func() bool { return c.Drops()[protocol.DropRestartUnneeded] > refused })
 	}
 }
 

@@ -6,7 +6,10 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/ratelimit"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/message"
 	"github.com/udpgate/udpgate/netsim"
 	"github.com/udpgate/udpgate/token"
@@ -71,9 +74,9 @@ type Config struct {
 	MaxClientsPerIP     int
 	MaxClientsPerPrefix int
 	// ChallengeRate and ChallengeBurst bound Challenge replies per source
-	// (address and port) per second. As in a fastpath.Limit, a rate of 0
+	// (address and port) per second. As in a ratelimit.Limit, a rate of 0
 	// takes the protocol default (32/s), a negative rate
-	// (fastpath.Unlimited) means unlimited (benchmarks), and a burst of 0
+	// (ratelimit.Unlimited) means unlimited (benchmarks), and a burst of 0
 	// is twice the rate.
 	ChallengeRate  float64
 	ChallengeBurst float64
@@ -149,7 +152,7 @@ type Config struct {
 // settings is a validated Config with defaults filled and derived values.
 type settings struct {
 	Config
-	magic     fastpath.Magic
+	magic     wire.Magic
 	keepAlive float64
 	timeout   float64
 	connectTO float64
@@ -171,7 +174,7 @@ type settings struct {
 
 func (c Config) settings() (settings, error) {
 	s := settings{Config: c}
-	m, err := fastpath.ParseMagic(c.Magic)
+	m, err := wire.ParseMagic(c.Magic)
 	if err != nil {
 		return s, fmt.Errorf("config: Magic %q is not valid: %v (use up to 32 characters of '0' and '1', or leave it empty)", c.Magic, err)
 	}
@@ -183,11 +186,11 @@ func (c Config) settings() (settings, error) {
 		return s, fmt.Errorf("config: ClientID %d is out of range: use 1..7, or 0 for a random one", c.ClientID)
 	}
 	if s.MaxDatagram == 0 {
-		s.MaxDatagram = fastpath.DefaultMaxDatagram
+		s.MaxDatagram = protocol.DefaultMaxDatagram
 	}
-	if s.MaxDatagram < fastpath.MinConnLen(m)+1 || s.MaxDatagram > fastpath.MaxDatagramLimit {
+	if s.MaxDatagram < wire.MinConnLen(m)+1 || s.MaxDatagram > protocol.MaxDatagramLimit {
 		return s, fmt.Errorf("config: MaxDatagram %d is out of range: use %d..%d bytes (default %d)",
-			c.MaxDatagram, fastpath.MinConnLen(m)+1, fastpath.MaxDatagramLimit, fastpath.DefaultMaxDatagram)
+			c.MaxDatagram, wire.MinConnLen(m)+1, protocol.MaxDatagramLimit, protocol.DefaultMaxDatagram)
 	}
 	if c.Sockets < 0 || c.BatchSize < 0 || c.RecvBuffer < 0 || c.SendBuffer < 0 || c.PromotionWorkers < 0 || c.MaxClients < 0 {
 		return s, fmt.Errorf("config: Sockets, BatchSize, RecvBuffer, SendBuffer, PromotionWorkers and MaxClients must not be negative (0 takes the default)")
@@ -243,9 +246,9 @@ func (c Config) settings() (settings, error) {
 	s.sealed = s.PrivateKey != nil || s.Token != nil
 	s.seqHandler, _ = s.Handler.(SequencedPacketHandler)
 	if len(c.Messages.Channels) > 0 {
-		s.msgPayload = s.MaxDatagram - fastpath.ConnLen(m, fastpath.KindMessages, 0)
+		s.msgPayload = s.MaxDatagram - wire.ConnLen(m, protocol.KindMessages, 0)
 		if s.sealed {
-			s.msgPayload = s.MaxDatagram - fastpath.SealedConnLen(m, 0)
+			s.msgPayload = s.MaxDatagram - wire.SealedConnLen(m, 0)
 		}
 		if s.msgs, err = message.NewLayer(c.Messages, s.msgPayload); err != nil {
 			return s, fmt.Errorf("config: Messages: %w", err)
@@ -260,8 +263,8 @@ func (c Config) settings() (settings, error) {
 
 // fastpathConfig is the wire configuration a server's loops enforce, for
 // a server whose handshake packets are spread over loops receive loops.
-func (s *settings) fastpathConfig(loops int) fastpath.ServerConfig {
-	fc := fastpath.ServerConfig{
+func (s *settings) fastpathConfig(loops int) handshake.ServerConfig {
+	fc := handshake.ServerConfig{
 		Magic:                s.magic,
 		SessionID:            s.SessionID,
 		NetworkVersion:       s.NetworkVersion,
@@ -270,13 +273,13 @@ func (s *settings) fastpathConfig(loops int) fastpath.ServerConfig {
 		MaxDatagram:          s.MaxDatagram,
 		Sealed:               s.PrivateKey != nil,
 	}
-	// Config's rates mean what a fastpath.Limit's do (0 the default, a
+	// Config's rates mean what a ratelimit.Limit's do (0 the default, a
 	// negative rate unlimited, a burst of 0 twice the rate), so they pass
 	// through. The per-IP and per-network budgets are totals that fastpath
 	// shares out over the handshake loops.
-	fc.ChallengeLimit = fastpath.Limit{Rate: s.ChallengeRate, Burst: s.ChallengeBurst}
-	fc.ChallengeIPLimit = fastpath.Limit{Rate: s.ChallengeRatePerIP}
-	fc.ChallengePrefixLimit = fastpath.Limit{Rate: s.ChallengeRatePerPrefix}
+	fc.ChallengeLimit = ratelimit.Limit{Rate: s.ChallengeRate, Burst: s.ChallengeBurst}
+	fc.ChallengeIPLimit = ratelimit.Limit{Rate: s.ChallengeRatePerIP}
+	fc.ChallengePrefixLimit = ratelimit.Limit{Rate: s.ChallengeRatePerPrefix}
 	fc.Loops = loops
 	return fc
 }

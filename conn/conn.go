@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/seqwin"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/message"
 )
 
@@ -41,7 +43,7 @@ type Conn struct {
 	// Payload bytes; the packet counters are seq's.
 	bytesIn, bytesOut uint64
 	// seq's scalars follow; it ends in a ring of send times.
-	seq fastpath.SeqState
+	seq seqwin.SeqState
 
 	// Cold: setup and the rare paths.
 	// cookieTS is the authorised cookie's Timestamp (server side): an
@@ -108,7 +110,7 @@ func (l *link) write(p []byte, addr netip.AddrPort) error {
 // sendBufs holds packet-sized scratch buffers, so Send encodes without
 // allocating and without a per-connection buffer (100k connections would
 // otherwise hold 150 MB of idle buffers).
-var sendBufs = sync.Pool{New: func() any { return new([fastpath.MaxDatagramLimit]byte) }}
+var sendBufs = sync.Pool{New: func() any { return new([protocol.MaxDatagramLimit]byte) }}
 
 // initSeq starts the sequence state from the authorised cookie: a server
 // sends from ServerSeq and expects ClientSeq, a client the mirror image.
@@ -170,20 +172,20 @@ func (c *Conn) Value() any {
 // protocol reports loss, it does not retransmit. payload is copied before
 // Send returns.
 func (c *Conn) Send(payload []byte) (uint16, error) {
-	n := fastpath.ConnLen(c.st.magic, fastpath.KindData, len(payload))
+	n := wire.ConnLen(c.st.magic, protocol.KindData, len(payload))
 	if c.st.sealed {
-		n = fastpath.SealedConnLen(c.st.magic, len(payload))
+		n = wire.SealedConnLen(c.st.magic, len(payload))
 	}
 	if len(payload) == 0 || n > c.st.MaxDatagram {
 		return 0, ErrPayloadSize
 	}
-	return c.sendKind(fastpath.KindData, payload)
+	return c.sendKind(protocol.KindData, payload)
 }
 
 // sendKind encodes and sends one connection packet: sealed on a proven
 // sealed connection; an unproven one sends nothing (only proofs and
 // refusals, which have their own paths).
-func (c *Conn) sendKind(kind fastpath.Kind, payload []byte) (uint16, error) {
+func (c *Conn) sendKind(kind protocol.Kind, payload []byte) (uint16, error) {
 	if !c.st.sealed {
 		return c.send(kind, payload, false)
 	}
@@ -197,8 +199,8 @@ func (c *Conn) sendKind(kind fastpath.Kind, payload []byte) (uint16, error) {
 // Messages packet takes its payload from the Endpoint, packed for the
 // packet's sequence number; every packet carries acks, which the Endpoint
 // is told.
-func (c *Conn) send(kind fastpath.Kind, payload []byte, sealed bool) (uint16, error) {
-	if c.closed.Load() && kind != fastpath.KindDisconnect {
+func (c *Conn) send(kind protocol.Kind, payload []byte, sealed bool) (uint16, error) {
+	if c.closed.Load() && kind != protocol.KindDisconnect {
 		return 0, ErrClosed
 	}
 	c.mu.Lock()
@@ -210,24 +212,24 @@ func (c *Conn) send(kind fastpath.Kind, payload []byte, sealed bool) (uint16, er
 		now = c.st.Now()
 	}
 	seq, ack, bits, lost, evicted := c.seq.Send(seconds(now))
-	var scratch *[fastpath.MaxDatagramLimit]byte
+	var scratch *[protocol.MaxDatagramLimit]byte
 	if e := c.msg; e != nil {
 		ns := now.UnixNano()
 		if evicted {
 			e.Lost(lost.Seq, ns)
 		}
-		if kind == fastpath.KindMessages {
-			scratch = sendBufs.Get().(*[fastpath.MaxDatagramLimit]byte)
+		if kind == protocol.KindMessages {
+			scratch = sendBufs.Get().(*[protocol.MaxDatagramLimit]byte)
 			payload = scratch[:e.WritePayload(scratch[:c.st.msgPayload], seq, ns)]
 		}
 		e.PacketSent(ns)
 	}
-	if kind == fastpath.KindMessages && len(payload) == 0 {
-		kind = fastpath.KindKeepAlive // nothing was due after all: acks only
+	if kind == protocol.KindMessages && len(payload) == 0 {
+		kind = protocol.KindKeepAlive // nothing was due after all: acks only
 	}
-	h := fastpath.ConnHeader{SessionID: c.session, ClientID: c.clientID, Tag: c.tag,
+	h := protocol.ConnHeader{SessionID: c.session, ClientID: c.clientID, Tag: c.tag,
 		Seq: seq, Ack: ack, AckBits: bits, Kind: kind}
-	if kind == fastpath.KindData {
+	if kind == protocol.KindData {
 		c.bytesOut += uint64(len(payload))
 	}
 	if l != nil && l.out < len(l.sb.Msgs) {
@@ -246,7 +248,7 @@ func (c *Conn) send(kind fastpath.Kind, payload []byte, sealed bool) (uint16, er
 			return seq, nil
 		}
 	}
-	buf := sendBufs.Get().(*[fastpath.MaxDatagramLimit]byte)
+	buf := sendBufs.Get().(*[protocol.MaxDatagramLimit]byte)
 	n := c.encode(buf[:], &h, payload, sealed)
 	addr, lk := c.addr, c.link
 	c.mu.Unlock()
@@ -267,23 +269,23 @@ func (c *Conn) send(kind fastpath.Kind, payload []byte, sealed bool) (uint16, er
 //
 // rep is the caller's scratch report (a receive loop owns one), lent for the
 // call: it is kilobytes, too big to zero per packet.
-func (c *Conn) receive(h *fastpath.ConnHeader, payload []byte, now time.Time, rep *fastpath.AckReport, l *loop) fastpath.DropReason {
+func (c *Conn) receive(h *protocol.ConnHeader, payload []byte, now time.Time, rep *seqwin.AckReport, l *loop) protocol.DropReason {
 	if c.closed.Load() {
-		return fastpath.DropUnknownConnection
+		return protocol.DropUnknownConnection
 	}
 	c.mu.Lock()
 	var e *message.Endpoint
-	if h.Kind == fastpath.KindMessages {
+	if h.Kind == protocol.KindMessages {
 		// The message layer checks a Messages packet before the sequence
 		// window accepts (and so acknowledges) it: a packet it cannot
 		// hold must stay unacknowledged, so that its sender resends.
 		if e = c.endpointLocked(); e == nil || e.Check(payload) != message.DropNone {
 			c.mu.Unlock()
-			return fastpath.DropMessageRefused
+			return protocol.DropMessageRefused
 		}
 	}
 	r := c.seq.Receive(h.Seq, h.Ack, h.AckBits, seconds(now), rep)
-	if r != fastpath.DropNone {
+	if r != protocol.DropNone {
 		c.mu.Unlock()
 		return r
 	}
@@ -302,14 +304,14 @@ func (c *Conn) receive(h *fastpath.ConnHeader, payload []byte, now time.Time, re
 			e.Receive(payload, ns)
 		}
 	}
-	if h.Kind == fastpath.KindData {
+	if h.Kind == protocol.KindData {
 		c.bytesIn += uint64(len(payload))
 	}
 	c.inLoop = l
 	// With messages, the Handler's SendMessage calls only queue until
 	// the callbacks return (one flush below); set in this critical
 	// section, so the packet path takes no lock for it.
-	hold := c.st.msgs != nil && h.Kind != fastpath.KindDisconnect
+	hold := c.st.msgs != nil && h.Kind != protocol.KindDisconnect
 	c.holdFlush = hold
 	c.mu.Unlock()
 	c.lastRecv.Store(now.UnixNano())
@@ -317,35 +319,35 @@ func (c *Conn) receive(h *fastpath.ConnHeader, payload []byte, now time.Time, re
 		defer c.leaveLoop()
 	}
 	c.awaitReady()
-	if h.Kind == fastpath.KindDisconnect {
+	if h.Kind == protocol.KindDisconnect {
 		reason := ReasonClosed
 		if len(payload) == 1 && payload[0] >= 1 && payload[0] < NumDisconnectReasons {
 			reason = DisconnectReason(payload[0])
 		}
 		c.shutdown(reason, true)
-		return fastpath.DropNone
+		return protocol.DropNone
 	}
 	if !c.enter() {
-		return fastpath.DropNone // closed: the hold no longer matters
+		return protocol.DropNone // closed: the hold no longer matters
 	}
 	if rep.NumDelivered+rep.NumLost > 0 && c.st.delivery != nil {
 		c.notify(rep)
 	}
 	switch h.Kind {
-	case fastpath.KindData:
+	case protocol.KindData:
 		if sh := c.st.seqHandler; sh != nil {
 			sh.OnSequencedPacket(c, h.Seq, payload)
 		} else {
 			c.st.Handler.OnPacket(c, payload)
 		}
-	case fastpath.KindMessages:
+	case protocol.KindMessages:
 		c.deliverMessages()
 	}
 	if hold && c.endHold() {
 		_ = c.Flush()
 	}
 	c.exit()
-	return fastpath.DropNone
+	return protocol.DropNone
 }
 
 // endHold closes the window in which SendMessage only queues; it reports
@@ -415,7 +417,7 @@ func (c *Conn) notifyLost(seq uint16) {
 }
 
 // notify passes delivery and loss reports to the DeliveryHandler.
-func (c *Conn) notify(rep *fastpath.AckReport) {
+func (c *Conn) notify(rep *seqwin.AckReport) {
 	dh := c.st.delivery
 	for _, p := range rep.DeliveredPackets() {
 		dh.OnDelivery(c, p.Seq, true)
@@ -446,7 +448,7 @@ func (c *Conn) tick(now time.Time) {
 	// an address and goes quiet is sent little more than it sent.
 	ka := c.st.KeepAlive.Nanoseconds()
 	if ns-c.lastSend.Load() >= ka && ns-c.lastRecv.Load() < 2*ka {
-		_, _ = c.sendKind(fastpath.KindKeepAlive, nil)
+		_, _ = c.sendKind(protocol.KindKeepAlive, nil)
 	}
 }
 
@@ -477,7 +479,7 @@ func (c *Conn) shutdown(reason DisconnectReason, remote bool) {
 			n = TimeoutDisconnectPackets
 		}
 		for range n {
-			_, _ = c.sendKind(fastpath.KindDisconnect, p[:])
+			_, _ = c.sendKind(protocol.KindDisconnect, p[:])
 		}
 	}
 	if c.srv != nil {

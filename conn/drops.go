@@ -1,14 +1,14 @@
 package conn
 
-import "github.com/udpgate/udpgate/fastpath"
+import (
+	"github.com/udpgate/udpgate/internal/protocol"
+)
 
 // DropReason is why a datagram was dropped: the index of Stats.Drops and of
-// Client.Drops. The reasons are the protocol's (docs/protocol.md); String
-// names each, as logs and metrics label them.
-type DropReason uint8
+// Client.Drops. The reasons are the protocol's (docs/protocol.md), one
+// definition for conn, fastpath and the metrics; String names each, as logs
+// and metrics label them, such as "bad_cookie".
+type DropReason = protocol.DropReason
 
 // NumDropReasons is the number of drop reasons, the length of Stats.Drops.
-const NumDropReasons = DropReason(fastpath.NumDropReasons)
-
-// String is the reason's name, such as "bad_cookie".
-func (r DropReason) String() string { return fastpath.DropReason(r).String() }
+const NumDropReasons = protocol.NumDropReasons

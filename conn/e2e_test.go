@@ -13,8 +13,9 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/testkit/conntest"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 // clock is an injectable clock: real time plus an offset tests advance, so
@@ -191,10 +192,10 @@ type rawPeer struct {
 	t        *testing.T
 	udp      *net.UDPConn
 	server   netip.AddrPort
-	magic    fastpath.Magic
+	magic    wire.Magic
 	clientID uint8
 	netV     uint32
-	rnd      fastpath.Rand
+	rnd      wire.Rand
 }
 
 func newRawPeer(t *testing.T, s *Server, local string) *rawPeer {
@@ -205,7 +206,7 @@ func newRawPeer(t *testing.T, s *Server, local string) *rawPeer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { udp.Close() })
-	return &rawPeer{t: t, udp: udp, server: s.Addr(), clientID: 1, netV: s.st.NetworkVersion, rnd: fastpath.NewRand(9)}
+	return &rawPeer{t: t, udp: udp, server: s.Addr(), clientID: 1, netV: s.st.NetworkVersion, rnd: wire.NewRand(9)}
 }
 
 func (p *rawPeer) addr() netip.AddrPort { return p.udp.LocalAddr().(*net.UDPAddr).AddrPort() }
@@ -226,19 +227,19 @@ func (p *rawPeer) recv(timeout time.Duration) ([]byte, bool) {
 	return buf[:n], true
 }
 
-func (p *rawPeer) handshakePacket(typ fastpath.PacketType, mut func(*fastpath.Handshake)) []byte {
-	h := fastpath.Handshake{ClientID: p.clientID, MinVersion: 3, CurVersion: 4, Type: typ,
+func (p *rawPeer) handshakePacket(typ protocol.PacketType, mut func(*protocol.Handshake)) []byte {
+	h := protocol.Handshake{ClientID: p.clientID, MinVersion: 3, CurVersion: 4, Type: typ,
 		NetworkVersion: p.netV, RandomLen: 16}
 	p.rnd.Fill(h.Random[:])
 	if mut != nil {
 		mut(&h)
 	}
 	b := make([]byte, 128)
-	return b[:fastpath.EncodeHandshake(b, p.magic, &h)]
+	return b[:wire.EncodeHandshake(b, p.magic, &h)]
 }
 
 // expect reads until a handshake packet of type typ arrives.
-func (p *rawPeer) expect(typ fastpath.PacketType) fastpath.Handshake {
+func (p *rawPeer) expect(typ protocol.PacketType) protocol.Handshake {
 	p.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
@@ -246,23 +247,23 @@ func (p *rawPeer) expect(typ fastpath.PacketType) fastpath.Handshake {
 		if !ok {
 			break
 		}
-		var h fastpath.Handshake
-		if fastpath.DecodeHandshake(p.magic, b, &h) == fastpath.DropNone && h.Type == typ {
+		var h protocol.Handshake
+		if wire.DecodeHandshake(p.magic, b, &h) == protocol.DropNone && h.Type == typ {
 			return h
 		}
 	}
 	p.t.Fatalf("no %v from the server", typ)
-	return fastpath.Handshake{}
+	return protocol.Handshake{}
 }
 
 // challenge sends an Initial and returns the Challenge.
-func (p *rawPeer) challenge() fastpath.Handshake {
-	p.send(p.handshakePacket(fastpath.TypeInitial, nil))
-	return p.expect(fastpath.TypeChallenge)
+func (p *rawPeer) challenge() protocol.Handshake {
+	p.send(p.handshakePacket(protocol.TypeInitial, nil))
+	return p.expect(protocol.TypeChallenge)
 }
 
-func (p *rawPeer) response(ch fastpath.Handshake) []byte {
-	return p.handshakePacket(fastpath.TypeResponse, func(h *fastpath.Handshake) {
+func (p *rawPeer) response(ch protocol.Handshake) []byte {
+	return p.handshakePacket(protocol.TypeResponse, func(h *protocol.Handshake) {
 		h.SessionID, h.SecretID, h.Timestamp, h.Cookie = ch.SessionID, ch.SecretID, ch.Timestamp, ch.Cookie
 	})
 }
@@ -272,24 +273,24 @@ func (p *rawPeer) connect() cookie.Cookie { return p.handshake().Cookie }
 
 // handshake completes a handshake and returns the Response's SecretId,
 // Timestamp and Cookie (the Ack's): what a sealed client's proofs carry.
-func (p *rawPeer) handshake() fastpath.ProofCookie {
+func (p *rawPeer) handshake() wire.ProofCookie {
 	ch := p.challenge()
 	p.send(p.response(ch))
-	ack := p.expect(fastpath.TypeAck)
+	ack := p.expect(protocol.TypeAck)
 	if ack.Cookie != ch.Cookie {
 		p.t.Fatalf("ack cookie %x, want %x", ack.Cookie, ch.Cookie)
 	}
-	return fastpath.ProofCookie{SecretID: ch.SecretID, Timestamp: ch.Timestamp, Cookie: ch.Cookie}
+	return wire.ProofCookie{SecretID: ch.SecretID, Timestamp: ch.Timestamp, Cookie: ch.Cookie}
 }
 
-func (p *rawPeer) connPacket(ck cookie.Cookie, seq uint16, kind fastpath.Kind, payload []byte) []byte {
+func (p *rawPeer) connPacket(ck cookie.Cookie, seq uint16, kind protocol.Kind, payload []byte) []byte {
 	_, cs := cookie.Sequences(&ck)
-	h := fastpath.ConnHeader{ClientID: p.clientID, Tag: cookie.SessionTag(&ck), Seq: (cs + seq) % fastpath.SeqModulus,
+	h := protocol.ConnHeader{ClientID: p.clientID, Tag: cookie.SessionTag(&ck), Seq: (cs + seq) % protocol.SeqModulus,
 		Ack: 0, Kind: kind}
 	sseq, _ := cookie.Sequences(&ck)
-	h.Ack = (sseq + fastpath.SeqModulus - 1) % fastpath.SeqModulus
+	h.Ack = (sseq + protocol.SeqModulus - 1) % protocol.SeqModulus
 	b := make([]byte, 1500)
-	return b[:fastpath.EncodeConn(b, p.magic, &h, payload)]
+	return b[:wire.EncodeConn(b, p.magic, &h, payload)]
 }
 
 func TestMigration(t *testing.T) {
@@ -425,8 +426,8 @@ func TestSilentClientTimesOut(t *testing.T) {
 		if !ok {
 			break
 		}
-		var h fastpath.ConnHeader
-		if pl, r := fastpath.DecodeConn(fastpath.Magic{}, b, &h); r == fastpath.DropNone && h.Kind == fastpath.KindDisconnect && pl[0] == 3 {
+		var h protocol.ConnHeader
+		if pl, r := wire.DecodeConn(wire.Magic{}, b, &h); r == protocol.DropNone && h.Kind == protocol.KindDisconnect && pl[0] == 3 {
 			got++
 		}
 	}
@@ -520,19 +521,19 @@ func TestRecentlyDisconnectedGetsNoRestart(t *testing.T) {
 	// The client closes; its late packets must not provoke a restart.
 	var reason [1]byte
 	reason[0] = 1
-	p.send(p.connPacket(ck, 0, fastpath.KindDisconnect, reason[:]))
+	p.send(p.connPacket(ck, 0, protocol.KindDisconnect, reason[:]))
 	conntest.Eventually(t, "close", func() bool { return s.Len() == 0 })
-	p.send(p.connPacket(ck, 1, fastpath.KindData, []byte("late")))
+	p.send(p.connPacket(ck, 1, protocol.KindData, []byte("late")))
 	if b, ok := p.recv(300 * time.Millisecond); ok {
 		t.Fatalf("got %x after disconnect, want silence", b)
 	}
-	if s.Stats().Drops[fastpath.DropRecentlyDisconnected] == 0 {
+	if s.Stats().Drops[protocol.DropRecentlyDisconnected] == 0 {
 		t.Fatal("drop not counted")
 	}
 	// A stranger at another address does get a RestartHandshake.
 	q := newRawPeer(t, s, "127.0.0.1:0")
-	q.send(q.connPacket(ck, 2, fastpath.KindData, []byte("x")))
-	q.expect(fastpath.TypeRestartHandshake)
+	q.send(q.connPacket(ck, 2, protocol.KindData, []byte("x")))
+	q.expect(protocol.TypeRestartHandshake)
 }
 
 func TestRestartedClientReplacesStale(t *testing.T) {

@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/testkit/conntest"
 	"github.com/udpgate/udpgate/internal/traffic/flood"
 	"github.com/udpgate/udpgate/token"
@@ -198,8 +198,8 @@ func floodWithClients(t *testing.T, sealed bool) {
 	case sealed:
 		// (A proof whose cookie part is no Response's is counted as
 		// not_proof, before any token work.)
-		for _, d := range []fastpath.DropReason{fastpath.DropTokenExpired, fastpath.DropTokenInvalid,
-			fastpath.DropTokenProtocol, fastpath.DropProofForged, fastpath.DropTokenForeignServer, fastpath.DropNotProof} {
+		for _, d := range []protocol.DropReason{protocol.DropTokenExpired, protocol.DropTokenInvalid,
+			protocol.DropTokenProtocol, protocol.DropProofForged, protocol.DropTokenForeignServer, protocol.DropNotProof} {
 			if st.Drops[d] == 0 {
 				t.Errorf("no %s drop: that hostile proof never reached its check", d.String())
 			}
@@ -208,10 +208,10 @@ func floodWithClients(t *testing.T, sealed bool) {
 	// The server's own drops never touch a connection's Data: these are the
 	// reasons that apply to packets from connected addresses. (Sealed,
 	// the players' Data is checked below.)
-	fromConnected := []fastpath.DropReason{fastpath.DropStaleSequence, fastpath.DropBadTag,
-		fastpath.DropClientIDMismatch, fastpath.DropPromotionFull}
+	fromConnected := []protocol.DropReason{protocol.DropStaleSequence, protocol.DropBadTag,
+		protocol.DropClientIDMismatch, protocol.DropPromotionFull}
 	if sealed {
-		fromConnected = []fastpath.DropReason{fastpath.DropStaleSequence, fastpath.DropPromotionFull}
+		fromConnected = []protocol.DropReason{protocol.DropStaleSequence, protocol.DropPromotionFull}
 	}
 	for _, d := range fromConnected {
 		if st.Drops[d] != 0 {
@@ -365,7 +365,7 @@ func nonZeroDrops(st *Stats) string {
 	out := ""
 	for r, n := range st.Drops {
 		if n > 0 {
-			out += fmt.Sprintf("%s=%d ", fastpath.DropReason(r).String(), n)
+			out += fmt.Sprintf("%s=%d ", protocol.DropReason(r).String(), n)
 		}
 	}
 	return out

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
 )
 
 // DisconnectReason says why a connection ended. Values 1–4 are the wire's
@@ -14,14 +14,14 @@ type DisconnectReason uint8
 
 const (
 	// ReasonClosed: closed by the application on one side.
-	ReasonClosed DisconnectReason = DisconnectReason(fastpath.DisconnectClosed)
+	ReasonClosed DisconnectReason = DisconnectReason(protocol.DisconnectClosed)
 	// ReasonShutdown: the server is shutting down.
-	ReasonShutdown DisconnectReason = DisconnectReason(fastpath.DisconnectShutdown)
+	ReasonShutdown DisconnectReason = DisconnectReason(protocol.DisconnectShutdown)
 	// ReasonTimedOut: no valid packet for the timeout.
-	ReasonTimedOut DisconnectReason = DisconnectReason(fastpath.DisconnectTimedOut)
+	ReasonTimedOut DisconnectReason = DisconnectReason(protocol.DisconnectTimedOut)
 	// ReasonReplaced: the client restarted (new ClientID from the same
 	// address) and its new connection replaced this one.
-	ReasonReplaced DisconnectReason = DisconnectReason(fastpath.DisconnectReplaced)
+	ReasonReplaced DisconnectReason = DisconnectReason(protocol.DisconnectReplaced)
 
 	// Sealed mode: why a server refused a client's connect token
 	// (docs/protocol.md §11.3). A refused connection was never announced
@@ -29,30 +29,30 @@ const (
 	// ErrToken* error.
 
 	// ReasonTokenExpired: the token is past its expire time.
-	ReasonTokenExpired DisconnectReason = DisconnectReason(fastpath.DisconnectTokenExpired)
+	ReasonTokenExpired DisconnectReason = DisconnectReason(protocol.DisconnectTokenExpired)
 	// ReasonTokenInvalid: the token does not open under the server's key
 	// and protocol id.
-	ReasonTokenInvalid DisconnectReason = DisconnectReason(fastpath.DisconnectTokenInvalid)
+	ReasonTokenInvalid DisconnectReason = DisconnectReason(protocol.DisconnectTokenInvalid)
 	// ReasonForeignServer: the token does not list this server.
-	ReasonForeignServer DisconnectReason = DisconnectReason(fastpath.DisconnectForeignServer)
+	ReasonForeignServer DisconnectReason = DisconnectReason(protocol.DisconnectForeignServer)
 	// ReasonTokenInUse: the token is in use from another address.
-	ReasonTokenInUse DisconnectReason = DisconnectReason(fastpath.DisconnectTokenInUse)
+	ReasonTokenInUse DisconnectReason = DisconnectReason(protocol.DisconnectTokenInUse)
 	// ReasonServerFull: the server holds MaxClients connections.
-	ReasonServerFull DisconnectReason = DisconnectReason(fastpath.DisconnectServerFull)
+	ReasonServerFull DisconnectReason = DisconnectReason(protocol.DisconnectServerFull)
 
 	// ReasonStalled: a reliable message stayed unacknowledged for
 	// Config.Messages.StallTimeout; the peer stopped acknowledging.
-	ReasonStalled DisconnectReason = DisconnectReason(fastpath.DisconnectStalled)
+	ReasonStalled DisconnectReason = DisconnectReason(protocol.DisconnectStalled)
 	// ReasonTokenRequired: the server is sealed and the client connected
 	// without a connect token (docs/protocol.md §11.3); the client's Err
 	// then matches ErrTokenRequired.
-	ReasonTokenRequired DisconnectReason = DisconnectReason(fastpath.DisconnectTokenRequired)
+	ReasonTokenRequired DisconnectReason = DisconnectReason(protocol.DisconnectTokenRequired)
 	// ReasonAddressLimit: a proven token, refused because the server
 	// holds MaxClientsPerIP or MaxClientsPerPrefix connections from the
 	// client's address or network; a client's Dial fails with a
-	// *DeniedError of reason fastpath.DeniedAddressLimit, as after the
+	// *DeniedError of reason protocol.DeniedAddressLimit, as after the
 	// handshake's Denied(3).
-	ReasonAddressLimit DisconnectReason = DisconnectReason(fastpath.DisconnectAddressLimit)
+	ReasonAddressLimit DisconnectReason = DisconnectReason(protocol.DisconnectAddressLimit)
 )
 
 // NumDisconnectReasons bounds DisconnectReason values (Stats.Disconnects is
@@ -175,16 +175,16 @@ var (
 )
 
 // DeniedError is Dial's error when the server refused the client; Reason
-// is the Denied packet's (fastpath.Denied*).
+// is the Denied packet's (protocol.Denied*).
 type DeniedError struct{ Reason uint8 }
 
 func (e *DeniedError) Error() string {
 	switch e.Reason {
-	case fastpath.DeniedServerFull:
+	case protocol.DeniedServerFull:
 		return "conn: denied: server full (try again later or another server)"
-	case fastpath.DeniedRefused:
+	case protocol.DeniedRefused:
 		return "conn: denied: refused by the server's application"
-	case fastpath.DeniedAddressLimit:
+	case protocol.DeniedAddressLimit:
 		return "conn: denied: too many connections from this IP address or network (close some, or ask the server's operator to raise its per-IP and per-network connection limits)"
 	}
 	return fmt.Sprintf("conn: denied with reason %d", e.Reason)

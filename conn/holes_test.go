@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/testkit/conntest"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 // Attacks from outside (issue 12), each through real sockets against a
@@ -25,18 +27,18 @@ func TestReplayedResponseAfterClose(t *testing.T) {
 	ch := p.challenge()
 	resp := p.response(ch)
 	p.send(resp)
-	ck := p.expect(fastpath.TypeAck).Cookie
+	ck := p.expect(protocol.TypeAck).Cookie
 	conntest.Eventually(t, "connection", func() bool { return s.Len() == 1 })
-	p.send(p.connPacket(ck, 0, fastpath.KindDisconnect, []byte{1}))
+	p.send(p.connPacket(ck, 0, protocol.KindDisconnect, []byte{1}))
 	conntest.Eventually(t, "close", func() bool { return s.Len() == 0 })
 
 	for _, after := range []time.Duration{3 * time.Second, 17 * time.Second} {
 		clk.Advance(after) // 3 s, then 20 s after the Challenge
-		before := s.Stats().Drops[fastpath.DropReplayedCookie]
+		before := s.Stats().Drops[protocol.DropReplayedCookie]
 		p.send(resp)
 		p.silent(fmt.Sprintf("Response replayed %v later", after))
 		conntest.Eventually(t, "replay counted", func() bool {
-			return s.Stats().Drops[fastpath.DropReplayedCookie] > before
+			return s.Stats().Drops[protocol.DropReplayedCookie] > before
 		})
 		if s.Len() != 0 || rec.connects() != 1 {
 			t.Fatalf("replay made a connection: %d open, %d made", s.Len(), rec.connects())
@@ -57,7 +59,7 @@ func TestOlderResponseDoesNotReplace(t *testing.T) {
 	p := newRawPeer(t, s, "127.0.0.1:0")
 	old := p.response(p.challenge())
 	p.send(old)
-	p.expect(fastpath.TypeAck)
+	p.expect(protocol.TypeAck)
 	clk.Advance(time.Second)
 	p.clientID = 2 // the client restarts
 	p.connect()
@@ -69,7 +71,7 @@ func TestOlderResponseDoesNotReplace(t *testing.T) {
 	if c, ok := s.Conn(p.addr()); !ok || c != current || current.closed.Load() {
 		t.Fatal("a replayed older Response replaced the current connection")
 	}
-	if s.Stats().Drops[fastpath.DropReplayedCookie] == 0 {
+	if s.Stats().Drops[protocol.DropReplayedCookie] == 0 {
 		t.Fatal("replay not counted")
 	}
 }
@@ -79,38 +81,38 @@ func TestOlderResponseDoesNotReplace(t *testing.T) {
 func TestAddressLimits(t *testing.T) {
 	s := listen(t, Config{MaxClientsPerIP: 3, MaxClientsPerPrefix: 5})
 	var peers []*rawPeer
-	connect := func(ip string) (*rawPeer, fastpath.Handshake) {
+	connect := func(ip string) (*rawPeer, protocol.Handshake) {
 		p := newRawPeer(t, s, ip+":0")
 		p.send(p.response(p.challenge()))
 		b, ok := p.recv(2 * time.Second)
 		if !ok {
 			t.Fatalf("%s: no answer", ip)
 		}
-		var h fastpath.Handshake
-		if r := fastpath.DecodeHandshake(p.magic, b, &h); r != fastpath.DropNone {
+		var h protocol.Handshake
+		if r := wire.DecodeHandshake(p.magic, b, &h); r != protocol.DropNone {
 			t.Fatal(r)
 		}
 		return p, h
 	}
 	for i := range 3 {
 		p, h := connect("127.0.0.1")
-		if h.Type != fastpath.TypeAck {
+		if h.Type != protocol.TypeAck {
 			t.Fatalf("client %d: %v, want Ack", i, h.Type)
 		}
 		peers = append(peers, p)
 	}
-	if _, h := connect("127.0.0.1"); h.Type != fastpath.TypeDenied || h.Reason != fastpath.DeniedAddressLimit {
+	if _, h := connect("127.0.0.1"); h.Type != protocol.TypeDenied || h.Reason != protocol.DeniedAddressLimit {
 		t.Fatalf("4th from one IP: %v reason %d, want Denied(3)", h.Type, h.Reason)
 	}
 	for _, ip := range []string{"127.0.0.2", "127.0.0.2"} {
-		if _, h := connect(ip); h.Type != fastpath.TypeAck {
+		if _, h := connect(ip); h.Type != protocol.TypeAck {
 			t.Fatalf("%s: %v, want Ack", ip, h.Type)
 		}
 	}
-	if _, h := connect("127.0.0.3"); h.Type != fastpath.TypeDenied || h.Reason != fastpath.DeniedAddressLimit {
+	if _, h := connect("127.0.0.3"); h.Type != protocol.TypeDenied || h.Reason != protocol.DeniedAddressLimit {
 		t.Fatalf("6th from one /24: %v, want Denied(3)", h.Type)
 	}
-	if _, h := connect("127.0.1.1"); h.Type != fastpath.TypeAck {
+	if _, h := connect("127.0.1.1"); h.Type != protocol.TypeAck {
 		t.Fatalf("another /24: %v, want Ack", h.Type)
 	}
 	if got := s.Stats().DeniedAddressLimit; got != 2 {
@@ -121,7 +123,7 @@ func TestAddressLimits(t *testing.T) {
 	c, _ := s.Conn(p.addr())
 	c.Close()
 	conntest.Eventually(t, "close", func() bool { return s.Len() == 5 })
-	if _, h := connect("127.0.0.1"); h.Type != fastpath.TypeAck {
+	if _, h := connect("127.0.0.1"); h.Type != protocol.TypeAck {
 		t.Fatalf("after a close: %v, want Ack", h.Type)
 	}
 }
@@ -154,12 +156,12 @@ func TestSilentClientCostsLittle(t *testing.T) {
 	clk := &clock{}
 	s := listen(t, Config{Now: clk.Now})
 	p := newRawPeer(t, s, "127.0.0.1:0")
-	init := p.handshakePacket(fastpath.TypeInitial, nil)
+	init := p.handshakePacket(protocol.TypeInitial, nil)
 	p.send(init)
-	ch := p.expect(fastpath.TypeChallenge)
+	ch := p.expect(protocol.TypeChallenge)
 	resp := p.response(ch)
 	p.send(resp)
-	p.expect(fastpath.TypeAck)
+	p.expect(protocol.TypeAck)
 	sent := len(init) + len(resp)
 	received := 2 * len(resp) // Challenge and Ack are no larger than their requests
 	for range 14 {
@@ -197,23 +199,23 @@ func TestStormPromotesEveryone(t *testing.T) {
 	}
 	inits := make([][]byte, n)
 	for i, p := range peers {
-		inits[i] = p.handshakePacket(fastpath.TypeInitial, nil)
+		inits[i] = p.handshakePacket(protocol.TypeInitial, nil)
 	}
 	for i, p := range peers {
 		p.send(inits[i])
 	}
 	resps := make([][]byte, n)
 	for i, p := range peers {
-		resps[i] = p.response(p.expect(fastpath.TypeChallenge))
+		resps[i] = p.response(p.expect(protocol.TypeChallenge))
 	}
 	for i, p := range peers {
 		p.send(resps[i])
 	}
 	for _, p := range peers {
-		p.expect(fastpath.TypeAck)
+		p.expect(protocol.TypeAck)
 	}
 	conntest.Eventually(t, "every connection", func() bool { return s.Len() == n })
-	if st := s.Stats(); st.PromotionRejected != 0 || st.Drops[fastpath.DropPromotionFull] != 0 {
+	if st := s.Stats(); st.PromotionRejected != 0 || st.Drops[protocol.DropPromotionFull] != 0 {
 		t.Fatalf("promotion refused %d clients", st.PromotionRejected)
 	}
 }
@@ -230,7 +232,7 @@ func TestDrain(t *testing.T) {
 	}
 	_, err := Dial(context.Background(), s.Addr().String(), Config{})
 	var de *DeniedError
-	if !errors.As(err, &de) || de.Reason != fastpath.DeniedServerFull {
+	if !errors.As(err, &de) || de.Reason != protocol.DeniedServerFull {
 		t.Fatalf("new client while draining: %v, want Denied(server full)", err)
 	}
 	if _, err := c.Send([]byte("still here")); err != nil {
@@ -265,7 +267,7 @@ func TestSetChallengeRateLive(t *testing.T) {
 	p := newRawPeer(t, s, "127.0.0.1:0")
 	count := func() int {
 		for range 5 {
-			p.send(p.handshakePacket(fastpath.TypeInitial, nil))
+			p.send(p.handshakePacket(protocol.TypeInitial, nil))
 		}
 		got := 0
 		for {
@@ -302,7 +304,7 @@ func TestHealthy(t *testing.T) {
 
 // collect counts the handshake replies of type typ that reached peers,
 // after giving the server time to answer what it was sent.
-func collect(peers []*rawPeer, typ fastpath.PacketType) int {
+func collect(peers []*rawPeer, typ protocol.PacketType) int {
 	time.Sleep(200 * time.Millisecond)
 	got := 0
 	for _, p := range peers {
@@ -311,8 +313,8 @@ func collect(peers []*rawPeer, typ fastpath.PacketType) int {
 			if !ok {
 				break
 			}
-			var h fastpath.Handshake
-			if fastpath.DecodeHandshake(p.magic, b, &h) == fastpath.DropNone && h.Type == typ {
+			var h protocol.Handshake
+			if wire.DecodeHandshake(p.magic, b, &h) == protocol.DropNone && h.Type == typ {
 				got++
 			}
 		}
@@ -334,15 +336,15 @@ func TestChallengesTowardOneHost(t *testing.T) {
 	start := time.Now()
 	for range 5 {
 		for _, p := range peers {
-			p.send(p.handshakePacket(fastpath.TypeInitial, nil))
+			p.send(p.handshakePacket(protocol.TypeInitial, nil))
 		}
 	}
 	elapsed := time.Since(start).Seconds() + 0.2 // the sends, and collect's wait
-	got := collect(peers, fastpath.TypeChallenge)
+	got := collect(peers, protocol.TypeChallenge)
 	// Burst 128, then 64/s, whichever loops the ports land on.
-	limit := 2*fastpath.DefaultChallengeIPRate + fastpath.DefaultChallengeIPRate*elapsed
+	limit := 2*handshake.DefaultChallengeIPRate + handshake.DefaultChallengeIPRate*elapsed
 	t.Logf("Challenges toward one host from 1,000 ports: %d for %d Initials in %.2f s (budget %d/s, burst %d)",
-		got, 5*len(peers), elapsed, fastpath.DefaultChallengeIPRate, 2*fastpath.DefaultChallengeIPRate)
+		got, 5*len(peers), elapsed, handshake.DefaultChallengeIPRate, 2*handshake.DefaultChallengeIPRate)
 	if float64(got) > limit+1 {
 		t.Fatalf("%d Challenges toward one host, want at most %.0f", got, limit)
 	}
@@ -367,17 +369,17 @@ func TestVersionUpgradeTotalAcrossLoops(t *testing.T) {
 	round := func() int {
 		for range 8 { // the per-source burst
 			for _, p := range peers {
-				p.send(p.handshakePacket(fastpath.TypeInitial, nil))
+				p.send(p.handshakePacket(protocol.TypeInitial, nil))
 			}
 		}
-		return collect(peers, fastpath.TypeVersionUpgrade)
+		return collect(peers, protocol.TypeVersionUpgrade)
 	}
 	first := round()
 	clk.Advance(300 * time.Second)
 	second := round()
 	t.Logf("VersionUpgrades over 300 s across %d loops: %d, then %d after 300 s (%d requests each time)",
 		len(s.loops), first, second, 8*len(peers))
-	total := fastpath.DefaultVersionUpgradeTotal
+	total := handshake.DefaultVersionUpgradeTotal
 	if first > total+2 || first+second > 2*total+4 {
 		t.Fatalf("VersionUpgrades %d and %d: more than one budget of %d per 300 s", first, second, total)
 	}

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/testkit/conntest"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 // silent asserts the server answers nothing within a short wait.
@@ -23,25 +25,25 @@ func (p *rawPeer) silent(what string) {
 func TestReplayAndForgery(t *testing.T) {
 	clk := &clock{}
 	s := listen(t, Config{Now: clk.Now})
-	drops := func(r fastpath.DropReason) uint64 { return s.Stats().Drops[r] }
+	drops := func(r protocol.DropReason) uint64 { return s.Stats().Drops[r] }
 
 	t.Run("replayed after 40 s", func(t *testing.T) {
 		p := newRawPeer(t, s, "127.0.0.1:0")
 		resp := p.response(p.challenge())
 		clk.Advance(40*time.Second + time.Millisecond)
-		before := drops(fastpath.DropExpiredCookie)
+		before := drops(protocol.DropExpiredCookie)
 		p.send(resp)
 		p.silent("expired Response")
-		conntest.Eventually(t, "expired drop counted", func() bool { return drops(fastpath.DropExpiredCookie) > before })
+		conntest.Eventually(t, "expired drop counted", func() bool { return drops(protocol.DropExpiredCookie) > before })
 	})
 	t.Run("from another address", func(t *testing.T) {
 		p := newRawPeer(t, s, "127.0.0.1:0")
 		resp := p.response(p.challenge())
 		q := newRawPeer(t, s, "127.0.0.2:0")
-		before := drops(fastpath.DropBadCookie)
+		before := drops(protocol.DropBadCookie)
 		q.send(resp)
 		q.silent("Response from another address")
-		conntest.Eventually(t, "bad cookie counted", func() bool { return drops(fastpath.DropBadCookie) > before })
+		conntest.Eventually(t, "bad cookie counted", func() bool { return drops(protocol.DropBadCookie) > before })
 	})
 	t.Run("under a rotated-out secret", func(t *testing.T) {
 		p := newRawPeer(t, s, "127.0.0.1:0")
@@ -55,11 +57,11 @@ func TestReplayAndForgery(t *testing.T) {
 			t.Fatal(err)
 		}
 		clk.Advance(3 * time.Second)
-		before := drops(fastpath.DropWrongSecret) + drops(fastpath.DropBadCookie)
+		before := drops(protocol.DropWrongSecret) + drops(protocol.DropBadCookie)
 		p.send(resp)
 		p.silent("Response under a rotated-out secret")
 		conntest.Eventually(t, "rejection counted", func() bool {
-			return drops(fastpath.DropWrongSecret)+drops(fastpath.DropBadCookie) > before
+			return drops(protocol.DropWrongSecret)+drops(protocol.DropBadCookie) > before
 		})
 	})
 	if s.Len() != 0 || s.Stats().Accepted != 0 {
@@ -74,7 +76,7 @@ func TestReplayAndForgery(t *testing.T) {
 		restart := func(origCookie cookie.Cookie, clientID uint8) {
 			attacker.clientID = clientID
 			ch := attacker.challenge()
-			rr := attacker.handshakePacket(fastpath.TypeRestartResponse, func(h *fastpath.Handshake) {
+			rr := attacker.handshakePacket(protocol.TypeRestartResponse, func(h *protocol.Handshake) {
 				h.Restart = true
 				h.SessionID, h.SecretID, h.Timestamp, h.Cookie = ch.SessionID, ch.SecretID, ch.Timestamp, ch.Cookie
 				h.OrigCookie = origCookie
@@ -83,9 +85,9 @@ func TestReplayAndForgery(t *testing.T) {
 			// The sender proved its own address only: it is told, in
 			// fewer bytes than it sent, that there is no such connection.
 			b, ok := attacker.recv(2 * time.Second)
-			var h fastpath.Handshake
-			if !ok || fastpath.DecodeHandshake(attacker.magic, b, &h) != fastpath.DropNone ||
-				h.Type != fastpath.TypeDenied || h.Reason != fastpath.DeniedUnknownConnection || len(b) > len(rr) {
+			var h protocol.Handshake
+			if !ok || wire.DecodeHandshake(attacker.magic, b, &h) != protocol.DropNone ||
+				h.Type != protocol.TypeDenied || h.Reason != handshake.DeniedUnknownConnection || len(b) > len(rr) {
 				t.Fatalf("RestartResponse for no connection answered %x, want a Denied(4) of at most %d bytes", b, len(rr))
 			}
 		}

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/seqwin"
 )
 
 // The packet path touches Conn's fields up to the end of seq's scalars and
@@ -36,7 +36,7 @@ func TestConnLayout(t *testing.T) {
 		t.Errorf("lastSend on line %d, want 1", l)
 	}
 	// seq's scalars: SeqState less its ring of send times (4-byte stamps).
-	scalars := unsafe.Sizeof(c.seq) - 3*fastpath.SeqRingSize
+	scalars := unsafe.Sizeof(c.seq) - 3*seqwin.SeqRingSize
 	if end := unsafe.Offsetof(c.seq) + scalars; end > 5*line {
 		t.Errorf("hot fields end at %d bytes: more than five cache lines", end)
 	}

@@ -11,7 +11,11 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/batchio"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/ratelimit"
+	"github.com/udpgate/udpgate/internal/seqwin"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 // loop is one socket's receive loop. It owns, without locks, its batches,
@@ -20,15 +24,15 @@ type loop struct {
 	s    *Server
 	idx  int
 	sock transport
-	fp   *fastpath.Server
+	fp   *handshake.Server
 	rb   *batchio.Batch
 	sb   *batchio.Batch
-	rnd  fastpath.Rand
+	rnd  wire.Rand
 	// now is the batch's clock reading, which Sends from handlers on this
 	// loop reuse.
 	now time.Time
-	d   fastpath.Decision
-	rep fastpath.AckReport
+	d   handshake.Decision
+	rep seqwin.AckReport
 	// out counts the send batch's messages so far (replies, and Sends
 	// from handlers running on this loop).
 	out int
@@ -54,14 +58,14 @@ type loop struct {
 	sealedScratch *loopSealed
 	// challenges is the overload Challenge budget, which fp.Shed points
 	// to: kept here so that it survives fp being rebuilt.
-	challenges fastpath.Bucket
+	challenges ratelimit.Bucket
 }
 
 func newLoop(s *Server, idx int, sock transport, size int, now float64) *loop {
 	// Replies are small, but a handler's Send goes into the same batch:
 	// in sealed mode every packet carries 24 more bytes, so room for a
 	// whole datagram keeps echoes in the batch.
-	msgLen := fastpath.MaxReplyLen
+	msgLen := handshake.MaxReplyLen
 	var ls *loopSealed
 	if s.sealed != nil {
 		msgLen = max(msgLen, s.st.MaxDatagram)
@@ -77,10 +81,10 @@ func newLoop(s *Server, idx int, sock transport, size int, now float64) *loop {
 		s:             s,
 		idx:           idx,
 		sock:          sock,
-		fp:            fastpath.NewServer(s.fc, s.secrets, 0, now),
+		fp:            handshake.NewServer(s.fc, s.secrets, 0, now),
 		rb:            batchio.NewBatch(size, s.st.MaxDatagram+1),
 		sb:            batchio.NewBatch(size, msgLen),
-		rnd:           fastpath.NewRand(0),
+		rnd:           wire.NewRand(0),
 		pending:       make([]promotion, 0, size),
 		queue:         promoQueue{sock: sock},
 		deferred:      make([]int32, 0, size),
@@ -126,7 +130,7 @@ func (l *loop) process(n int, now time.Time) {
 	s := l.s
 	l.now = now
 	if fc, g, ok := s.liveConfig(l.gen); ok {
-		l.fp = fastpath.NewServer(fc, s.secrets, 0, seconds(now))
+		l.fp = handshake.NewServer(fc, s.secrets, 0, seconds(now))
 		l.gen = g
 	}
 	l.shed(now)
@@ -158,7 +162,7 @@ func (l *loop) process(n int, now time.Time) {
 	for i, c := range conns {
 		m := &l.rb.Msgs[i]
 		if m.Truncated || m.N > s.st.MaxDatagram {
-			l.cnt.add(cDrop+int(fastpath.DropTooLarge), 1)
+			l.cnt.add(cDrop+int(protocol.DropTooLarge), 1)
 			continue
 		}
 		if c == nil {
@@ -182,7 +186,7 @@ func (l *loop) handOff() {
 	s := l.s
 	if len(l.pending) > 0 {
 		if n := s.enqueue(&l.queue, l.pending); n > 0 {
-			l.cnt.add(cDrop+int(fastpath.DropPromotionFull), uint64(n))
+			l.cnt.add(cDrop+int(protocol.DropPromotionFull), uint64(n))
 			s.ev.promotionRejected.Add(uint64(n))
 		}
 		clear(l.pending)
@@ -200,7 +204,7 @@ func (l *loop) shed(now time.Time) {
 	sh := &l.fp.Shed
 	sh.NoRestart = level >= LevelBurst
 	sh.NoVersionUpgrade = level >= LevelBurst
-	l.challenges.SetLimit(fastpath.Limit{Rate: limit, Burst: limit}, seconds(now))
+	l.challenges.SetLimit(ratelimit.Limit{Rate: limit, Burst: limit}, seconds(now))
 	sh.Challenges = &l.challenges
 }
 
@@ -209,7 +213,7 @@ func (l *loop) shed(now time.Time) {
 func (l *loop) handle(m *batchio.Message, c *Conn, now time.Time) {
 	s := l.s
 	d := &l.d
-	var peer fastpath.Peer
+	var peer handshake.Peer
 	if c != nil {
 		// Field by field: a composite literal builds a temporary and
 		// copies it.
@@ -222,24 +226,24 @@ func (l *loop) handle(m *batchio.Message, c *Conn, now time.Time) {
 		l.cnt.add(cRequest+int(d.Request), 1)
 	}
 	switch d.Action {
-	case fastpath.ActReply:
+	case handshake.ActReply:
 		l.reply(d.ReplyLen, d.Reply, m.Addr)
-	case fastpath.ActConn:
-		if r := c.receive(&d.Conn, d.Payload, now, &l.rep, l); r != fastpath.DropNone {
+	case handshake.ActConn:
+		if r := c.receive(&d.Conn, d.Payload, now, &l.rep, l); r != protocol.DropNone {
 			l.cnt.add(cDrop+int(r), 1)
 		} else {
 			l.cnt.add(cConnIn, 1)
 		}
-	case fastpath.ActPromote:
+	case handshake.ActPromote:
 		if s.closing.Load() {
-			l.cnt.add(cDrop+int(fastpath.DropOverload), 1)
+			l.cnt.add(cDrop+int(protocol.DropOverload), 1)
 			return
 		}
 		if c.heldSealed() {
 			// A handshake in clear never replaces a proven sealed
 			// connection (§11.4): its cookie and ClientID travel in
 			// clear, so an observer could make one from its address.
-			l.cnt.add(cDrop+int(fastpath.DropSealedHeld), 1)
+			l.cnt.add(cDrop+int(protocol.DropSealedHeld), 1)
 			return
 		}
 		if s.sealed != nil {
@@ -247,13 +251,13 @@ func (l *loop) handle(m *batchio.Message, c *Conn, now time.Time) {
 			return
 		}
 		l.promote(m.Addr)
-	case fastpath.ActMigrate:
+	case handshake.ActMigrate:
 		l.migrate(m.Addr, now)
-	case fastpath.ActSealed:
+	case handshake.ActSealed:
 		l.sealed(m, c, now)
-	case fastpath.ActSealedMove:
+	case handshake.ActSealedMove:
 		l.sealedMove(m, now)
-	case fastpath.ActNotice:
+	case handshake.ActNotice:
 		l.notice(d.ReplyLen, m.Addr)
 		l.cnt.add(cDrop+int(d.Drop), 1)
 	default:
@@ -283,7 +287,7 @@ func (l *loop) flush() {
 
 // reply commits the message slot() returned, now holding a reply of n
 // bytes of type t.
-func (l *loop) reply(n int, t fastpath.PacketType, to netip.AddrPort) {
+func (l *loop) reply(n int, t protocol.PacketType, to netip.AddrPort) {
 	m := &l.sb.Msgs[l.out]
 	m.N = n
 	m.Addr = to
@@ -299,12 +303,12 @@ func (l *loop) promote(addr netip.AddrPort) {
 	d := &l.d
 	if c, at, ok := l.s.tab.conns.GetByCookie((*[20]byte)(&d.Cookie)); ok {
 		if at != addr {
-			l.cnt.add(cDrop+int(fastpath.DropUnknownConnection), 1)
+			l.cnt.add(cDrop+int(protocol.DropUnknownConnection), 1)
 			return
 		}
 		m := l.slot()
 		n := l.s.fc.BuildAck(m.Buf[:cap(m.Buf)], &d.To, &c.cookie, &l.rnd)
-		l.reply(n, fastpath.TypeAck, addr)
+		l.reply(n, protocol.TypeAck, addr)
 		return
 	}
 	l.pending = append(l.pending, promotion{
@@ -324,22 +328,22 @@ func (l *loop) migrate(addr netip.AddrPort, now time.Time) {
 		// tell the client at once, rather than let it resend until its
 		// timeout. Its address is proven and a Denied is smaller than the
 		// RestartResponse.
-		l.cnt.add(cDrop+int(fastpath.DropUnknownConnection), 1)
+		l.cnt.add(cDrop+int(protocol.DropUnknownConnection), 1)
 		m := l.slot()
-		if n := s.fc.BuildDenied(m.Buf[:cap(m.Buf)], &d.To, fastpath.DeniedUnknownConnection, &d.Cookie, &l.rnd); n > 0 {
-			l.reply(n, fastpath.TypeDenied, addr)
+		if n := s.fc.BuildDenied(m.Buf[:cap(m.Buf)], &d.To, handshake.DeniedUnknownConnection, &d.Cookie, &l.rnd); n > 0 {
+			l.reply(n, protocol.TypeDenied, addr)
 		}
 		return
 	}
 	if from != addr && !l.move(c, addr) {
-		l.cnt.add(cDrop+int(fastpath.DropUnknownConnection), 1)
+		l.cnt.add(cDrop+int(protocol.DropUnknownConnection), 1)
 		return
 	}
 	// A valid RestartResponse proves the client alive.
 	c.lastRecv.Store(now.UnixNano())
 	m := l.slot()
 	n := s.fc.BuildAck(m.Buf[:cap(m.Buf)], &d.To, &d.OrigCookie, &l.rnd)
-	l.reply(n, fastpath.TypeAck, addr)
+	l.reply(n, protocol.TypeAck, addr)
 }
 
 // move moves connection c to addr (it proved itself there) and reports
@@ -375,12 +379,13 @@ func (l *loop) move(c *Conn, addr netip.AddrPort) bool {
 
 // Loop counter layout: drops by reason, handshake packets received by type,
 // replies sent by type, connection packets accepted, datagrams from
-// unconnected addresses.
+// unconnected addresses. Every size comes from protocol's tables, so a new
+// drop reason or packet type is counted without an edit here.
 const (
 	cDrop     = 0
-	cRequest  = cDrop + int(fastpath.NumDropReasons)
-	cReply    = cRequest + 8
-	cConnIn   = cReply + 8
+	cRequest  = cDrop + int(protocol.NumDropReasons)
+	cReply    = cRequest + int(protocol.NumPacketTypes)
+	cConnIn   = cReply + int(protocol.NumPacketTypes)
 	cConnless = cConnIn + 1
 	nCounters = cConnless + 1
 )
@@ -388,24 +393,25 @@ const (
 // loopCounters are written by one loop and read by Stats. Increments go to
 // plain fields; once per batch the changed ones are stored into atomics on
 // the loop's own cache lines, so the per-packet path has no shared atomic.
+// dirty has one bit per counter, in as many words as nCounters needs.
 type loopCounters struct {
 	local  [nCounters]uint64
-	dirty  uint64
+	dirty  [(nCounters + 63) / 64]uint64
 	shared [nCounters]atomic.Uint64
 	_      [64]byte
 }
 
-var _ = [1]struct{}{}[nCounters/65] // nCounters must fit the dirty mask
-
 func (c *loopCounters) add(i int, n uint64) {
 	c.local[i] += n
-	c.dirty |= 1 << uint(i)
+	c.dirty[i>>6] |= 1 << uint(i&63)
 }
 
 func (c *loopCounters) publish() {
-	for d := c.dirty; d != 0; d &= d - 1 {
-		i := bits.TrailingZeros64(d)
-		c.shared[i].Store(c.local[i])
+	for w, d := range c.dirty {
+		for ; d != 0; d &= d - 1 {
+			i := w<<6 + bits.TrailingZeros64(d)
+			c.shared[i].Store(c.local[i])
+		}
+		c.dirty[w] = 0
 	}
-	c.dirty = 0
 }

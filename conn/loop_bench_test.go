@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/testkit/conntest"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 type benchEcho = conntest.Echo[*Conn, DisconnectReason]
@@ -45,12 +46,12 @@ func benchLoopData(b *testing.B, nconns int) {
 		for i := range batch {
 			cl := &clients[rng.IntN(nconns)]
 			m := &l.rb.Msgs[i]
-			m.N = fastpath.EncodeConn(m.Buf, s.st.magic, &cl.hdr, payload)
+			m.N = wire.EncodeConn(m.Buf, s.st.magic, &cl.hdr, payload)
 			m.Addr = cl.addr
 			// The client acks every echo so far, as the load
 			// generator's SeqState does.
-			cl.hdr.Seq = (cl.hdr.Seq + 1) % fastpath.SeqModulus
-			cl.hdr.Ack = (cl.hdr.Ack + 1) % fastpath.SeqModulus
+			cl.hdr.Seq = (cl.hdr.Seq + 1) % protocol.SeqModulus
+			cl.hdr.Ack = (cl.hdr.Ack + 1) % protocol.SeqModulus
 			cl.hdr.AckBits = ^uint64(0)
 		}
 	}
@@ -83,12 +84,12 @@ func BenchmarkLoopChallenge(b *testing.B) {
 	now := time.Now()
 	const batch = 64
 	l := newLoop(s, 0, s.socks[0], batch, seconds(now))
-	h := fastpath.Handshake{Type: fastpath.TypeInitial, ClientID: 1, MinVersion: fastpath.MinHandshakeVersion,
-		CurVersion: fastpath.CurHandshakeVersion, NetworkVersion: s.st.NetworkVersion, RandomLen: 16}
+	h := protocol.Handshake{Type: protocol.TypeInitial, ClientID: 1, MinVersion: protocol.MinHandshakeVersion,
+		CurVersion: protocol.CurHandshakeVersion, NetworkVersion: s.st.NetworkVersion, RandomLen: 16}
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range batch {
 		m := &l.rb.Msgs[i]
-		m.N = fastpath.EncodeHandshake(m.Buf, s.st.magic, &h)
+		m.N = wire.EncodeHandshake(m.Buf, s.st.magic, &h)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -101,7 +102,7 @@ func BenchmarkLoopChallenge(b *testing.B) {
 		l.out = 0
 	}
 	b.StopTimer()
-	if got := l.cnt.local[cReply+int(fastpath.TypeChallenge)]; got < uint64(b.N) {
+	if got := l.cnt.local[cReply+int(protocol.TypeChallenge)]; got < uint64(b.N) {
 		b.Fatalf("only %d Challenges for %d Initials", got, b.N)
 	}
 }
@@ -110,7 +111,7 @@ func BenchmarkLoopChallenge(b *testing.B) {
 // header of its next Data packet.
 type benchClient struct {
 	addr netip.AddrPort
-	hdr  fastpath.ConnHeader
+	hdr  protocol.ConnHeader
 }
 
 // benchConns puts n connections on sock into s, as promotion would, and
@@ -130,9 +131,9 @@ func benchConns(b *testing.B, s *Server, sock transport, n int, now time.Time, r
 		}
 		s.tab.count.Add(1)
 		serverSeq, clientSeq := cookie.Sequences(&p.cookie)
-		clients[i] = benchClient{addr: p.addr, hdr: fastpath.ConnHeader{SessionID: s.st.SessionID,
+		clients[i] = benchClient{addr: p.addr, hdr: protocol.ConnHeader{SessionID: s.st.SessionID,
 			ClientID: 1, Tag: c.tag, Seq: clientSeq,
-			Ack: (serverSeq + fastpath.SeqModulus - 1) % fastpath.SeqModulus, Kind: fastpath.KindData}}
+			Ack: (serverSeq + protocol.SeqModulus - 1) % protocol.SeqModulus, Kind: protocol.KindData}}
 	}
 	return clients
 }

@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 // The receive loop driven over an in-memory network (mem_test.go): every
@@ -21,11 +23,11 @@ func TestMemHandshake(t *testing.T) {
 
 	c.start()
 	m.step()
-	if st := m.Stats(); st.HandshakeIn[fastpath.TypeInitial] != 1 || st.HandshakeOut[fastpath.TypeChallenge] != 1 {
+	if st := m.Stats(); st.HandshakeIn[protocol.TypeInitial] != 1 || st.HandshakeOut[protocol.TypeChallenge] != 1 {
 		t.Fatalf("after the Initial: in %v, out %v", st.HandshakeIn, st.HandshakeOut)
 	}
 	c.pump() // the Challenge: the client answers Response
-	if !slices.Equal(c.handshakes, []fastpath.PacketType{fastpath.TypeChallenge}) {
+	if !slices.Equal(c.handshakes, []protocol.PacketType{protocol.TypeChallenge}) {
 		t.Fatalf("client received %v, want a Challenge", c.handshakes)
 	}
 	if m.Len() != 0 {
@@ -33,15 +35,15 @@ func TestMemHandshake(t *testing.T) {
 	}
 	m.step() // the Response: promoted, Ack sent by the pool
 	st := m.Stats()
-	if m.Len() != 1 || st.Accepted != 1 || st.PromotionAcks != 1 || st.HandshakeIn[fastpath.TypeResponse] != 1 {
+	if m.Len() != 1 || st.Accepted != 1 || st.PromotionAcks != 1 || st.HandshakeIn[protocol.TypeResponse] != 1 {
 		t.Fatalf("after the Response: %d connections, stats %+v", m.Len(), st)
 	}
 	if rec.connects() != 1 {
 		t.Fatalf("OnConnect ran %d times, want 1", rec.connects())
 	}
 	c.pump() // the Ack
-	if !slices.Equal(c.events, []fastpath.ClientEvent{fastpath.EventConnected}) ||
-		!slices.Equal(c.handshakes, []fastpath.PacketType{fastpath.TypeChallenge, fastpath.TypeAck}) {
+	if !slices.Equal(c.events, []handshake.ClientEvent{handshake.EventConnected}) ||
+		!slices.Equal(c.handshakes, []protocol.PacketType{protocol.TypeChallenge, protocol.TypeAck}) {
 		t.Fatalf("client events %v, handshake packets %v", c.events, c.handshakes)
 	}
 	sc, ok := m.Conn(c.addr())
@@ -49,7 +51,7 @@ func TestMemHandshake(t *testing.T) {
 		t.Fatalf("no connection with ClientID 3 at %v", c.addr())
 	}
 
-	c.sendConn(fastpath.KindData, []byte("hello"))
+	c.sendConn(protocol.KindData, []byte("hello"))
 	m.step()
 	c.pump()
 	if len(c.data) != 1 || string(c.data[0]) != "hello" {
@@ -78,7 +80,7 @@ func TestMemDuplicateResponses(t *testing.T) {
 	c.pump()
 	acks := 0
 	for _, typ := range c.handshakes {
-		if typ == fastpath.TypeAck {
+		if typ == protocol.TypeAck {
 			acks++
 		}
 	}
@@ -116,25 +118,25 @@ func TestMemMigration(t *testing.T) {
 	c.rebind("10.0.0.3:6000")
 	// The client restarts only after hearing nothing for RestartSilence.
 	m.clk.Advance(2 * time.Second)
-	c.sendConn(fastpath.KindData, []byte("lost in the move"))
+	c.sendConn(protocol.KindData, []byte("lost in the move"))
 	m.step()
-	if st := m.Stats(); st.HandshakeOut[fastpath.TypeRestartHandshake] != 1 {
+	if st := m.Stats(); st.HandshakeOut[protocol.TypeRestartHandshake] != 1 {
 		t.Fatalf("no RestartHandshake to the unknown address: out %v", st.HandshakeOut)
 	}
 	c.pump() // RestartHandshake: the client sends a restart Initial
 	m.step()
 	c.pump() // Challenge: the client sends RestartResponse
 	m.step()
-	if st := m.Stats(); st.HandshakeIn[fastpath.TypeRestartResponse] != 1 || st.Migrations != 1 {
+	if st := m.Stats(); st.HandshakeIn[protocol.TypeRestartResponse] != 1 || st.Migrations != 1 {
 		t.Fatalf("after the RestartResponse: in %v, migrations %d", st.HandshakeIn, st.Migrations)
 	}
 	c.pump() // Ack
-	want := []fastpath.ClientEvent{fastpath.EventConnected, fastpath.EventRestarting, fastpath.EventReconnected}
+	want := []handshake.ClientEvent{handshake.EventConnected, handshake.EventRestarting, handshake.EventReconnected}
 	if !slices.Equal(c.events, want) {
 		t.Fatalf("client events %v, want %v", c.events, want)
 	}
-	wantHS := []fastpath.PacketType{fastpath.TypeChallenge, fastpath.TypeAck,
-		fastpath.TypeRestartHandshake, fastpath.TypeChallenge, fastpath.TypeAck}
+	wantHS := []protocol.PacketType{protocol.TypeChallenge, protocol.TypeAck,
+		protocol.TypeRestartHandshake, protocol.TypeChallenge, protocol.TypeAck}
 	if !slices.Equal(c.handshakes, wantHS) {
 		t.Fatalf("client handshake packets %v, want %v", c.handshakes, wantHS)
 	}
@@ -145,7 +147,7 @@ func TestMemMigration(t *testing.T) {
 		t.Fatalf("%d connections, old address still held: %v", m.Len(), ok)
 	}
 	// The connection carries on from where it was.
-	c.sendConn(fastpath.KindData, []byte("moved"))
+	c.sendConn(protocol.KindData, []byte("moved"))
 	m.step()
 	c.pump()
 	if len(c.data) != 1 || string(c.data[0]) != "moved" {
@@ -171,7 +173,7 @@ func TestMemTimeout(t *testing.T) {
 		t.Fatalf("closed before Timeout")
 	}
 	c.pump()
-	if !slices.Equal(c.kinds, []fastpath.Kind{fastpath.KindKeepAlive}) {
+	if !slices.Equal(c.kinds, []protocol.Kind{protocol.KindKeepAlive}) {
 		t.Fatalf("client got %v while silent, want one KeepAlive", c.kinds)
 	}
 	m.advance(2 * DefaultSweepInterval)
@@ -187,7 +189,7 @@ func TestMemTimeout(t *testing.T) {
 	c.pump()
 	disc := 0
 	for _, k := range c.kinds {
-		if k == fastpath.KindDisconnect {
+		if k == protocol.KindDisconnect {
 			disc++
 		}
 	}
@@ -203,10 +205,10 @@ func TestMemOverloadLevel(t *testing.T) {
 	const cooloff = 2 * time.Second
 	m := newMemServer(t, Config{ChallengeRate: -1, Overload: OverloadConfig{Enabled: true,
 		Thresholds: [3]float64{100, 1000, 100_000}, ChallengeCaps: [2]float64{50, 10}, Cooloff: cooloff}})
-	h := fastpath.Handshake{Type: fastpath.TypeInitial, ClientID: 1, MinVersion: fastpath.MinHandshakeVersion,
-		CurVersion: fastpath.CurHandshakeVersion, NetworkVersion: m.st.NetworkVersion, RandomLen: 16}
-	var initial [fastpath.MaxReplyLen + 64]byte
-	n := fastpath.EncodeHandshake(initial[:], m.st.magic, &h)
+	h := protocol.Handshake{Type: protocol.TypeInitial, ClientID: 1, MinVersion: protocol.MinHandshakeVersion,
+		CurVersion: protocol.CurHandshakeVersion, NetworkVersion: m.st.NetworkVersion, RandomLen: 16}
+	var initial [handshake.MaxReplyLen + 64]byte
+	n := wire.EncodeHandshake(initial[:], m.st.magic, &h)
 	if n == 0 {
 		t.Fatal("Initial not encoded")
 	}
@@ -218,8 +220,8 @@ func TestMemOverloadLevel(t *testing.T) {
 		}
 		m.step()
 		after := m.Stats()
-		return after.HandshakeOut[fastpath.TypeChallenge] - before.HandshakeOut[fastpath.TypeChallenge],
-			after.Drops[fastpath.DropOverload] - before.Drops[fastpath.DropOverload]
+		return after.HandshakeOut[protocol.TypeChallenge] - before.HandshakeOut[protocol.TypeChallenge],
+			after.Drops[protocol.DropOverload] - before.Drops[protocol.DropOverload]
 	}
 	level := func() OverloadLevel { return m.Stats().OverloadLevel }
 

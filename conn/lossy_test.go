@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/testkit/netem"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 // deliveryLog records a client's delivery reports by sequence number.
@@ -66,8 +67,8 @@ func TestLossyNetwork(t *testing.T) {
 		if f.Dir != netem.ToServer {
 			return
 		}
-		var h fastpath.ConnHeader
-		if p, r := fastpath.DecodeConn(fastpath.Magic{}, b, &h); r == fastpath.DropNone && h.Kind == fastpath.KindData {
+		var h protocol.ConnHeader
+		if p, r := wire.DecodeConn(wire.Magic{}, b, &h); r == protocol.DropNone && h.Kind == protocol.KindData {
 			truthMu.Lock()
 			truth[string(p)] += f.Copies
 			truthMu.Unlock()

@@ -9,8 +9,11 @@ import (
 
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/seqwin"
 	"github.com/udpgate/udpgate/internal/testkit/conntest"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 // A server over an in-memory network (internal/testkit/conntest), driven by the
@@ -119,22 +122,22 @@ type memClient struct {
 	t  *testing.T
 	m  *memServer
 	ep *conntest.Endpoint
-	hs fastpath.ClientHandshake
+	hs handshake.ClientHandshake
 	id uint8 // ClientID
 	// last is the last datagram sent, for a test to repeat.
 	last []byte
 
-	events     []fastpath.ClientEvent
-	handshakes []fastpath.PacketType // handshake packets received, by type
-	kinds      []fastpath.Kind       // connection packets accepted, by kind
+	events     []handshake.ClientEvent
+	handshakes []protocol.PacketType // handshake packets received, by type
+	kinds      []protocol.Kind       // connection packets accepted, by kind
 	data       [][]byte              // and the payloads of the Data among them
 
 	connected bool
 	ck        cookie.Cookie
-	hdr       fastpath.ConnHeader
-	seq       fastpath.SeqState
+	hdr       protocol.ConnHeader
+	seq       seqwin.SeqState
 	heard     time.Time // last connection packet accepted
-	rep       fastpath.AckReport
+	rep       seqwin.AckReport
 }
 
 func (m *memServer) client(addr string, clientID uint8) *memClient {
@@ -143,7 +146,7 @@ func (m *memServer) client(addr string, clientID uint8) *memClient {
 		m:  m,
 		ep: m.nw.Bind(netip.MustParseAddrPort(addr)),
 		id: clientID,
-		hs: fastpath.NewClientHandshake(fastpath.ClientConfig{
+		hs: handshake.NewClientHandshake(handshake.ClientConfig{
 			Magic:           m.st.magic,
 			NetworkVersion:  m.st.NetworkVersion,
 			NetworkFeatures: m.st.NetworkFeatures,
@@ -164,7 +167,7 @@ func (c *memClient) send(p []byte) {
 // start sends the first Initial.
 func (c *memClient) start() {
 	c.hs.Start(c.now())
-	var out [fastpath.MaxReplyLen + 32]byte
+	var out [handshake.MaxReplyLen + 32]byte
 	n, ev := c.hs.Poll(c.now(), out[:])
 	if n == 0 {
 		c.t.Fatal("no Initial to send")
@@ -176,7 +179,7 @@ func (c *memClient) start() {
 // pump handles every datagram the client has received, answering what the
 // handshake answers.
 func (c *memClient) pump() {
-	var buf [fastpath.MaxDatagramLimit]byte
+	var buf [protocol.MaxDatagramLimit]byte
 	for {
 		n, from, ok := c.ep.RecvFrom(buf[:])
 		if !ok {
@@ -191,38 +194,38 @@ func (c *memClient) pump() {
 
 func (c *memClient) handle(pkt []byte) {
 	magic := c.m.st.magic
-	p, r := fastpath.DecodePrefix(magic, pkt)
-	if r != fastpath.DropNone {
+	p, r := wire.DecodePrefix(magic, pkt)
+	if r != protocol.DropNone {
 		c.t.Fatalf("server sent a datagram the client drops: %v", r)
 	}
 	if !p.Handshake {
-		var h fastpath.ConnHeader
-		payload, r := fastpath.DecodeConn(magic, pkt, &h)
-		if r == fastpath.DropNone && (!c.connected || h.Tag != c.hdr.Tag) {
-			r = fastpath.DropBadTag
+		var h protocol.ConnHeader
+		payload, r := wire.DecodeConn(magic, pkt, &h)
+		if r == protocol.DropNone && (!c.connected || h.Tag != c.hdr.Tag) {
+			r = protocol.DropBadTag
 		}
-		if r == fastpath.DropNone {
+		if r == protocol.DropNone {
 			r = c.seq.Receive(h.Seq, h.Ack, h.AckBits, c.now(), &c.rep)
 		}
-		if r != fastpath.DropNone {
+		if r != protocol.DropNone {
 			c.t.Fatalf("server sent a connection packet the client drops: %v", r)
 		}
 		c.heard = c.m.clk.Now()
 		c.kinds = append(c.kinds, h.Kind)
-		if h.Kind == fastpath.KindData {
+		if h.Kind == protocol.KindData {
 			c.data = append(c.data, bytes.Clone(payload))
 		}
 		return
 	}
-	var hs fastpath.Handshake
-	if r := fastpath.DecodeHandshake(magic, pkt, &hs); r != fastpath.DropNone {
+	var hs protocol.Handshake
+	if r := wire.DecodeHandshake(magic, pkt, &hs); r != protocol.DropNone {
 		c.t.Fatalf("server sent a handshake packet the client drops: %v", r)
 	}
 	c.handshakes = append(c.handshakes, hs.Type)
 	if c.connected {
 		c.event(c.hs.Heard(seconds(c.heard)))
 	}
-	var out [fastpath.MaxReplyLen + 32]byte
+	var out [handshake.MaxReplyLen + 32]byte
 	n, ev, _ := c.hs.Receive(c.now(), pkt, out[:])
 	if n > 0 {
 		c.send(out[:n])
@@ -230,15 +233,15 @@ func (c *memClient) handle(pkt []byte) {
 	c.event(ev)
 }
 
-func (c *memClient) event(ev fastpath.ClientEvent) {
-	if ev == fastpath.EventNone {
+func (c *memClient) event(ev handshake.ClientEvent) {
+	if ev == handshake.EventNone {
 		return
 	}
 	c.events = append(c.events, ev)
-	if ev == fastpath.EventConnected {
+	if ev == handshake.EventConnected {
 		c.connected = true
 		c.ck = c.hs.Cookie()
-		c.hdr = fastpath.ConnHeader{SessionID: c.hs.SessionID(), ClientID: c.id, Tag: cookie.SessionTag(&c.ck)}
+		c.hdr = protocol.ConnHeader{SessionID: c.hs.SessionID(), ClientID: c.id, Tag: cookie.SessionTag(&c.ck)}
 		srv, cl := cookie.Sequences(&c.ck)
 		c.seq.Init(cl, srv, c.now())
 		c.heard = c.m.clk.Now()
@@ -246,12 +249,12 @@ func (c *memClient) event(ev fastpath.ClientEvent) {
 }
 
 // sendConn sends one connection packet.
-func (c *memClient) sendConn(kind fastpath.Kind, payload []byte) {
+func (c *memClient) sendConn(kind protocol.Kind, payload []byte) {
 	h := c.hdr
 	h.Kind = kind
 	h.Seq, h.Ack, h.AckBits, _, _ = c.seq.Send(c.now())
-	var buf [fastpath.MaxDatagramLimit]byte
-	n := fastpath.EncodeConn(buf[:], c.m.st.magic, &h, payload)
+	var buf [protocol.MaxDatagramLimit]byte
+	n := wire.EncodeConn(buf[:], c.m.st.magic, &h, payload)
 	if n == 0 {
 		c.t.Fatal("connection packet not encoded")
 	}

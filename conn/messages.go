@@ -4,7 +4,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/message"
 )
 
@@ -115,9 +116,9 @@ func (c *Conn) MaxMessageSize(ch int) int {
 // MaxPayload is the largest payload of one Send (one Data packet).
 func (c *Conn) MaxPayload() int {
 	if c.st.sealed {
-		return c.st.MaxDatagram - fastpath.SealedConnLen(c.st.magic, 0)
+		return c.st.MaxDatagram - wire.SealedConnLen(c.st.magic, 0)
 	}
-	return c.st.MaxDatagram - fastpath.ConnLen(c.st.magic, fastpath.KindData, 0)
+	return c.st.MaxDatagram - wire.ConnLen(c.st.magic, protocol.KindData, 0)
 }
 
 // MessageStats are the connection's message counters; zero before its
@@ -152,7 +153,7 @@ func (c *Conn) sendMessages() (sent bool, err error) {
 		return false, nil
 	}
 	c.mu.Unlock()
-	_, err = c.sendKind(fastpath.KindMessages, nil)
+	_, err = c.sendKind(protocol.KindMessages, nil)
 	return err == nil, err
 }
 
@@ -197,7 +198,7 @@ func (c *Conn) msgService(now time.Time) bool {
 	if wants {
 		_ = c.Flush()
 	} else if ackDue {
-		_, _ = c.sendKind(fastpath.KindKeepAlive, nil)
+		_, _ = c.sendKind(protocol.KindKeepAlive, nil)
 	}
 	c.mu.Lock()
 	pending := c.msg != nil && c.msg.Deadline() != 0

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
 )
 
 func TestOverloadLevels(t *testing.T) {
@@ -84,7 +84,7 @@ func TestOverloadCapsChallenges(t *testing.T) {
 	if got := run(now.Add(500*time.Millisecond), 1000); got != 50 {
 		t.Fatalf("half a second at 100/s: %d challenges, want 50", got)
 	}
-	if got := l.cnt.local[cDrop+int(fastpath.DropOverload)]; got != 950 {
+	if got := l.cnt.local[cDrop+int(protocol.DropOverload)]; got != 950 {
 		t.Fatalf("overload drops %d, want 950", got)
 	}
 	// A full second refills at most one second's worth.

@@ -9,7 +9,9 @@ import (
 
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 // Promotion: a receive loop proves a client (a valid Response) and queues
@@ -32,7 +34,7 @@ type promotion struct {
 	// ts is the cookie's Timestamp: cookies of one address are ordered by
 	// it, which tells a replay from a newer handshake.
 	ts float64
-	to fastpath.ReplyTo
+	to handshake.ReplyTo
 	// proof: a sealed client whose proof checked out (loop.prove), with
 	// its token's client id: its connection is created proven.
 	proof       bool
@@ -138,7 +140,7 @@ type promoBatch struct {
 func newPromoBatch() *promoBatch {
 	return &promoBatch{
 		items: make([]promotion, 0, promotionBatch),
-		out:   batchio.NewBatch(promotionBatch, fastpath.MaxReplyLen),
+		out:   batchio.NewBatch(promotionBatch, handshake.MaxReplyLen),
 		made:  make([]*Conn, 0, promotionBatch),
 	}
 }
@@ -146,7 +148,7 @@ func newPromoBatch() *promoBatch {
 // promoteBatch turns each proven client of pb into a connection and
 // answers Ack, or Denied.
 func (s *Server) promoteBatch(pb *promoBatch) {
-	rnd := fastpath.NewRand(s.seedCount.Add(0x9e3779b97f4a7c15) | 1)
+	rnd := wire.NewRand(s.seedCount.Add(0x9e3779b97f4a7c15) | 1)
 	now := s.st.Now()
 	for i := range pb.items {
 		s.promoteOne(pb, &pb.items[i], &rnd, now)
@@ -183,7 +185,7 @@ type verdict struct {
 	held   bool           // or drop it: a proven sealed connection holds the address
 }
 
-func (s *Server) promoteOne(pb *promoBatch, p *promotion, rnd *fastpath.Rand, now time.Time) {
+func (s *Server) promoteOne(pb *promoBatch, p *promotion, rnd *wire.Rand, now time.Time) {
 	if s.closing.Load() {
 		return
 	}
@@ -193,15 +195,15 @@ func (s *Server) promoteOne(pb *promoBatch, p *promotion, rnd *fastpath.Rand, no
 	sameClient := hasOld && old.clientID == p.to.ClientID
 	switch {
 	case s.draining.Load() && !sameClient:
-		v.denied = fastpath.DeniedServerFull
+		v.denied = protocol.DeniedServerFull
 	case !hasOld && s.tab.full():
-		v.denied = fastpath.DeniedServerFull
+		v.denied = protocol.DeniedServerFull
 	case s.st.Accept != nil && !sameClient:
 		// The hook may be slow: replies made so far go first.
 		s.flushReplies(pb)
 		if err := s.st.Accept(p.addr); err != nil {
 			s.st.Logger.Debug("client refused by the application", "addr", p.addr, "err", err)
-			v.denied = fastpath.DeniedRefused
+			v.denied = protocol.DeniedRefused
 		}
 	}
 	if v.denied == 0 {

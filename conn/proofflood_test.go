@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seal"
 	"github.com/udpgate/udpgate/internal/testkit/netem"
 	"github.com/udpgate/udpgate/internal/traffic/loadgen"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -109,7 +111,7 @@ func TestLoopbackProofFlood(t *testing.T) {
 		}
 		defer udp.Close()
 		buf := make([]byte, 2048)
-		n := fastpath.SealProof(buf, fastpath.Magic{}, &h, &pc, body, &tx)
+		n := wire.SealProof(buf, wire.Magic{}, &h, &pc, body, &tx)
 		atk = append(atk, attacker{udp, buf[:n]})
 	}
 	phase := func(d time.Duration) (sent int64) {
@@ -182,15 +184,15 @@ func TestLoopbackProofFlood(t *testing.T) {
 	t.Logf("proof flood: %d proofs in %v (%.0f/s); players %d pings, %d echoes (loss %.2f %%), RTT p50 %v p99 %v",
 		flooded.Load(), floodFor.Round(time.Millisecond), float64(flooded.Load())/floodFor.Seconds(), sentFlood, gotFlood, 100*loss,
 		pct(during, .5), pct(during, .99))
-	for _, r := range []fastpath.DropReason{fastpath.DropProofLimited, fastpath.DropProofForged, fastpath.DropNotProof} {
+	for _, r := range []protocol.DropReason{protocol.DropProofLimited, protocol.DropProofForged, protocol.DropNotProof} {
 		t.Logf("server drops %s: %d", r, after[r]-before[r])
 	}
 	// The attacker shares the machine: on two cores its sends (whose
 	// loopback delivery runs in the sender) take CPU from the players'
 	// goroutines, so the round trips are reported, not asserted; the
 	// loss and the tokens opened are the server's doing.
-	opened := after[fastpath.DropProofForged] - before[fastpath.DropProofForged]
-	if max := uint64(len(atk) * (2*fastpath.ProofRate + 4*fastpath.ProofRate + 1)); loss > 0.01 || opened > max {
+	opened := after[protocol.DropProofForged] - before[protocol.DropProofForged]
+	if max := uint64(len(atk) * (2*handshake.ProofRate + 4*handshake.ProofRate + 1)); loss > 0.01 || opened > max {
 		t.Errorf("under the proof flood: loss %.2f %% (want at most 1 %%), %d tokens opened (want at most %d)", 100*loss, opened, max)
 	}
 }
@@ -289,7 +291,7 @@ func TestLoopbackTokenlessFlood(t *testing.T) {
 	st := s.Stats()
 	t.Logf("flood: %d tokenless handshakes in %v (%.0f/s); server: %d Acks, %d connections accepted, table %d entries",
 		handshakes.Load(), elapsed.Round(time.Millisecond), float64(handshakes.Load())/elapsed.Seconds(),
-		st.HandshakeOut[fastpath.TypeAck], st.Accepted, s.tab.count.Load())
+		st.HandshakeOut[protocol.TypeAck], st.Accepted, s.tab.count.Load())
 	for _, rtt := range rtts {
 		t.Logf("players at RTT %v: %d of %d logged in (%.1f %%), slowest %v", rtt, ok[rtt], all[rtt],
 			100*float64(ok[rtt])/float64(max(all[rtt], 1)), worst[rtt].Round(time.Millisecond))

@@ -13,8 +13,11 @@ import (
 
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seal"
+	"github.com/udpgate/udpgate/internal/seqwin"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -77,7 +80,7 @@ type sealState struct {
 	timeout int64
 	// Client side: the cookie and request body proofs carry, and when the
 	// next proof is due (Unix ns).
-	proofCookie fastpath.ProofCookie
+	proofCookie wire.ProofCookie
 	request     []byte
 	nextProof   int64
 }
@@ -131,7 +134,7 @@ func (c *Conn) Identity() (id Identity, ok bool) {
 
 // sealedSettings checks the sealed-mode fields of a Config.
 func (s *settings) sealedSettings() error {
-	if need := fastpath.ProofLen(s.magic); s.Token != nil && s.MaxDatagram < need {
+	if need := wire.ProofLen(s.magic); s.Token != nil && s.MaxDatagram < need {
 		return fmt.Errorf("config: MaxDatagram %d is too small for a sealed connection: a proof packet is %d bytes with this Magic; raise MaxDatagram to at least %d", s.MaxDatagram, need, need)
 	}
 	if s.PrivateKey == nil {
@@ -140,7 +143,7 @@ func (s *settings) sealedSettings() error {
 		}
 		return nil
 	}
-	if need := fastpath.ProofLen(s.magic); s.MaxDatagram < need {
+	if need := wire.ProofLen(s.magic); s.MaxDatagram < need {
 		return fmt.Errorf("config: MaxDatagram %d is too small for sealed mode: a proof packet is %d bytes with this Magic; raise MaxDatagram to at least %d", s.MaxDatagram, need, need)
 	}
 	for _, a := range s.PublicAddresses {
@@ -362,31 +365,31 @@ func (l *loop) sealed(m *batchio.Message, c *Conn, now time.Time) {
 	}
 	switch {
 	case c == nil || c.sec == nil:
-		l.cnt.add(cDrop+int(fastpath.DropSealedForged), 1)
+		l.cnt.add(cDrop+int(protocol.DropSealedForged), 1)
 		return
 	case d.Clear:
 		// A packet in clear on a sealed connection: never accepted, never
 		// answered.
-		l.cnt.add(cDrop+int(fastpath.DropBadSize), 1)
+		l.cnt.add(cDrop+int(protocol.DropBadSize), 1)
 		return
 	case c.sec.state.Load() != sealProven:
 		// Closed since the batch looked it up (a replacement earlier in
 		// this batch, say).
-		l.cnt.add(cDrop+int(fastpath.DropUnknownConnection), 1)
+		l.cnt.add(cDrop+int(protocol.DropUnknownConnection), 1)
 		return
 	}
 	pkt := m.Buf[:m.N]
 	c.mu.Lock()
-	payload, _, r := fastpath.OpenConn(l.s.st.magic, pkt, &d.Conn, &c.sec.rx)
+	payload, _, r := wire.OpenConn(l.s.st.magic, pkt, &d.Conn, &c.sec.rx)
 	c.mu.Unlock()
-	if r == fastpath.DropNone {
+	if r == protocol.DropNone {
 		r = c.receive(&d.Conn, payload, now, &l.rep, l)
 	}
 	l.connIn(r)
 }
 
-func (l *loop) connIn(r fastpath.DropReason) {
-	if r != fastpath.DropNone {
+func (l *loop) connIn(r protocol.DropReason) {
+	if r != protocol.DropNone {
 		l.cnt.add(cDrop+int(r), 1)
 	} else {
 		l.cnt.add(cConnIn, 1)
@@ -406,10 +409,10 @@ func (l *loop) prove(m *batchio.Message, at *Conn, now time.Time) {
 	if ls.seenProof(pkt[len(pkt)-1-seal.TagBytes : len(pkt)-1]) {
 		// The same proof again (a duplicate, or a replay flood):
 		// whatever it got the first time, it gets no second look.
-		l.cnt.add(cDrop+int(fastpath.DropProofLimited), 1)
+		l.cnt.add(cDrop+int(protocol.DropProofLimited), 1)
 		return
 	}
-	if r := l.fp.ProofCookie(d, m.Addr, pkt, seconds(now)); r != fastpath.DropNone {
+	if r := l.fp.ProofCookie(d, m.Addr, pkt, seconds(now)); r != protocol.DropNone {
 		l.cnt.add(cDrop+int(r), 1)
 		return
 	}
@@ -418,32 +421,32 @@ func (l *loop) prove(m *batchio.Message, at *Conn, now time.Time) {
 	// KeepAlive was lost) at the connection's address, else a replay.
 	if c, addr, ok := s.tab.conns.GetByCookie((*[20]byte)(&d.Cookie)); ok {
 		if addr != m.Addr {
-			l.cnt.add(cDrop+int(fastpath.DropUnknownConnection), 1)
+			l.cnt.add(cDrop+int(protocol.DropUnknownConnection), 1)
 			return
 		}
 		l.lateProof(m, c, now)
 		return
 	}
-	p := promotion{addr: m.Addr, cookie: d.Cookie, ts: d.Timestamp, to: fastpath.ReplyTo{ClientID: d.Conn.ClientID}, proof: true}
+	p := promotion{addr: m.Addr, cookie: d.Cookie, ts: d.Timestamp, to: handshake.ReplyTo{ClientID: d.Conn.ClientID}, proof: true}
 	if s.tab.spent(&p) {
 		s.ev.replays.Add(1)
 		return
 	}
-	body := fastpath.ProofRequest(magic, pkt)
+	body := wire.ProofRequest(magic, pkt)
 	tp := &ls.priv
 	switch err := ls.opener.OpenRequest(tp, body, now); err {
 	case nil:
 	case token.ErrExpired:
-		l.refuse(m.Addr, fastpath.DropTokenExpired, ReasonTokenExpired, false)
+		l.refuse(m.Addr, protocol.DropTokenExpired, ReasonTokenExpired, false)
 		return
 	case token.ErrProtocolID:
-		l.refuse(m.Addr, fastpath.DropTokenProtocol, ReasonTokenInvalid, false)
+		l.refuse(m.Addr, protocol.DropTokenProtocol, ReasonTokenInvalid, false)
 		return
 	case token.ErrInvalid:
-		l.refuse(m.Addr, fastpath.DropTokenInvalid, ReasonTokenInvalid, false)
+		l.refuse(m.Addr, protocol.DropTokenInvalid, ReasonTokenInvalid, false)
 		return
 	default:
-		l.cnt.add(cDrop+int(fastpath.DropTokenMalformed), 1)
+		l.cnt.add(cDrop+int(protocol.DropTokenMalformed), 1)
 		return
 	}
 	// The inner seal, salted with this cookie, proves the sender holds the
@@ -453,7 +456,7 @@ func (l *loop) prove(m *batchio.Message, at *Conn, now time.Time) {
 	salt := (*[seal.SaltBytes]byte)(d.Cookie[:seal.SaltBytes])
 	ls.rx.Init(&tp.ClientToServerKey, salt)
 	h := d.Conn
-	if _, r := fastpath.OpenProof(magic, pkt, &h, &ls.rx); r != fastpath.DropNone {
+	if _, r := wire.OpenProof(magic, pkt, &h, &ls.rx); r != protocol.DropNone {
 		l.cnt.add(cDrop+int(r), 1)
 		return
 	}
@@ -461,17 +464,17 @@ func (l *loop) prove(m *batchio.Message, at *Conn, now time.Time) {
 	ls.tx.Init(&tp.ServerToClientKey, salt)
 	switch {
 	case !ss.hasServer(tp):
-		l.refuse(m.Addr, fastpath.DropTokenForeignServer, ReasonForeignServer, true)
+		l.refuse(m.Addr, protocol.DropTokenForeignServer, ReasonForeignServer, true)
 		return
 	case ss.inUse(&mac, m.Addr, now):
-		l.refuse(m.Addr, fastpath.DropTokenInUse, ReasonTokenInUse, true)
+		l.refuse(m.Addr, protocol.DropTokenInUse, ReasonTokenInUse, true)
 		return
 	case s.closing.Load():
-		l.cnt.add(cDrop+int(fastpath.DropOverload), 1)
+		l.cnt.add(cDrop+int(protocol.DropOverload), 1)
 		return
 	case s.draining.Load() && at == nil:
-		s.ev.denied[fastpath.DeniedServerFull].Add(1)
-		l.refuse(m.Addr, fastpath.DropOverload, ReasonServerFull, true)
+		s.ev.denied[protocol.DeniedServerFull].Add(1)
+		l.refuse(m.Addr, protocol.DropOverload, ReasonServerFull, true)
 		return
 	}
 	p.tokenClient = tp.ClientID
@@ -497,17 +500,17 @@ func (l *loop) prove(m *batchio.Message, at *Conn, now time.Time) {
 		// Another client id's proven connection holds the address.
 		s.ev.held.Add(1)
 		return
-	case v.denied == fastpath.DeniedAddressLimit:
+	case v.denied == protocol.DeniedAddressLimit:
 		s.ev.denied[v.denied].Add(1)
-		l.refuse(m.Addr, fastpath.DropOverload, ReasonAddressLimit, true)
+		l.refuse(m.Addr, protocol.DropOverload, ReasonAddressLimit, true)
 		return
 	case v.denied != 0:
 		s.ev.denied[v.denied].Add(1)
-		l.refuse(m.Addr, fastpath.DropOverload, ReasonServerFull, true)
+		l.refuse(m.Addr, protocol.DropOverload, ReasonServerFull, true)
 		return
 	case v.made == nil:
 		// A proof of the same cookie raced through first.
-		l.cnt.add(cDrop+int(fastpath.DropLateProof), 1)
+		l.cnt.add(cDrop+int(protocol.DropLateProof), 1)
 		return
 	}
 	c := v.made
@@ -528,7 +531,7 @@ func (l *loop) prove(m *batchio.Message, at *Conn, now time.Time) {
 	c.mu.Lock()
 	c.inLoop = l
 	c.mu.Unlock()
-	_, _ = c.sendKind(fastpath.KindKeepAlive, nil)
+	_, _ = c.sendKind(protocol.KindKeepAlive, nil)
 	s.st.Handler.OnConnect(c)
 	c.announce()
 	c.leaveLoop()
@@ -541,21 +544,21 @@ func (l *loop) prove(m *batchio.Message, at *Conn, now time.Time) {
 // thousand), at most once per proof resend interval, so replayed proofs
 // cost one open each and reach the player seldom.
 func (l *loop) lateProof(m *batchio.Message, c *Conn, now time.Time) {
-	l.cnt.add(cDrop+int(fastpath.DropLateProof), 1)
+	l.cnt.add(cDrop+int(protocol.DropLateProof), 1)
 	if c.sec == nil || !c.sec.proven() {
 		return
 	}
 	h := l.d.Conn
 	c.mu.Lock()
-	_, r := fastpath.OpenProof(l.s.st.magic, m.Buf[:m.N], &h, &c.sec.rx)
+	_, r := wire.OpenProof(l.s.st.magic, m.Buf[:m.N], &h, &c.sec.rx)
 	c.mu.Unlock()
-	if r != fastpath.DropNone || now.UnixNano()-c.lastSend.Load() < int64(ProofResendInterval)/2 {
+	if r != protocol.DropNone || now.UnixNano()-c.lastSend.Load() < int64(ProofResendInterval)/2 {
 		return
 	}
 	c.mu.Lock()
 	c.inLoop = l
 	c.mu.Unlock()
-	_, _ = c.sendKind(fastpath.KindKeepAlive, nil)
+	_, _ = c.sendKind(protocol.KindKeepAlive, nil)
 	c.leaveLoop()
 }
 
@@ -564,20 +567,20 @@ func (l *loop) lateProof(m *batchio.Message, c *Conn, now time.Time) {
 // cookie (ls.tx) at the refusal's reserved counter when the token opened
 // (sealed), else in clear with the proof's Tag; both are smaller than the
 // proof, and nothing is kept.
-func (l *loop) refuse(addr netip.AddrPort, drop fastpath.DropReason, reason DisconnectReason, sealed bool) {
+func (l *loop) refuse(addr netip.AddrPort, drop protocol.DropReason, reason DisconnectReason, sealed bool) {
 	s, d := l.s, &l.d
 	l.cnt.add(cDrop+int(drop), 1)
 	dst := l.slot()
 	out := dst.Buf[:cap(dst.Buf)]
 	var n int
 	if sealed {
-		n = fastpath.SealRefusal(out, s.st.magic, d.Conn.SessionID, d.Conn.ClientID, &d.Cookie, uint8(reason), &l.sealedScratch.tx)
+		n = wire.SealRefusal(out, s.st.magic, d.Conn.SessionID, d.Conn.ClientID, &d.Cookie, uint8(reason), &l.sealedScratch.tx)
 	} else {
 		serverSeq, clientSeq := cookie.Sequences(&d.Cookie)
-		h := fastpath.ConnHeader{SessionID: d.Conn.SessionID, ClientID: d.Conn.ClientID, Tag: d.Conn.Tag,
-			Seq: serverSeq, Ack: (clientSeq + fastpath.SeqModulus - 1) % fastpath.SeqModulus, Kind: fastpath.KindDisconnect}
+		h := protocol.ConnHeader{SessionID: d.Conn.SessionID, ClientID: d.Conn.ClientID, Tag: d.Conn.Tag,
+			Seq: serverSeq, Ack: (clientSeq + protocol.SeqModulus - 1) % protocol.SeqModulus, Kind: protocol.KindDisconnect}
 		p := [1]byte{byte(reason)}
-		n = fastpath.EncodeConn(out, s.st.magic, &h, p[:])
+		n = wire.EncodeConn(out, s.st.magic, &h, p[:])
 	}
 	if n > 0 {
 		l.notice(n, addr)
@@ -606,23 +609,23 @@ func (l *loop) sealedAck(addr netip.AddrPort) {
 	denied := uint8(0)
 	switch {
 	case s.draining.Load() || s.tab.full():
-		denied = fastpath.DeniedServerFull
+		denied = protocol.DeniedServerFull
 	case s.st.Accept != nil:
 		if err := s.st.Accept(addr); err != nil {
 			s.st.Logger.Debug("client refused by the application", "addr", addr, "err", err)
-			denied = fastpath.DeniedRefused
+			denied = protocol.DeniedRefused
 		}
 	}
 	m := l.slot()
 	out := m.Buf[:cap(m.Buf)]
 	if denied != 0 {
 		if n := s.fc.BuildDenied(out, &d.To, denied, &d.Cookie, &l.rnd); n > 0 {
-			l.reply(n, fastpath.TypeDenied, addr)
+			l.reply(n, protocol.TypeDenied, addr)
 		}
 		return
 	}
 	if n := s.fc.BuildAck(out, &d.To, &d.Cookie, &l.rnd); n > 0 {
-		l.reply(n, fastpath.TypeAck, addr)
+		l.reply(n, protocol.TypeAck, addr)
 	}
 }
 
@@ -635,7 +638,7 @@ func (l *loop) sealedMove(m *batchio.Message, now time.Time) {
 	d := &l.d
 	ls.cands = s.sealed.candidates(d.Conn.Tag, ls.cands[:0])
 	pkt := m.Buf[:m.N]
-	r := fastpath.DropUnknownConnection
+	r := protocol.DropUnknownConnection
 	for i, c := range ls.cands {
 		if c.clientID != d.Conn.ClientID || c.closed.Load() || !c.sec.proven() {
 			continue
@@ -646,10 +649,10 @@ func (l *loop) sealedMove(m *batchio.Message, now time.Time) {
 		}
 		h := d.Conn
 		c.mu.Lock()
-		payload, ctr, rr := fastpath.OpenConn(s.st.magic, b, &h, &c.sec.rx)
+		payload, ctr, rr := wire.OpenConn(s.st.magic, b, &h, &c.sec.rx)
 		newest := ctr == c.sec.rx.Newest()
 		c.mu.Unlock()
-		if rr != fastpath.DropNone {
+		if rr != protocol.DropNone {
 			r = rr
 			continue
 		}
@@ -669,17 +672,17 @@ func (l *loop) sealedMove(m *batchio.Message, now time.Time) {
 // connection's tx (a key the token gave), or in clear.
 func (c *Conn) sendNotice(reason DisconnectReason, sealed bool) (uint16, error) {
 	p := [1]byte{byte(reason)}
-	return c.send(fastpath.KindDisconnect, p[:], sealed)
+	return c.send(protocol.KindDisconnect, p[:], sealed)
 }
 
 // encode writes connection packet h into dst, sealed when sealed, and
 // returns its length (0: it does not fit, or the counter is exhausted).
 // c.mu is held.
-func (c *Conn) encode(dst []byte, h *fastpath.ConnHeader, payload []byte, sealed bool) int {
+func (c *Conn) encode(dst []byte, h *protocol.ConnHeader, payload []byte, sealed bool) int {
 	if !sealed {
-		return fastpath.EncodeConn(dst, c.st.magic, h, payload)
+		return wire.EncodeConn(dst, c.st.magic, h, payload)
 	}
-	return fastpath.SealConn(dst, c.st.magic, h, payload, &c.sec.tx)
+	return wire.SealConn(dst, c.st.magic, h, payload, &c.sec.tx)
 }
 
 // ---- Client ----
@@ -741,12 +744,12 @@ func (c *Client) proveLocked(now time.Time) {
 		return
 	}
 	conn.sec.nextProof = ns + int64(ProofResendInterval)
-	var buf [fastpath.MaxDatagramLimit]byte
+	var buf [protocol.MaxDatagramLimit]byte
 	conn.mu.Lock()
 	seq, ack, bits, _, _ := conn.seq.Send(seconds(now))
-	h := fastpath.ConnHeader{SessionID: conn.session, ClientID: conn.clientID, Tag: conn.tag,
-		Seq: seq, Ack: ack, AckBits: bits, Kind: fastpath.KindKeepAlive}
-	n := fastpath.SealProof(buf[:], c.st.magic, &h, &conn.sec.proofCookie, conn.sec.request, &conn.sec.tx)
+	h := protocol.ConnHeader{SessionID: conn.session, ClientID: conn.clientID, Tag: conn.tag,
+		Seq: seq, Ack: ack, AckBits: bits, Kind: protocol.KindKeepAlive}
+	n := wire.SealProof(buf[:], c.st.magic, &h, &conn.sec.proofCookie, conn.sec.request, &conn.sec.tx)
 	conn.mu.Unlock()
 	conn.lastSend.Store(ns)
 	if n > 0 {
@@ -757,49 +760,49 @@ func (c *Client) proveLocked(now time.Time) {
 }
 
 // handleSealed handles a connection packet on a sealed client.
-func (c *Client) handleSealed(conn *Conn, pkt []byte, now time.Time, rep *fastpath.AckReport) fastpath.DropReason {
-	var h fastpath.ConnHeader
-	_, r := fastpath.DecodeSealed(c.st.magic, pkt, &h)
-	if r == fastpath.DropBadSize && conn.sec.state.Load() == sealUnproven {
+func (c *Client) handleSealed(conn *Conn, pkt []byte, now time.Time, rep *seqwin.AckReport) protocol.DropReason {
+	var h protocol.ConnHeader
+	_, r := wire.DecodeSealed(c.st.magic, pkt, &h)
+	if r == protocol.DropBadSize && conn.sec.state.Load() == sealUnproven {
 		// A refusal in clear (reasons 5, 6): the server could not open
 		// the token, so it has no key this client could check.
-		if payload, r := fastpath.DecodeConn(c.st.magic, pkt, &h); r == fastpath.DropNone &&
-			h.Kind == fastpath.KindDisconnect && h.Tag == conn.tag && h.ClientID == conn.clientID &&
-			(payload[0] == fastpath.DisconnectTokenExpired || payload[0] == fastpath.DisconnectTokenInvalid) {
+		if payload, r := wire.DecodeConn(c.st.magic, pkt, &h); r == protocol.DropNone &&
+			h.Kind == protocol.KindDisconnect && h.Tag == conn.tag && h.ClientID == conn.clientID &&
+			(payload[0] == protocol.DisconnectTokenExpired || payload[0] == protocol.DisconnectTokenInvalid) {
 			c.refused(DisconnectReason(payload[0]))
-			return fastpath.DropNone
+			return protocol.DropNone
 		}
 	}
 	switch {
-	case r != fastpath.DropNone:
+	case r != protocol.DropNone:
 		return r
 	case h.SessionID != conn.session:
-		return fastpath.DropSessionMismatch
+		return protocol.DropSessionMismatch
 	case h.ClientID != conn.clientID:
-		return fastpath.DropClientIDMismatch
+		return protocol.DropClientIDMismatch
 	case h.Tag != conn.tag:
-		return fastpath.DropBadTag
+		return protocol.DropBadTag
 	}
 	conn.mu.Lock()
-	payload, _, r := fastpath.OpenConn(c.st.magic, pkt, &h, &conn.sec.rx)
+	payload, _, r := wire.OpenConn(c.st.magic, pkt, &h, &conn.sec.rx)
 	conn.mu.Unlock()
-	if r != fastpath.DropNone {
+	if r != protocol.DropNone {
 		return r
 	}
 	if conn.sec.state.Load() == sealUnproven {
-		if h.Kind == fastpath.KindDisconnect && payload[0] >= fastpath.DisconnectForeignServer {
+		if h.Kind == protocol.KindDisconnect && payload[0] >= protocol.DisconnectForeignServer {
 			c.refused(DisconnectReason(payload[0]))
-			return fastpath.DropNone
+			return protocol.DropNone
 		}
 		if !conn.sec.state.CompareAndSwap(sealUnproven, sealProven) {
-			return fastpath.DropLateProof
+			return protocol.DropLateProof
 		}
 		c.mu.Lock()
 		late := c.dialed
 		c.dialDoneLocked(nil)
 		c.mu.Unlock()
 		if late {
-			return fastpath.DropLateProof
+			return protocol.DropLateProof
 		}
 		c.st.Handler.OnConnect(conn)
 	}
@@ -819,9 +822,9 @@ func (c *Client) refused(reason DisconnectReason) {
 	case ReasonTokenInUse:
 		err = ErrTokenInUse
 	case ReasonAddressLimit:
-		err = &DeniedError{Reason: fastpath.DeniedAddressLimit}
+		err = &DeniedError{Reason: protocol.DeniedAddressLimit}
 	default:
-		err = &DeniedError{Reason: fastpath.DeniedServerFull}
+		err = &DeniedError{Reason: protocol.DeniedServerFull}
 	}
 	c.mu.Lock()
 	c.dialDoneLocked(err)

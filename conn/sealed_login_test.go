@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seal"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/netsim"
 	"github.com/udpgate/udpgate/token"
 )
@@ -36,16 +38,16 @@ func (p *pathTap) drop(_, to netip.AddrPort, b []byte) bool {
 }
 
 // lastHandshake returns the newest handshake packet of type typ seen.
-func (p *pathTap) lastHandshake(typ fastpath.PacketType) (fastpath.Handshake, bool) {
+func (p *pathTap) lastHandshake(typ protocol.PacketType) (protocol.Handshake, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i := len(p.got) - 1; i >= 0; i-- {
-		var h fastpath.Handshake
-		if fastpath.DecodeHandshake(fastpath.Magic{}, p.got[i], &h) == fastpath.DropNone && h.Type == typ {
+		var h protocol.Handshake
+		if wire.DecodeHandshake(wire.Magic{}, p.got[i], &h) == protocol.DropNone && h.Type == typ {
 			return h, true
 		}
 	}
-	return fastpath.Handshake{}, false
+	return protocol.Handshake{}, false
 }
 
 // echoes sends n Data packets and counts the echoes that come back within
@@ -97,34 +99,34 @@ func TestSealedObserverCannotReplace(t *testing.T) {
 		other := (cli.Conn().ClientID() + 1) % 8
 		buf := make([]byte, 256)
 		// 1. An Initial with another ClientID, spoofed from the player.
-		ini := fastpath.Handshake{Type: fastpath.TypeInitial, ClientID: other, MinVersion: 3, CurVersion: 4, RandomLen: 16}
-		n := fastpath.EncodeHandshake(buf, fastpath.Magic{}, &ini)
+		ini := protocol.Handshake{Type: protocol.TypeInitial, ClientID: other, MinVersion: 3, CurVersion: 4, RandomLen: 16}
+		n := wire.EncodeHandshake(buf, wire.Magic{}, &ini)
 		nw.Deliver(player, simServerAddr, bytes.Clone(buf[:n]))
 		time.Sleep(40 * time.Millisecond)
-		ch, ok := tap.lastHandshake(fastpath.TypeChallenge)
+		ch, ok := tap.lastHandshake(protocol.TypeChallenge)
 		if !ok {
 			t.Fatal("the observer saw no Challenge on the path")
 		}
 		// 2. The matching Response, as read on the path.
-		rsp := fastpath.Handshake{Type: fastpath.TypeResponse, ClientID: other, MinVersion: 3, CurVersion: 4, RandomLen: 16,
+		rsp := protocol.Handshake{Type: protocol.TypeResponse, ClientID: other, MinVersion: 3, CurVersion: 4, RandomLen: 16,
 			SessionID: ch.SessionID, SecretID: ch.SecretID, Timestamp: ch.Timestamp, Cookie: ch.Cookie}
-		n = fastpath.EncodeHandshake(buf, fastpath.Magic{}, &rsp)
+		n = wire.EncodeHandshake(buf, wire.Magic{}, &rsp)
 		nw.Deliver(player, simServerAddr, bytes.Clone(buf[:n]))
 		// 3. A Disconnect in clear with the connection's Tag and ClientID.
-		hd := fastpath.ConnHeader{ClientID: sc.ClientID(), Tag: sc.tag, Seq: 1, Kind: fastpath.KindDisconnect}
-		n = fastpath.EncodeConn(buf, fastpath.Magic{}, &hd, []byte{byte(ReasonClosed)})
+		hd := protocol.ConnHeader{ClientID: sc.ClientID(), Tag: sc.tag, Seq: 1, Kind: protocol.KindDisconnect}
+		n = wire.EncodeConn(buf, wire.Magic{}, &hd, []byte{byte(ReasonClosed)})
 		nw.Deliver(player, simServerAddr, bytes.Clone(buf[:n]))
 		// 4. A RestartResponse with the connection's cookie.
 		rr := rsp
-		rr.Type, rr.Restart, rr.ClientID, rr.OrigCookie = fastpath.TypeRestartResponse, true, sc.ClientID(), sc.cookie
-		n = fastpath.EncodeHandshake(buf, fastpath.Magic{}, &rr)
+		rr.Type, rr.Restart, rr.ClientID, rr.OrigCookie = protocol.TypeRestartResponse, true, sc.ClientID(), sc.cookie
+		n = wire.EncodeHandshake(buf, wire.Magic{}, &rr)
 		nw.Deliver(player, simServerAddr, bytes.Clone(buf[:n]))
 		time.Sleep(100 * time.Millisecond)
 
 		st := srv.Stats()
-		if st.Drops[fastpath.DropSealedHeld] != 1 || st.Connections != 1 || st.Accepted != 1 {
+		if st.Drops[protocol.DropSealedHeld] != 1 || st.Connections != 1 || st.Accepted != 1 {
 			t.Fatalf("sealed_held %d, connections %d, accepted %d; want 1, 1, 1",
-				st.Drops[fastpath.DropSealedHeld], st.Connections, st.Accepted)
+				st.Drops[protocol.DropSealedHeld], st.Connections, st.Accepted)
 		}
 		if now, ok := srv.Conn(player); !ok || now != sc || sc.closed.Load() {
 			t.Fatal("the proven connection was replaced or closed")
@@ -169,8 +171,8 @@ func TestSimTokenRequired(t *testing.T) {
 			t.Fatalf("Dial returned after %v and the refusal came after %v; want %v and %v", dialed, learned, 4*oneWay, 6*oneWay)
 		}
 		st := srv.Stats()
-		if st.Drops[fastpath.DropTokenRequired] != 1 || st.Connections != 0 {
-			t.Fatalf("token_required %d, connections %d", st.Drops[fastpath.DropTokenRequired], st.Connections)
+		if st.Drops[protocol.DropTokenRequired] != 1 || st.Connections != 0 {
+			t.Fatalf("token_required %d, connections %d", st.Drops[protocol.DropTokenRequired], st.Connections)
 		}
 	})
 }
@@ -215,8 +217,8 @@ func TestSimTokenRequiredNoAmplification(t *testing.T) {
 		}
 		buf := make([]byte, 64)
 		send := func(seq uint16, pad int) {
-			h := fastpath.ConnHeader{ClientID: 3, Tag: 0xabcdef, Seq: seq, Kind: fastpath.KindKeepAlive}
-			n := fastpath.EncodeConn(buf, fastpath.Magic{}, &h, make([]byte, pad))
+			h := protocol.ConnHeader{ClientID: 3, Tag: 0xabcdef, Seq: seq, Kind: protocol.KindKeepAlive}
+			n := wire.EncodeConn(buf, wire.Magic{}, &h, make([]byte, pad))
 			nw.Deliver(cliAddr, simServerAddr, bytes.Clone(buf[:n]))
 		}
 		// 100 unpadded KeepAlives (one byte shorter than the notice):
@@ -284,8 +286,8 @@ func TestSimProofFlood(t *testing.T) {
 		tx.Init(&wrong, &salt)
 		type attacker struct {
 			addr netip.AddrPort
-			h    fastpath.ConnHeader
-			pc   fastpath.ProofCookie
+			h    protocol.ConnHeader
+			pc   wire.ProofCookie
 		}
 		var atk []attacker
 		for range 4 {
@@ -299,7 +301,7 @@ func TestSimProofFlood(t *testing.T) {
 			atk = append(atk, attacker{a, h, pc})
 		}
 		buf := make([]byte, 2048)
-		n := fastpath.SealProof(buf, fastpath.Magic{}, &atk[0].h, &atk[0].pc, body, &tx)
+		n := wire.SealProof(buf, wire.Magic{}, &atk[0].h, &atk[0].pc, body, &tx)
 		same := bytes.Clone(buf[:n])
 		before := srv.Stats().Drops
 		const perMs, dur = 5, 2 * time.Second
@@ -317,7 +319,7 @@ func TestSimProofFlood(t *testing.T) {
 						nw.Deliver(atk[i].addr, simServerAddr, same)
 						continue
 					}
-					n := fastpath.SealProof(buf, fastpath.Magic{}, &atk[i].h, &atk[i].pc, body, &tx)
+					n := wire.SealProof(buf, wire.Magic{}, &atk[i].h, &atk[i].pc, body, &tx)
 					nw.Deliver(atk[i].addr, simServerAddr, bytes.Clone(buf[:n]))
 				}
 			}
@@ -350,11 +352,11 @@ func TestSimProofFlood(t *testing.T) {
 			t.Fatalf("a new login failed during the flood: %v", newErr)
 		}
 		after := srv.Stats().Drops
-		opened := after[fastpath.DropProofForged] - before[fastpath.DropProofForged]
-		shed := after[fastpath.DropProofLimited] - before[fastpath.DropProofLimited]
+		opened := after[protocol.DropProofForged] - before[protocol.DropProofForged]
+		shed := after[protocol.DropProofLimited] - before[protocol.DropProofLimited]
 		// Per source: a burst of 2×ProofRate, then ProofRate a second;
 		// the source repeating one proof opens it once.
-		maxOpened := uint64(3 * (2*fastpath.ProofRate + fastpath.ProofRate*int(dur/time.Second) + 1))
+		maxOpened := uint64(3 * (2*handshake.ProofRate + handshake.ProofRate*int(dur/time.Second) + 1))
 		t.Logf("%d proofs sent, %d tokens opened, %d shed; players: %d echoes of %d, max RTT %v; network %+v",
 			floodSent, opened, shed, len(rtts), sent, slicesMax(rtts), nw.Stats())
 		if opened+shed < uint64(floodSent)*99/100 {
@@ -448,8 +450,8 @@ func TestSimTokenlessTakesNoAddressPlace(t *testing.T) {
 			switch {
 			case i < 2 && err != nil:
 				t.Fatalf("player %d: %v", i, err)
-			case i == 2 && (!errors.As(err, &de) || de.Reason != fastpath.DeniedAddressLimit):
-				t.Fatalf("player %d: %v, want Denied(%d)", i, err, fastpath.DeniedAddressLimit)
+			case i == 2 && (!errors.As(err, &de) || de.Reason != protocol.DeniedAddressLimit):
+				t.Fatalf("player %d: %v, want Denied(%d)", i, err, protocol.DeniedAddressLimit)
 			}
 		}
 		if st := srv.Stats(); st.Connections != 2 {
@@ -482,22 +484,22 @@ func TestSimTokenlessHandshakeFlood(t *testing.T) {
 			if from != simServerAddr || to.Addr().As4()[0] != 11 {
 				return false
 			}
-			var h fastpath.Handshake
-			if fastpath.DecodeHandshake(fastpath.Magic{}, p, &h) != fastpath.DropNone {
+			var h protocol.Handshake
+			if wire.DecodeHandshake(wire.Magic{}, p, &h) != protocol.DropNone {
 				return true
 			}
 			switch h.Type {
-			case fastpath.TypeChallenge:
-				r := fastpath.Handshake{Type: fastpath.TypeResponse, SessionID: h.SessionID, ClientID: h.ClientID,
+			case protocol.TypeChallenge:
+				r := protocol.Handshake{Type: protocol.TypeResponse, SessionID: h.SessionID, ClientID: h.ClientID,
 					MinVersion: 3, CurVersion: 4, RandomLen: 16, SecretID: h.SecretID, Timestamp: h.Timestamp, Cookie: h.Cookie}
 				b := make([]byte, 128)
-				b = b[:fastpath.EncodeHandshake(b, fastpath.Magic{}, &r)]
+				b = b[:wire.EncodeHandshake(b, wire.Magic{}, &r)]
 				a := to.Addr().As4()
 				select {
 				case responses <- [2][]byte{a[:], b}:
 				default:
 				}
-			case fastpath.TypeAck:
+			case protocol.TypeAck:
 				acks.Add(1)
 			}
 			return true
@@ -518,13 +520,13 @@ func TestSimTokenlessHandshakeFlood(t *testing.T) {
 		floodDone := make(chan int)
 		go func() {
 			sent := 0
-			ini := fastpath.Handshake{Type: fastpath.TypeInitial, MinVersion: 3, CurVersion: 4, RandomLen: 16}
+			ini := protocol.Handshake{Type: protocol.TypeInitial, MinVersion: 3, CurVersion: 4, RandomLen: 16}
 			start := time.Now()
 			for time.Since(start) < floodFor {
 				for range perMs {
 					ini.ClientID = uint8(sent & 7)
 					b := make([]byte, 128)
-					nw.Deliver(source(sent%sources), simServerAddr, b[:fastpath.EncodeHandshake(b, fastpath.Magic{}, &ini)])
+					nw.Deliver(source(sent%sources), simServerAddr, b[:wire.EncodeHandshake(b, wire.Magic{}, &ini)])
 					sent++
 				}
 				time.Sleep(time.Millisecond)
@@ -668,35 +670,35 @@ func BenchmarkLoopLogin(b *testing.B) {
 			for i := range b.N {
 				b.StopTimer()
 				addr := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)}), uint16(1000+i>>16))
-				ini := fastpath.Handshake{Type: fastpath.TypeInitial, ClientID: 1, MinVersion: 3, CurVersion: 4,
+				ini := protocol.Handshake{Type: protocol.TypeInitial, ClientID: 1, MinVersion: 3, CurVersion: 4,
 					NetworkVersion: s.st.NetworkVersion, RandomLen: 16}
-				in.N, in.Addr = fastpath.EncodeHandshake(in.Buf, s.st.magic, &ini), addr
+				in.N, in.Addr = wire.EncodeHandshake(in.Buf, s.st.magic, &ini), addr
 				b.StartTimer()
 				loginServerSide(l, pb, now)
 				b.StopTimer()
-				var ch fastpath.Handshake
-				if fastpath.DecodeHandshake(s.st.magic, l.sb.Msgs[0].Buf[:l.sb.Msgs[0].N], &ch) != fastpath.DropNone || ch.Type != fastpath.TypeChallenge {
+				var ch protocol.Handshake
+				if wire.DecodeHandshake(s.st.magic, l.sb.Msgs[0].Buf[:l.sb.Msgs[0].N], &ch) != protocol.DropNone || ch.Type != protocol.TypeChallenge {
 					b.Fatal("no Challenge")
 				}
 				l.out = 0
-				resp := fastpath.Handshake{Type: fastpath.TypeResponse, SessionID: ch.SessionID, ClientID: 1, MinVersion: 3, CurVersion: 4,
+				resp := protocol.Handshake{Type: protocol.TypeResponse, SessionID: ch.SessionID, ClientID: 1, MinVersion: 3, CurVersion: 4,
 					NetworkVersion: s.st.NetworkVersion, RandomLen: 16, SecretID: ch.SecretID, Timestamp: ch.Timestamp, Cookie: ch.Cookie}
-				in.N = fastpath.EncodeHandshake(in.Buf, s.st.magic, &resp)
+				in.N = wire.EncodeHandshake(in.Buf, s.st.magic, &resp)
 				b.StartTimer()
 				loginServerSide(l, pb, now)
 				b.StopTimer()
 				l.out = 0
 				if sealed {
-					pc := fastpath.ProofCookie{SecretID: ch.SecretID, Timestamp: ch.Timestamp, Cookie: ch.Cookie}
+					pc := wire.ProofCookie{SecretID: ch.SecretID, Timestamp: ch.Timestamp, Cookie: ch.Cookie}
 					salt := (*[seal.SaltBytes]byte)(ch.Cookie[:seal.SaltBytes])
 					var tx seal.Sealer
 					tx.Init(&toks[i].ClientToServerKey, salt)
 					serverSeq, clientSeq := cookie.Sequences(&ch.Cookie)
-					h := fastpath.ConnHeader{SessionID: ch.SessionID, ClientID: 1, Tag: cookie.SessionTag(&ch.Cookie), Seq: clientSeq,
-						Ack: (serverSeq + fastpath.SeqModulus - 1) % fastpath.SeqModulus, Kind: fastpath.KindKeepAlive}
+					h := protocol.ConnHeader{SessionID: ch.SessionID, ClientID: 1, Tag: cookie.SessionTag(&ch.Cookie), Seq: clientSeq,
+						Ack: (serverSeq + protocol.SeqModulus - 1) % protocol.SeqModulus, Kind: protocol.KindKeepAlive}
 					req := toks[i].Request()
 					body, _ := req.AppendBinary(nil)
-					in.N = fastpath.SealProof(in.Buf, s.st.magic, &h, &pc, body, &tx)
+					in.N = wire.SealProof(in.Buf, s.st.magic, &h, &pc, body, &tx)
 					b.StartTimer()
 					loginServerSide(l, pb, now)
 					b.StopTimer()

@@ -15,11 +15,12 @@ import (
 
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seal"
 	"github.com/udpgate/udpgate/internal/testkit/conntest"
 	"github.com/udpgate/udpgate/internal/testkit/netem"
 	"github.com/udpgate/udpgate/internal/traffic/loadgen"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -190,11 +191,11 @@ func TestSealedRefusals(t *testing.T) {
 		tok  *token.ConnectToken
 		cfg  Config
 		want error
-		drop fastpath.DropReason
+		drop protocol.DropReason
 	}{
-		{"wrong key", makeToken(t, &otherKey, token.Params{ServerAddresses: here}), Config{}, ErrTokenInvalid, fastpath.DropTokenInvalid},
-		{"wrong protocol", makeToken(t, nil, token.Params{ProtocolID: 77, ServerAddresses: here}), Config{}, ErrTokenInvalid, fastpath.DropTokenProtocol},
-		{"foreign server", makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:1")}}), Config{}, ErrTokenForeignServer, fastpath.DropTokenForeignServer},
+		{"wrong key", makeToken(t, &otherKey, token.Params{ServerAddresses: here}), Config{}, ErrTokenInvalid, protocol.DropTokenInvalid},
+		{"wrong protocol", makeToken(t, nil, token.Params{ProtocolID: 77, ServerAddresses: here}), Config{}, ErrTokenInvalid, protocol.DropTokenProtocol},
+		{"foreign server", makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:1")}}), Config{}, ErrTokenForeignServer, protocol.DropTokenForeignServer},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := s.Stats().Drops[tc.drop]
@@ -221,7 +222,7 @@ func TestSealedExpired(t *testing.T) {
 	if _, err := dialToken(t, s.Addr(), tok, Config{}); !errors.Is(err, ErrTokenExpired) {
 		t.Fatalf("dial: %v, want %v", err, ErrTokenExpired)
 	}
-	conntest.Eventually(t, "token_expired counted", func() bool { return s.Stats().Drops[fastpath.DropTokenExpired] > 0 })
+	conntest.Eventually(t, "token_expired counted", func() bool { return s.Stats().Drops[protocol.DropTokenExpired] > 0 })
 }
 
 // TestSealedTokenInUse: a token proven from one address is refused from
@@ -235,7 +236,7 @@ func TestSealedTokenInUse(t *testing.T) {
 	if _, err := dialToken(t, s.Addr(), tok, Config{LocalAddr: "127.0.0.3:0"}); !errors.Is(err, ErrTokenInUse) {
 		t.Fatalf("second dial: %v, want %v", err, ErrTokenInUse)
 	}
-	conntest.Eventually(t, "token_in_use counted", func() bool { return s.Stats().Drops[fastpath.DropTokenInUse] > 0 })
+	conntest.Eventually(t, "token_in_use counted", func() bool { return s.Stats().Drops[protocol.DropTokenInUse] > 0 })
 	if n := s.Len(); n != 1 {
 		t.Fatalf("%d connections, want 1", n)
 	}
@@ -268,19 +269,19 @@ func TestSealedSameClientID(t *testing.T) {
 
 // clientProof is the clear header and cookie part of client c's proofs:
 // its handshake's.
-func clientProof(c *Client) (fastpath.ConnHeader, fastpath.ProofCookie) {
+func clientProof(c *Client) (protocol.ConnHeader, wire.ProofCookie) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var pc fastpath.ProofCookie
+	var pc wire.ProofCookie
 	pc.SecretID, pc.Timestamp = c.hs.CookieOrigin()
 	pc.Cookie = c.conn.cookie
-	return fastpath.ConnHeader{SessionID: c.conn.session, ClientID: c.conn.clientID, Tag: c.conn.tag, Kind: fastpath.KindKeepAlive}, pc
+	return protocol.ConnHeader{SessionID: c.conn.session, ClientID: c.conn.clientID, Tag: c.conn.tag, Kind: protocol.KindKeepAlive}, pc
 }
 
 // rawProof is a proof of tok on the handshake pc of ClientID clientID,
 // sealed by a fresh sealer salted with pc's cookie (counter 0), and the
 // opener for the server's answers.
-func rawProof(t *testing.T, clientID uint8, pc *fastpath.ProofCookie, tok *token.ConnectToken) ([]byte, *seal.Opener) {
+func rawProof(t *testing.T, clientID uint8, pc *wire.ProofCookie, tok *token.ConnectToken) ([]byte, *seal.Opener) {
 	t.Helper()
 	next, rx := rawProofs(t, clientID, pc, tok)
 	return next(), rx
@@ -288,7 +289,7 @@ func rawProof(t *testing.T, clientID uint8, pc *fastpath.ProofCookie, tok *token
 
 // rawProofs is rawProof's sealer: each call of next is the client's next
 // proof (next Seq, next counter), as its resends are.
-func rawProofs(t *testing.T, clientID uint8, pc *fastpath.ProofCookie, tok *token.ConnectToken) (next func() []byte, rx *seal.Opener) {
+func rawProofs(t *testing.T, clientID uint8, pc *wire.ProofCookie, tok *token.ConnectToken) (next func() []byte, rx *seal.Opener) {
 	t.Helper()
 	salt := (*[seal.SaltBytes]byte)(pc.Cookie[:seal.SaltBytes])
 	var tx seal.Sealer
@@ -296,17 +297,17 @@ func rawProofs(t *testing.T, clientID uint8, pc *fastpath.ProofCookie, tok *toke
 	tx.Init(&tok.ClientToServerKey, salt)
 	rx.Init(&tok.ServerToClientKey, salt)
 	serverSeq, clientSeq := cookie.Sequences(&pc.Cookie)
-	h := fastpath.ConnHeader{ClientID: clientID, Tag: cookie.SessionTag(&pc.Cookie), Seq: clientSeq,
-		Ack: (serverSeq + fastpath.SeqModulus - 1) % fastpath.SeqModulus, Kind: fastpath.KindKeepAlive}
+	h := protocol.ConnHeader{ClientID: clientID, Tag: cookie.SessionTag(&pc.Cookie), Seq: clientSeq,
+		Ack: (serverSeq + protocol.SeqModulus - 1) % protocol.SeqModulus, Kind: protocol.KindKeepAlive}
 	req := tok.Request()
 	body, _ := req.AppendBinary(nil)
 	return func() []byte {
 		buf := make([]byte, 1500)
-		n := fastpath.SealProof(buf, fastpath.Magic{}, &h, pc, body, &tx)
+		n := wire.SealProof(buf, wire.Magic{}, &h, pc, body, &tx)
 		if n == 0 {
 			t.Fatal("SealProof refused")
 		}
-		h.Seq = (h.Seq + 1) % fastpath.SeqModulus
+		h.Seq = (h.Seq + 1) % protocol.SeqModulus
 		return buf[:n]
 	}, rx
 }
@@ -351,20 +352,20 @@ func TestSealedProofReplay(t *testing.T) {
 	other := newRawPeer(t, s, "127.0.0.1:0")
 	drops := s.Stats().Drops
 	other.send(next())
-	conntest.Eventually(t, "bad_cookie", func() bool { return s.Stats().Drops[fastpath.DropBadCookie] > drops[fastpath.DropBadCookie] })
+	conntest.Eventually(t, "bad_cookie", func() bool { return s.Stats().Drops[protocol.DropBadCookie] > drops[protocol.DropBadCookie] })
 
 	// The proof's request body and seal on a new handshake of the same
 	// address: the inner seal was salted with the old cookie.
 	pc2 := p.handshake()
 	moved := next()
-	o := fastpath.ConnHeaderOffset(fastpath.Magic{}) + 4
+	o := wire.ConnHeaderOffset(wire.Magic{}) + 4
 	moved[o] = pc2.SecretID
 	binary.LittleEndian.PutUint64(moved[o+1:], math.Float64bits(pc2.Timestamp))
 	copy(moved[o+9:], pc2.Cookie[:])
 	binary.LittleEndian.PutUint32(moved[o-4:], cookie.SessionTag(&pc2.Cookie))
 	drops = s.Stats().Drops
 	p.send(moved)
-	conntest.Eventually(t, "proof_forged", func() bool { return s.Stats().Drops[fastpath.DropProofForged] > drops[fastpath.DropProofForged] })
+	conntest.Eventually(t, "proof_forged", func() bool { return s.Stats().Drops[protocol.DropProofForged] > drops[protocol.DropProofForged] })
 	if s.Len() != 0 {
 		t.Fatal("a moved proof made a connection")
 	}
@@ -375,11 +376,11 @@ func TestSealedProofReplay(t *testing.T) {
 	if !ok {
 		t.Fatal("no answer to the proof")
 	}
-	var g fastpath.ConnHeader
-	if _, r := fastpath.DecodeSealed(fastpath.Magic{}, reply, &g); r != fastpath.DropNone {
+	var g protocol.ConnHeader
+	if _, r := wire.DecodeSealed(wire.Magic{}, reply, &g); r != protocol.DropNone {
 		t.Fatalf("answer: %v", r)
 	}
-	if _, _, r := fastpath.OpenConn(fastpath.Magic{}, reply, &g, rx); r != fastpath.DropNone || g.Kind != fastpath.KindKeepAlive {
+	if _, _, r := wire.OpenConn(wire.Magic{}, reply, &g, rx); r != protocol.DropNone || g.Kind != protocol.KindKeepAlive {
 		t.Fatalf("answer: %v %v", r, g.Kind)
 	}
 	conntest.Eventually(t, "one connection", func() bool { return s.Len() == 1 })
@@ -396,13 +397,13 @@ func TestSealedProofReplay(t *testing.T) {
 	if !ok {
 		t.Fatal("a late proof got no KeepAlive: a lost first KeepAlive would not recover")
 	}
-	if _, r := fastpath.DecodeSealed(fastpath.Magic{}, again, &g); r != fastpath.DropNone {
+	if _, r := wire.DecodeSealed(wire.Magic{}, again, &g); r != protocol.DropNone {
 		t.Fatalf("late answer: %v", r)
 	}
-	if _, _, r := fastpath.OpenConn(fastpath.Magic{}, again, &g, rx); r != fastpath.DropNone || g.Kind != fastpath.KindKeepAlive {
+	if _, _, r := wire.OpenConn(wire.Magic{}, again, &g, rx); r != protocol.DropNone || g.Kind != protocol.KindKeepAlive {
 		t.Fatalf("late answer: %v %v", r, g.Kind)
 	}
-	conntest.Eventually(t, "late_proof", func() bool { return s.Stats().Drops[fastpath.DropLateProof] > drops[fastpath.DropLateProof] })
+	conntest.Eventually(t, "late_proof", func() bool { return s.Stats().Drops[protocol.DropLateProof] > drops[protocol.DropLateProof] })
 	if s.Len() != 1 || s.Stats().Accepted != 1 {
 		t.Fatalf("a late proof made another connection: Len %d", s.Len())
 	}
@@ -420,7 +421,7 @@ func TestSealedProofReplay(t *testing.T) {
 	drops = s.Stats().Drops
 	p.send(next())
 	p.silent("a proof replayed after its connection closed")
-	conntest.Eventually(t, "replayed_cookie", func() bool { return s.Stats().Drops[fastpath.DropReplayedCookie] > drops[fastpath.DropReplayedCookie] })
+	conntest.Eventually(t, "replayed_cookie", func() bool { return s.Stats().Drops[protocol.DropReplayedCookie] > drops[protocol.DropReplayedCookie] })
 	if s.Len() != 0 || s.Stats().Accepted != 1 {
 		t.Fatalf("a replayed proof recreated the connection: Len %d, accepted %d", s.Len(), s.Stats().Accepted)
 	}
@@ -454,7 +455,7 @@ func TestFloodTokenlessHandshakes(t *testing.T) {
 		_, _ = g.Connect(ctx)
 	}()
 	// Connect while the flood is under way.
-	conntest.Eventually(t, "the flood", func() bool { return s.Stats().HandshakeOut[fastpath.TypeAck] > 2000 })
+	conntest.Eventually(t, "the flood", func() bool { return s.Stats().HandshakeOut[protocol.TypeAck] > 2000 })
 	tok := makeToken(t, nil, token.Params{ClientID: 1, ServerAddresses: []netip.AddrPort{s.Addr()}})
 	c, err := dialToken(t, s.Addr(), tok, Config{LocalAddr: "127.0.0.9:0"})
 	if err != nil {
@@ -462,9 +463,9 @@ func TestFloodTokenlessHandshakes(t *testing.T) {
 	}
 	<-done
 	st := s.Stats()
-	t.Logf("acks %d, accepted %d, connections %d", st.HandshakeOut[fastpath.TypeAck], st.Accepted, st.Connections)
-	if st.HandshakeOut[fastpath.TypeAck] < 10_000 || st.Accepted != 1 || st.Connections != 1 {
-		t.Fatalf("acks %d, accepted %d, connections %d: want every handshake Acked and only the player's connection", st.HandshakeOut[fastpath.TypeAck], st.Accepted, st.Connections)
+	t.Logf("acks %d, accepted %d, connections %d", st.HandshakeOut[protocol.TypeAck], st.Accepted, st.Connections)
+	if st.HandshakeOut[protocol.TypeAck] < 10_000 || st.Accepted != 1 || st.Connections != 1 {
+		t.Fatalf("acks %d, accepted %d, connections %d: want every handshake Acked and only the player's connection", st.HandshakeOut[protocol.TypeAck], st.Accepted, st.Connections)
 	}
 	if _, err := c.Send([]byte("still here")); err != nil {
 		t.Fatal(err)
@@ -535,14 +536,14 @@ func TestSealedOnPathObserver(t *testing.T) {
 	var conn *Conn
 	s.Range(func(x *Conn) bool { conn = x; return false })
 	home := conn.RemoteAddr()
-	data := o.last(func(b []byte) bool { return len(b) == fastpath.SealedConnLen(fastpath.Magic{}, 5) })
+	data := o.last(func(b []byte) bool { return len(b) == wire.SealedConnLen(wire.Magic{}, 5) })
 	if data == nil {
 		t.Fatal("the observer saw no sealed Data packet")
 	}
 	// Each attack comes from the observer's own address (it cannot spoof
 	// the client's); each must be dropped by its reason, move nothing and
 	// get nothing back.
-	attack := func(t *testing.T, drop fastpath.DropReason, want uint64, pkts ...[]byte) {
+	attack := func(t *testing.T, drop protocol.DropReason, want uint64, pkts ...[]byte) {
 		t.Helper()
 		before := s.Stats().Drops[drop]
 		for _, p := range pkts {
@@ -557,21 +558,21 @@ func TestSealedOnPathObserver(t *testing.T) {
 			t.Fatalf("the server answered the observer with %d bytes", n)
 		}
 	}
-	var h fastpath.ConnHeader
-	fastpath.DecodeSealed(fastpath.Magic{}, data, &h)
+	var h protocol.ConnHeader
+	wire.DecodeSealed(wire.Magic{}, data, &h)
 	buf := make([]byte, 1500)
 	t.Run("replay", func(t *testing.T) {
 		// Its counter is not new: it neither moves the connection nor
 		// reaches the application.
-		attack(t, fastpath.DropSealedReplay, 5, data, data, data, data, data)
+		attack(t, protocol.DropSealedReplay, 5, data, data, data, data, data)
 	})
 	t.Run("modify", func(t *testing.T) {
 		// A new counter (else it is a replay), and a flipped payload bit.
 		forged := bytes.Clone(data)
-		o := fastpath.ConnHeaderOffset(fastpath.Magic{})
+		o := wire.ConnHeaderOffset(wire.Magic{})
 		forged[o+4+6] ^= 1
 		forged[len(forged)-20] ^= 1
-		attack(t, fastpath.DropSealedForged, 1, forged)
+		attack(t, protocol.DropSealedForged, 1, forged)
 	})
 	t.Run("inject", func(t *testing.T) {
 		// The connection's Tag and ClientID, any key but its own, a
@@ -579,20 +580,20 @@ func TestSealedOnPathObserver(t *testing.T) {
 		var wrong sealStateForTest
 		wrong.init()
 		hd := h
-		hd.Kind = fastpath.KindData
+		hd.Kind = protocol.KindData
 		for range 1000 {
-			fastpath.SealConn(buf, fastpath.Magic{}, &hd, []byte("evil"), &wrong.s.tx)
+			wire.SealConn(buf, wire.Magic{}, &hd, []byte("evil"), &wrong.s.tx)
 		}
-		n := fastpath.SealConn(buf, fastpath.Magic{}, &hd, []byte("evil"), &wrong.s.tx)
-		attack(t, fastpath.DropSealedForged, 1, bytes.Clone(buf[:n]))
+		n := wire.SealConn(buf, wire.Magic{}, &hd, []byte("evil"), &wrong.s.tx)
+		attack(t, protocol.DropSealedForged, 1, bytes.Clone(buf[:n]))
 	})
 	t.Run("disconnect in clear", func(t *testing.T) {
 		hd := h
-		hd.Kind = fastpath.KindDisconnect
-		n := fastpath.EncodeConn(buf, fastpath.Magic{}, &hd, []byte{1})
+		hd.Kind = protocol.KindDisconnect
+		n := wire.EncodeConn(buf, wire.Magic{}, &hd, []byte{1})
 		// In clear from an address no connection holds: a Disconnect is
 		// never answered, and touches no connection.
-		attack(t, fastpath.DropTokenRequired, 1, bytes.Clone(buf[:n]))
+		attack(t, protocol.DropTokenRequired, 1, bytes.Clone(buf[:n]))
 	})
 	t.Run("restart with the Ack's cookie", func(t *testing.T) {
 		// The observer saw the Ack, so it knows the authorised cookie,
@@ -600,30 +601,30 @@ func TestSealedOnPathObserver(t *testing.T) {
 		// RestartResponse it then makes would move an unsealed
 		// connection.
 		ack := o.lastToClient(func(b []byte) bool {
-			var hs fastpath.Handshake
-			return fastpath.DecodeHandshake(fastpath.Magic{}, b, &hs) == fastpath.DropNone && hs.Type == fastpath.TypeAck
+			var hs protocol.Handshake
+			return wire.DecodeHandshake(wire.Magic{}, b, &hs) == protocol.DropNone && hs.Type == protocol.TypeAck
 		})
 		if ack == nil {
 			t.Fatal("the observer saw no Ack")
 		}
-		var ackH fastpath.Handshake
-		fastpath.DecodeHandshake(fastpath.Magic{}, ack, &ackH)
-		ini := fastpath.Handshake{Type: fastpath.TypeInitial, Restart: true, ClientID: h.ClientID, MinVersion: 3, CurVersion: 4, RandomLen: 16}
-		n := fastpath.EncodeHandshake(buf, fastpath.Magic{}, &ini)
+		var ackH protocol.Handshake
+		wire.DecodeHandshake(wire.Magic{}, ack, &ackH)
+		ini := protocol.Handshake{Type: protocol.TypeInitial, Restart: true, ClientID: h.ClientID, MinVersion: 3, CurVersion: 4, RandomLen: 16}
+		n := wire.EncodeHandshake(buf, wire.Magic{}, &ini)
 		o.udp.WriteToUDPAddrPort(buf[:n], s.Addr())
 		o.udp.SetReadDeadline(time.Now().Add(5 * time.Second))
 		rn, _, err := o.udp.ReadFromUDPAddrPort(buf)
 		if err != nil {
 			t.Fatalf("no Challenge for the observer: %v", err)
 		}
-		var ch fastpath.Handshake
-		if r := fastpath.DecodeHandshake(fastpath.Magic{}, buf[:rn], &ch); r != fastpath.DropNone || ch.Type != fastpath.TypeChallenge {
+		var ch protocol.Handshake
+		if r := wire.DecodeHandshake(wire.Magic{}, buf[:rn], &ch); r != protocol.DropNone || ch.Type != protocol.TypeChallenge {
 			t.Fatalf("reply %v %v", r, ch.Type)
 		}
-		rr := fastpath.Handshake{Type: fastpath.TypeRestartResponse, Restart: true, ClientID: h.ClientID, MinVersion: 3, CurVersion: 4,
+		rr := protocol.Handshake{Type: protocol.TypeRestartResponse, Restart: true, ClientID: h.ClientID, MinVersion: 3, CurVersion: 4,
 			RandomLen: 16, SessionID: ch.SessionID, SecretID: ch.SecretID, Timestamp: ch.Timestamp, Cookie: ch.Cookie, OrigCookie: ackH.Cookie}
-		n = fastpath.EncodeHandshake(buf, fastpath.Magic{}, &rr)
-		attack(t, fastpath.DropUnexpectedType, 1, bytes.Clone(buf[:n]))
+		n = wire.EncodeHandshake(buf, wire.Magic{}, &rr)
+		attack(t, protocol.DropUnexpectedType, 1, bytes.Clone(buf[:n]))
 	})
 
 	app.mu.Lock()
@@ -708,9 +709,9 @@ func TestSealedAlloc(t *testing.T) {
 	receive := func() {
 		cc.mu.Lock()
 		seq, ack, bits, _, _ := cc.seq.Send(seconds(time.Now()))
-		h := fastpath.ConnHeader{SessionID: cc.session, ClientID: cc.clientID, Tag: cc.tag, Seq: seq, Ack: ack, AckBits: bits, Kind: fastpath.KindData}
+		h := protocol.ConnHeader{SessionID: cc.session, ClientID: cc.clientID, Tag: cc.tag, Seq: seq, Ack: ack, AckBits: bits, Kind: protocol.KindData}
 		m := &l.rb.Msgs[0]
-		m.N = fastpath.SealConn(m.Buf, s.st.magic, &h, payload, &cc.sec.tx)
+		m.N = wire.SealConn(m.Buf, s.st.magic, &h, payload, &cc.sec.tx)
 		cc.mu.Unlock()
 		m.Addr = c.LocalAddr()
 		l.batch(1, time.Now())
@@ -720,7 +721,7 @@ func TestSealedAlloc(t *testing.T) {
 		t.Errorf("receiving sealed Data: %v allocs per packet", n)
 	}
 	if got := l.cnt.local[cConnIn]; got < 1000 {
-		t.Fatalf("only %d packets reached the connection (stats before %d, drops %v)", got, before, l.cnt.local[:fastpath.NumDropReasons])
+		t.Fatalf("only %d packets reached the connection (stats before %d, drops %v)", got, before, l.cnt.local[:protocol.NumDropReasons])
 	}
 }
 
@@ -747,13 +748,13 @@ func TestSealedFullAtProof(t *testing.T) {
 	if !ok {
 		t.Fatal("no refusal")
 	}
-	var g fastpath.ConnHeader
-	if _, r := fastpath.DecodeSealed(fastpath.Magic{}, reply, &g); r != fastpath.DropNone {
+	var g protocol.ConnHeader
+	if _, r := wire.DecodeSealed(wire.Magic{}, reply, &g); r != protocol.DropNone {
 		t.Fatalf("refusal not sealed: %v (%d bytes)", r, len(reply))
 	}
-	payload, ctr, r := fastpath.OpenConn(fastpath.Magic{}, reply, &g, rx)
-	if r != fastpath.DropNone || g.Kind != fastpath.KindDisconnect || payload[0] != fastpath.DisconnectServerFull ||
-		ctr != fastpath.RefusalCounter(fastpath.DisconnectServerFull) {
+	payload, ctr, r := wire.OpenConn(wire.Magic{}, reply, &g, rx)
+	if r != protocol.DropNone || g.Kind != protocol.KindDisconnect || payload[0] != protocol.DisconnectServerFull ||
+		ctr != wire.RefusalCounter(protocol.DisconnectServerFull) {
 		t.Fatalf("refusal: %v, kind %v, payload %v", r, g.Kind, payload)
 	}
 	if len(reply) > n {
@@ -806,8 +807,8 @@ func TestSealedAcceptHook(t *testing.T) {
 	tok := makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{s.Addr()}})
 	_, err := dialToken(t, s.Addr(), tok, Config{})
 	var de *DeniedError
-	if !errors.As(err, &de) || de.Reason != fastpath.DeniedRefused {
-		t.Fatalf("dial: %v, want Denied(%d)", err, fastpath.DeniedRefused)
+	if !errors.As(err, &de) || de.Reason != protocol.DeniedRefused {
+		t.Fatalf("dial: %v, want Denied(%d)", err, protocol.DeniedRefused)
 	}
 	if st := s.Stats(); st.Accepted != 0 || s.Len() != 0 {
 		t.Fatalf("a refused client made a connection: accepted %d", st.Accepted)

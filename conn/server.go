@@ -15,7 +15,9 @@ import (
 
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/shard"
 	"github.com/udpgate/udpgate/token"
 )
@@ -24,7 +26,7 @@ import (
 // connections. Create one with Listen.
 type Server struct {
 	st      settings
-	fc      fastpath.ServerConfig // immutable, shared by loops and workers
+	fc      handshake.ServerConfig // immutable, shared by loops and workers
 	group   transportGroup
 	socks   []transport
 	secrets *cookie.Secrets
@@ -48,7 +50,7 @@ type Server struct {
 	// Live settings (admin.go).
 	draining atomic.Bool
 	liveMu   sync.Mutex
-	liveFC   fastpath.ServerConfig
+	liveFC   handshake.ServerConfig
 	liveGen  atomic.Uint64
 
 	closing  atomic.Bool
@@ -110,7 +112,7 @@ func Listen(addr string, cfg Config) (*Server, error) {
 		s.start()
 		return s, nil
 	}
-	steer := batchio.Steer{Enabled: !st.NoSteering, Bit: st.magic.Len() + fastpath.IDBits}
+	steer := batchio.Steer{Enabled: !st.NoSteering, Bit: st.magic.Len() + protocol.IDBits}
 	if steer.Enabled {
 		// Sockets loops in all, as without steering: half for
 		// handshakes, the rest for connections, one each at least.
@@ -124,8 +126,8 @@ func Listen(addr string, cfg Config) (*Server, error) {
 			// info after the Tag) are connection packets by their bit,
 			// but each may open a token: a flood of them queues with the
 			// handshakes, not ahead of the players (issue 19).
-			off := fastpath.ProofVersionOffset(st.magic)
-			steer.Match = batchio.SteerMatch{Len: fastpath.ProofLen(st.magic), Off: off,
+			off := wire.ProofVersionOffset(st.magic)
+			steer.Match = batchio.SteerMatch{Len: wire.ProofLen(st.magic), Off: off,
 				Word: binary.BigEndian.Uint32([]byte(token.VersionInfo[:4]))}
 		}
 	}

@@ -13,7 +13,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/message"
 	"github.com/udpgate/udpgate/netsim"
 	"github.com/udpgate/udpgate/token"
@@ -141,11 +142,11 @@ func TestSimUnreliableNotHeldBack(t *testing.T) {
 		nw.SetLink(netsim.Link{Latency: 25 * time.Millisecond})
 		var dropped bool
 		nw.Drop = func(from, to netip.AddrPort, p []byte) bool {
-			var h fastpath.ConnHeader
+			var h protocol.ConnHeader
 			if to != simServerAddr || dropped {
 				return false
 			}
-			if _, r := fastpath.DecodeConn(fastpath.Magic{}, p, &h); r == fastpath.DropNone && h.Kind == fastpath.KindMessages {
+			if _, r := wire.DecodeConn(wire.Magic{}, p, &h); r == protocol.DropNone && h.Kind == protocol.KindMessages {
 				dropped = true // the first Messages packet: the reliable one
 				return true
 			}

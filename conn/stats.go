@@ -4,7 +4,8 @@ import (
 	"sync/atomic"
 
 	"github.com/udpgate/udpgate/batchio"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/message"
 )
 
@@ -16,10 +17,10 @@ type eventCounters struct {
 	proofs atomic.Uint64
 	acks   atomic.Uint64
 	// denied counts promotion workers' Denied replies by reason
-	// (fastpath.Denied*; the loops count theirs by reply type).
-	denied [fastpath.DeniedUnknownConnection + 1]atomic.Uint64
+	// (protocol.Denied*; the loops count theirs by reply type).
+	denied [handshake.DeniedUnknownConnection + 1]atomic.Uint64
 	// replays: Responses dropped as replays by promotion workers
-	// (fastpath.DropReplayedCookie in Stats.Drops).
+	// (protocol.DropReplayedCookie in Stats.Drops).
 	replays atomic.Uint64
 	// held: Responses dropped by promotion workers because a proven
 	// sealed connection holds their address (DropSealedHeld).
@@ -37,8 +38,8 @@ type Stats struct {
 	// Handshake packets received, by type, and replies sent by the
 	// receive loops, by type (Acks sent by promotion workers are in
 	// PromotionAcks).
-	HandshakeIn   [8]uint64
-	HandshakeOut  [8]uint64
+	HandshakeIn   [protocol.NumPacketTypes]uint64
+	HandshakeOut  [protocol.NumPacketTypes]uint64
 	PromotionAcks uint64
 	DeniedFull    uint64
 	DeniedRefused uint64
@@ -142,7 +143,7 @@ func (s *Server) Stats() Stats {
 		for i := range st.Drops {
 			st.Drops[i] += c[cDrop+i].Load()
 		}
-		for i := range 8 {
+		for i := range int(protocol.NumPacketTypes) {
 			st.HandshakeIn[i] += c[cRequest+i].Load()
 			st.HandshakeOut[i] += c[cReply+i].Load()
 		}
@@ -151,11 +152,11 @@ func (s *Server) Stats() Stats {
 	}
 	st.Accepted = s.ev.accepted.Load()
 	st.PromotionAcks = s.ev.acks.Load()
-	st.DeniedFull = s.ev.denied[fastpath.DeniedServerFull].Load()
-	st.DeniedRefused = s.ev.denied[fastpath.DeniedRefused].Load()
-	st.DeniedAddressLimit = s.ev.denied[fastpath.DeniedAddressLimit].Load()
-	st.Drops[fastpath.DropReplayedCookie] += s.ev.replays.Load()
-	st.Drops[fastpath.DropSealedHeld] += s.ev.held.Load()
+	st.DeniedFull = s.ev.denied[protocol.DeniedServerFull].Load()
+	st.DeniedRefused = s.ev.denied[protocol.DeniedRefused].Load()
+	st.DeniedAddressLimit = s.ev.denied[protocol.DeniedAddressLimit].Load()
+	st.Drops[protocol.DropReplayedCookie] += s.ev.replays.Load()
+	st.Drops[protocol.DropSealedHeld] += s.ev.held.Load()
 	st.Migrations = s.ev.migrations.Load()
 	if m := s.st.msgs; m != nil {
 		st.MessageDrops = m.Drops()

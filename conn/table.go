@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/shard"
 )
 
@@ -125,7 +125,7 @@ func (t *table) decide(p *promotion) (v verdict, hasOld bool) {
 	}
 	// A replaced connection does not count against capacity.
 	if !hasOld && t.full() {
-		v.denied = fastpath.DeniedServerFull
+		v.denied = protocol.DeniedServerFull
 	}
 	return v, hasOld
 }
@@ -134,7 +134,7 @@ func (t *table) decide(p *promotion) (v verdict, hasOld bool) {
 func (t *table) insert(p *promotion, hasOld bool, mk func() *Conn) (v verdict) {
 	c := mk()
 	if !t.limits.admit(p.addr.Addr(), hasOld, &c.limit) {
-		v.denied = fastpath.DeniedAddressLimit
+		v.denied = protocol.DeniedAddressLimit
 		return v
 	}
 	// Insert's answer is the truth: a migration may have moved another
@@ -204,7 +204,7 @@ func (t *table) forget(c *Conn) (netip.AddrPort, bool) {
 	return addr, ok
 }
 
-// RecentlyClosed implements fastpath.ClosedAddrs: addr's connection
+// RecentlyClosed implements handshake.ClosedAddrs: addr's connection
 // closed within RecentlyDisconnected.
 func (t *table) RecentlyClosed(addr netip.AddrPort, now float64) bool {
 	if t.nRecent.Load() == 0 {

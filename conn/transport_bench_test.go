@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/batchio"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 // replaySock is a transport whose Recv fills the batch with fresh Data
@@ -53,10 +54,10 @@ func benchLoopTransport(b *testing.B, iface bool) {
 		for i := range batch {
 			cl := &clients[rng.IntN(nconns)]
 			m := &rb.Msgs[i]
-			m.N = fastpath.EncodeConn(m.Buf, s.st.magic, &cl.hdr, payload)
+			m.N = wire.EncodeConn(m.Buf, s.st.magic, &cl.hdr, payload)
 			m.Addr = cl.addr
-			cl.hdr.Seq = (cl.hdr.Seq + 1) % fastpath.SeqModulus
-			cl.hdr.Ack = (cl.hdr.Ack + 1) % fastpath.SeqModulus
+			cl.hdr.Seq = (cl.hdr.Seq + 1) % protocol.SeqModulus
+			cl.hdr.Ack = (cl.hdr.Ack + 1) % protocol.SeqModulus
 			cl.hdr.AckBits = ^uint64(0)
 		}
 		return batch

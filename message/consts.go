@@ -43,7 +43,7 @@ const (
 	minMaxPayload = 25
 	maxMaxPayload = maxLen + fragHeader
 	// maxLivePackets: new reliable units wait while this many packets
-	// carrying units are unreported. Below fastpath.SeqRingSize (128), so
+	// carrying units are unreported. Below seqwin.SeqRingSize (128), so
 	// the packet layer does not evict (report lost) packets still in
 	// flight; resends are not held back.
 	maxLivePackets = 112

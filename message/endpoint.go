@@ -518,7 +518,7 @@ func (e *Endpoint) AckDue(now int64) bool {
 	return e.ackDue && now-e.ackAt >= e.l.ackDelay
 }
 
-// Acked reports packet seq delivered (fastpath.AckReport).
+// Acked reports packet seq delivered (seqwin.AckReport).
 func (e *Endpoint) Acked(seq uint16, now int64) {
 	if e.recs == nil {
 		return

@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/seqwin"
 )
 
-// The simulation harness: two endpoints over fastpath.SeqState, a
+// The simulation harness: two endpoints over seqwin.SeqState, a
 // seeded lossy, duplicating, reordering network and a 1 ms tick.
 
 const (
@@ -19,8 +20,8 @@ const (
 
 type simSide struct {
 	ep  *Endpoint
-	seq fastpath.SeqState
-	rep fastpath.AckReport
+	seq seqwin.SeqState
+	rep seqwin.AckReport
 	// recv collects the messages Next returned, per channel.
 	recv    [][][]byte
 	sent    int // packets sent
@@ -158,7 +159,7 @@ func (sm *sim) deliver(p simPacket) {
 			return
 		}
 	}
-	if side.seq.Receive(p.seq, p.ack, p.ackBits, sm.secs(), &side.rep) != fastpath.DropNone {
+	if side.seq.Receive(p.seq, p.ack, p.ackBits, sm.secs(), &side.rep) != protocol.DropNone {
 		return
 	}
 	for _, d := range side.rep.DeliveredPackets() {

@@ -7,7 +7,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 // messageVectors is testdata/vectors.json: whole Kind-3 datagrams and
@@ -43,7 +44,7 @@ func TestVectors(t *testing.T) {
 	if len(v.Messages) < 2 {
 		t.Fatal("vectors missing")
 	}
-	m, err := fastpath.ParseMagic("")
+	m, err := wire.ParseMagic("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,19 +75,19 @@ func TestVectors(t *testing.T) {
 				}
 				want = append(want, en)
 			}
-			wire, _ := hex.DecodeString(vec.Hex)
+			pkt, _ := hex.DecodeString(vec.Hex)
 			// Encode.
 			payload := payloadOf(kinds, want...)
-			h := fastpath.ConnHeader{SessionID: 0, ClientID: 1, Tag: 0x56c5abbc, Seq: 8160 + uint16(i), Ack: 9263, Kind: fastpath.KindMessages}
+			h := protocol.ConnHeader{SessionID: 0, ClientID: 1, Tag: 0x56c5abbc, Seq: 8160 + uint16(i), Ack: 9263, Kind: protocol.KindMessages}
 			buf := make([]byte, 1500)
-			n := fastpath.EncodeConn(buf, m, &h, payload)
-			if !bytes.Equal(buf[:n], wire) {
-				t.Fatalf("encoded %x\nwant    %x", buf[:n], wire)
+			n := wire.EncodeConn(buf, m, &h, payload)
+			if !bytes.Equal(buf[:n], pkt) {
+				t.Fatalf("encoded %x\nwant    %x", buf[:n], pkt)
 			}
 			// Decode.
-			var dh fastpath.ConnHeader
-			p, r := fastpath.DecodeConn(m, wire, &dh)
-			if r != fastpath.DropNone || dh.Kind != fastpath.KindMessages {
+			var dh protocol.ConnHeader
+			p, r := wire.DecodeConn(m, pkt, &dh)
+			if r != protocol.DropNone || dh.Kind != protocol.KindMessages {
 				t.Fatal(r, dh.Kind)
 			}
 			var got []entry

@@ -23,7 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/message"
 )
 
@@ -70,7 +70,7 @@ type Collector struct {
 
 	// Label values, made once.
 	dropLabels []string // index: conn.DropReason
-	typeLabels []string // index: fastpath.PacketType
+	typeLabels []string // index: protocol.PacketType
 	pctLabels  []string
 
 	// samples recycles the RTT buffer of a scrape.
@@ -163,7 +163,7 @@ func NewCollector(srv *conn.Server) *Collector {
 	var st conn.Stats
 	c.typeLabels = make([]string, len(st.HandshakeIn))
 	for t := range c.typeLabels {
-		c.typeLabels[t] = fastpath.PacketType(t).String()
+		c.typeLabels[t] = protocol.PacketType(t).String()
 	}
 	for _, p := range RTTPercentiles {
 		c.pctLabels = append(c.pctLabels, strconv.FormatFloat(p, 'g', -1, 64))
@@ -231,10 +231,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		out := st.HandshakeOut[t]
 		// The receive loops count what they send; the promotion workers
 		// send the Acks of new connections and every Denied.
-		switch fastpath.PacketType(t) {
-		case fastpath.TypeAck:
+		switch protocol.PacketType(t) {
+		case protocol.TypeAck:
 			out += st.PromotionAcks
-		case fastpath.TypeDenied:
+		case protocol.TypeDenied:
 			out += st.DeniedFull + st.DeniedRefused + st.DeniedAddressLimit
 		}
 		counter(c.hsOut, out, c.typeLabels[t])

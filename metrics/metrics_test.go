@@ -21,7 +21,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/testkit/conntest"
 	"github.com/udpgate/udpgate/metrics"
 )
@@ -235,8 +235,8 @@ func TestScrapeRealServer(t *testing.T) {
 	}
 	// Every drop reason is exported from the start, so rate() works on the
 	// first occurrence.
-	if n := len(f["udpgate_drops_total"].GetMetric()); n != int(fastpath.NumDropReasons)-1 {
-		t.Errorf("%d drop reasons exported, want %d", n, fastpath.NumDropReasons-1)
+	if n := len(f["udpgate_drops_total"].GetMetric()); n != int(protocol.NumDropReasons)-1 {
+		t.Errorf("%d drop reasons exported, want %d", n, protocol.NumDropReasons-1)
 	}
 	if _, ok := f["process_cpu_seconds_total"]; !ok {
 		t.Error("process collector missing: no process_cpu_seconds_total")

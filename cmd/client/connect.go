@@ -18,8 +18,9 @@ import (
 
 	"github.com/udpgate/udpgate/cmd/internal/sealflag"
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/internal/msgcfg"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/message"
 	"github.com/udpgate/udpgate/token"
 )
@@ -105,10 +106,10 @@ func runConnect(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	case allAddrs(servers, netip.Addr.Is6):
 		cfg.LocalAddr = "[::1]:0"
 	}
-	m, _ := fastpath.ParseMagic(cfg.Magic) // checked by config
-	maxPayload := fastpath.DefaultMaxDatagram - fastpath.ConnLen(m, fastpath.KindData, 0)
+	m, _ := wire.ParseMagic(cfg.Magic) // checked by config
+	maxPayload := protocol.DefaultMaxDatagram - wire.ConnLen(m, protocol.KindData, 0)
 	if tok != nil {
-		maxPayload = fastpath.DefaultMaxDatagram - fastpath.SealedConnLen(m, 0)
+		maxPayload = protocol.DefaultMaxDatagram - wire.SealedConnLen(m, 0)
 	}
 
 	s := &session{out: stdout, status: stderr, got: make(chan struct{}, 1)}
@@ -263,11 +264,11 @@ func explainDial(err error, server string, cfg *conn.Config, sealed bool) error 
 		return fmt.Errorf("unreachable: nothing listens on UDP %s (the host answered ICMP port unreachable): check -server's port and that the server runs", server)
 	case errors.As(err, &denied):
 		switch denied.Reason {
-		case fastpath.DeniedServerFull:
+		case protocol.DeniedServerFull:
 			return fmt.Errorf("denied: the server at %s is full (its -max-clients are connected): try again later", server)
-		case fastpath.DeniedRefused:
+		case protocol.DeniedRefused:
 			return fmt.Errorf("denied: the server at %s refused this client (its application said no)", server)
-		case fastpath.DeniedAddressLimit:
+		case protocol.DeniedAddressLimit:
 			return fmt.Errorf("denied: the server at %s holds as many connections from this address or network as it allows (its -max-clients-per-ip / -max-clients-per-prefix): close some, or try later", server)
 		}
 		return fmt.Errorf("denied by the server at %s (reason %d)", server, denied.Reason)

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
 )
 
 // TestFloodCommand floods a real server briefly and checks the report the
@@ -33,8 +33,8 @@ func TestFloodCommand(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
 	}
-	if st := srv.Stats(); srv.Len() != 0 || st.Accepted != 0 || st.Drops[fastpath.DropBadCookie] == 0 {
-		t.Errorf("server after the flood: %d connections, %d accepted, %d bad cookies", srv.Len(), st.Accepted, st.Drops[fastpath.DropBadCookie])
+	if st := srv.Stats(); srv.Len() != 0 || st.Accepted != 0 || st.Drops[protocol.DropBadCookie] == 0 {
+		t.Errorf("server after the flood: %d connections, %d accepted, %d bad cookies", srv.Len(), st.Accepted, st.Drops[protocol.DropBadCookie])
 	}
 }
 
@@ -93,7 +93,7 @@ func TestFloodSealed(t *testing.T) {
 	if st.Proofs != 0 || len(h.identities()) != 0 {
 		t.Fatalf("%d tokens proven by a flood", st.Proofs)
 	}
-	if st.Drops[fastpath.DropTokenExpired]+st.Drops[fastpath.DropTokenInvalid]+st.Drops[fastpath.DropProofForged] == 0 {
+	if st.Drops[protocol.DropTokenExpired]+st.Drops[protocol.DropTokenInvalid]+st.Drops[protocol.DropProofForged] == 0 {
 		t.Errorf("no hostile proof reached the token checks: drops %v", st.Drops)
 	}
 }

@@ -14,8 +14,9 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/cmd/internal/sealflag"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/traffic/loadgen"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 const loadSynopsis = `Run -clients simulated clients against a server on this host. Each client
@@ -91,7 +92,7 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	key, protocol, err := sf.parse(true)
+	key, protocolID, err := sf.parse(true)
 	if err != nil {
 		return err
 	}
@@ -102,11 +103,11 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	if err := loadgen.CheckServer(server); err != nil {
 		return usagef("-server %v: the load generator needs an IPv4 loopback server (127.0.0.0/8): its many source addresses exist only there", server)
 	}
-	wire, err := w.config()
+	wc, err := w.config()
 	if err != nil {
 		return err
 	}
-	magic, _ := fastpath.ParseMagic(wire.Magic) // checked by config
+	magic, _ := wire.ParseMagic(wc.Magic) // checked by config
 	switch {
 	case *clients < 1 || *clients > loadgen.MaxClients:
 		return usagef("-clients %d is out of range: use 1..%d", *clients, loadgen.MaxClients)
@@ -120,9 +121,9 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 		return usagef("-duration %v is out of range: use more than 0 and at most %v", *duration, loadMaxDuration)
 	case *count < 1 || *count > loadMaxCount:
 		return usagef("-count %d is out of range: use 1..%d", *count, loadMaxCount)
-	case *payload < 1 || loadDataLen(magic, *payload, key != nil) > fastpath.DefaultMaxDatagram:
+	case *payload < 1 || loadDataLen(magic, *payload, key != nil) > protocol.DefaultMaxDatagram:
 		return usagef("-payload %d is out of range: use 1 byte up to what fits a %d-byte datagram, %d bytes of header%s", *payload,
-			fastpath.DefaultMaxDatagram, loadDataLen(magic, 0, key != nil), loadSealedText(key != nil))
+			protocol.DefaultMaxDatagram, loadDataLen(magic, 0, key != nil), loadSealedText(key != nil))
 	case *window < 1 || *window > 1<<16:
 		return usagef("-window %d is out of range: use 1..65536", *window)
 	case *batch < 1 || *batch > 1024:
@@ -168,13 +169,13 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 		PayloadSize:     *payload,
 		Rate:            *rate,
 		Magic:           magic,
-		NetworkVersion:  wire.NetworkVersion,
-		NetworkFeatures: wire.NetworkFeatures,
+		NetworkVersion:  wc.NetworkVersion,
+		NetworkFeatures: wc.NetworkFeatures,
 		LossTimeout:     *lossTimeout,
 		ConnectTimeout:  *connectTimeout,
 		MaxPackets:      uint64(*count),
 		PrivateKey:      key,
-		ProtocolID:      protocol,
+		ProtocolID:      protocolID,
 		Messages:        msgMode,
 		MessageSize:     *msgSize,
 		MessageRate:     *msgRate,
@@ -198,7 +199,7 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	}
 	mode := ""
 	if key != nil {
-		mode = fmt.Sprintf(", sealed (protocol id %s, key %s)", sealflag.FormatProtocolID(protocol), sealflag.KeyID(key))
+		mode = fmt.Sprintf(", sealed (protocol id %s, key %s)", sealflag.FormatProtocolID(protocolID), sealflag.KeyID(key))
 	}
 	if msgMode != loadgen.MessagesOff {
 		fmt.Fprintf(text, "load: %d clients from %d addresses (127.1.0.1 up) × %d sockets → %v, %g %s messages/s per client, %d bytes each, for %v%s\n",
@@ -394,11 +395,11 @@ func loadDisconnect(gen *loadgen.Generator, copies int, stdout io.Writer, rep *l
 }
 
 // loadDataLen is the size of a Data packet with n payload bytes.
-func loadDataLen(m fastpath.Magic, n int, sealed bool) int {
+func loadDataLen(m wire.Magic, n int, sealed bool) int {
 	if sealed {
-		return fastpath.SealedConnLen(m, n)
+		return wire.SealedConnLen(m, n)
 	}
-	return fastpath.ConnLen(m, fastpath.KindData, n)
+	return wire.ConnLen(m, protocol.KindData, n)
 }
 
 func loadSealedText(sealed bool) string {

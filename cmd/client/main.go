@@ -32,7 +32,7 @@ import (
 
 	"github.com/udpgate/udpgate/cmd/internal/version"
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 // Exit statuses.
@@ -214,7 +214,7 @@ func (w *wireFlags) target() (netip.AddrPort, error) {
 // config returns the wire part of a conn.Config, validated with the flag
 // names in the messages.
 func (w *wireFlags) config() (conn.Config, error) {
-	if _, err := fastpath.ParseMagic(w.magic); err != nil {
+	if _, err := wire.ParseMagic(w.magic); err != nil {
 		return conn.Config{}, usagef("-magic %q: use up to 32 characters of '0' and '1' (the server's -magic), or leave it out", w.magic)
 	}
 	if w.networkVersion > math.MaxUint32 {

@@ -22,7 +22,9 @@ import (
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/cmd/internal/sealflag"
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/message"
 	"github.com/udpgate/udpgate/token"
 )
@@ -162,7 +164,7 @@ func (o *options) newFlagSet() *flag.FlagSet {
 	fs.IntVar(&o.maxClients, "max-clients", conn.DefaultMaxClients, "maximum connections; beyond it clients are denied (server full); changes on SIGHUP")
 	fs.IntVar(&o.maxClientsPerIP, "max-clients-per-ip", conn.DefaultMaxClientsPerIP, "maximum connections from one IP address (-1: unlimited)")
 	fs.IntVar(&o.maxClientsPerPrefix, "max-clients-per-prefix", conn.DefaultMaxClientsPerPrefix, "maximum connections from one /24 (IPv4) or /64 (IPv6) network (-1: unlimited)")
-	fs.IntVar(&o.maxDatagram, "max-datagram", fastpath.DefaultMaxDatagram, "largest datagram accepted, in bytes; longer ones are dropped as too large (clients must agree)")
+	fs.IntVar(&o.maxDatagram, "max-datagram", protocol.DefaultMaxDatagram, "largest datagram accepted, in bytes; longer ones are dropped as too large (clients must agree)")
 	fs.IntVar(&o.dscp, "dscp", 0, "DSCP code point marking every datagram sent, 0..63 (0: unmarked; 46: Expedited Forwarding, for networks that prioritise game traffic)")
 	fs.StringVar(&o.magic, "magic", "", "magic header: up to 32 characters of 0 and 1 (empty: none)")
 	fs.UintVar(&o.sessionID, "session-id", 0, "session ID 0..3; change it to invalidate clients of an earlier run")
@@ -170,8 +172,8 @@ func (o *options) newFlagSet() *flag.FlagSet {
 	fs.UintVar(&o.networkFeatures, "network-features", 0, "network features clients must match (0..65535)")
 	fs.DurationVar(&o.timeout, "timeout", conn.DefaultTimeout, "close a connection silent for this long (longer than the 1s keepalive)")
 	fs.Float64Var(&o.challengeRate, "challenge-rate", defaultChallengeRate, "Challenge replies per second per source address (0: the protocol default, 32; -1: unlimited, for load tests from one host); changes on SIGHUP")
-	fs.Float64Var(&o.challengeRateIP, "challenge-rate-per-ip", fastpath.DefaultChallengeIPRate, "Challenge replies per second to one IP address, all its ports, for the whole server; bursts twice that (0: the default; -1: unlimited)")
-	fs.Float64Var(&o.challengeRatePrefix, "challenge-rate-per-prefix", fastpath.DefaultChallengePrefixRate, "Challenge replies per second to one /24 (IPv4) or /64 (IPv6) network, for the whole server; bursts twice that (0: the default; -1: unlimited)")
+	fs.Float64Var(&o.challengeRateIP, "challenge-rate-per-ip", handshake.DefaultChallengeIPRate, "Challenge replies per second to one IP address, all its ports, for the whole server; bursts twice that (0: the default; -1: unlimited)")
+	fs.Float64Var(&o.challengeRatePrefix, "challenge-rate-per-prefix", handshake.DefaultChallengePrefixRate, "Challenge replies per second to one /24 (IPv4) or /64 (IPv6) network, for the whole server; bursts twice that (0: the default; -1: unlimited)")
 	fs.BoolVar(&o.steer, "steer", true, "steer handshake packets and connection packets to separate sockets in the kernel, so a handshake flood never queues ahead of players (Linux 4.5+; falls back with a warning)")
 	fs.BoolVar(&o.overload, "overload", false, "overload control: under connectionless floods shed RestartHandshake/VersionUpgrade, then cap Challenges per socket (off: the protocol default, replies limited per source only); changes on SIGHUP")
 	fs.StringVar(&o.app, "app", "echo", "application: echo (send each Data payload, and each message on its channel, back) or discard")
@@ -199,7 +201,7 @@ func (o *options) newFlagSet() *flag.FlagSet {
 // defaultChallengeRate is the protocol's Challenge limit per source
 // (conn.Config.ChallengeRate 0 takes it too), spelt out so -h and
 // -print-config show it.
-const defaultChallengeRate = fastpath.DefaultChallengeRate
+const defaultChallengeRate = handshake.DefaultChallengeRate
 
 // envName is the environment variable of a flag.
 func envName(flagName string) string {
@@ -558,13 +560,13 @@ func (o *options) validate() error {
 	if o.maxClientsPerPrefix == 0 || o.maxClientsPerPrefix < -1 {
 		bad("max-clients-per-prefix", "must be at least 1, or -1 for unlimited (default %d)", conn.DefaultMaxClientsPerPrefix)
 	}
-	if o.maxDatagram < fastpath.MinConnLen(fastpath.Magic{})+1 || o.maxDatagram > fastpath.MaxDatagramLimit {
-		bad("max-datagram", "must be %d..%d bytes (default %d)", fastpath.MinConnLen(fastpath.Magic{})+1, fastpath.MaxDatagramLimit, fastpath.DefaultMaxDatagram)
+	if o.maxDatagram < wire.MinConnLen(wire.Magic{})+1 || o.maxDatagram > protocol.MaxDatagramLimit {
+		bad("max-datagram", "must be %d..%d bytes (default %d)", wire.MinConnLen(wire.Magic{})+1, protocol.MaxDatagramLimit, protocol.DefaultMaxDatagram)
 	}
 	if o.dscp < 0 || o.dscp > 63 {
 		bad("dscp", "must be 0..63: a DSCP code point, e.g. 46 (Expedited Forwarding), or 0 to leave datagrams unmarked")
 	}
-	if _, err := fastpath.ParseMagic(o.magic); err != nil {
+	if _, err := wire.ParseMagic(o.magic); err != nil {
 		// fastpath's message says what is wrong and what to use.
 		bad("magic", "%s", strings.TrimPrefix(err.Error(), "fastpath: "))
 	}
@@ -587,7 +589,7 @@ func (o *options) validate() error {
 		name string
 		v    float64
 		def  int
-	}{{"challenge-rate-per-ip", o.challengeRateIP, fastpath.DefaultChallengeIPRate}, {"challenge-rate-per-prefix", o.challengeRatePrefix, fastpath.DefaultChallengePrefixRate}} {
+	}{{"challenge-rate-per-ip", o.challengeRateIP, handshake.DefaultChallengeIPRate}, {"challenge-rate-per-prefix", o.challengeRatePrefix, handshake.DefaultChallengePrefixRate}} {
 		if math.IsNaN(r.v) || math.IsInf(r.v, 0) {
 			bad(r.name, "must be a number: replies per second like %d (0 takes the default, %d; -1 means unlimited)", r.def, r.def)
 		}

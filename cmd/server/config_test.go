@@ -15,7 +15,7 @@ import (
 
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/message"
 )
 
@@ -46,7 +46,7 @@ func TestDefaults(t *testing.T) {
 	want := values{
 		listen: "0.0.0.0:7777", batch: batchio.DefaultBatchSize,
 		maxClients: conn.DefaultMaxClients, maxClientsPerIP: conn.DefaultMaxClientsPerIP, maxClientsPerPrefix: conn.DefaultMaxClientsPerPrefix,
-		maxDatagram:    fastpath.DefaultMaxDatagram,
+		maxDatagram:    protocol.DefaultMaxDatagram,
 		networkVersion: 1,
 		timeout:        conn.DefaultTimeout, challengeRate: 32, app: "echo", logLevel: "info", logFormat: "text",
 		messages: true, messageMaxSize: message.DefaultMaxMessageSize, messageSendRate: message.DefaultSendRate,

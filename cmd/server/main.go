@@ -40,7 +40,7 @@ import (
 	"github.com/udpgate/udpgate/cmd/internal/sealflag"
 	"github.com/udpgate/udpgate/cmd/internal/version"
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/metrics"
 )
 
@@ -402,9 +402,9 @@ func logSummary(logger *slog.Logger, prev, cur conn.Stats, every time.Duration) 
 	attrs := []any{
 		"connections", cur.Connections,
 		"accepted", cur.Accepted - prev.Accepted,
-		"initials", cur.HandshakeIn[fastpath.TypeInitial] - prev.HandshakeIn[fastpath.TypeInitial],
-		"challenges", cur.HandshakeOut[fastpath.TypeChallenge] - prev.HandshakeOut[fastpath.TypeChallenge],
-		"responses", cur.HandshakeIn[fastpath.TypeResponse] - prev.HandshakeIn[fastpath.TypeResponse],
+		"initials", cur.HandshakeIn[protocol.TypeInitial] - prev.HandshakeIn[protocol.TypeInitial],
+		"challenges", cur.HandshakeOut[protocol.TypeChallenge] - prev.HandshakeOut[protocol.TypeChallenge],
+		"responses", cur.HandshakeIn[protocol.TypeResponse] - prev.HandshakeIn[protocol.TypeResponse],
 		"denied", cur.DeniedFull + cur.DeniedRefused + cur.DeniedAddressLimit - prev.DeniedFull - prev.DeniedRefused - prev.DeniedAddressLimit,
 		"migrations", cur.Migrations - prev.Migrations,
 		"pkts_in", cur.Sockets.RxPackets - prev.Sockets.RxPackets,

@@ -20,7 +20,8 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/testkit/conntest"
 )
 
@@ -240,7 +241,7 @@ func TestDrain(t *testing.T) {
 	}
 	_, err = dial(t, r.udp, nil)
 	var denied *conn.DeniedError
-	if !errors.As(err, &denied) || denied.Reason != fastpath.DeniedServerFull {
+	if !errors.As(err, &denied) || denied.Reason != protocol.DeniedServerFull {
 		t.Errorf("a new client while draining: %v, want Denied (server full)", err)
 	}
 	echoed(t, a, h) // still served
@@ -596,7 +597,7 @@ func TestAgones(t *testing.T) {
 // wire settings.
 func fastpathInitial(t *testing.T) []byte {
 	t.Helper()
-	hs := fastpath.NewClientHandshake(fastpath.ClientConfig{NetworkVersion: 1}, 1)
+	hs := handshake.NewClientHandshake(handshake.ClientConfig{NetworkVersion: 1}, 1)
 	hs.Start(0)
 	out := make([]byte, 2048)
 	n, _ := hs.Poll(0, out)

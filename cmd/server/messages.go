@@ -4,8 +4,9 @@ import (
 	"strings"
 
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/internal/msgcfg"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/message"
 )
 
@@ -57,11 +58,11 @@ func (o *options) validateMessages(bad func(name, format string, args ...any)) {
 		bad("message-send-rate", "must not be negative: use bytes per second (default %d), or 0 for the message package's default", message.DefaultSendRate)
 		return
 	}
-	m, err := fastpath.ParseMagic(o.magic)
-	if err != nil || o.maxDatagram > fastpath.MaxDatagramLimit {
+	m, err := wire.ParseMagic(o.magic)
+	if err != nil || o.maxDatagram > protocol.MaxDatagramLimit {
 		return // reported for -magic or -max-datagram
 	}
-	payload := o.maxDatagram - fastpath.ConnLen(m, fastpath.KindMessages, 0)
+	payload := o.maxDatagram - wire.ConnLen(m, protocol.KindMessages, 0)
 	if payload < 1 {
 		return // -max-datagram is reported
 	}

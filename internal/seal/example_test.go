@@ -13,8 +13,9 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seal"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -22,7 +23,7 @@ import (
 // (docs/protocol.md §11.2) and checks it against
 // testdata/sealed_example.txt; -update rewrites that file.
 //
-// The layout, with o = fastpath.ConnHeaderOffset(M):
+// The layout, with o = wire.ConnHeaderOffset(M):
 //
 //	sealed packet: prefix (o) ‖ Tag (4) ‖ Counter (8) ‖ seal(Seq Ack AckBits Kind payload) ‖ MAC (16) ‖ 0x01
 //	proof packet:  prefix (o) ‖ Tag (4) ‖ SecretId (1) ‖ Timestamp (8) ‖ Cookie (20) ‖ token.Request (1077) ‖ Counter (8) ‖ seal(Seq Ack AckBits Kind=KeepAlive) ‖ MAC (16) ‖ 0x01
@@ -32,18 +33,18 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/sealed_example.txt")
 
 // proofLen is the size of a proof packet.
-func proofLen(m fastpath.Magic) int { return fastpath.ProofLen(m) }
+func proofLen(m wire.Magic) int { return wire.ProofLen(m) }
 
 // appendSealed appends a sealed connection packet (or, with a request
 // body, a proof packet) made by fastpath's encoder, sealed by s: the golden
 // file pins the implementation, not a copy of it.
-func appendSealed(dst []byte, m fastpath.Magic, h *fastpath.ConnHeader, payload []byte, proof []byte, pc *fastpath.ProofCookie, s *seal.Sealer) []byte {
-	var buf [fastpath.MaxDatagramLimit]byte
+func appendSealed(dst []byte, m wire.Magic, h *protocol.ConnHeader, payload []byte, proof []byte, pc *wire.ProofCookie, s *seal.Sealer) []byte {
+	var buf [protocol.MaxDatagramLimit]byte
 	var n int
 	if proof != nil {
-		n = fastpath.SealProof(buf[:], m, h, pc, proof, s)
+		n = wire.SealProof(buf[:], m, h, pc, proof, s)
 	} else {
-		n = fastpath.SealConn(buf[:], m, h, payload, s)
+		n = wire.SealConn(buf[:], m, h, payload, s)
 	}
 	if n == 0 {
 		panic("fastpath refused the packet")
@@ -53,13 +54,13 @@ func appendSealed(dst []byte, m fastpath.Magic, h *fastpath.ConnHeader, payload 
 
 // openSealed is the receiver's side: it checks the terminator, opens, and
 // decodes the body as a connection header and payload.
-func openSealed(t *testing.T, b []byte, m fastpath.Magic, proof bool, o *seal.Opener) (h fastpath.ConnHeader, payload, plain []byte) {
+func openSealed(t *testing.T, b []byte, m wire.Magic, proof bool, o *seal.Opener) (h protocol.ConnHeader, payload, plain []byte) {
 	t.Helper()
 	if b[len(b)-1] != 0x01 {
 		t.Fatal("terminator")
 	}
 	b = bytes.Clone(b[:len(b)-1])
-	hdr := fastpath.ConnHeaderOffset(m) + 4 + seal.CounterBytes
+	hdr := wire.ConnHeaderOffset(m) + 4 + seal.CounterBytes
 	if proof {
 		hdr += 1 + 8 + cookie.Size + token.RequestBytes
 	}
@@ -68,9 +69,9 @@ func openSealed(t *testing.T, b []byte, m fastpath.Magic, proof bool, o *seal.Op
 		t.Fatal(err)
 	}
 	// Rebuild the unsealed form to read it with the real decoder.
-	u := append(append(bytes.Clone(b[:fastpath.ConnHeaderOffset(m)+4]), plain...), 0x01)
-	payload, r := fastpath.DecodeConn(m, u, &h)
-	if r != fastpath.DropNone {
+	u := append(append(bytes.Clone(b[:wire.ConnHeaderOffset(m)+4]), plain...), 0x01)
+	payload, r := wire.DecodeConn(m, u, &h)
+	if r != protocol.DropNone {
 		t.Fatalf("decoded body dropped: %v", r)
 	}
 	return h, payload, plain
@@ -102,7 +103,7 @@ func TestSealedExample(t *testing.T) {
 	req := tok.Request()
 	body, _ := req.AppendBinary(nil)
 
-	var m fastpath.Magic // no magic header: o = 1
+	var m wire.Magic // no magic header: o = 1
 	// The connection's authorised cookie (from the Ack): it gives the
 	// sequences and the tag (docs/protocol.md §4), and its first 16 bytes salt
 	// the keys.
@@ -116,28 +117,28 @@ func TestSealedExample(t *testing.T) {
 	salt := (*[seal.SaltBytes]byte)(ck[:seal.SaltBytes])
 	// The Response's SecretId and Timestamp, which the proof carries
 	// with the cookie (the server checks them again, §4).
-	pc := &fastpath.ProofCookie{SecretID: 1, Timestamp: 1700000001.5, Cookie: ck}
+	pc := &wire.ProofCookie{SecretID: 1, Timestamp: 1700000001.5, Cookie: ck}
 	const sessionID, clientID = 1, 5
 	var c2s, s2c seal.Sealer
 	c2s.Init(&tok.ClientToServerKey, salt)
 	s2c.Init(&tok.ServerToClientKey, salt)
-	hdr := func(seq, ack uint16, bits uint64, kind fastpath.Kind) *fastpath.ConnHeader {
-		return &fastpath.ConnHeader{SessionID: sessionID, ClientID: clientID, Tag: tag, Seq: seq, Ack: ack, AckBits: bits, Kind: kind}
+	hdr := func(seq, ack uint16, bits uint64, kind protocol.Kind) *protocol.ConnHeader {
+		return &protocol.ConnHeader{SessionID: sessionID, ClientID: clientID, Tag: tag, Seq: seq, Ack: ack, AckBits: bits, Kind: kind}
 	}
 	type pkt struct {
 		name    string
 		b       []byte
 		proof   bool
 		toSrv   bool
-		kind    fastpath.Kind
+		kind    protocol.Kind
 		payload []byte
 	}
 	pkts := []pkt{
-		{"proof, client → server (counter 0)", appendSealed(nil, m, hdr(clientSeq, serverSeq-1, 0, fastpath.KindKeepAlive), nil, body, pc, &c2s), true, true, fastpath.KindKeepAlive, nil},
-		{"KeepAlive, server → client (counter 0)", appendSealed(nil, m, hdr(serverSeq, clientSeq, 0, fastpath.KindKeepAlive), nil, nil, nil, &s2c), false, false, fastpath.KindKeepAlive, nil},
-		{"Data \"hello, sealed world\", client → server (counter 1)", appendSealed(nil, m, hdr(clientSeq+1, serverSeq, 0, fastpath.KindData), []byte("hello, sealed world"), nil, nil, &c2s), false, true, fastpath.KindData, []byte("hello, sealed world")},
-		{"Data \"echo\", server → client (counter 1)", appendSealed(nil, m, hdr(serverSeq+1, clientSeq+1, 1, fastpath.KindData), []byte("echo"), nil, nil, &s2c), false, false, fastpath.KindData, []byte("echo")},
-		{"Disconnect reason 1, client → server (counter 2)", appendSealed(nil, m, hdr(clientSeq+2, serverSeq+1, 0, fastpath.KindDisconnect), []byte{1}, nil, nil, &c2s), false, true, fastpath.KindDisconnect, []byte{1}},
+		{"proof, client → server (counter 0)", appendSealed(nil, m, hdr(clientSeq, serverSeq-1, 0, protocol.KindKeepAlive), nil, body, pc, &c2s), true, true, protocol.KindKeepAlive, nil},
+		{"KeepAlive, server → client (counter 0)", appendSealed(nil, m, hdr(serverSeq, clientSeq, 0, protocol.KindKeepAlive), nil, nil, nil, &s2c), false, false, protocol.KindKeepAlive, nil},
+		{"Data \"hello, sealed world\", client → server (counter 1)", appendSealed(nil, m, hdr(clientSeq+1, serverSeq, 0, protocol.KindData), []byte("hello, sealed world"), nil, nil, &c2s), false, true, protocol.KindData, []byte("hello, sealed world")},
+		{"Data \"echo\", server → client (counter 1)", appendSealed(nil, m, hdr(serverSeq+1, clientSeq+1, 1, protocol.KindData), []byte("echo"), nil, nil, &s2c), false, false, protocol.KindData, []byte("echo")},
+		{"Disconnect reason 1, client → server (counter 2)", appendSealed(nil, m, hdr(clientSeq+2, serverSeq+1, 0, protocol.KindDisconnect), []byte{1}, nil, nil, &c2s), false, true, protocol.KindDisconnect, []byte{1}},
 	}
 
 	// The receivers: the server learns the keys from the proof's token.
@@ -147,8 +148,8 @@ func TestSealedExample(t *testing.T) {
 	if len(proof) != proofLen(m) || len(proof) != 1149 {
 		t.Fatalf("proof is %d bytes", len(proof))
 	}
-	o := fastpath.ConnHeaderOffset(m)
-	if err := opener.OpenRequest(&priv, fastpath.ProofRequest(m, proof), time.Unix(1700000001, 0)); err != nil {
+	o := wire.ConnHeaderOffset(m)
+	if err := opener.OpenRequest(&priv, wire.ProofRequest(m, proof), time.Unix(1700000001, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if !priv.HasServerAddress(server) {

@@ -9,7 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -255,7 +256,7 @@ type Config struct {
 // settings is a validated Config with defaults filled.
 type settings struct {
 	Config
-	magic   fastpath.Magic
+	magic   wire.Magic
 	sources []netip.Addr
 }
 
@@ -268,7 +269,7 @@ func (c Config) settings() (settings, error) {
 	if !s.Server.Addr().IsLoopback() {
 		return s, fmt.Errorf("flood: server %s: %w: run the server on this host and target it at 127.0.0.1 or [::1]", s.Server, ErrNotLoopback)
 	}
-	m, err := fastpath.ParseMagic(c.Magic)
+	m, err := wire.ParseMagic(c.Magic)
 	if err != nil {
 		return s, fmt.Errorf("flood: Magic: %w", err)
 	}
@@ -287,17 +288,17 @@ func (c Config) settings() (settings, error) {
 	}
 	switch {
 	case c.MaxDatagram == 0:
-		s.MaxDatagram = fastpath.DefaultMaxDatagram
-	case c.MaxDatagram < fastpath.MinConnLen(m)+1 || c.MaxDatagram > fastpath.MaxDatagramLimit:
+		s.MaxDatagram = protocol.DefaultMaxDatagram
+	case c.MaxDatagram < wire.MinConnLen(m)+1 || c.MaxDatagram > protocol.MaxDatagramLimit:
 		return s, fmt.Errorf("flood: MaxDatagram %d is out of range: use the server's, %d..%d (default %d)",
-			c.MaxDatagram, fastpath.MinConnLen(m)+1, fastpath.MaxDatagramLimit, fastpath.DefaultMaxDatagram)
+			c.MaxDatagram, wire.MinConnLen(m)+1, protocol.MaxDatagramLimit, protocol.DefaultMaxDatagram)
 	}
 	if c.Mix == (Mix{}) {
 		s.Mix = DefaultMix
 	}
-	if s.Mix[KindProof] > 0 && s.MaxDatagram < fastpath.ProofLen(m) {
+	if s.Mix[KindProof] > 0 && s.MaxDatagram < wire.ProofLen(m) {
 		return s, fmt.Errorf("flood: MaxDatagram %d is below a proof packet's %d bytes, which a sealed-mode server must take: use the server's MaxDatagram",
-			s.MaxDatagram, fastpath.ProofLen(m))
+			s.MaxDatagram, wire.ProofLen(m))
 	}
 	for k, w := range s.Mix {
 		if w > maxWeight {

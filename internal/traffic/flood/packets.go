@@ -2,7 +2,8 @@ package flood
 
 import (
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 // The send loop must cost next to nothing per datagram, so every datagram is
@@ -35,8 +36,8 @@ type templates struct {
 // builder makes templates. It allocates freely: it runs once per Run.
 type builder struct {
 	st    *settings
-	m     fastpath.Magic
-	rnd   fastpath.Rand
+	m     wire.Magic
+	rnd   wire.Rand
 	ch    challenge
 	now   float64 // Unix seconds, for forged timestamps
 	arena []byte
@@ -45,7 +46,7 @@ type builder struct {
 	oversized int
 }
 
-func buildTemplates(st *settings, ch challenge, now float64, rnd fastpath.Rand) *templates {
+func buildTemplates(st *settings, ch challenge, now float64, rnd wire.Rand) *templates {
 	b := &builder{st: st, m: st.magic, rnd: rnd, ch: ch, now: now}
 	return b.templates()
 }
@@ -81,7 +82,7 @@ func (b *builder) put(p []byte) []byte {
 }
 
 func (b *builder) build(k Kind, i int) []byte {
-	var buf [fastpath.MaxDatagramLimit + 512]byte
+	var buf [protocol.MaxDatagramLimit + 512]byte
 	var n int
 	switch k {
 	case KindInitial:
@@ -120,24 +121,24 @@ func (b *builder) sessionID() uint8 {
 
 // handshake returns a handshake of type t with the client's versions, random
 // IDs and 8..16 random bytes.
-func (b *builder) handshake(t fastpath.PacketType) fastpath.Handshake {
-	h := fastpath.Handshake{
+func (b *builder) handshake(t protocol.PacketType) protocol.Handshake {
+	h := protocol.Handshake{
 		SessionID:       uint8(b.rnd.Intn(4)),
 		ClientID:        uint8(b.rnd.Intn(8)),
-		MinVersion:      fastpath.MinHandshakeVersion,
-		CurVersion:      fastpath.CurHandshakeVersion,
+		MinVersion:      protocol.MinHandshakeVersion,
+		CurVersion:      protocol.CurHandshakeVersion,
 		Type:            t,
 		SentCount:       uint8(b.rnd.Intn(256)),
 		NetworkVersion:  b.st.NetworkVersion,
 		NetworkFeatures: b.st.NetworkFeatures,
-		RandomLen:       uint8(fastpath.MinRandomBytes + b.rnd.Intn(fastpath.MaxRandomBytes-fastpath.MinRandomBytes+1)),
+		RandomLen:       uint8(protocol.MinRandomBytes + b.rnd.Intn(protocol.MaxRandomBytes-protocol.MinRandomBytes+1)),
 	}
 	b.rnd.Fill(h.Random[:h.RandomLen])
 	return h
 }
 
-func (b *builder) encode(dst []byte, h *fastpath.Handshake) int {
-	n := fastpath.EncodeHandshake(dst, b.m, h)
+func (b *builder) encode(dst []byte, h *protocol.Handshake) int {
+	n := wire.EncodeHandshake(dst, b.m, h)
 	if n == 0 {
 		panic("flood: a template handshake does not encode; the builder is wrong")
 	}
@@ -145,7 +146,7 @@ func (b *builder) encode(dst []byte, h *fastpath.Handshake) int {
 }
 
 func (b *builder) initial(dst []byte, version uint32) int {
-	h := b.handshake(fastpath.TypeInitial)
+	h := b.handshake(protocol.TypeInitial)
 	h.NetworkVersion = version
 	return b.encode(dst, &h)
 }
@@ -155,7 +156,7 @@ func (b *builder) initial(dst []byte, version uint32) int {
 // (bad_cookie); one in eight names the other secret (wrong_secret) and one
 // in eight is older than a cookie lives (expired_cookie).
 func (b *builder) forged(dst []byte, i int) int {
-	h := b.handshake(fastpath.TypeResponse)
+	h := b.handshake(protocol.TypeResponse)
 	h.SessionID = b.sessionID()
 	h.SecretID, h.Timestamp = 0, b.now
 	if b.ch.ok {
@@ -179,7 +180,7 @@ func (b *builder) replay(dst []byte) int {
 		// Response is the nearest thing.
 		return b.forged(dst, 0)
 	}
-	h := b.handshake(fastpath.TypeResponse)
+	h := b.handshake(protocol.TypeResponse)
 	h.SessionID = b.ch.sessionID
 	h.ClientID = b.ch.clientID
 	h.SentCount = b.ch.sentCount
@@ -192,25 +193,25 @@ func (b *builder) replay(dst []byte) int {
 // conn is a well-formed connection packet with a random tag, sequence
 // numbers and kind, of at least the size a RestartHandshake needs.
 func (b *builder) conn(dst []byte, session uint8) int {
-	h := fastpath.ConnHeader{
+	h := protocol.ConnHeader{
 		SessionID: session,
 		ClientID:  uint8(b.rnd.Intn(8)),
 		Tag:       uint32(b.rnd.Uint64()),
-		Seq:       uint16(b.rnd.Intn(fastpath.SeqModulus)),
-		Ack:       uint16(b.rnd.Intn(fastpath.SeqModulus)),
+		Seq:       uint16(b.rnd.Intn(protocol.SeqModulus)),
+		Ack:       uint16(b.rnd.Intn(protocol.SeqModulus)),
 		AckBits:   b.rnd.Uint64(),
-		Kind:      fastpath.Kind(b.rnd.Intn(3)),
+		Kind:      protocol.Kind(b.rnd.Intn(3)),
 	}
 	var payload []byte
 	switch h.Kind {
-	case fastpath.KindData:
+	case protocol.KindData:
 		var p [64]byte
 		payload = p[:1+b.rnd.Intn(len(p))]
 		b.rnd.Fill(payload)
-	case fastpath.KindDisconnect:
+	case protocol.KindDisconnect:
 		payload = []byte{byte(1 + b.rnd.Intn(4))}
 	}
-	n := fastpath.EncodeConn(dst, b.m, &h, payload)
+	n := wire.EncodeConn(dst, b.m, &h, payload)
 	if n == 0 {
 		panic("flood: a template connection packet does not encode; the builder is wrong")
 	}
@@ -293,43 +294,43 @@ func (b *builder) garbage(dst []byte, i int) int {
 		if i%2 == 1 {
 			r = 17 + b.rnd.Intn(8)
 		}
-		h := b.handshake(fastpath.TypeInitial)
-		return b.raw(dst, &h, uint8(fastpath.TypeInitial), 225, false, r)
+		h := b.handshake(protocol.TypeInitial)
+		return b.raw(dst, &h, uint8(protocol.TypeInitial), 225, false, r)
 	case gUnknownType:
-		h := b.handshake(fastpath.TypeInitial)
+		h := b.handshake(protocol.TypeInitial)
 		return b.raw(dst, &h, uint8(8+b.rnd.Intn(248)), 225, false, int(h.RandomLen))
 	case gServerType:
-		types := [...]fastpath.PacketType{fastpath.TypeChallenge, fastpath.TypeAck,
-			fastpath.TypeRestartHandshake, fastpath.TypeVersionUpgrade, fastpath.TypeDenied}
+		types := [...]protocol.PacketType{protocol.TypeChallenge, protocol.TypeAck,
+			protocol.TypeRestartHandshake, protocol.TypeVersionUpgrade, protocol.TypeDenied}
 		h := b.handshake(types[b.rnd.Intn(len(types))])
-		h.Restart = h.Type == fastpath.TypeRestartHandshake
+		h.Restart = h.Type == protocol.TypeRestartHandshake
 		h.Timestamp = b.now
 		b.rnd.Fill(h.Cookie[:])
 		return b.encode(dst, &h)
 	case gBadVersion:
-		h := b.handshake(fastpath.TypeInitial)
+		h := b.handshake(protocol.TypeInitial)
 		h.MinVersion, h.CurVersion = 1, 2
 		if i%2 == 1 {
 			h.MinVersion, h.CurVersion = 5, 5
 		}
 		return b.encode(dst, &h)
 	case gBadBody:
-		h := b.handshake(fastpath.TypeInitial)
-		return b.raw(dst, &h, uint8(fastpath.TypeInitial), 225, true, int(h.RandomLen))
+		h := b.handshake(protocol.TypeInitial)
+		return b.raw(dst, &h, uint8(protocol.TypeInitial), 225, true, int(h.RandomLen))
 	case gBadTerminator:
 		n := b.conn(dst, b.sessionID())
 		dst[n-1] = 0x02 | byte(b.rnd.Intn(127))<<1 // never 0x01, never 0x00
 		return n
 	case gBadConnKind:
 		n := b.conn(dst, b.sessionID())
-		dst[fastpath.ConnHeaderOffset(b.m)+fastpath.ConnHeaderBytes-1] = byte(3 + b.rnd.Intn(253))
+		dst[wire.ConnHeaderOffset(b.m)+protocol.ConnHeaderBytes-1] = byte(3 + b.rnd.Intn(253))
 		return n
 	case gSessionMismatch:
 		other := (b.sessionID() + 1 + uint8(b.rnd.Intn(3))) & 3
 		if i%2 == 0 {
 			return b.conn(dst, other)
 		}
-		h := b.handshake(fastpath.TypeResponse)
+		h := b.handshake(protocol.TypeResponse)
 		h.SessionID = other
 		h.Timestamp = b.now
 		b.rnd.Fill(h.Cookie[:])
@@ -341,8 +342,8 @@ func (b *builder) garbage(dst []byte, i int) int {
 // raw writes a handshake the encoder refuses to: any type byte, a body of
 // bodyBits (zero, or random when dirty) and randomLen random bytes, so that
 // sizes, types and bodies can be wrong on purpose.
-func (b *builder) raw(dst []byte, h *fastpath.Handshake, typ uint8, bodyBits int, dirty bool, randomLen int) int {
-	w := fastpath.NewBitWriter(dst)
+func (b *builder) raw(dst []byte, h *protocol.Handshake, typ uint8, bodyBits int, dirty bool, randomLen int) int {
+	w := wire.NewBitWriter(dst)
 	for _, c := range b.m.String() {
 		w.WriteBool(c == '1')
 	}

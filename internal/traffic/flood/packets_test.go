@@ -5,23 +5,25 @@ import (
 	"testing"
 
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 // outcome is one template's fate at a server: the reply it earned, or the
 // drop reason.
 type outcome struct {
-	act   fastpath.Action
-	reply fastpath.PacketType
-	drop  fastpath.DropReason
+	act   handshake.Action
+	reply protocol.PacketType
+	drop  protocol.DropReason
 }
 
-// judge runs every template of every kind through a fastpath.Server, each
+// judge runs every template of every kind through a handshake.Server, each
 // from its own fresh source and network (so the per-source, per-IP and
 // per-network rate limits stay out of the way), and tallies the outcomes by
 // kind. It also returns the challenge the
 // templates were built from and the address it was made for.
-func judge(t *testing.T, magic string) (map[Kind]map[outcome]int, *fastpath.Server, *templates, netip.AddrPort) {
+func judge(t *testing.T, magic string) (map[Kind]map[outcome]int, *handshake.Server, *templates, netip.AddrPort) {
 	t.Helper()
 	const now = 1_700_000_000.0
 	st, err := Config{Server: testServer, Magic: magic, NetworkVersion: 7, SessionID: 2}.settings()
@@ -32,19 +34,19 @@ func judge(t *testing.T, magic string) (map[Kind]map[outcome]int, *fastpath.Serv
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := fastpath.NewServer(fastpath.ServerConfig{Magic: st.magic, SessionID: 2, NetworkVersion: 7}, secrets, 1, now)
-	out := make([]byte, fastpath.MaxReplyLen)
+	srv := handshake.NewServer(handshake.ServerConfig{Magic: st.magic, SessionID: 2, NetworkVersion: 7}, secrets, 1, now)
+	out := make([]byte, handshake.MaxReplyLen)
 
 	// The probe, by hand: an Initial from probeAddr, its Challenge decoded.
 	probeAddr := netip.MustParseAddrPort("127.0.9.9:5000")
-	rnd := fastpath.NewRand(42)
+	rnd := wire.NewRand(42)
 	b := &builder{st: &st, m: st.magic, rnd: rnd}
 	var buf [256]byte
 	n := b.initial(buf[:], 7)
-	var d fastpath.Decision
-	srv.Handle(&d, probeAddr, buf[:n], now, &fastpath.Peer{}, out)
-	var h fastpath.Handshake
-	if d.Action != fastpath.ActReply || fastpath.DecodeHandshake(st.magic, out[:d.ReplyLen], &h) != fastpath.DropNone {
+	var d handshake.Decision
+	srv.Handle(&d, probeAddr, buf[:n], now, &handshake.Peer{}, out)
+	var h protocol.Handshake
+	if d.Action != handshake.ActReply || wire.DecodeHandshake(st.magic, out[:d.ReplyLen], &h) != protocol.DropNone {
 		t.Fatalf("probe Initial: %+v", d)
 	}
 	ch := challenge{ok: true, sessionID: h.SessionID, clientID: h.ClientID, sentCount: h.SentCount,
@@ -64,9 +66,9 @@ func judge(t *testing.T, magic string) (map[Kind]map[outcome]int, *fastpath.Serv
 			// An address in a /24 of its own: the server budgets
 			// Challenges per source, per IP and per network.
 			from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, byte(16 + k), byte(i), 1}), uint16(10000+i))
-			srv.Handle(&d, from, p, now+1, &fastpath.Peer{}, out)
+			srv.Handle(&d, from, p, now+1, &handshake.Peer{}, out)
 			o := outcome{act: d.Action, drop: d.Drop}
-			if d.Action == fastpath.ActReply {
+			if d.Action == handshake.ActReply {
 				o.reply = d.Reply
 				if d.ReplyLen > len(p) {
 					t.Errorf("%v variant %d: a %d-byte reply to %d bytes", Kind(k), i, d.ReplyLen, len(p))
@@ -89,7 +91,7 @@ func TestTemplatesReachTheirChecks(t *testing.T) {
 			got, srv, tmpl, probeAddr := judge(t, magic)
 			for k, outs := range got {
 				for o, n := range outs {
-					if o.act == fastpath.ActPromote || o.act == fastpath.ActMigrate || o.act == fastpath.ActConn {
+					if o.act == handshake.ActPromote || o.act == handshake.ActMigrate || o.act == handshake.ActConn {
 						t.Errorf("%v: %d templates got action %d: a flood must never make or touch a connection", k, n, o.act)
 					}
 				}
@@ -100,23 +102,23 @@ func TestTemplatesReachTheirChecks(t *testing.T) {
 					t.Errorf("%v: outcomes %v; want all %+v", k, got[k], o)
 				}
 			}
-			all(KindInitial, outcome{act: fastpath.ActReply, reply: fastpath.TypeChallenge})
-			all(KindVersion, outcome{act: fastpath.ActReply, reply: fastpath.TypeVersionUpgrade})
-			all(KindConn, outcome{act: fastpath.ActReply, reply: fastpath.TypeRestartHandshake})
-			all(KindReplay, outcome{drop: fastpath.DropBadCookie})
-			all(KindOversize, outcome{drop: fastpath.DropTooLarge})
+			all(KindInitial, outcome{act: handshake.ActReply, reply: protocol.TypeChallenge})
+			all(KindVersion, outcome{act: handshake.ActReply, reply: protocol.TypeVersionUpgrade})
+			all(KindConn, outcome{act: handshake.ActReply, reply: protocol.TypeRestartHandshake})
+			all(KindReplay, outcome{drop: protocol.DropBadCookie})
+			all(KindOversize, outcome{drop: protocol.DropTooLarge})
 
 			forged := got[KindForged]
-			if forged[outcome{drop: fastpath.DropBadCookie}] < variantsPerKind/2 ||
-				forged[outcome{drop: fastpath.DropWrongSecret}] == 0 ||
-				forged[outcome{drop: fastpath.DropExpiredCookie}] == 0 {
+			if forged[outcome{drop: protocol.DropBadCookie}] < variantsPerKind/2 ||
+				forged[outcome{drop: protocol.DropWrongSecret}] == 0 ||
+				forged[outcome{drop: protocol.DropExpiredCookie}] == 0 {
 				t.Errorf("forged: %v; want mostly bad_cookie, some wrong_secret and expired_cookie", forged)
 			}
 
-			want := []fastpath.DropReason{fastpath.DropMalformed, fastpath.DropBadSize, fastpath.DropUnknownType,
-				fastpath.DropUnexpectedType, fastpath.DropBadVersion, fastpath.DropBadBody, fastpath.DropSessionMismatch}
+			want := []protocol.DropReason{protocol.DropMalformed, protocol.DropBadSize, protocol.DropUnknownType,
+				protocol.DropUnexpectedType, protocol.DropBadVersion, protocol.DropBadBody, protocol.DropSessionMismatch}
 			if magic != "" {
-				want = append(want, fastpath.DropBadMagic)
+				want = append(want, protocol.DropBadMagic)
 			}
 			for _, r := range want {
 				if got[KindGarbage][outcome{drop: r}] == 0 {
@@ -125,7 +127,7 @@ func TestTemplatesReachTheirChecks(t *testing.T) {
 			}
 			dropped := 0
 			for o, n := range got[KindTruncated] {
-				if o.act == fastpath.ActDrop {
+				if o.act == handshake.ActDrop {
 					dropped += n
 				}
 			}
@@ -135,10 +137,10 @@ func TestTemplatesReachTheirChecks(t *testing.T) {
 
 			// The replayed Response is real: from the address its
 			// Challenge was made for, it would connect.
-			var d fastpath.Decision
-			out := make([]byte, fastpath.MaxReplyLen)
-			srv.Handle(&d, probeAddr, tmpl.kinds[KindReplay][0], 1_700_000_001, &fastpath.Peer{}, out)
-			if d.Action != fastpath.ActPromote {
+			var d handshake.Decision
+			out := make([]byte, handshake.MaxReplyLen)
+			srv.Handle(&d, probeAddr, tmpl.kinds[KindReplay][0], 1_700_000_001, &handshake.Peer{}, out)
+			if d.Action != handshake.ActPromote {
 				t.Errorf("replay template from its own address: %+v; want a promotion", d)
 			}
 		})
@@ -153,7 +155,7 @@ func TestTemplatesHaveZeroLengthDatagrams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := buildTemplates(&st, challenge{}, 1e9, fastpath.NewRand(1))
+	tmpl := buildTemplates(&st, challenge{}, 1e9, wire.NewRand(1))
 	empty := 0
 	for _, p := range tmpl.kinds[KindGarbage] {
 		if len(p) == 0 {

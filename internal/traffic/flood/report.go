@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
 )
 
 // Counter counts datagrams and their bytes (UDP payload).
@@ -30,7 +30,7 @@ func (c *Counter) sum(o Counter) {
 }
 
 // ReplyType classifies a datagram the server sent back: values 0..7 are the
-// handshake packet types (ReplyType(fastpath.TypeChallenge) and so on), then
+// handshake packet types (ReplyType(protocol.TypeChallenge) and so on), then
 // a connection packet, then anything that decodes as neither. A correct
 // server sends only Challenge, RestartHandshake and VersionUpgrade to these
 // sources.
@@ -53,7 +53,7 @@ const (
 func (t ReplyType) String() string {
 	switch {
 	case t < 8:
-		return fastpath.PacketType(t).String()
+		return protocol.PacketType(t).String()
 	case t == ReplyConn:
 		return "connection_packet"
 	case t == ReplyInvalid:
@@ -274,12 +274,12 @@ func (r *Report) Print(w io.Writer, top int) error {
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "source\tsent\tbytes sent\treceived\tbytes received\tratio\tchallenge\trestart\tversion_upgrade\tother\t\n")
 	for _, s := range srcs {
-		other := s.Received.Datagrams - s.Replies[fastpath.TypeChallenge].Datagrams -
-			s.Replies[fastpath.TypeRestartHandshake].Datagrams - s.Replies[fastpath.TypeVersionUpgrade].Datagrams
+		other := s.Received.Datagrams - s.Replies[protocol.TypeChallenge].Datagrams -
+			s.Replies[protocol.TypeRestartHandshake].Datagrams - s.Replies[protocol.TypeVersionUpgrade].Datagrams
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.4f\t%d\t%d\t%d\t%d\t\n", s.Addr, s.Sent.Datagrams, s.Sent.Bytes,
 			s.Received.Datagrams, s.Received.Bytes, s.Ratio(),
-			s.Replies[fastpath.TypeChallenge].Datagrams, s.Replies[fastpath.TypeRestartHandshake].Datagrams,
-			s.Replies[fastpath.TypeVersionUpgrade].Datagrams, other)
+			s.Replies[protocol.TypeChallenge].Datagrams, s.Replies[protocol.TypeRestartHandshake].Datagrams,
+			s.Replies[protocol.TypeVersionUpgrade].Datagrams, other)
 	}
 	return tw.Flush()
 }

@@ -13,7 +13,9 @@ import (
 	"golang.org/x/sys/cpu"
 
 	"github.com/udpgate/udpgate/batchio"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 // source is one sending socket and its accounting. The sender that owns it
@@ -64,7 +66,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	start := time.Now()
 	deadline := start.Add(st.MaxDuration)
-	rnd := fastpath.NewRand(st.Seed)
+	rnd := wire.NewRand(st.Seed)
 
 	probeCtx, cancel := context.WithDeadline(ctx, deadline)
 	ch, probeSock, err := probe(probeCtx, &st, &rnd)
@@ -72,7 +74,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &builder{st: &st, m: st.magic, rnd: fastpath.NewRand(rnd.Uint64() | 1), ch: ch, now: seconds(time.Now())}
+	b := &builder{st: &st, m: st.magic, rnd: wire.NewRand(rnd.Uint64() | 1), ch: ch, now: seconds(time.Now())}
 	tmpl := b.templates()
 
 	// The probe's socket stays open until the sources have their ports,
@@ -107,7 +109,7 @@ func (e *engine) halt(r StopReason) {
 	}
 }
 
-func (e *engine) run(ctx context.Context, deadline time.Time, rnd *fastpath.Rand) (*Report, error) {
+func (e *engine) run(ctx context.Context, deadline time.Time, rnd *wire.Rand) (*Report, error) {
 	st := e.st
 	var rwg sync.WaitGroup
 	for _, s := range e.srcs {
@@ -138,7 +140,7 @@ func (e *engine) run(ctx context.Context, deadline time.Time, rnd *fastpath.Rand
 	for i := range senders {
 		sd := &sender{
 			e:     e,
-			rnd:   fastpath.NewRand(rnd.Uint64() | 1),
+			rnd:   wire.NewRand(rnd.Uint64() | 1),
 			batch: batchio.NewBatch(st.Batch, 1), // slots unused: Buf points at templates
 			size:  st.Batch,
 			rate:  st.Rate / float64(st.Senders),
@@ -217,7 +219,7 @@ const pacedBatchesPerSecond = 200
 // sender sends from its share of the sources, a batch per source in turn.
 type sender struct {
 	e     *engine
-	rnd   fastpath.Rand
+	rnd   wire.Rand
 	batch *batchio.Batch
 	size  int // datagrams per batch, at most len(batch.Msgs)
 	srcs  []*source
@@ -314,10 +316,10 @@ func (sd *sender) fill(s *source, n int, cum *[NumKinds]uint64, total uint64) {
 // receive counts every datagram arriving at s until its socket closes.
 // While the source connects (sealed-mode kinds), handshake replies also go
 // to its handshake.
-func (s *source) receive(m fastpath.Magic, server netip.AddrPort) {
+func (s *source) receive(m wire.Magic, server netip.AddrPort) {
 	b := batchio.NewBatch(8, 2048)
-	var h fastpath.Handshake
-	var ch fastpath.ConnHeader
+	var h protocol.Handshake
+	var ch protocol.ConnHeader
 	for {
 		n, err := s.sock.Recv(b)
 		if err != nil {
@@ -344,18 +346,18 @@ func (s *source) receive(m fastpath.Magic, server netip.AddrPort) {
 // refusal of a token (an unsealed Disconnect, reason 5 or 6, which a sealed
 // server sends while a connection proves its token); a sealed packet; any
 // other connection packet; or invalid.
-func classify(m fastpath.Magic, p []byte, h *fastpath.Handshake, ch *fastpath.ConnHeader) ReplyType {
-	if fastpath.DecodeHandshake(m, p, h) == fastpath.DropNone {
+func classify(m wire.Magic, p []byte, h *protocol.Handshake, ch *protocol.ConnHeader) ReplyType {
+	if wire.DecodeHandshake(m, p, h) == protocol.DropNone {
 		return ReplyType(h.Type)
 	}
-	payload, r := fastpath.DecodeConn(m, p, ch)
-	if r == fastpath.DropNone && ch.Kind == fastpath.KindDisconnect && len(payload) == 1 && (payload[0] == fastpath.DisconnectTokenExpired || payload[0] == fastpath.DisconnectTokenInvalid || payload[0] == fastpath.DisconnectTokenRequired) {
+	payload, r := wire.DecodeConn(m, p, ch)
+	if r == protocol.DropNone && ch.Kind == protocol.KindDisconnect && len(payload) == 1 && (payload[0] == protocol.DisconnectTokenExpired || payload[0] == protocol.DisconnectTokenInvalid || payload[0] == protocol.DisconnectTokenRequired) {
 		return ReplyRefusal
 	}
-	if proof, rs := fastpath.DecodeSealed(m, p, ch); rs == fastpath.DropNone && !proof {
+	if proof, rs := wire.DecodeSealed(m, p, ch); rs == protocol.DropNone && !proof {
 		return ReplySealed
 	}
-	if r == fastpath.DropNone {
+	if r == protocol.DropNone {
 		return ReplyConn
 	}
 	return ReplyInvalid
@@ -404,7 +406,7 @@ const (
 // are bound: the socket is never used for the flood, so the replayed
 // Response is never valid from a flood source, and the server makes no
 // connection.
-func probe(ctx context.Context, st *settings, rnd *fastpath.Rand) (ch challenge, _ *net.UDPConn, err error) {
+func probe(ctx context.Context, st *settings, rnd *wire.Rand) (ch challenge, _ *net.UDPConn, err error) {
 	local := netip.AddrPortFrom(st.sources[0], 0)
 	udp, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(local))
 	if err != nil {
@@ -418,22 +420,22 @@ func probe(ctx context.Context, st *settings, rnd *fastpath.Rand) (ch challenge,
 	stop := context.AfterFunc(ctx, func() { udp.SetReadDeadline(time.Now()) })
 	defer stop()
 
-	h := fastpath.Handshake{
+	h := protocol.Handshake{
 		SessionID:       st.SessionID,
 		ClientID:        uint8(rnd.Intn(8)),
-		MinVersion:      fastpath.MinHandshakeVersion,
-		CurVersion:      fastpath.CurHandshakeVersion,
-		Type:            fastpath.TypeInitial,
+		MinVersion:      protocol.MinHandshakeVersion,
+		CurVersion:      protocol.CurHandshakeVersion,
+		Type:            protocol.TypeInitial,
 		NetworkVersion:  st.NetworkVersion,
 		NetworkFeatures: st.NetworkFeatures,
-		RandomLen:       fastpath.MaxRandomBytes,
+		RandomLen:       protocol.MaxRandomBytes,
 	}
-	var out [fastpath.MaxReplyLen]byte
+	var out [handshake.MaxReplyLen]byte
 	in := make([]byte, 2048)
 	for try := range probeTries {
 		h.SentCount = uint8(try)
 		rnd.Fill(h.Random[:])
-		n := fastpath.EncodeHandshake(out[:], st.magic, &h)
+		n := wire.EncodeHandshake(out[:], st.magic, &h)
 		if _, err := udp.WriteToUDPAddrPort(out[:n], st.Server); err != nil {
 			return challenge{}, nil, fmt.Errorf("flood: cannot send the probe Initial to %s: %w", st.Server, err)
 		}
@@ -449,15 +451,15 @@ func probe(ctx context.Context, st *settings, rnd *fastpath.Rand) (ch challenge,
 			if netip.AddrPortFrom(from.Addr().Unmap(), from.Port()) != st.Server {
 				continue
 			}
-			var r fastpath.Handshake
-			if fastpath.DecodeHandshake(st.magic, in[:n], &r) != fastpath.DropNone || r.ClientID != h.ClientID {
+			var r protocol.Handshake
+			if wire.DecodeHandshake(st.magic, in[:n], &r) != protocol.DropNone || r.ClientID != h.ClientID {
 				continue
 			}
 			switch r.Type {
-			case fastpath.TypeChallenge:
+			case protocol.TypeChallenge:
 				return challenge{ok: true, sessionID: r.SessionID, clientID: r.ClientID, sentCount: r.SentCount,
 					secretID: r.SecretID, timestamp: r.Timestamp, cookie: r.Cookie}, udp, nil
-			case fastpath.TypeVersionUpgrade:
+			case protocol.TypeVersionUpgrade:
 				return challenge{}, nil, fmt.Errorf("flood: the server at %s runs NetworkVersion %d features %d, not %d features %d: set NetworkVersion/NetworkFeatures (-network-version/-network-features) to match",
 					st.Server, r.NetworkVersion, r.NetworkFeatures, st.NetworkVersion, st.NetworkFeatures)
 			}

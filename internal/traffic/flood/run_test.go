@@ -12,8 +12,9 @@ import (
 
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/testkit/conntest"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 type echo = conntest.Echo[*conn.Conn, conn.DisconnectReason]
@@ -78,10 +79,10 @@ func TestFloodAgainstServer(t *testing.T) {
 
 	// Replies: Challenges for Initials, RestartHandshakes for connection
 	// packets from unknown addresses, and nothing a connection would get.
-	if rep.Replies[fastpath.TypeChallenge].Datagrams == 0 || rep.Replies[fastpath.TypeRestartHandshake].Datagrams == 0 {
+	if rep.Replies[protocol.TypeChallenge].Datagrams == 0 || rep.Replies[protocol.TypeRestartHandshake].Datagrams == 0 {
 		t.Errorf("replies %v; want Challenges and RestartHandshakes", rep.Replies)
 	}
-	for _, bad := range []ReplyType{ReplyType(fastpath.TypeAck), ReplyType(fastpath.TypeDenied), ReplyConn, ReplyInvalid} {
+	for _, bad := range []ReplyType{ReplyType(protocol.TypeAck), ReplyType(protocol.TypeDenied), ReplyConn, ReplyInvalid} {
 		if n := rep.Replies[bad].Datagrams; n != 0 {
 			t.Errorf("%d %v replies to flood sources", n, bad)
 		}
@@ -95,14 +96,14 @@ func TestFloodAgainstServer(t *testing.T) {
 	// exceed their limit, but never many, and never the total.
 	secs := (rep.SendTime + rep.Drain).Seconds() + 1
 	limits := []struct {
-		t            fastpath.PacketType
+		t            protocol.PacketType
 		burst, rate  float64
 		over, total  int
 		totalReplies uint64
 	}{
-		{t: fastpath.TypeChallenge, burst: 64, rate: 32},
-		{t: fastpath.TypeRestartHandshake, burst: 8, rate: 4},
-		{t: fastpath.TypeVersionUpgrade, burst: 8, rate: 4},
+		{t: protocol.TypeChallenge, burst: 64, rate: 32},
+		{t: protocol.TypeRestartHandshake, burst: 8, rate: 4},
+		{t: protocol.TypeVersionUpgrade, burst: 8, rate: 4},
 	}
 	for i := range limits {
 		l := &limits[i]
@@ -124,22 +125,22 @@ func TestFloodAgainstServer(t *testing.T) {
 
 	// The server's side: nothing connected, and each defence fired.
 	st := srv.Stats()
-	if srv.Len() != 0 || st.Accepted != 0 || st.HandshakeOut[fastpath.TypeAck] != 0 || st.PromotionAcks != 0 {
+	if srv.Len() != 0 || st.Accepted != 0 || st.HandshakeOut[protocol.TypeAck] != 0 || st.PromotionAcks != 0 {
 		t.Errorf("the flood made connections: len %d, accepted %d, acks %d+%d", srv.Len(), st.Accepted,
-			st.HandshakeOut[fastpath.TypeAck], st.PromotionAcks)
+			st.HandshakeOut[protocol.TypeAck], st.PromotionAcks)
 	}
-	for _, r := range []fastpath.DropReason{fastpath.DropBadCookie, fastpath.DropMalformed, fastpath.DropBadSize,
-		fastpath.DropBadMagic, fastpath.DropTooLarge, fastpath.DropRateLimited, fastpath.DropExpiredCookie,
-		fastpath.DropWrongSecret, fastpath.DropUnknownType, fastpath.DropUnexpectedType, fastpath.DropBadVersion,
-		fastpath.DropBadBody, fastpath.DropSessionMismatch} {
+	for _, r := range []protocol.DropReason{protocol.DropBadCookie, protocol.DropMalformed, protocol.DropBadSize,
+		protocol.DropBadMagic, protocol.DropTooLarge, protocol.DropRateLimited, protocol.DropExpiredCookie,
+		protocol.DropWrongSecret, protocol.DropUnknownType, protocol.DropUnexpectedType, protocol.DropBadVersion,
+		protocol.DropBadBody, protocol.DropSessionMismatch} {
 		if st.Drops[r] == 0 {
 			t.Errorf("server drop counter %v did not move: %v", r, st.Drops)
 		}
 	}
 	// What the server counts as sent to the flood, the flood received,
 	// unless the kernel dropped some on the way (small receive buffers).
-	sent := st.HandshakeOut[fastpath.TypeChallenge] + st.HandshakeOut[fastpath.TypeRestartHandshake] +
-		st.HandshakeOut[fastpath.TypeVersionUpgrade] - 1 // the probe's Challenge
+	sent := st.HandshakeOut[protocol.TypeChallenge] + st.HandshakeOut[protocol.TypeRestartHandshake] +
+		st.HandshakeOut[protocol.TypeVersionUpgrade] - 1 // the probe's Challenge
 	if rep.Received.Datagrams > sent {
 		t.Errorf("the flood received %d replies, the server sent %d", rep.Received.Datagrams, sent)
 	}
@@ -191,9 +192,9 @@ func TestFloodIPv6(t *testing.T) {
 		}
 	}
 	if len(seen) != 20 || rep.Sent.Datagrams != 5000 || len(rep.Amplified()) != 0 ||
-		rep.Replies[fastpath.TypeChallenge].Datagrams == 0 {
+		rep.Replies[protocol.TypeChallenge].Datagrams == 0 {
 		t.Errorf("%d distinct sources, sent %d, amplified %d, challenges %d", len(seen), rep.Sent.Datagrams,
-			len(rep.Amplified()), rep.Replies[fastpath.TypeChallenge].Datagrams)
+			len(rep.Amplified()), rep.Replies[protocol.TypeChallenge].Datagrams)
 	}
 	if srv.Len() != 0 {
 		t.Errorf("%d connections", srv.Len())
@@ -237,7 +238,7 @@ func TestProbeErrors(t *testing.T) {
 // sending it costs no allocation.
 func TestSendLoopAllocatesNothing(t *testing.T) {
 	st, srcs := sinkSources(t, Config{NumSources: 1, Batch: 32})
-	e := &engine{st: &st, tmpl: buildTemplates(&st, challenge{}, 1e9, fastpath.NewRand(1)), srcs: srcs}
+	e := &engine{st: &st, tmpl: buildTemplates(&st, challenge{}, 1e9, wire.NewRand(1)), srcs: srcs}
 	checkSendAllocs(t, e)
 }
 
@@ -268,7 +269,7 @@ func sinkSources(t *testing.T, cfg Config) (settings, []*source) {
 func checkSendAllocs(t *testing.T, e *engine) {
 	t.Helper()
 	st, s := e.st, e.srcs[0]
-	sd := &sender{e: e, rnd: fastpath.NewRand(2), batch: batchio.NewBatch(st.Batch, 1), size: st.Batch, srcs: e.srcs}
+	sd := &sender{e: e, rnd: wire.NewRand(2), batch: batchio.NewBatch(st.Batch, 1), size: st.Batch, srcs: e.srcs}
 	cum, total := st.Mix.cumulative()
 	allocs := testing.AllocsPerRun(200, func() {
 		sd.fill(s, st.Batch, &cum, total)

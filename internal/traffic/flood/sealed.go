@@ -10,8 +10,11 @@ import (
 
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seal"
+	"github.com/udpgate/udpgate/internal/seqwin"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -40,29 +43,29 @@ const (
 type sourceConn struct {
 	mu     sync.Mutex
 	active atomic.Bool
-	hs     fastpath.ClientHandshake
+	hs     handshake.ClientHandshake
 	out    *batchio.Batch
 	id8    uint8 // the handshake's ClientID
 	ok     bool  // connected: the fields below are set
-	id     fastpath.ConnHeader
-	seqs   fastpath.SeqState
+	id     protocol.ConnHeader
+	seqs   seqwin.SeqState
 	cookie cookie.Cookie
 	// pc: the Response's cookie, which its proofs carry.
-	pc fastpath.ProofCookie
+	pc wire.ProofCookie
 }
 
 // connectSources runs every source's handshake at once (the receivers must
 // be running) and returns how many connected. A source that does not
 // connect sends the sealed-mode kinds with random Tags instead.
-func (e *engine) connectSources(deadline time.Time, rnd *fastpath.Rand) int {
+func (e *engine) connectSources(deadline time.Time, rnd *wire.Rand) int {
 	st := e.st
 	end := time.Now().Add(setupTimeout)
 	if deadline.Before(end) {
 		end = deadline
 	}
 	for _, s := range e.srcs {
-		c := &sourceConn{out: batchio.NewBatch(1, fastpath.MaxClientPacketLen), id8: uint8(rnd.Intn(8))}
-		c.hs = fastpath.NewClientHandshake(fastpath.ClientConfig{
+		c := &sourceConn{out: batchio.NewBatch(1, handshake.MaxClientPacketLen), id8: uint8(rnd.Intn(8))}
+		c.hs = handshake.NewClientHandshake(handshake.ClientConfig{
 			Magic: st.magic, NetworkVersion: st.NetworkVersion, NetworkFeatures: st.NetworkFeatures,
 			ClientID: c.id8, ResendInterval: setupResend.Seconds(), ConnectTimeout: setupTimeout.Seconds(),
 		}, rnd.Uint64()|1)
@@ -132,16 +135,16 @@ func (c *sourceConn) sendOut(s *source, server netip.AddrPort, n int) {
 	_ = s.sock.Send(c.out, 1) // a lost handshake packet is resent
 }
 
-func (c *sourceConn) event(ev fastpath.ClientEvent) {
+func (c *sourceConn) event(ev handshake.ClientEvent) {
 	switch ev {
-	case fastpath.EventNone:
+	case handshake.EventNone:
 		return
-	case fastpath.EventConnected:
+	case handshake.EventConnected:
 		c.ok = true
 		c.cookie = c.hs.Cookie()
 		c.pc.SecretID, c.pc.Timestamp = c.hs.CookieOrigin()
 		c.pc.Cookie = c.cookie
-		c.id = fastpath.ConnHeader{SessionID: c.hs.SessionID(), ClientID: c.id8, Tag: cookie.SessionTag(&c.cookie)}
+		c.id = protocol.ConnHeader{SessionID: c.hs.SessionID(), ClientID: c.id8, Tag: cookie.SessionTag(&c.cookie)}
 		srv, cli := cookie.Sequences(&c.cookie)
 		c.seqs.Init(cli, srv, 0)
 	}
@@ -175,7 +178,7 @@ func (b *builder) proof(dst []byte, v int, c *sourceConn) int {
 		v %= pForeign
 	}
 	h, salt := b.connHeader(c)
-	h.Kind = fastpath.KindKeepAlive
+	h.Kind = protocol.KindKeepAlive
 	h.AckBits = 0
 	key := b.randomKey()
 	p := token.Params{ProtocolID: st.ProtocolID, ServerAddresses: []netip.AddrPort{st.Server}, Expire: time.Minute, Timeout: 5 * time.Second}
@@ -204,7 +207,7 @@ func (b *builder) proof(dst []byte, v int, c *sourceConn) int {
 	}
 	// The cookie part: the source's own Response cookie, else a random
 	// cookie with the packet's Tag (it fails the server's cookie check).
-	var pc fastpath.ProofCookie
+	var pc wire.ProofCookie
 	if c != nil && c.ok {
 		pc = c.pc
 		pc.Cookie = c.cookie
@@ -215,11 +218,11 @@ func (b *builder) proof(dst []byte, v int, c *sourceConn) int {
 		copy(salt[:], pc.Cookie[:])
 	}
 	s.Init(sealKey, salt)
-	n := fastpath.SealProof(dst, b.m, &h, &pc, req, &s)
+	n := wire.SealProof(dst, b.m, &h, &pc, req, &s)
 	if n == 0 {
 		panic("flood: a template proof does not seal; the builder is wrong")
 	}
-	at := fastpath.ProofVersionOffset(b.m)
+	at := wire.ProofVersionOffset(b.m)
 	switch v {
 	case pBitFlip:
 		// Anywhere in the nonce or the sealed private part.
@@ -243,7 +246,7 @@ func (b *builder) proof(dst []byte, v int, c *sourceConn) int {
 	case pRandomBody:
 		b.rnd.Fill(dst[at+token.VersionInfoBytes : n-1])
 	case pBadCookie:
-		dst[fastpath.ConnHeaderOffset(b.m)+4] = 2
+		dst[wire.ConnHeaderOffset(b.m)+4] = 2
 	}
 	return n
 }
@@ -254,27 +257,27 @@ func (b *builder) sealed(dst []byte, c *sourceConn) int {
 	h, _ := b.connHeader(c)
 	var s seal.Sealer
 	s.Init(b.randomKey(), nil)
-	n := fastpath.SealConn(dst, b.m, &h, nil, &s)
+	n := wire.SealConn(dst, b.m, &h, nil, &s)
 	if n == 0 {
 		panic("flood: a template sealed packet does not seal; the builder is wrong")
 	}
 	// Random counter, ciphertext and MAC: only the prefix, Tag and
 	// terminator are right.
-	b.rnd.Fill(dst[fastpath.ConnHeaderOffset(b.m)+4 : n-1])
+	b.rnd.Fill(dst[wire.ConnHeaderOffset(b.m)+4 : n-1])
 	return n
 }
 
 // connHeader is the header of a packet on c, or, without a connection,
 // with a random Tag and ClientID; salt is c's (zero without).
-func (b *builder) connHeader(c *sourceConn) (fastpath.ConnHeader, *[seal.SaltBytes]byte) {
+func (b *builder) connHeader(c *sourceConn) (protocol.ConnHeader, *[seal.SaltBytes]byte) {
 	var salt [seal.SaltBytes]byte
 	if c == nil || !c.ok {
-		return fastpath.ConnHeader{SessionID: b.sessionID(), ClientID: uint8(b.rnd.Intn(8)), Tag: uint32(b.rnd.Uint64()),
-			Seq: uint16(b.rnd.Intn(fastpath.SeqModulus)), Ack: uint16(b.rnd.Intn(fastpath.SeqModulus)), Kind: fastpath.KindKeepAlive}, &salt
+		return protocol.ConnHeader{SessionID: b.sessionID(), ClientID: uint8(b.rnd.Intn(8)), Tag: uint32(b.rnd.Uint64()),
+			Seq: uint16(b.rnd.Intn(protocol.SeqModulus)), Ack: uint16(b.rnd.Intn(protocol.SeqModulus)), Kind: protocol.KindKeepAlive}, &salt
 	}
 	h := c.id
 	h.Seq, h.Ack, h.AckBits, _, _ = c.seqs.Send(0)
-	h.Kind = fastpath.KindKeepAlive
+	h.Kind = protocol.KindKeepAlive
 	copy(salt[:], c.cookie[:])
 	return h, &salt
 }
@@ -297,7 +300,7 @@ func (b *builder) sourceTemplates(s *source, seq int) {
 		}
 		vs := make([][]byte, perSourceVariants)
 		for i := range vs {
-			var buf [fastpath.MaxDatagramLimit + 512]byte
+			var buf [protocol.MaxDatagramLimit + 512]byte
 			var n int
 			if k == KindProof {
 				n = b.proof(buf[:], (seq*perSourceVariants+i)%numProof, s.conn)

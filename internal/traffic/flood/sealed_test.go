@@ -12,9 +12,11 @@ import (
 
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seal"
 	"github.com/udpgate/udpgate/internal/testkit/conntest"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -35,10 +37,10 @@ func TestProofTemplates(t *testing.T) {
 			for i := range ck {
 				ck[i] = byte(3*i + 1)
 			}
-			c := &sourceConn{ok: true, cookie: ck, id: fastpath.ConnHeader{SessionID: 1, ClientID: 5, Tag: cookie.SessionTag(&ck)}}
+			c := &sourceConn{ok: true, cookie: ck, id: protocol.ConnHeader{SessionID: 1, ClientID: 5, Tag: cookie.SessionTag(&ck)}}
 			srv, cli := cookie.Sequences(&ck)
 			c.seqs.Init(cli, srv, 0)
-			b := &builder{st: &st, m: st.magic, rnd: fastpath.NewRand(3)}
+			b := &builder{st: &st, m: st.magic, rnd: wire.NewRand(3)}
 			s := &source{conn: c}
 			// Four sources' worth, so every variant appears.
 			got := map[string]int{}
@@ -51,9 +53,9 @@ func TestProofTemplates(t *testing.T) {
 					got[judgeProof(t, &st, c, &key, pid, p)]++
 				}
 				for _, p := range s.kinds[KindSealed] {
-					var h fastpath.ConnHeader
-					proof, r := fastpath.DecodeSealed(st.magic, p, &h)
-					if r != fastpath.DropNone || proof || h.Tag != c.id.Tag {
+					var h protocol.ConnHeader
+					proof, r := wire.DecodeSealed(st.magic, p, &h)
+					if r != protocol.DropNone || proof || h.Tag != c.id.Tag {
 						t.Errorf("sealed template: proof %v, %v, tag %x", proof, r, h.Tag)
 					}
 				}
@@ -79,20 +81,20 @@ func judgeProof(t *testing.T, st *settings, c *sourceConn, key *[token.KeyBytes]
 	if len(p) > st.MaxDatagram {
 		return "too_large"
 	}
-	var h fastpath.ConnHeader
-	proof, r := fastpath.DecodeSealed(st.magic, p, &h)
-	if r != fastpath.DropNone || !proof {
+	var h protocol.ConnHeader
+	proof, r := wire.DecodeSealed(st.magic, p, &h)
+	if r != protocol.DropNone || !proof {
 		return "not_proof"
 	}
-	var pc fastpath.ProofCookie
-	if !fastpath.ProofCookieOf(st.magic, p, &pc) {
+	var pc wire.ProofCookie
+	if !wire.ProofCookieOf(st.magic, p, &pc) {
 		return "not_proof"
 	}
 	if h.Tag != c.id.Tag || h.ClientID != c.id.ClientID || h.SessionID != c.id.SessionID {
 		t.Fatalf("proof for another connection: %+v", h)
 	}
 	var priv token.Private
-	if err := token.NewOpener(key, pid).OpenRequest(&priv, fastpath.ProofRequest(st.magic, p), time.Now()); err != nil {
+	if err := token.NewOpener(key, pid).OpenRequest(&priv, wire.ProofRequest(st.magic, p), time.Now()); err != nil {
 		if !errors.Is(err, token.ErrProtocolID) && !errors.Is(err, token.ErrExpired) && !errors.Is(err, token.ErrInvalid) &&
 			!errors.Is(err, token.ErrMalformed) {
 			t.Errorf("token error %v", err)
@@ -104,7 +106,7 @@ func judgeProof(t *testing.T, st *settings, c *sourceConn, key *[token.KeyBytes]
 	}
 	var o seal.Opener
 	o.Init(&priv.ClientToServerKey, (*[seal.SaltBytes]byte)(c.cookie[:seal.SaltBytes]))
-	if _, r := fastpath.OpenProof(st.magic, p, &h, &o); r != fastpath.DropNone {
+	if _, r := wire.OpenProof(st.magic, p, &h, &o); r != protocol.DropNone {
 		return "proof_forged"
 	}
 	return "accepted"
@@ -124,10 +126,10 @@ func TestSealedTemplatesUnconnected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := fastpath.NewServer(fastpath.ServerConfig{Magic: st.magic, Sealed: true}, secrets, 1, now)
-	tmpl := buildTemplates(&st, challenge{}, now, fastpath.NewRand(5))
-	out := make([]byte, fastpath.MaxReplyLen)
-	var d fastpath.Decision
+	srv := handshake.NewServer(handshake.ServerConfig{Magic: st.magic, Sealed: true}, secrets, 1, now)
+	tmpl := buildTemplates(&st, challenge{}, now, wire.NewRand(5))
+	out := make([]byte, handshake.MaxReplyLen)
+	var d handshake.Decision
 	for k, vs := range tmpl.kinds {
 		if st.Mix[k] == 0 {
 			continue
@@ -137,19 +139,19 @@ func TestSealedTemplatesUnconnected(t *testing.T) {
 		}
 		for i, p := range vs {
 			from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 40, byte(i), 1}), uint16(20000+i))
-			srv.Handle(&d, from, p, now+1, &fastpath.Peer{}, out)
+			srv.Handle(&d, from, p, now+1, &handshake.Peer{}, out)
 			switch d.Action {
-			case fastpath.ActDrop:
-			case fastpath.ActSealed:
+			case handshake.ActDrop:
+			case handshake.ActSealed:
 				if !d.Proof || Kind(k) != KindProof {
 					t.Errorf("%v variant %d: a sealed packet for a connection", Kind(k), i)
-				} else if r := srv.ProofCookie(&d, from, p, now+1); r == fastpath.DropNone {
+				} else if r := srv.ProofCookie(&d, from, p, now+1); r == protocol.DropNone {
 					t.Errorf("proof variant %d: its made-up cookie checks", i)
 				}
-			case fastpath.ActSealedMove:
+			case handshake.ActSealedMove:
 				if Kind(k) == KindProof {
-					var h fastpath.ConnHeader
-					if proof, _ := fastpath.DecodeSealed(st.magic, p, &h); proof {
+					var h protocol.ConnHeader
+					if proof, _ := wire.DecodeSealed(st.magic, p, &h); proof {
 						t.Errorf("proof variant %d may move a connection", i)
 					}
 				}
@@ -204,15 +206,15 @@ func TestFloodSealedServer(t *testing.T) {
 	if rep.Replies[ReplyRefusal].Datagrams == 0 || rep.Replies[ReplySealed].Datagrams == 0 {
 		t.Errorf("replies %v; want token refusals in clear and sealed", rep.Replies)
 	}
-	for _, bad := range []ReplyType{ReplyConn, ReplyInvalid, ReplyType(fastpath.TypeRestartHandshake)} {
+	for _, bad := range []ReplyType{ReplyConn, ReplyInvalid, ReplyType(protocol.TypeRestartHandshake)} {
 		if n := rep.Replies[bad].Datagrams; n != 0 {
 			t.Errorf("%d %v replies", n, bad)
 		}
 	}
 	// The server publishes its counters per batch, which may be after its
 	// replies arrived here.
-	reasons := []fastpath.DropReason{fastpath.DropTokenProtocol, fastpath.DropTokenExpired, fastpath.DropTokenInvalid,
-		fastpath.DropTokenForeignServer, fastpath.DropProofForged, fastpath.DropTooLarge}
+	reasons := []protocol.DropReason{protocol.DropTokenProtocol, protocol.DropTokenExpired, protocol.DropTokenInvalid,
+		protocol.DropTokenForeignServer, protocol.DropProofForged, protocol.DropTooLarge}
 	conntest.Eventually(t, fmt.Sprintf("server drop counters %v to move", reasons), func() bool {
 		st := srv.Stats()
 		for _, r := range reasons {
@@ -233,10 +235,10 @@ func TestFloodSealedServer(t *testing.T) {
 // templates, filling and sending a batch still costs no allocation.
 func TestSealedSendLoopAllocs(t *testing.T) {
 	st, srcs := sinkSources(t, Config{NumSources: 1, Batch: 32, Mix: Mix{KindProof: 1, KindSealed: 1}})
-	b := &builder{st: &st, m: st.magic, rnd: fastpath.NewRand(1)}
+	b := &builder{st: &st, m: st.magic, rnd: wire.NewRand(1)}
 	var ck cookie.Cookie
 	ck[0] = 1
-	srcs[0].conn = &sourceConn{ok: true, cookie: ck, id: fastpath.ConnHeader{Tag: cookie.SessionTag(&ck)}}
+	srcs[0].conn = &sourceConn{ok: true, cookie: ck, id: protocol.ConnHeader{Tag: cookie.SessionTag(&ck)}}
 	b.sourceTemplates(srcs[0], 0)
 	checkSendAllocs(t, &engine{st: &st, tmpl: b.templates(), srcs: srcs})
 	if srcs[0].sentKinds[KindProof] == 0 || srcs[0].sentKinds[KindSealed] == 0 {

@@ -7,8 +7,9 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/internal/msgcfg"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/message"
 	"github.com/udpgate/udpgate/token"
 )
@@ -132,7 +133,7 @@ const (
 	// slow Rate does not let the server time it out.
 	DefaultKeepAlive = time.Second
 	// DefaultResendInterval: the longest gap between a client's handshake
-	// resends (docs/protocol.md §6.2's default), which fastpath.ClientHandshake
+	// resends (docs/protocol.md §6.2's default), which handshake.ClientHandshake
 	// backs off to from its first resend gap (100 ms, or 3 round trips), so
 	// handshake latency percentiles include what a real client waits after a
 	// loss.
@@ -168,7 +169,7 @@ const (
 	DefaultTokenTimeout = 10 * time.Second
 
 	// MaxClients bounds a generator: in ModeData each client holds a
-	// fastpath.SeqState (about 600 bytes).
+	// seqwin.SeqState (about 600 bytes).
 	MaxClients = 1_000_000
 	// MaxSockets bounds the load sockets (one goroutine and thread each).
 	MaxSockets = 1024
@@ -211,7 +212,7 @@ type Config struct {
 	// client sends again as soon as its answer is in, within Window.
 	Rate float64
 	// Wire settings; they must match the server's.
-	Magic           fastpath.Magic
+	Magic           wire.Magic
 	NetworkVersion  uint32
 	NetworkFeatures uint16
 	// LossTimeout, ConnectTimeout, ResendInterval, KeepAlive: see the
@@ -230,7 +231,7 @@ type Config struct {
 
 	// Messages (ModeData only), if not MessagesOff: Run sends messages
 	// instead of Data, through one message.Endpoint per client over
-	// Messages packets (fastpath.KindMessages), at MessageRate per client
+	// Messages packets (protocol.KindMessages), at MessageRate per client
 	// (0: DefaultMessageRate), each MessageSize bytes (0:
 	// DefaultMessageSize; at least MinMessageSize) carrying its first-send
 	// time and its number, and counts the server's echoes (cmd/server's
@@ -303,17 +304,17 @@ func (c Config) withDefaults() (Config, error) {
 	c.Batch = min(c.Batch, 1024)
 	c.Window = cmp.Or(c.Window, DefaultWindow)
 	c.PacketSize = cmp.Or(c.PacketSize, DefaultPacketSize)
-	if c.PacketSize > fastpath.MaxDatagramLimit {
-		return c, fmt.Errorf("loadgen: PacketSize %d is above %d", c.PacketSize, fastpath.MaxDatagramLimit)
+	if c.PacketSize > protocol.MaxDatagramLimit {
+		return c, fmt.Errorf("loadgen: PacketSize %d is above %d", c.PacketSize, protocol.MaxDatagramLimit)
 	}
 	c.PayloadSize = cmp.Or(c.PayloadSize, DefaultPayloadSize)
-	dataLen := fastpath.ConnLen(c.Magic, fastpath.KindData, c.PayloadSize)
+	dataLen := wire.ConnLen(c.Magic, protocol.KindData, c.PayloadSize)
 	if c.sealed() {
-		dataLen = fastpath.SealedConnLen(c.Magic, c.PayloadSize)
+		dataLen = wire.SealedConnLen(c.Magic, c.PayloadSize)
 	}
-	if dataLen > fastpath.DefaultMaxDatagram {
+	if dataLen > protocol.DefaultMaxDatagram {
 		return c, fmt.Errorf("loadgen: PayloadSize %d makes %d-byte Data packets, above the server's default %d",
-			c.PayloadSize, dataLen, fastpath.DefaultMaxDatagram)
+			c.PayloadSize, dataLen, protocol.DefaultMaxDatagram)
 	}
 	if c.sealed() {
 		if c.Mode != ModeData {
@@ -369,9 +370,9 @@ func (c *Config) messages() bool { return c.Messages != MessagesOff }
 // DefaultMaxDatagram datagram, sealed or not.
 func (c *Config) msgPayload() int {
 	if c.sealed() {
-		return fastpath.DefaultMaxDatagram - fastpath.SealedConnLen(c.Magic, 0)
+		return protocol.DefaultMaxDatagram - wire.SealedConnLen(c.Magic, 0)
 	}
-	return fastpath.DefaultMaxDatagram - fastpath.ConnLen(c.Magic, fastpath.KindMessages, 0)
+	return protocol.DefaultMaxDatagram - wire.ConnLen(c.Magic, protocol.KindMessages, 0)
 }
 
 // messageDefaults validates the message settings and fills their zeros.

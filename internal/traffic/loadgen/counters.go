@@ -4,7 +4,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
 )
 
 // Counter indexes, in the order of the Counters fields (counters_test.go
@@ -90,7 +90,7 @@ type Counters struct {
 	// Closed* fields below split it by reason.
 	Closed uint64
 	// SeqLost: client packets the server's acks reported lost (the
-	// client-to-server direction, from fastpath.SeqState; ModeData).
+	// client-to-server direction, from seqwin.SeqState; ModeData).
 	SeqLost uint64
 	// HandshakesStarted, Handshakes, HandshakeFailures: Connect's clients
 	// started, connected, and failed. DeniedFull … WrongVersion split
@@ -128,7 +128,7 @@ type Counters struct {
 	ClosedOther    uint64
 
 	// Restarts (docs/protocol.md §6, "Restart"; ModeData), as
-	// fastpath.ClientHandshake rules them: RestartHandshakes received by
+	// handshake.ClientHandshake rules them: RestartHandshakes received by
 	// connected clients; Restarts honoured (a restart Initial went out:
 	// only after the server has been silent for RestartSilence, and at
 	// most once per 1.1 s); Reconnects: restarts the server completed
@@ -262,9 +262,9 @@ func (c Counters) Ended() uint64 {
 // deniedCounter is the counter for a Denied reason.
 func deniedCounter(reason uint8) int {
 	switch reason {
-	case fastpath.DeniedServerFull:
+	case protocol.DeniedServerFull:
 		return cDeniedFull
-	case fastpath.DeniedRefused:
+	case protocol.DeniedRefused:
 		return cDeniedRefused
 	}
 	return cDeniedOther
@@ -274,15 +274,15 @@ func deniedCounter(reason uint8) int {
 // when the reason is not a refusal.
 func refusedCounter(reason uint8) int {
 	switch reason {
-	case fastpath.DisconnectTokenExpired:
+	case protocol.DisconnectTokenExpired:
 		return cRefusedExpired
-	case fastpath.DisconnectTokenInvalid:
+	case protocol.DisconnectTokenInvalid:
 		return cRefusedInvalid
-	case fastpath.DisconnectForeignServer:
+	case protocol.DisconnectForeignServer:
 		return cRefusedForeign
-	case fastpath.DisconnectTokenInUse:
+	case protocol.DisconnectTokenInUse:
 		return cRefusedInUse
-	case fastpath.DisconnectServerFull:
+	case protocol.DisconnectServerFull:
 		return cRefusedFull
 	}
 	return -1
@@ -291,13 +291,13 @@ func refusedCounter(reason uint8) int {
 // closedCounter is the counter for a Disconnect reason.
 func closedCounter(reason uint8) int {
 	switch reason {
-	case fastpath.DisconnectClosed:
+	case protocol.DisconnectClosed:
 		return cClosedApp
-	case fastpath.DisconnectShutdown:
+	case protocol.DisconnectShutdown:
 		return cClosedShutdown
-	case fastpath.DisconnectTimedOut:
+	case protocol.DisconnectTimedOut:
 		return cClosedTimedOut
-	case fastpath.DisconnectReplaced:
+	case protocol.DisconnectReplaced:
 		return cClosedReplaced
 	}
 	return cClosedOther

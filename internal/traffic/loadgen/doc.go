@@ -49,7 +49,7 @@
 //     stays valid until the server's second secret rotation after the
 //     Challenge (at least 15 s), so a run must end within 15 s of Connect.
 //   - ModeData: after Connect, Data packets with real sequence numbers and
-//     acks (fastpath.SeqState); the server's echo application answers each
+//     acks (seqwin.SeqState); the server's echo application answers each
 //     with a Data packet carrying the same payload, whose first 8 bytes hold
 //     the send time.
 //
@@ -61,7 +61,7 @@
 // message.Layer, configured with the tools' channel layout
 // (internal/msgcfg), and sends MessageRate messages a second over
 // Messages packets, its endpoint's entries packed by WritePayload under
-// the sequence number fastpath.SeqState gives the packet. The packet
+// the sequence number seqwin.SeqState gives the packet. The packet
 // layer's acks and losses go to the endpoint, which resends; the server's
 // echo application sends each message back on its channel, and the
 // counters say how many came back, out of order or twice, with each
@@ -70,7 +70,7 @@
 //
 // # Connecting, storms and restarts
 //
-// Connect runs each client's handshake with fastpath.ClientHandshake, at
+// Connect runs each client's handshake with handshake.ClientHandshake, at
 // most Window per socket at a time; Storm starts every client at once (a
 // login storm). Both report how many connected, how fast, and why the others
 // failed (Denied by reason, timed out, wrong version). In ModeData a

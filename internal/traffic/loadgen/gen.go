@@ -195,7 +195,7 @@ func (r *ConnectResult) PerSecond() float64 {
 
 // Connect runs the handshake (Initial, Challenge, Response, Ack) for every
 // client not connected yet, at most Window per socket at a time, as
-// fastpath.ClientHandshake does it: resends backing off from 100 ms to
+// handshake.ClientHandshake does it: resends backing off from 100 ms to
 // ResendInterval (docs/protocol.md §6.2), failure after ConnectTimeout
 // without progress. In sealed mode a client then
 // proves its token (a proof right after the Ack, again every

@@ -10,7 +10,7 @@ import (
 
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/testkit/conntest"
 )
 
@@ -345,7 +345,7 @@ func TestSealedDataMode(t *testing.T) {
 		t.Errorf("%d forged and %d replayed answers from the server", w.SealedForged, w.SealedReplay)
 	}
 	checkCountedAndDisconnect(t, g, s, r, 600)
-	if f := s.Stats().Drops[fastpath.DropSealedForged]; f != 0 {
+	if f := s.Stats().Drops[protocol.DropSealedForged]; f != 0 {
 		t.Errorf("server dropped %d connection packets as forged", f)
 	}
 }

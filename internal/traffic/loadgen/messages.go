@@ -4,15 +4,16 @@ import (
 	"encoding/binary"
 	"time"
 
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/message"
 )
 
 // Messages (Config.Messages). Each connected client gets a
 // message.Endpoint from its worker's message.Layer when a Run starts. The
 // worker sends messages at MessageRate per client: Endpoint.Send, then as
-// many Messages packets (fastpath.KindMessages) as the endpoint WantsSend,
-// each filled by WritePayload for the sequence number fastpath.SeqState
+// many Messages packets (protocol.KindMessages) as the endpoint WantsSend,
+// each filled by WritePayload for the sequence number seqwin.SeqState
 // gives it. The packet layer's verdicts go back to the endpoint: every
 // AckReport's delivered and lost packets (Acked, Lost), an eviction by
 // SeqState.Send (Lost), the smoothed RTT (SetRTT), and every packet sent
@@ -179,19 +180,19 @@ func (w *worker) msgPacket(j int, now int64) bool {
 		ep.Lost(lost.Seq, now)
 	}
 	n := ep.WritePayload(buf[w.payOff:w.payOff+m.pay], seq, now)
-	h := fastpath.ConnHeader{SessionID: id.session, ClientID: id.clientID, Tag: id.tag,
-		Seq: seq, Ack: ack, AckBits: ackBits, Kind: fastpath.KindMessages}
+	h := protocol.ConnHeader{SessionID: id.session, ClientID: id.clientID, Tag: id.tag,
+		Seq: seq, Ack: ack, AckBits: ackBits, Kind: protocol.KindMessages}
 	var payload []byte
 	if n > 0 {
 		payload = buf[w.payOff : w.payOff+n]
 	} else {
-		h.Kind = fastpath.KindKeepAlive
+		h.Kind = protocol.KindKeepAlive
 	}
 	var k int
 	if w.sealers != nil {
-		k = fastpath.SealConn(buf, w.cfg.Magic, &h, payload, &w.sealers[j])
+		k = wire.SealConn(buf, w.cfg.Magic, &h, payload, &w.sealers[j])
 	} else {
-		k = fastpath.EncodeConn(buf, w.cfg.Magic, &h, payload)
+		k = wire.EncodeConn(buf, w.cfg.Magic, &h, payload)
 	}
 	ep.PacketSent(now)
 	if k == 0 {
@@ -238,7 +239,7 @@ func (w *worker) msgService(j int, now int64) {
 	}
 	w.msgPush(j, now)
 	if ep.AckDue(now) {
-		w.send(w.buildConn(j, now, fastpath.KindKeepAlive), j)
+		w.send(w.buildConn(j, now, protocol.KindKeepAlive), j)
 		w.sentAt[j] = now
 		w.ctr.loc[cMsgAckOnly]++
 	}

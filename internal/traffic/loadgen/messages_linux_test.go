@@ -10,10 +10,12 @@ import (
 
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/internal/msgcfg"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/seqwin"
 	"github.com/udpgate/udpgate/internal/testkit/conntest"
 	"github.com/udpgate/udpgate/internal/testkit/netem"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/message"
 )
 
@@ -217,9 +219,9 @@ func TestMessagesReliableLossy(t *testing.T) {
 // without system calls.
 type msgPair struct {
 	w     *worker
-	seq   fastpath.SeqState
+	seq   seqwin.SeqState
 	ep    *message.Endpoint
-	rep   fastpath.AckReport
+	rep   seqwin.AckReport
 	reply []byte
 	pay   int
 	now   int64
@@ -234,7 +236,7 @@ func newMsgPair(tb testing.TB) *msgPair {
 	}
 	g := &Generator{cfg: cfg}
 	g.src = newSourceRange(cfg.FirstSource, cfg.SourcesUsed())
-	p := &msgPair{w: newWorker(g, 0, nil), reply: make([]byte, fastpath.DefaultMaxDatagram), pay: cfg.msgPayload(), now: 1e9}
+	p := &msgPair{w: newWorker(g, 0, nil), reply: make([]byte, protocol.DefaultMaxDatagram), pay: cfg.msgPayload(), now: 1e9}
 	var ck cookie.Cookie
 	ck[0], ck[2] = 7, 9
 	s, c := cookie.Sequences(&ck)
@@ -259,23 +261,23 @@ func (p *msgPair) roundTrip(tb testing.TB) {
 	if !w.msgSendOne(0, p.now) {
 		tb.Fatal("message refused")
 	}
-	var h fastpath.ConnHeader
+	var h protocol.ConnHeader
 	for i := range w.tx.n {
 		pkt := unsafe.Slice((*byte)(w.tx.iovs[i].Base), w.tx.iovs[i].Len)
-		payload, r := fastpath.DecodeConn(w.cfg.Magic, pkt, &h)
-		if r != fastpath.DropNone {
+		payload, r := wire.DecodeConn(w.cfg.Magic, pkt, &h)
+		if r != protocol.DropNone {
 			tb.Fatalf("client packet: %v", r)
 		}
-		if h.Kind == fastpath.KindMessages && p.ep.Check(payload) != message.DropNone {
+		if h.Kind == protocol.KindMessages && p.ep.Check(payload) != message.DropNone {
 			tb.Fatal("client packet refused by Check")
 		}
-		if p.seq.Receive(h.Seq, h.Ack, h.AckBits, seconds(p.now), &p.rep) != fastpath.DropNone {
+		if p.seq.Receive(h.Seq, h.Ack, h.AckBits, seconds(p.now), &p.rep) != protocol.DropNone {
 			tb.Fatal("client packet refused by the sequence layer")
 		}
 		for _, d := range p.rep.DeliveredPackets() {
 			p.ep.Acked(d.Seq, p.now)
 		}
-		if h.Kind == fastpath.KindMessages {
+		if h.Kind == protocol.KindMessages {
 			p.ep.Receive(payload, p.now)
 		}
 		for {
@@ -289,13 +291,13 @@ func (p *msgPair) roundTrip(tb testing.TB) {
 		}
 	}
 	w.tx.n = 0
-	off := fastpath.ConnHeaderOffset(w.cfg.Magic) + fastpath.ConnHeaderBytes
+	off := wire.ConnHeaderOffset(w.cfg.Magic) + protocol.ConnHeaderBytes
 	for p.ep.WantsSend(p.now) {
 		seq, ack, bits, _, _ := p.seq.Send(seconds(p.now))
 		n := p.ep.WritePayload(p.reply[off:off+p.pay], seq, p.now)
-		rh := fastpath.ConnHeader{ClientID: 1, Tag: w.ids[0].tag, Seq: seq, Ack: ack, AckBits: bits, Kind: fastpath.KindMessages}
+		rh := protocol.ConnHeader{ClientID: 1, Tag: w.ids[0].tag, Seq: seq, Ack: ack, AckBits: bits, Kind: protocol.KindMessages}
 		p.ep.PacketSent(p.now)
-		deliver(w, 0, p.reply[:fastpath.EncodeConn(p.reply, w.cfg.Magic, &rh, p.reply[off:off+n])])
+		deliver(w, 0, p.reply[:wire.EncodeConn(p.reply, w.cfg.Magic, &rh, p.reply[off:off+n])])
 		w.answer(0, p.now+int64(100*time.Microsecond), true)
 	}
 }

@@ -11,7 +11,10 @@ import (
 
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/seqwin"
+	"github.com/udpgate/udpgate/internal/wire"
 )
 
 type restartMode int
@@ -53,7 +56,7 @@ type restartServer struct {
 type restartClient struct {
 	orig      cookie.Cookie
 	clientID  uint8
-	seq       fastpath.SeqState // the server's side, for restartLive
+	seq       seqwin.SeqState // the server's side, for restartLive
 	restarted bool
 	responses int // RestartResponses seen
 }
@@ -87,19 +90,19 @@ func cookieFor(a netip.AddrPort, which byte) (c cookie.Cookie) {
 
 func (s *restartServer) serve() {
 	buf := make([]byte, 2048)
-	out := make([]byte, fastpath.MaxReplyLen)
-	var in fastpath.Handshake
+	out := make([]byte, handshake.MaxReplyLen)
+	var in protocol.Handshake
 	for {
 		n, from, err := s.pc.ReadFromUDPAddrPort(buf)
 		if err != nil {
 			return
 		}
 		p := buf[:n]
-		pre, r := fastpath.DecodePrefix(fastpath.Magic{}, p)
-		if r != fastpath.DropNone {
+		pre, r := wire.DecodePrefix(wire.Magic{}, p)
+		if r != protocol.DropNone {
 			continue
 		}
-		reply := fastpath.Handshake{ClientID: pre.ClientID, MinVersion: 3, CurVersion: 4, RandomLen: 8}
+		reply := protocol.Handshake{ClientID: pre.ClientID, MinVersion: 3, CurVersion: 4, RandomLen: 8}
 		s.mu.Lock()
 		c := s.clients[from]
 		if !pre.Handshake {
@@ -111,16 +114,16 @@ func (s *restartServer) serve() {
 			if s.mode == restartLive {
 				s.sendKeepAlive(c, from)
 			}
-			reply.Type, reply.Restart = fastpath.TypeRestartHandshake, true
+			reply.Type, reply.Restart = protocol.TypeRestartHandshake, true
 		} else {
-			if fastpath.DecodeHandshake(fastpath.Magic{}, p, &in) != fastpath.DropNone {
+			if wire.DecodeHandshake(wire.Magic{}, p, &in) != protocol.DropNone {
 				s.fault("undecodable handshake packet")
 				s.mu.Unlock()
 				continue
 			}
 			reply.SentCount = in.SentCount
 			switch in.Type {
-			case fastpath.TypeInitial:
+			case protocol.TypeInitial:
 				which := byte(1)
 				if in.Restart {
 					if c == nil {
@@ -130,8 +133,8 @@ func (s *restartServer) serve() {
 					}
 					which = 2
 				}
-				reply.Type, reply.Timestamp, reply.Cookie = fastpath.TypeChallenge, 1000, cookieFor(from, which)
-			case fastpath.TypeResponse:
+				reply.Type, reply.Timestamp, reply.Cookie = protocol.TypeChallenge, 1000, cookieFor(from, which)
+			case protocol.TypeResponse:
 				if in.Cookie != cookieFor(from, 1) {
 					s.fault("Response with a cookie not from our Challenge")
 				}
@@ -141,8 +144,8 @@ func (s *restartServer) serve() {
 					c.seq.Init(srv, cli, 0)
 					s.clients[from] = c
 				}
-				reply.Type, reply.SecretID, reply.Timestamp, reply.Cookie = fastpath.TypeAck, 1, -1, c.orig
-			case fastpath.TypeRestartResponse:
+				reply.Type, reply.SecretID, reply.Timestamp, reply.Cookie = protocol.TypeAck, 1, -1, c.orig
+			case protocol.TypeRestartResponse:
 				if c == nil || !in.Restart || in.OrigCookie != c.orig || in.Cookie != cookieFor(from, 2) {
 					s.fault("RestartResponse without RestartBit or with the wrong cookies")
 					s.mu.Unlock()
@@ -152,9 +155,9 @@ func (s *restartServer) serve() {
 				switch s.mode {
 				case restartComplete:
 					c.restarted = true
-					reply.Type, reply.SecretID, reply.Timestamp, reply.Cookie = fastpath.TypeAck, 1, -1, c.orig
+					reply.Type, reply.SecretID, reply.Timestamp, reply.Cookie = protocol.TypeAck, 1, -1, c.orig
 				case restartDeny:
-					reply.Type, reply.Cookie, reply.Reason = fastpath.TypeDenied, in.Cookie, fastpath.DeniedUnknownConnection
+					reply.Type, reply.Cookie, reply.Reason = protocol.TypeDenied, in.Cookie, handshake.DeniedUnknownConnection
 				case restartIgnore:
 					s.mu.Unlock()
 					continue
@@ -170,11 +173,11 @@ func (s *restartServer) serve() {
 			}
 		}
 		s.mu.Unlock()
-		k := fastpath.EncodeHandshake(out, fastpath.Magic{}, &reply)
+		k := wire.EncodeHandshake(out, wire.Magic{}, &reply)
 		s.pc.WriteToUDPAddrPort(out[:k], from)
-		if s.mode == closeAtAck && reply.Type == fastpath.TypeAck {
+		if s.mode == closeAtAck && reply.Type == protocol.TypeAck {
 			s.mu.Lock()
-			s.sendConn(c, from, fastpath.KindDisconnect, []byte{fastpath.DisconnectShutdown})
+			s.sendConn(c, from, protocol.KindDisconnect, []byte{protocol.DisconnectShutdown})
 			s.mu.Unlock()
 		}
 	}
@@ -182,15 +185,15 @@ func (s *restartServer) serve() {
 
 // sendKeepAlive sends client c a valid KeepAlive on its connection.
 func (s *restartServer) sendKeepAlive(c *restartClient, to netip.AddrPort) {
-	s.sendConn(c, to, fastpath.KindKeepAlive, nil)
+	s.sendConn(c, to, protocol.KindKeepAlive, nil)
 }
 
 // sendConn sends client c a valid connection packet of kind k.
-func (s *restartServer) sendConn(c *restartClient, to netip.AddrPort, k fastpath.Kind, payload []byte) {
+func (s *restartServer) sendConn(c *restartClient, to netip.AddrPort, k protocol.Kind, payload []byte) {
 	seq, ack, bits, _, _ := c.seq.Send(0)
-	h := fastpath.ConnHeader{ClientID: c.clientID, Tag: cookie.SessionTag(&c.orig), Seq: seq, Ack: ack, AckBits: bits, Kind: k}
+	h := protocol.ConnHeader{ClientID: c.clientID, Tag: cookie.SessionTag(&c.orig), Seq: seq, Ack: ack, AckBits: bits, Kind: k}
 	out := make([]byte, 64)
-	n := fastpath.EncodeConn(out, fastpath.Magic{}, &h, payload)
+	n := wire.EncodeConn(out, wire.Magic{}, &h, payload)
 	s.pc.WriteToUDPAddrPort(out[:n], to)
 }
 

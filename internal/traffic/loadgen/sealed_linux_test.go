@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seal"
+	"github.com/udpgate/udpgate/internal/seqwin"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -20,7 +22,7 @@ var (
 // mirror is the server's side of one sealed connection, as the sealed-mode
 // rules of docs/protocol.md §11 have it, built from the codec alone.
 type mirror struct {
-	seq  fastpath.SeqState
+	seq  seqwin.SeqState
 	tx   seal.Sealer
 	rx   seal.Opener
 	tag  uint32
@@ -46,7 +48,7 @@ func sealedWorker(tb testing.TB, clients int, prove bool) (*worker, []mirror) {
 	w := newWorker(g, 0, nil)
 	ms := make([]mirror, clients)
 	op := token.NewOpener(&testPrivateKey, testProtocolID)
-	var h fastpath.ConnHeader
+	var h protocol.ConnHeader
 	reply := make([]byte, 256)
 	for j := range clients {
 		ck := testCookie(j)
@@ -64,12 +66,12 @@ func sealedWorker(tb testing.TB, clients int, prove bool) (*worker, []mirror) {
 			continue
 		}
 		// The server's checks of the proof, in the order of §11.3.
-		p := w.tx.slot(0)[:fastpath.ProofLen(cfg.Magic)]
-		proof, r := fastpath.DecodeSealed(cfg.Magic, p, &h)
-		if r != fastpath.DropNone || !proof || h.Tag != m.tag {
+		p := w.tx.slot(0)[:wire.ProofLen(cfg.Magic)]
+		proof, r := wire.DecodeSealed(cfg.Magic, p, &h)
+		if r != protocol.DropNone || !proof || h.Tag != m.tag {
 			tb.Fatalf("client %d: proof decodes as proof=%v %v, tag %x", j, proof, r, h.Tag)
 		}
-		if err := op.OpenRequest(&m.priv, fastpath.ProofRequest(cfg.Magic, p), time.Now()); err != nil {
+		if err := op.OpenRequest(&m.priv, wire.ProofRequest(cfg.Magic, p), time.Now()); err != nil {
 			tb.Fatalf("client %d: token: %v", j, err)
 		}
 		if m.priv.ClientID != g.tokens.clientID(j) || !m.priv.HasServerAddress(cfg.Server) {
@@ -78,15 +80,15 @@ func sealedWorker(tb testing.TB, clients int, prove bool) (*worker, []mirror) {
 		salt := (*[seal.SaltBytes]byte)(ck[:seal.SaltBytes])
 		m.rx.Init(&m.priv.ClientToServerKey, salt)
 		m.tx.Init(&m.priv.ServerToClientKey, salt)
-		if _, r := fastpath.OpenProof(cfg.Magic, p, &h, &m.rx); r != fastpath.DropNone || h.Kind != fastpath.KindKeepAlive {
+		if _, r := wire.OpenProof(cfg.Magic, p, &h, &m.rx); r != protocol.DropNone || h.Kind != protocol.KindKeepAlive {
 			tb.Fatalf("client %d: proof's seal: %v", j, r)
 		}
-		var rep fastpath.AckReport
-		if m.seq.Receive(h.Seq, h.Ack, h.AckBits, 0, &rep) != fastpath.DropNone {
+		var rep seqwin.AckReport
+		if m.seq.Receive(h.Seq, h.Ack, h.AckBits, 0, &rep) != protocol.DropNone {
 			tb.Fatalf("client %d: proof's sequence numbers refused", j)
 		}
 		// The server's answer: a sealed KeepAlive, which proves the client.
-		deliver(w, j, reply[:m.seal(reply, cfg.Magic, fastpath.KindKeepAlive, nil, 2)])
+		deliver(w, j, reply[:m.seal(reply, cfg.Magic, protocol.KindKeepAlive, nil, 2)])
 		_, jj, _ := w.client(0)
 		if jj != j || w.proofIn(j, w.rx.slots[:w.rx.hdrs[0].Len], 0, 2, nil) != 1 || w.state[j] != stConnected {
 			tb.Fatalf("client %d: not proven by the server's sealed KeepAlive (state %d)", j, w.state[j])
@@ -104,26 +106,26 @@ func testCookie(j int) (ck cookie.Cookie) {
 }
 
 // seal writes the server's next sealed packet of kind into dst.
-func (m *mirror) seal(dst []byte, mg fastpath.Magic, kind fastpath.Kind, payload []byte, now int64) int {
+func (m *mirror) seal(dst []byte, mg wire.Magic, kind protocol.Kind, payload []byte, now int64) int {
 	seq, ack, bits, _, _ := m.seq.Send(seconds(now))
-	h := fastpath.ConnHeader{ClientID: 1, Tag: m.tag, Seq: seq, Ack: ack, AckBits: bits, Kind: kind}
-	return fastpath.SealConn(dst, mg, &h, payload, &m.tx)
+	h := protocol.ConnHeader{ClientID: 1, Tag: m.tag, Seq: seq, Ack: ack, AckBits: bits, Kind: kind}
+	return wire.SealConn(dst, mg, &h, payload, &m.tx)
 }
 
 // echo opens client packet p as the server does and seals the echo of its
 // payload into dst.
-func (m *mirror) echo(tb testing.TB, dst, p []byte, mg fastpath.Magic, now int64) int {
-	var h fastpath.ConnHeader
-	if proof, r := fastpath.DecodeSealed(mg, p, &h); r != fastpath.DropNone || proof {
+func (m *mirror) echo(tb testing.TB, dst, p []byte, mg wire.Magic, now int64) int {
+	var h protocol.ConnHeader
+	if proof, r := wire.DecodeSealed(mg, p, &h); r != protocol.DropNone || proof {
 		tb.Fatalf("client packet: %v", r)
 	}
-	payload, _, r := fastpath.OpenConn(mg, p, &h, &m.rx)
-	if r != fastpath.DropNone || h.Kind != fastpath.KindData {
+	payload, _, r := wire.OpenConn(mg, p, &h, &m.rx)
+	if r != protocol.DropNone || h.Kind != protocol.KindData {
 		tb.Fatalf("client packet does not open: %v kind %v", r, h.Kind)
 	}
-	var rep fastpath.AckReport
+	var rep seqwin.AckReport
 	m.seq.Receive(h.Seq, h.Ack, h.AckBits, seconds(now), &rep)
-	return m.seal(dst, mg, fastpath.KindData, payload, now)
+	return m.seal(dst, mg, protocol.KindData, payload, now)
 }
 
 // TestSealedClient: each client proves its token (the proof opens with the
@@ -140,11 +142,11 @@ func TestSealedClient(t *testing.T) {
 	now := int64(10)
 	for j := range ms {
 		now += 1000
-		p := w.buildConn(j, now, fastpath.KindData)
+		p := w.buildConn(j, now, protocol.KindData)
 		w.inflight[j]++
 		w.out++
 		w.tx.n = 0
-		if len(p) != fastpath.SealedConnLen(mg, w.cfg.PayloadSize) {
+		if len(p) != wire.SealedConnLen(mg, w.cfg.PayloadSize) {
 			t.Fatalf("sealed Data of %d bytes", len(p))
 		}
 		var clear [8]byte
@@ -159,7 +161,7 @@ func TestSealedClient(t *testing.T) {
 		deliver(w, j, reply[:n])
 		w.answer(0, now+600, true)
 		// A bit flipped in the ciphertext: a forgery.
-		n = ms[j].echo(t, reply, w.buildConn(j, now+700, fastpath.KindData), mg, now+700)
+		n = ms[j].echo(t, reply, w.buildConn(j, now+700, protocol.KindData), mg, now+700)
 		w.tx.n = 0
 		reply[n-5] ^= 0x10
 		deliver(w, j, reply[:n])
@@ -170,9 +172,9 @@ func TestSealedClient(t *testing.T) {
 		t.Errorf("replies %d, replays %d, forged %d, unexpected %d", c[cReplies], c[cSealedReplay], c[cSealedForged], c[cUnexpected])
 	}
 	// An unsealed Data packet with the right Tag is not an answer any more.
-	var h fastpath.ConnHeader
-	h.Tag, h.ClientID, h.Kind = ms[0].tag, 1, fastpath.KindData
-	deliver(w, 0, reply[:fastpath.EncodeConn(reply, mg, &h, []byte("12345678"))])
+	var h protocol.ConnHeader
+	h.Tag, h.ClientID, h.Kind = ms[0].tag, 1, protocol.KindData
+	deliver(w, 0, reply[:wire.EncodeConn(reply, mg, &h, []byte("12345678"))])
 	w.answer(0, now, true)
 	if c[cUnexpected] != 1 || c[cReplies] != 5 {
 		t.Errorf("an unsealed Data packet was taken: unexpected %d, replies %d", c[cUnexpected], c[cReplies])
@@ -188,8 +190,8 @@ func TestSealedRefusalForms(t *testing.T) {
 	mg := w.cfg.Magic
 	buf := make([]byte, 256)
 	unsealed := func(tag uint32, reason uint8) []byte {
-		h := fastpath.ConnHeader{ClientID: 1, Tag: tag, Kind: fastpath.KindDisconnect}
-		return buf[:fastpath.EncodeConn(buf, mg, &h, []byte{reason})]
+		h := protocol.ConnHeader{ClientID: 1, Tag: tag, Kind: protocol.KindDisconnect}
+		return buf[:wire.EncodeConn(buf, mg, &h, []byte{reason})]
 	}
 	sealed := func(j int, reason uint8) []byte {
 		// The mirror never saw the proof: key it from the token.
@@ -199,14 +201,14 @@ func TestSealedRefusalForms(t *testing.T) {
 		}
 		c := testCookie(j)
 		ms[j].tx.Init(&tok.ServerToClientKey, (*[seal.SaltBytes]byte)(c[:seal.SaltBytes]))
-		return buf[:ms[j].seal(buf, mg, fastpath.KindDisconnect, []byte{reason}, 5)]
+		return buf[:ms[j].seal(buf, mg, protocol.KindDisconnect, []byte{reason}, 5)]
 	}
 	in := func(j int, p []byte) int {
 		deliver(w, j, p)
 		return w.proofIn(j, w.rx.slots[:w.rx.hdrs[0].Len], 0, 5, nil)
 	}
 	// Ignored: a stranger's Tag, and reason 7 unsealed.
-	if in(0, unsealed(ms[0].tag+1, fastpath.DisconnectTokenExpired)) != 0 || in(0, unsealed(ms[0].tag, fastpath.DisconnectForeignServer)) != 0 ||
+	if in(0, unsealed(ms[0].tag+1, protocol.DisconnectTokenExpired)) != 0 || in(0, unsealed(ms[0].tag, protocol.DisconnectForeignServer)) != 0 ||
 		w.state[0] != stProving {
 		t.Fatalf("client 0 ended by a Disconnect it must ignore (state %d)", w.state[0])
 	}
@@ -214,11 +216,11 @@ func TestSealedRefusalForms(t *testing.T) {
 		p    func() []byte
 		want int
 	}{
-		{func() []byte { return unsealed(ms[1].tag, fastpath.DisconnectTokenExpired) }, cRefusedExpired},
-		{func() []byte { return unsealed(ms[2].tag, fastpath.DisconnectTokenInvalid) }, cRefusedInvalid},
-		{func() []byte { return sealed(3, fastpath.DisconnectForeignServer) }, cRefusedForeign},
-		{func() []byte { return sealed(4, fastpath.DisconnectTokenInUse) }, cRefusedInUse},
-		{func() []byte { return sealed(5, fastpath.DisconnectServerFull) }, cRefusedFull},
+		{func() []byte { return unsealed(ms[1].tag, protocol.DisconnectTokenExpired) }, cRefusedExpired},
+		{func() []byte { return unsealed(ms[2].tag, protocol.DisconnectTokenInvalid) }, cRefusedInvalid},
+		{func() []byte { return sealed(3, protocol.DisconnectForeignServer) }, cRefusedForeign},
+		{func() []byte { return sealed(4, protocol.DisconnectTokenInUse) }, cRefusedInUse},
+		{func() []byte { return sealed(5, protocol.DisconnectServerFull) }, cRefusedFull},
 	}
 	for i, c := range cases {
 		j := i + 1

@@ -17,7 +17,7 @@ import (
 // its sends and notice the end of a phase without another wake-up source.
 
 // slotSize is the buffer per message. Replies are at most
-// fastpath.MaxDatagramLimit bytes; larger ones arrive truncated and are not
+// protocol.MaxDatagramLimit bytes; larger ones arrive truncated and are not
 // answers.
 const slotSize = 2048
 

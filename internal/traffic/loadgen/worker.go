@@ -6,8 +6,11 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seal"
+	"github.com/udpgate/udpgate/internal/seqwin"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -31,7 +34,7 @@ type connID struct {
 }
 
 // respStride is the room per client for its stored Response
-// (fastpath.MaxClientPacketLen rounded up).
+// (handshake.MaxClientPacketLen rounded up).
 const respStride = 96
 
 // worker drives one load socket and the clients on it: clients idx,
@@ -51,10 +54,10 @@ type worker struct {
 	inflight []uint16
 	sentAt   []int64 // last request (or, in Connect, handshake start)
 	ids      []connID
-	seqs     []fastpath.SeqState // ModeData
+	seqs     []seqwin.SeqState // ModeData
 	// hcs: each client's handshake, kept after Connect in ModeData so a
 	// connected client can follow a RestartHandshake (docs/protocol.md §6).
-	hcs []fastpath.ClientHandshake
+	hcs []handshake.ClientHandshake
 	// restarting: clients with a restart under way, so scan looks at the
 	// handshakes only when there are some.
 	restarting int
@@ -65,7 +68,7 @@ type worker struct {
 	sealers []seal.Sealer
 	openers []seal.Opener
 	// proofCookies: the Response's cookie each client's proofs carry.
-	proofCookies []fastpath.ProofCookie
+	proofCookies []wire.ProofCookie
 	proofAt      []int64
 	ackAt        []int64
 	request      []byte // a proof's request body, before SealProof copies it
@@ -80,9 +83,9 @@ type worker struct {
 	serverPort uint16
 	payOff     int // ModeData: where the payload starts in a packet
 
-	hs   fastpath.Handshake
-	hdr  fastpath.ConnHeader
-	rep  fastpath.AckReport
+	hs   protocol.Handshake
+	hdr  protocol.ConnHeader
+	rep  seqwin.AckReport
 	hist Histogram
 	// since: in Connect, each client's time from the phase's start to its
 	// Ack; lastAck: the phase's last Ack.
@@ -106,7 +109,7 @@ func newWorker(g *Generator, idx int, s *sock) *worker {
 		sentAt:     make([]int64, n),
 		serverAddr: cfg.Server.Addr().As4(),
 		serverPort: cfg.Server.Port(),
-		payOff:     fastpath.ConnHeaderOffset(cfg.Magic) + fastpath.ConnHeaderBytes,
+		payOff:     wire.ConnHeaderOffset(cfg.Magic) + protocol.ConnHeaderBytes,
 	}
 	switch cfg.Mode {
 	case ModeEcho:
@@ -115,30 +118,30 @@ func newWorker(g *Generator, idx int, s *sock) *worker {
 			w.template[i] = byte(i)
 		}
 	case ModeInitial:
-		h := fastpath.Handshake{
-			ClientID: uint8(idx) & 7, MinVersion: fastpath.MinHandshakeVersion, CurVersion: fastpath.CurHandshakeVersion,
-			Type: fastpath.TypeInitial, NetworkVersion: cfg.NetworkVersion, NetworkFeatures: cfg.NetworkFeatures,
-			RandomLen: fastpath.MaxRandomBytes,
+		h := protocol.Handshake{
+			ClientID: uint8(idx) & 7, MinVersion: protocol.MinHandshakeVersion, CurVersion: protocol.CurHandshakeVersion,
+			Type: protocol.TypeInitial, NetworkVersion: cfg.NetworkVersion, NetworkFeatures: cfg.NetworkFeatures,
+			RandomLen: protocol.MaxRandomBytes,
 		}
-		r := fastpath.NewRand(uint64(idx) + 1)
+		r := wire.NewRand(uint64(idx) + 1)
 		r.Fill(h.Random[:])
-		buf := make([]byte, fastpath.MaxClientPacketLen)
-		w.template = buf[:fastpath.EncodeHandshake(buf, cfg.Magic, &h)]
+		buf := make([]byte, handshake.MaxClientPacketLen)
+		w.template = buf[:wire.EncodeHandshake(buf, cfg.Magic, &h)]
 	case ModeResponse:
 		w.ids = make([]connID, n)
 		w.resp = make([]byte, n*respStride)
 		w.respLen = make([]uint8, n)
 	case ModeData:
 		w.ids = make([]connID, n)
-		w.seqs = make([]fastpath.SeqState, n)
-		w.hcs = make([]fastpath.ClientHandshake, n)
+		w.seqs = make([]seqwin.SeqState, n)
+		w.hcs = make([]handshake.ClientHandshake, n)
 		if cfg.sealed() {
 			w.sealers = make([]seal.Sealer, n)
 			w.openers = make([]seal.Opener, n)
-			w.proofCookies = make([]fastpath.ProofCookie, n)
+			w.proofCookies = make([]wire.ProofCookie, n)
 			w.proofAt = make([]int64, n)
 			w.ackAt = make([]int64, n)
-			w.payOff = fastpath.SealedPayloadOffset(cfg.Magic)
+			w.payOff = wire.SealedPayloadOffset(cfg.Magic)
 		}
 		if cfg.messages() {
 			w.msg = newWorkerMsgs(cfg, n)
@@ -206,7 +209,7 @@ func (w *worker) connect(start, deadline int64, open bool) {
 	cfg := w.cfg
 	hs := w.hcs
 	if hs == nil {
-		hs = make([]fastpath.ClientHandshake, w.n)
+		hs = make([]handshake.ClientHandshake, w.n)
 	}
 	// Handshake packets per client this phase (saturating), for Resent.
 	sent := make([]uint8, w.n)
@@ -215,7 +218,7 @@ func (w *worker) connect(start, deadline int64, open bool) {
 		window = w.n
 	}
 	pending := make([]int32, 0, min(2*window, w.n))
-	ccfg := fastpath.ClientConfig{
+	ccfg := handshake.ClientConfig{
 		Magic:           cfg.Magic,
 		NetworkVersion:  cfg.NetworkVersion,
 		NetworkFeatures: cfg.NetworkFeatures,
@@ -246,7 +249,7 @@ func (w *worker) connect(start, deadline int64, open bool) {
 			c := ccfg
 			// Any ClientID will do; varying it exercises the field.
 			c.ClientID = uint8(j+w.idx) & 7
-			hs[j] = fastpath.NewClientHandshake(c, uint64(j)*uint64(w.cfg.Sockets)+uint64(w.idx)+1)
+			hs[j] = handshake.NewClientHandshake(c, uint64(j)*uint64(w.cfg.Sockets)+uint64(w.idx)+1)
 			hs[j].Start(sec)
 			w.state[j] = stHandshaking
 			w.sentAt[j] = now
@@ -318,7 +321,7 @@ func (w *worker) connect(start, deadline int64, open bool) {
 // connectReplies hands the nr datagrams just received to their clients'
 // handshakes and sends what they answer; it returns how many handshakes
 // ended.
-func (w *worker) connectReplies(hs []fastpath.ClientHandshake, nr int, start int64, sent []uint8) (ended int) {
+func (w *worker) connectReplies(hs []handshake.ClientHandshake, nr int, start int64, sent []uint8) (ended int) {
 	now := w.g.now()
 	sec := seconds(now)
 	for i := range nr {
@@ -344,7 +347,7 @@ func (w *worker) connectReplies(hs []fastpath.ClientHandshake, nr int, start int
 		if k > 0 {
 			w.sendHandshake(j, buf[:k], sent)
 		}
-		if drop != fastpath.DropNone {
+		if drop != protocol.DropNone {
 			w.ctr.loc[cUnexpected]++
 		}
 		ended += w.handshakeEvent(&hs[j], j, ev, start, now, sent)
@@ -354,7 +357,7 @@ func (w *worker) connectReplies(hs []fastpath.ClientHandshake, nr int, start int
 
 // pollHandshake sends what client j's handshake has due (an Initial, a
 // resend) and applies its timeout; it returns 1 if the handshake ended.
-func (w *worker) pollHandshake(h *fastpath.ClientHandshake, j int, sec float64, now int64, sent []uint8) int {
+func (w *worker) pollHandshake(h *handshake.ClientHandshake, j int, sec float64, now int64, sent []uint8) int {
 	buf := w.slot()
 	k, ev := h.Poll(sec, buf)
 	if k > 0 {
@@ -368,7 +371,7 @@ func (w *worker) pollHandshake(h *fastpath.ClientHandshake, j int, sec float64, 
 // is what the client repeats in Run.
 func (w *worker) sendHandshake(j int, p []byte, sent []uint8) {
 	if w.cfg.Mode == ModeResponse && len(p) <= respStride &&
-		fastpath.DecodeHandshake(w.cfg.Magic, p, &w.hs) == fastpath.DropNone && w.hs.Type == fastpath.TypeResponse {
+		wire.DecodeHandshake(w.cfg.Magic, p, &w.hs) == protocol.DropNone && w.hs.Type == protocol.TypeResponse {
 		w.respLen[j] = uint8(copy(w.resp[j*respStride:], p))
 	}
 	w.send(p, j)
@@ -381,9 +384,9 @@ func (w *worker) sendHandshake(j int, p []byte, sent []uint8) {
 // handshakeEvent applies a handshake's state change to client j and
 // returns 1 if the handshake ended (connected or failed). start is the
 // phase's start.
-func (w *worker) handshakeEvent(h *fastpath.ClientHandshake, j int, ev fastpath.ClientEvent, start, now int64, sent []uint8) int {
+func (w *worker) handshakeEvent(h *handshake.ClientHandshake, j int, ev handshake.ClientEvent, start, now int64, sent []uint8) int {
 	switch ev {
-	case fastpath.EventConnected:
+	case handshake.EventConnected:
 		ck := h.Cookie()
 		if w.ids != nil {
 			w.ids[j] = connID{tag: cookie.SessionTag(&ck), session: h.SessionID(), clientID: uint8(j+w.idx) & 7}
@@ -399,11 +402,11 @@ func (w *worker) handshakeEvent(h *fastpath.ClientHandshake, j int, ev fastpath.
 		}
 		w.connected(j, start, now, sent)
 		return 1
-	case fastpath.EventDenied:
+	case handshake.EventDenied:
 		w.ctr.loc[deniedCounter(h.DeniedReason())]++
-	case fastpath.EventWrongVersion:
+	case handshake.EventWrongVersion:
 		w.ctr.loc[cWrongVersion]++
-	case fastpath.EventTimedOut:
+	case handshake.EventTimedOut:
 		w.ctr.loc[cTimedOut]++
 	default:
 		return 0
@@ -467,11 +470,11 @@ func (w *worker) sendProof(j int, tok *token.ConnectToken, now int64, sent []uin
 	buf := w.slot()
 	id := &w.ids[j]
 	seq, ack, ackBits, _, _ := w.seqs[j].Send(seconds(now))
-	h := fastpath.ConnHeader{SessionID: id.session, ClientID: id.clientID, Tag: id.tag,
-		Seq: seq, Ack: ack, AckBits: ackBits, Kind: fastpath.KindKeepAlive}
+	h := protocol.ConnHeader{SessionID: id.session, ClientID: id.clientID, Tag: id.tag,
+		Seq: seq, Ack: ack, AckBits: ackBits, Kind: protocol.KindKeepAlive}
 	req := tok.Request()
 	w.request, _ = req.AppendBinary(w.request[:0])
-	n := fastpath.SealProof(buf, w.cfg.Magic, &h, &w.proofCookies[j], w.request, &w.sealers[j])
+	n := wire.SealProof(buf, w.cfg.Magic, &h, &w.proofCookies[j], w.request, &w.sealers[j])
 	w.proofAt[j] = now
 	if n == 0 {
 		return // the counter is exhausted: the proof times out
@@ -522,36 +525,36 @@ func (w *worker) fail(j int, why int) {
 func (w *worker) proofIn(j int, p []byte, start, now int64, sent []uint8) int {
 	m := w.cfg.Magic
 	h := &w.hdr
-	if proof, r := fastpath.DecodeSealed(m, p, h); r == fastpath.DropNone && !proof && h.Tag == w.ids[j].tag {
-		payload, _, r := fastpath.OpenConn(m, p, h, &w.openers[j])
+	if proof, r := wire.DecodeSealed(m, p, h); r == protocol.DropNone && !proof && h.Tag == w.ids[j].tag {
+		payload, _, r := wire.OpenConn(m, p, h, &w.openers[j])
 		switch r {
-		case fastpath.DropNone:
-		case fastpath.DropSealedReplay:
+		case protocol.DropNone:
+		case protocol.DropSealedReplay:
 			w.ctr.loc[cSealedReplay]++
 			return 0
-		case fastpath.DropSealedForged:
+		case protocol.DropSealedForged:
 			w.ctr.loc[cSealedForged]++
 			return 0
 		default:
 			w.ctr.loc[cUnexpected]++
 			return 0
 		}
-		if h.Kind == fastpath.KindDisconnect {
+		if h.Kind == protocol.KindDisconnect {
 			w.refused(j, payload, false)
 			return 1
 		}
-		if w.seqs[j].Receive(h.Seq, h.Ack, h.AckBits, seconds(now), &w.rep) != fastpath.DropNone {
+		if w.seqs[j].Receive(h.Seq, h.Ack, h.AckBits, seconds(now), &w.rep) != protocol.DropNone {
 			w.ctr.loc[cUnexpected]++
 		}
-		if h.Kind == fastpath.KindKeepAlive {
+		if h.Kind == protocol.KindKeepAlive {
 			w.ctr.loc[cKeepAlivesIn]++
 		}
 		w.connected(j, start, now, sent)
 		return 1
 	}
-	payload, r := fastpath.DecodeConn(m, p, h)
-	if r == fastpath.DropNone && h.Tag == w.ids[j].tag && h.Kind == fastpath.KindDisconnect &&
-		len(payload) > 0 && (payload[0] == fastpath.DisconnectTokenExpired || payload[0] == fastpath.DisconnectTokenInvalid) {
+	payload, r := wire.DecodeConn(m, p, h)
+	if r == protocol.DropNone && h.Tag == w.ids[j].tag && h.Kind == protocol.KindDisconnect &&
+		len(payload) > 0 && (payload[0] == protocol.DisconnectTokenExpired || payload[0] == protocol.DisconnectTokenInvalid) {
 		w.refused(j, payload, true)
 		return 1
 	}
@@ -701,7 +704,7 @@ func (w *worker) fill(now int64, allow int, closedLoop bool) int {
 			}
 			p = w.resp[j*respStride : j*respStride+int(w.respLen[j])]
 		case ModeData:
-			p = w.buildConn(j, now, fastpath.KindData)
+			p = w.buildConn(j, now, protocol.KindData)
 		}
 		w.send(p, j)
 		w.inflight[j]++
@@ -717,7 +720,7 @@ func (w *worker) fill(now int64, allow int, closedLoop bool) int {
 // buildConn writes client j's next connection packet of kind into the next
 // slot: Data carries the send time in its first 8 payload bytes, a
 // Disconnect reason 1 (closed by the application), a KeepAlive no payload.
-func (w *worker) buildConn(j int, now int64, kind fastpath.Kind) []byte {
+func (w *worker) buildConn(j int, now int64, kind protocol.Kind) []byte {
 	buf := w.slot()
 	st := &w.seqs[j]
 	id := &w.ids[j]
@@ -730,24 +733,24 @@ func (w *worker) buildConn(j int, now int64, kind fastpath.Kind) []byte {
 		}
 		w.msgSent(j, now)
 	}
-	h := fastpath.ConnHeader{SessionID: id.session, ClientID: id.clientID, Tag: id.tag,
+	h := protocol.ConnHeader{SessionID: id.session, ClientID: id.clientID, Tag: id.tag,
 		Seq: seq, Ack: ack, AckBits: ackBits, Kind: kind}
 	var payload []byte
 	switch kind {
-	case fastpath.KindData:
+	case protocol.KindData:
 		payload = buf[w.payOff : w.payOff+w.cfg.PayloadSize]
 		if len(payload) >= 8 {
 			binary.LittleEndian.PutUint64(payload, uint64(now))
 		}
-	case fastpath.KindDisconnect:
+	case protocol.KindDisconnect:
 		payload = buf[w.payOff : w.payOff+1]
-		payload[0] = fastpath.DisconnectClosed
+		payload[0] = protocol.DisconnectClosed
 	}
 	if w.sealers != nil {
 		// 0 only when the counter is exhausted (2^64 packets): never.
-		return buf[:fastpath.SealConn(buf, w.cfg.Magic, &h, payload, &w.sealers[j])]
+		return buf[:wire.SealConn(buf, w.cfg.Magic, &h, payload, &w.sealers[j])]
 	}
-	return buf[:fastpath.EncodeConn(buf, w.cfg.Magic, &h, payload)]
+	return buf[:wire.EncodeConn(buf, w.cfg.Magic, &h, payload)]
 }
 
 // answer handles received datagram i.
@@ -761,13 +764,13 @@ func (w *worker) answer(i int, now int64, measuring bool) {
 	case ModeEcho:
 		w.answered(j, now, w.sentAt[j], measuring)
 	case ModeInitial:
-		if fastpath.DecodeHandshake(w.cfg.Magic, p, &w.hs) == fastpath.DropNone && w.hs.Type == fastpath.TypeChallenge {
+		if wire.DecodeHandshake(w.cfg.Magic, p, &w.hs) == protocol.DropNone && w.hs.Type == protocol.TypeChallenge {
 			w.answered(j, now, w.sentAt[j], measuring)
 			return
 		}
 		w.ctr.loc[cUnexpected]++
 	case ModeResponse:
-		if fastpath.DecodeHandshake(w.cfg.Magic, p, &w.hs) == fastpath.DropNone && w.hs.Type == fastpath.TypeAck && w.hs.Timestamp < 0 {
+		if wire.DecodeHandshake(w.cfg.Magic, p, &w.hs) == protocol.DropNone && w.hs.Type == protocol.TypeAck && w.hs.Timestamp < 0 {
 			w.answered(j, now, w.sentAt[j], measuring)
 			return
 		}
@@ -783,8 +786,8 @@ func (w *worker) connIn(j int, p []byte, now int64, measuring bool) {
 		w.sealedIn(j, p, now, measuring)
 		return
 	}
-	payload, r := fastpath.DecodeConn(w.cfg.Magic, p, &w.hdr)
-	if r != fastpath.DropNone {
+	payload, r := wire.DecodeConn(w.cfg.Magic, p, &w.hdr)
+	if r != protocol.DropNone {
 		w.handshakeIn(j, p, now)
 		return
 	}
@@ -800,18 +803,18 @@ func (w *worker) connIn(j int, p []byte, now int64, measuring bool) {
 // that does not open is not an answer.
 func (w *worker) sealedIn(j int, p []byte, now int64, measuring bool) {
 	h := &w.hdr
-	proof, r := fastpath.DecodeSealed(w.cfg.Magic, p, h)
-	if r != fastpath.DropNone || proof || w.state[j] != stConnected || h.Tag != w.ids[j].tag {
+	proof, r := wire.DecodeSealed(w.cfg.Magic, p, h)
+	if r != protocol.DropNone || proof || w.state[j] != stConnected || h.Tag != w.ids[j].tag {
 		w.ctr.loc[cUnexpected]++
 		return
 	}
-	payload, _, r := fastpath.OpenConn(w.cfg.Magic, p, h, &w.openers[j])
+	payload, _, r := wire.OpenConn(w.cfg.Magic, p, h, &w.openers[j])
 	switch r {
-	case fastpath.DropNone:
+	case protocol.DropNone:
 		w.connPacket(j, payload, now, measuring)
-	case fastpath.DropSealedReplay:
+	case protocol.DropSealedReplay:
 		w.ctr.loc[cSealedReplay]++
-	case fastpath.DropSealedForged:
+	case protocol.DropSealedForged:
 		w.ctr.loc[cSealedForged]++
 	default:
 		w.ctr.loc[cUnexpected]++
@@ -822,10 +825,10 @@ func (w *worker) sealedIn(j int, p []byte, now int64, measuring bool) {
 // client j.
 func (w *worker) connPacket(j int, payload []byte, now int64, measuring bool) {
 	h := &w.hdr
-	if h.Kind == fastpath.KindMessages && !w.msgCheck(j, payload) {
+	if h.Kind == protocol.KindMessages && !w.msgCheck(j, payload) {
 		return
 	}
-	if w.seqs[j].Receive(h.Seq, h.Ack, h.AckBits, seconds(now), &w.rep) != fastpath.DropNone {
+	if w.seqs[j].Receive(h.Seq, h.Ack, h.AckBits, seconds(now), &w.rep) != protocol.DropNone {
 		w.ctr.loc[cUnexpected]++
 		return
 	}
@@ -841,17 +844,17 @@ func (w *worker) connPacket(j int, payload []byte, now int64, measuring bool) {
 		w.restartEvent(j, w.hcs[j].Heard(seconds(now)))
 	}
 	switch h.Kind {
-	case fastpath.KindData:
+	case protocol.KindData:
 		sent := w.sentAt[j]
 		if len(payload) >= 8 {
 			sent = int64(binary.LittleEndian.Uint64(payload))
 		}
 		w.answered(j, now, sent, measuring)
-	case fastpath.KindKeepAlive:
+	case protocol.KindKeepAlive:
 		w.ctr.loc[cKeepAlivesIn]++
-	case fastpath.KindMessages:
+	case protocol.KindMessages:
 		w.msgIn(j, payload, now)
-	case fastpath.KindDisconnect:
+	case protocol.KindDisconnect:
 		reason := uint8(0)
 		if len(payload) > 0 {
 			reason = payload[0]
@@ -878,15 +881,15 @@ func (w *worker) end(j int, st uint8) {
 
 // handshakeIn handles a handshake packet for connected client j in Run:
 // the restart (docs/protocol.md §6) that a RestartHandshake asks for, and the
-// Challenge and Ack that complete it, all as fastpath.ClientHandshake
+// Challenge and Ack that complete it, all as handshake.ClientHandshake
 // decides. Anything else is unexpected.
 func (w *worker) handshakeIn(j int, p []byte, now int64) {
 	if w.hcs == nil || w.state[j] != stConnected {
 		w.ctr.loc[cUnexpected]++
 		return
 	}
-	isRestart := fastpath.DecodeHandshake(w.cfg.Magic, p, &w.hs) == fastpath.DropNone &&
-		w.hs.Type == fastpath.TypeRestartHandshake
+	isRestart := wire.DecodeHandshake(w.cfg.Magic, p, &w.hs) == protocol.DropNone &&
+		w.hs.Type == protocol.TypeRestartHandshake
 	if isRestart {
 		w.ctr.loc[cRestartHandshakes]++
 	}
@@ -899,30 +902,30 @@ func (w *worker) handshakeIn(j int, p []byte, now int64) {
 	// A RestartHandshake the client may not honour yet (one per 1.1 s, or
 	// one while restarting: the server repeats it for every Data packet
 	// until the restart is done) is expected, not an error.
-	if drop != fastpath.DropNone && !isRestart {
+	if drop != protocol.DropNone && !isRestart {
 		w.ctr.loc[cUnexpected]++
 	}
 	w.restartEvent(j, ev)
 }
 
 // restartEvent applies what a connected client's handshake reported.
-func (w *worker) restartEvent(j int, ev fastpath.ClientEvent) {
+func (w *worker) restartEvent(j int, ev handshake.ClientEvent) {
 	switch ev {
-	case fastpath.EventRestarting:
+	case handshake.EventRestarting:
 		w.restarting++
 		w.ctr.loc[cRestarts]++
-	case fastpath.EventReconnected:
+	case handshake.EventReconnected:
 		w.restarting--
 		w.ctr.loc[cReconnects]++
-	case fastpath.EventRestartCanceled:
+	case handshake.EventRestartCanceled:
 		w.restarting--
 		w.ctr.loc[cRestartsCanceled]++
-	case fastpath.EventTimedOut:
+	case handshake.EventTimedOut:
 		// A restart the server never completed: the connection is lost.
 		w.restarting--
 		w.end(j, stFailed)
 		w.ctr.loc[cRestartsFailed]++
-	case fastpath.EventDenied:
+	case handshake.EventDenied:
 		// The server does not know the connection any more (it restarted,
 		// or closed it): lost, and known at once.
 		w.restarting--
@@ -971,7 +974,7 @@ func (w *worker) scan(now int64) {
 			continue
 		}
 		if data && now-w.sentAt[j] >= int64(w.cfg.KeepAlive) && w.state[j] == stConnected {
-			w.send(w.buildConn(j, now, fastpath.KindKeepAlive), j)
+			w.send(w.buildConn(j, now, protocol.KindKeepAlive), j)
 			w.sentAt[j] = now
 			w.ctr.loc[cKeepAlivesOut]++
 		}
@@ -997,7 +1000,7 @@ func (w *worker) disconnect(copies int, perSecond float64) {
 		}
 		for range copies {
 			now := w.g.now()
-			w.send(w.buildConn(j, now, fastpath.KindDisconnect), j)
+			w.send(w.buildConn(j, now, protocol.KindDisconnect), j)
 			sent++
 			if w.tx.full() {
 				w.flush()

@@ -6,7 +6,9 @@ import (
 	"unsafe"
 
 	"github.com/udpgate/udpgate/cookie"
-	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/seqwin"
+	"github.com/udpgate/udpgate/internal/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -44,7 +46,7 @@ func deliver(w *worker, j int, p []byte) {
 // the reply echo makes of it (the server's side, in the test) as if it
 // came back 500 µs later.
 func roundTrip(w *worker, j int, now int64, echo func(j int, p []byte, now int64) []byte) {
-	p := w.buildConn(j, now, fastpath.KindData)
+	p := w.buildConn(j, now, protocol.KindData)
 	w.inflight[j]++
 	w.out++
 	w.tx.n = 0
@@ -61,7 +63,7 @@ func roundTrip(w *worker, j int, now int64, echo func(j int, p []byte, now int64
 func BenchmarkClientData(b *testing.B) {
 	const clients = 1000
 	w := benchWorker(b, ModeData, clients)
-	servers := make([]fastpath.SeqState, clients)
+	servers := make([]seqwin.SeqState, clients)
 	for j := range clients {
 		var ck cookie.Cookie
 		ck[0], ck[2], ck[4] = byte(j), byte(j>>8), byte(j*7)
@@ -72,13 +74,13 @@ func BenchmarkClientData(b *testing.B) {
 		w.state[j] = stConnected
 	}
 	reply := make([]byte, 128)
-	var h fastpath.ConnHeader
+	var h protocol.ConnHeader
 	// The server's echo.
 	echo := func(j int, p []byte, now int64) []byte {
-		payload, _ := fastpath.DecodeConn(w.cfg.Magic, p, &h)
+		payload, _ := wire.DecodeConn(w.cfg.Magic, p, &h)
 		seq, ack, bits, _, _ := servers[j].Send(seconds(now))
-		rh := fastpath.ConnHeader{ClientID: 1, Tag: w.ids[j].tag, Seq: seq, Ack: ack, AckBits: bits, Kind: fastpath.KindData}
-		return reply[:fastpath.EncodeConn(reply, w.cfg.Magic, &rh, payload)]
+		rh := protocol.ConnHeader{ClientID: 1, Tag: w.ids[j].tag, Seq: seq, Ack: ack, AckBits: bits, Kind: protocol.KindData}
+		return reply[:wire.EncodeConn(reply, w.cfg.Magic, &rh, payload)]
 	}
 	b.ReportAllocs()
 	j := 0
@@ -101,9 +103,9 @@ func BenchmarkClientData(b *testing.B) {
 func BenchmarkClientInitial(b *testing.B) {
 	const clients = 1000
 	w := benchWorker(b, ModeInitial, clients)
-	ch := fastpath.Handshake{MinVersion: 3, CurVersion: 4, Type: fastpath.TypeChallenge, SecretID: 1, Timestamp: 1e9, RandomLen: 12}
+	ch := protocol.Handshake{MinVersion: 3, CurVersion: 4, Type: protocol.TypeChallenge, SecretID: 1, Timestamp: 1e9, RandomLen: 12}
 	pkt := make([]byte, 128)
-	pkt = pkt[:fastpath.EncodeHandshake(pkt, w.cfg.Magic, &ch)]
+	pkt = pkt[:wire.EncodeHandshake(pkt, w.cfg.Magic, &ch)]
 	b.ReportAllocs()
 	j := 0
 	for b.Loop() {

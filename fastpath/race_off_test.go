@@ -1,5 +1,0 @@
-//go:build !race
-
-package fastpath
-
-const raceEnabled = false

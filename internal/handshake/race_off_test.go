@@ -1,0 +1,5 @@
+//go:build !race
+
+package handshake
+
+const raceEnabled = false

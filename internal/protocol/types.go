@@ -1,0 +1,160 @@
+package protocol
+
+import "github.com/udpgate/udpgate/cookie"
+
+// Handshake versions spoken by this implementation (docs/protocol.md §3).
+const (
+	MinHandshakeVersion = 3
+	CurHandshakeVersion = 4
+)
+
+// Wire geometry (docs/protocol.md §1–§3, §7).
+const (
+	// IDBits is SessionID (2) + ClientID (3), written after the magic header.
+	IDBits = 5
+	// BaseBits counts HandshakeBit through NetworkFeatures.
+	BaseBits = 82
+	// MaxMagicBits is the longest magic header.
+	MaxMagicBits = 32
+	// MinRandomBytes and MaxRandomBytes bound RandomData.
+	MinRandomBytes = 8
+	MaxRandomBytes = 16
+	// ConnHeaderBytes is Tag(4) + Seq(2) + Ack(2) + AckBits(8) + Kind(1).
+	ConnHeaderBytes = 17
+	// SeqModulus: sequence numbers are 14 bits.
+	SeqModulus = 1 << 14
+	// DefaultMaxDatagram is the default largest datagram; MaxDatagramLimit
+	// the largest a configuration may set (1500 MTU − IPv4 − UDP headers).
+	DefaultMaxDatagram = 1200
+	MaxDatagramLimit   = 1472
+)
+
+// PacketType is the handshake packet type (docs/protocol.md §3).
+type PacketType uint8
+
+const (
+	TypeInitial PacketType = iota
+	TypeChallenge
+	TypeResponse
+	TypeAck
+	TypeRestartHandshake
+	TypeRestartResponse
+	TypeVersionUpgrade
+	TypeDenied
+	NumPacketTypes
+)
+
+var typeNames = [NumPacketTypes]string{"initial", "challenge", "response", "ack",
+	"restart_handshake", "restart_response", "version_upgrade", "denied"}
+
+func (t PacketType) String() string {
+	if t < NumPacketTypes {
+		return typeNames[t]
+	}
+	return "unknown"
+}
+
+// TypeBodyBits is each known type's body size in bits (docs/protocol.md §3
+// table). A table, because the size rule is on the path of every handshake
+// packet.
+var TypeBodyBits = [NumPacketTypes]int{
+	TypeInitial: 225, TypeChallenge: 225, TypeResponse: 225, TypeAck: 225,
+	TypeRestartHandshake: 0, TypeRestartResponse: 385, TypeVersionUpgrade: 0, TypeDenied: 168,
+}
+
+// BodyBits is the type's body size in bits, or -1 for an unknown type.
+func (t PacketType) BodyBits() int {
+	if t < NumPacketTypes {
+		return TypeBodyBits[t]
+	}
+	return -1
+}
+
+// Denied reasons (docs/protocol.md §3).
+const (
+	DeniedServerFull uint8 = 1
+	DeniedRefused    uint8 = 2
+	// DeniedAddressLimit: the client's IP or network already holds as many
+	// connections as the server allows one IP or network.
+	DeniedAddressLimit uint8 = 3
+)
+
+// Kind is a connection packet's kind (docs/protocol.md §7).
+type Kind uint8
+
+const (
+	KindData Kind = iota
+	KindKeepAlive
+	KindDisconnect
+	// KindMessages carries message entries (docs/protocol.md §14, package
+	// message): one or more bytes.
+	KindMessages
+
+	// KindLast is the highest kind a packet may carry.
+	KindLast = KindMessages
+)
+
+// Disconnect reasons (docs/protocol.md §7).
+const (
+	DisconnectClosed   uint8 = 1
+	DisconnectShutdown uint8 = 2
+	DisconnectTimedOut uint8 = 3
+	DisconnectReplaced uint8 = 4
+
+	// Sealed mode's refusals of a proof (docs/protocol.md §11.3): sent
+	// unsealed (5, 6: the server has no key the client could check) or
+	// sealed (7, 8, 9).
+	DisconnectTokenExpired  uint8 = 5
+	DisconnectTokenInvalid  uint8 = 6
+	DisconnectForeignServer uint8 = 7
+	DisconnectTokenInUse    uint8 = 8
+	DisconnectServerFull    uint8 = 9
+
+	// DisconnectStalled: the peer left a reliable message unacknowledged
+	// for the stall bound (docs/protocol.md §14).
+	DisconnectStalled uint8 = 10
+	// DisconnectTokenRequired (sealed mode): the server needs a connect
+	// token and the client sent connection packets in clear; sent in
+	// clear with the connection's Tag (docs/protocol.md §11.3).
+	DisconnectTokenRequired uint8 = 11
+	// DisconnectAddressLimit (sealed mode): the token was proven, but the
+	// server holds as many connections from the client's address or
+	// network as it allows; sealed, as 7–9.
+	DisconnectAddressLimit uint8 = 12
+)
+
+// Handshake is one decoded or to-be-encoded handshake packet. It is a value
+// type: decoders fill a caller-owned Handshake, so parsing allocates nothing.
+// Fields a type does not carry are ignored by the encoder and zeroed by the
+// decoder.
+type Handshake struct {
+	SessionID       uint8 // 0..3
+	ClientID        uint8 // 0..7
+	Restart         bool
+	MinVersion      uint8
+	CurVersion      uint8
+	Type            PacketType
+	SentCount       uint8
+	NetworkVersion  uint32
+	NetworkFeatures uint16
+
+	SecretID   uint8         // Challenge, Response, Ack, RestartResponse
+	Timestamp  float64       // Challenge, Response, Ack, RestartResponse
+	Cookie     cookie.Cookie // Challenge, Response, Ack, RestartResponse, Denied
+	OrigCookie cookie.Cookie // RestartResponse
+	Reason     uint8         // Denied
+
+	Random    [MaxRandomBytes]byte
+	RandomLen uint8 // 8..16
+}
+
+// ConnHeader is a connection packet's header (docs/protocol.md §7).
+type ConnHeader struct {
+	SessionID uint8
+	ClientID  uint8
+	Tag       uint32
+	Seq       uint16
+	Ack       uint16
+	AckBits   uint64
+	Kind      Kind
+}
