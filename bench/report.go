@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -370,6 +371,33 @@ func thousands(x float64) string {
 	return b.String()
 }
 
+// finite sets every infinite or NaN float in v to 0, which JSON cannot
+// carry: a ratio whose denominator measured 0 (a variant that got no CPU
+// time in its window on a starved machine). The Markdown, written first,
+// still shows it as it was.
+func finite(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			finite(v.Elem())
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				finite(v.Field(i))
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			finite(v.Index(i))
+		}
+	case reflect.Float64, reflect.Float32:
+		if f := v.Float(); (math.IsInf(f, 0) || math.IsNaN(f)) && v.CanSet() {
+			v.SetFloat(0)
+		}
+	}
+}
+
 // writeReports writes bench-results.md, .json and .svg into dir and the
 // Markdown to stdout.
 func writeReports(dir string, rep *report, stdout io.Writer) ([]string, error) {
@@ -380,6 +408,7 @@ func writeReports(dir string, rep *report, stdout io.Writer) ([]string, error) {
 	writeMarkdown(&md, rep)
 	fmt.Fprintf(&md, "\n![server CPU per packet and replies per second](bench-results.svg)\n")
 	io.WriteString(stdout, md.String())
+	finite(reflect.ValueOf(rep))
 	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return nil, err
