@@ -114,7 +114,11 @@ func (l *loop) run() {
 // addresses are handled first, so an attack in the same batch cannot delay
 // them, and overload control sheds only the connectionless rest.
 func (l *loop) batch(n int, now time.Time) {
+	in := l.cnt.local[cConnIn]
 	l.process(n, now)
+	if sp := l.s.spread; sp != nil {
+		sp.observe(l.idx, n, int(l.cnt.local[cConnIn]-in), len(l.rb.Msgs), now)
+	}
 	l.flush()
 	l.handOff()
 	l.cnt.publish()

@@ -64,6 +64,9 @@ type Server struct {
 	sweepShard int
 	// msgTimer runs message timers (messages.go); nil without channels.
 	msgTimer *msgTimer
+	// spread moves connection packets onto the handshake sockets and off
+	// them as handshake floods come and go (spread.go); nil unsteered.
+	spread *spreader
 }
 
 // Listen starts a server on addr ("0.0.0.0:7777", "[::]:7777",
@@ -116,6 +119,9 @@ func Listen(addr string, cfg Config) (*Server, error) {
 		// handshakes, the rest for connections, one each at least.
 		steer.SetSockets = max(1, sockets/2)
 		steer.ClearSockets = max(1, sockets-steer.SetSockets)
+		// Connection packets on every socket until a handshake flood
+		// backs up (spread.go).
+		steer.Spread = true
 		if st.RecvBuffer == 0 {
 			steer.SetRecvBuffer = max(batchio.DefaultRecvBuffer, handshakeQueue/steer.SetSockets)
 		}
@@ -205,8 +211,11 @@ func newServer(st settings, now time.Time, secrets *cookie.Secrets, group transp
 		s.loops = append(s.loops, l)
 	}
 	if group.Steered() {
-		st.Logger.Info("handshake and connection packets steered to separate sockets",
+		st.Logger.Info("handshake packets steered to their own sockets, connection packets to every socket until a handshake flood backs up",
 			"handshake_sockets", len(socks)-len(s.connSocks), "connection_sockets", len(s.connSocks))
+		if g, ok := group.(spreadGroup); ok {
+			s.spread = &spreader{g: g, loops: s.handshakeLoops(), log: st.Logger}
+		}
 	}
 	if !cookie.Accelerated() {
 		st.Logger.Warn("handshake cookies use the slower textbook HMAC: this Go's crypto/sha1 no longer matches what package cookie expects; cookies stay correct, and a udpgate built for this Go restores the speed")
@@ -314,6 +323,9 @@ func (s *Server) housekeep(now time.Time, batch []*Conn) []*Conn {
 		s.st.Logger.Error("secret rotation failed; the previous secrets stay in use", "err", err)
 	}
 	batch = s.sweep(now, batch[:0])
+	if s.spread != nil {
+		s.spread.check(now)
+	}
 	if s.sealed != nil {
 		s.sealed.purge(now)
 	}
