@@ -21,9 +21,9 @@ type spreadGroup interface {
 // while one does (docs/decisions.md, "Connection packets on every core").
 // Handshake packets go to the handshake sockets either way.
 //
-// A handshake loop that receives a full batch of which less than half
-// were connection packets accepted for a connection has a backlog of
-// something else: handshakes, sealed mode's proofs, or junk. It stops the
+// A handshake loop that receives a batch at least half full, less than
+// half of it connection packets accepted for a connection, has a backlog
+// of something else: handshakes, sealed mode's proofs, or junk. It stops the
 // spreading at once, from the loop, before that queue grows in front of
 // players' packets. Housekeeping starts it again once spreadHold has
 // passed without such a batch: by then the handshake sockets' queues have
@@ -44,7 +44,7 @@ type spreader struct {
 // accepted were connection packets accepted for a connection, in a batch of
 // size slots.
 func (sp *spreader) observe(idx, n, accepted, size int, now time.Time) {
-	if idx >= sp.loops || n < size || 2*accepted >= n {
+	if idx >= sp.loops || 2*n < size || 2*accepted >= n {
 		return
 	}
 	sp.lastFlood.Store(now.UnixNano())

@@ -31,8 +31,8 @@ func (f *fakeSpread) SetSpread(on bool) error {
 
 func (f *fakeSpread) Spreading() bool { return f.on }
 
-// TestSpreader: only a handshake loop's full batch with less than half of
-// it accepted connection packets stops the spreading; housekeeping starts
+// TestSpreader: only a handshake loop's batch at least half full, less than
+// half of it accepted connection packets, stops the spreading; housekeeping starts
 // it again after spreadHold without one; a refused switch is given up.
 func TestSpreader(t *testing.T) {
 	g := &fakeSpread{on: true}
@@ -42,7 +42,7 @@ func TestSpreader(t *testing.T) {
 		idx, n, accepted int
 	}{
 		{1, 64, 0},  // a connection socket's loop
-		{0, 63, 0},  // not a full batch: no backlog
+		{0, 31, 0},  // less than half a batch: no backlog
 		{0, 64, 32}, // half of it players
 		{0, 64, 64}, // all players
 	} {
@@ -51,9 +51,9 @@ func TestSpreader(t *testing.T) {
 			t.Fatalf("loop %d, %d datagrams, %d accepted: spreading stopped", tc.idx, tc.n, tc.accepted)
 		}
 	}
-	sp.observe(0, 64, 31, 64, t0)
+	sp.observe(0, 32, 15, 64, t0)
 	if g.on {
-		t.Fatal("a full handshake batch, 31 of 64 accepted: still spreading")
+		t.Fatal("a half-full batch, 15 of 32 accepted: still spreading")
 	}
 	sp.check(t0.Add(spreadHold - time.Millisecond))
 	if g.on {
