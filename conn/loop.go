@@ -148,11 +148,12 @@ func (l *loop) process(n int, now time.Time) {
 	var sink uint64
 	for _, c := range conns {
 		if c != nil {
-			// tag, lastSend and Touch's loads hit each cache line the
-			// packet path uses (TestConnLayout keeps them there). Touch
+			// tag, lastSend, inflight (the Handler contract's line)
+			// and Touch's loads hit each cache line the packet path
+			// uses (TestConnLayout keeps them there). Touch
 			// reads seq without c.mu: a deliberate race whose values only
 			// warm the cache, left out of race builds.
-			sink += uint64(c.tag) ^ uint64(c.lastSend.Load())
+			sink += uint64(c.tag) ^ uint64(c.lastSend.Load()) ^ uint64(c.inflight.Load())
 			if !raceBuild {
 				sink += c.seq.Touch()
 			}
