@@ -35,9 +35,9 @@ type Server struct {
 	sealed *sealedServer
 
 	loops []*loop
-	// connSocks are the sockets connection packets arrive on (all of them
-	// when unsteered); connections send from them, never from a socket a
-	// handshake flood keeps busy.
+	// connSocks are the sockets no handshake packet arrives on (all of
+	// them when unsteered); connections send from them, never from a
+	// socket a handshake flood keeps busy.
 	connSocks []transport
 	pool      *ants.PoolWithFuncGeneric[*promoQueue]
 	// drainers: pool tasks one loop's queue may have running at once.
