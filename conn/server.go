@@ -119,9 +119,6 @@ func Listen(addr string, cfg Config) (*Server, error) {
 		// handshakes, the rest for connections, one each at least.
 		steer.SetSockets = max(1, sockets/2)
 		steer.ClearSockets = max(1, sockets-steer.SetSockets)
-		// Connection packets on every socket until a handshake flood
-		// backs up (spread.go).
-		steer.Spread = true
 		if st.RecvBuffer == 0 {
 			steer.SetRecvBuffer = max(batchio.DefaultRecvBuffer, handshakeQueue/steer.SetSockets)
 		}
@@ -211,10 +208,14 @@ func newServer(st settings, now time.Time, secrets *cookie.Secrets, group transp
 		s.loops = append(s.loops, l)
 	}
 	if group.Steered() {
-		st.Logger.Info("handshake packets steered to their own sockets, connection packets to every socket until a handshake flood backs up",
+		st.Logger.Info("handshake packets steered to their own sockets, connection packets to every socket while no handshake flood backs up",
 			"handshake_sockets", len(socks)-len(s.connSocks), "connection_sockets", len(s.connSocks))
 		if g, ok := group.(spreadGroup); ok {
+			// The halves start apart: a (re)start is when logins storm.
+			// Housekeeping spreads connection packets once spreadHold
+			// passes without a backlog of handshakes (spread.go).
 			s.spread = &spreader{g: g, loops: s.handshakeLoops(), log: st.Logger}
+			s.spread.lastFlood.Store(now.UnixNano())
 		}
 	}
 	if !cookie.Accelerated() {

@@ -28,6 +28,14 @@ type spreadGroup interface {
 // players' packets. Housekeeping starts it again once spreadHold has
 // passed without such a batch: by then the handshake sockets' queues have
 // drained, so players' packets steered back onto them wait behind nothing.
+// A server starts with the classes apart and spreads after its first
+// spreadHold, since a (re)start is when logins storm.
+//
+// Each switch moves the sources hashed onto the handshake sockets to
+// another loop, whose per-source limiters have not seen them: such a
+// source can get one more burst of RestartHandshakes per switch, as an
+// eviction from the limiter's table grants one (docs/decisions.md).
+// spreadHold bounds the switches to about two a second.
 type spreader struct {
 	g spreadGroup
 	// loops: the handshake sockets' loops are loops[:loops].

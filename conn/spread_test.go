@@ -76,8 +76,9 @@ func TestSpreader(t *testing.T) {
 	}
 }
 
-// TestSpreadUnderFlood, on real sockets: a steered server spreads
-// connection packets over every socket; a flood of Initials that backs up
+// TestSpreadUnderFlood, on real sockets: a steered server starts with the
+// classes apart and spreads connection packets over every socket after
+// spreadHold; a flood of Initials that backs up
 // its handshake socket stops that, and it spreads again once the flood has
 // been over for spreadHold.
 func TestSpreadUnderFlood(t *testing.T) {
@@ -87,14 +88,21 @@ func TestSpreadUnderFlood(t *testing.T) {
 	if !ok || !g.Steered() {
 		t.Skip("the group is not steered here")
 	}
-	if !g.Spreading() || s.spread == nil {
-		t.Fatalf("steered server: spreading %v, spreader %v; want both", g.Spreading(), s.spread != nil)
+	if g.Spreading() || s.spread == nil {
+		t.Fatalf("new steered server: spreading %v, spreader %v; want false, true", g.Spreading(), s.spread != nil)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	clk.Advance(spreadHold + time.Second)
+	for !g.Spreading() {
+		if time.Now().After(deadline) {
+			t.Fatal("not spreading spreadHold after the start")
+		}
+		time.Sleep(time.Millisecond)
 	}
 	peers := make([]*rawPeer, 8)
 	for i := range peers {
 		peers[i] = newRawPeer(t, s, fmt.Sprintf("127.0.3.%d:0", 1+i))
 	}
-	deadline := time.Now().Add(10 * time.Second)
 	sent := 0
 	for g.Spreading() {
 		if time.Now().After(deadline) || sent > 2_000_000 {
