@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync"
+	"sync/atomic"
 )
 
 // Group is a set of UDP sockets bound to one address with SO_REUSEPORT. The
@@ -19,6 +21,11 @@ type Group struct {
 	warnings []string
 	// steerSeed is the seed of the steering program's source hash.
 	steerSeed uint32
+	// steerPlan is the steering programs (nil when not steered); spread
+	// is whether the spreading one is attached, changed under spreadMu.
+	steerPlan *steerPlan
+	spreadMu  sync.Mutex
+	spread    atomic.Bool
 }
 
 // Listen binds cfg.Sockets UDP sockets to addr and returns them as a Group
@@ -111,6 +118,10 @@ func (g *Group) Config() Config { return g.cfg }
 // for, and when it was but the kernel refused it (Config.Logger is told
 // why).
 func (g *Group) Steered() bool { return g.cfg.Steer.Enabled }
+
+// Spreading reports whether the group spreads bit-clear datagrams over
+// every socket (Steer.Spread, Group.SetSpread).
+func (g *Group) Spreading() bool { return g.spread.Load() }
 
 // NewBatch returns a batch of Config.BatchSize slots of Config.MessageSize
 // bytes.

@@ -156,3 +156,11 @@ func (s *Socket) Send(b *Batch, n int) error {
 	s.ctr.publishTx(t)
 	return err
 }
+
+// steerPlan: no steering off Linux.
+type steerPlan struct{}
+
+// SetSpread fails off Linux: the group is never steered.
+func (g *Group) SetSpread(on bool) error {
+	return errors.New("batchio: SetSpread: the group is not steered")
+}

@@ -47,6 +47,14 @@ type Steer struct {
 	// sockets see a steady flow: the first want the deeper queue.
 	SetRecvBuffer int
 
+	// Spread, if set, starts the group spreading bit-clear datagrams over
+	// every socket, the bit-set sockets included; bit-set datagrams keep
+	// to the bit-set sockets either way. Group.SetSpread switches between
+	// the two while the group runs. udpgate spreads its connection packets
+	// over every loop while no handshake flood backs up the handshake
+	// sockets, and keeps them apart while one does.
+	Spread bool
+
 	// Match, if its Len is not 0, also sends to the bit-set sockets the
 	// datagrams that match it, whatever their bit. udpgate's sealed mode
 	// uses it for proofs (docs/protocol.md §11.3): connection packets by
@@ -75,8 +83,9 @@ const (
 	// ClassAll: any datagram the kernel's hash of its source hands the
 	// socket; the group is not steered.
 	ClassAll Class = iota
-	// ClassBitSet: only datagrams whose Steer.Bit is 1, or that are too
-	// short to hold it (udpgate: handshake packets and malformed ones).
+	// ClassBitSet: datagrams whose Steer.Bit is 1, or that are too short
+	// to hold it (udpgate: handshake packets and malformed ones), and,
+	// while the group spreads (Group.Spreading), bit-clear datagrams too.
 	ClassBitSet
 	// ClassBitClear: only datagrams whose Steer.Bit is 0 (udpgate:
 	// connection packets).
@@ -155,12 +164,13 @@ const (
 // Sockets 0..set-1 take the bit-set class, set..set+clear-1 the bit-clear
 // class.
 func steerProgram(bit, set, clear int, seed uint32) ([]bpf.RawInstruction, error) {
-	return steerProgramMatch(bit, set, clear, seed, SteerMatch{})
+	return steerProgramMatch(bit, set, clear, false, seed, SteerMatch{})
 }
 
 // steerProgramMatch is steerProgram with m (Steer.Match) sending its
-// datagrams to the bit-set sockets too.
-func steerProgramMatch(bit, set, clear int, seed uint32, m SteerMatch) ([]bpf.RawInstruction, error) {
+// datagrams to the bit-set sockets too and, if spread, the bit-clear class
+// going to all set+clear sockets (Steer.Spread).
+func steerProgramMatch(bit, set, clear int, spread bool, seed uint32, m SteerMatch) ([]bpf.RawInstruction, error) {
 	var a bpfAsm
 	// mix finishes mixing a word into the hash: A holds h ^ w; it leaves
 	// (h ^ w) * hashMul, folded by its own upper bits.
@@ -242,8 +252,12 @@ func steerProgramMatch(bit, set, clear int, seed uint32, m SteerMatch) ([]bpf.Ra
 	a.op(bpf.LoadAbsolute{Off: uint32(bit / 8), Size: 1})
 	a.jumpIf(bpf.JumpBitsSet, 1<<(bit%8), "set", "")
 	a.op(bpf.LoadScratch{Dst: bpf.RegA, N: 0})
-	a.op(bpf.ALUOpConstant{Op: bpf.ALUOpMod, Val: uint32(clear)})
-	a.op(bpf.ALUOpConstant{Op: bpf.ALUOpAdd, Val: uint32(set)})
+	if spread {
+		a.op(bpf.ALUOpConstant{Op: bpf.ALUOpMod, Val: uint32(set + clear)})
+	} else {
+		a.op(bpf.ALUOpConstant{Op: bpf.ALUOpMod, Val: uint32(clear)})
+		a.op(bpf.ALUOpConstant{Op: bpf.ALUOpAdd, Val: uint32(set)})
+	}
 	a.op(bpf.RetA{})
 	a.label("set")
 	a.op(bpf.LoadScratch{Dst: bpf.RegA, N: 0})

@@ -65,6 +65,7 @@ func TestSteerFlood(t *testing.T) {
 		{"steered 2+2 procs4 nice10", steer, floodOpts{procs: 4, nice: 10}, true},
 		{"unsteered 4 procs4", Config{Sockets: 4}, floodOpts{procs: 4}, true},
 		{"steered 1+1", Config{Sockets: 1, Steer: Steer{Enabled: true, Bit: 5}}, floodOpts{}, true},
+		{"steered 1+1 spread", Config{Sockets: 1, Steer: Steer{Enabled: true, Bit: 5, Spread: true}}, floodOpts{spread: true}, true},
 	}
 	only := os.Getenv("BATCHIO_STEERFLOOD_VARIANTS") // comma-separated names; empty: all
 	for rep := range reps {
@@ -89,12 +90,16 @@ func TestSteerFlood(t *testing.T) {
 // loops call runtime.Gosched after each batch; nice, if not 0, runs those
 // loops on locked threads of that nice value; work is the CPU time the
 // server spends on each bit-set datagram, standing for a handshake's cost,
-// so that a flood can outrun the loops and fill their queues.
+// so that a flood can outrun the loops and fill their queues; spread, with
+// Steer.Spread, stops the spreading as conn does (conn/spread.go): when a
+// bit-set socket's loop receives a batch at least half full, less than
+// half of it bit-clear.
 type floodOpts struct {
-	procs int
-	yield bool
-	work  time.Duration
-	nice  int
+	procs  int
+	yield  bool
+	work   time.Duration
+	nice   int
+	spread bool
 }
 
 type floodResult struct {
@@ -149,6 +154,11 @@ func runSteerFlood(cfg Config, opt floodOpts, flood bool, dur time.Duration) (fl
 					}
 					b.Msgs[k], b.Msgs[i] = b.Msgs[i], b.Msgs[k]
 					k++
+				}
+				if opt.spread && s.Class() == ClassBitSet && 2*n >= len(b.Msgs) && 2*k < n && g.Spreading() {
+					if err := g.SetSpread(false); err != nil {
+						panic(err)
+					}
 				}
 				if k > 0 && s.Send(b, k) != nil {
 					return

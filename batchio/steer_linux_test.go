@@ -46,6 +46,9 @@ func wantSocket(g *Group, src netip.AddrPort, p []byte) int {
 	if len(p) <= st.Bit/8 || p[st.Bit/8]&(1<<(st.Bit%8)) != 0 {
 		return int(h % uint32(st.SetSockets))
 	}
+	if g.Spreading() {
+		return int(h % uint32(st.SetSockets+st.ClearSockets))
+	}
 	return st.SetSockets + int(h%uint32(st.ClearSockets))
 }
 
@@ -87,7 +90,7 @@ func steerTraffic(t *testing.T, g *Group, srcs []netip.Addr, portsPerSrc int) []
 		counts[r.sock]++
 		total.Add(1)
 		class := g.Sockets()[r.sock].Class()
-		if want := map[bool]Class{true: ClassBitSet, false: ClassBitClear}[set]; class != want {
+		if want := map[bool]Class{true: ClassBitSet, false: ClassBitClear}[set]; class != want && (set || !g.Spreading()) {
 			t.Errorf("%d-byte datagram from %v (bit %d set: %v) reached socket %d of class %v, want %v", len(r.data), r.src, bit, set, r.sock, class, want)
 		}
 		if want := wantSocket(g, r.src, r.data); r.sock != want {
@@ -207,6 +210,58 @@ func TestSteer(t *testing.T) {
 	}
 }
 
+// TestSteerSpread: a group that spreads (Steer.Spread, Group.SetSpread)
+// sends bit-clear datagrams to every socket, each source to the socket its
+// hash picks among all, and bit-set ones still to the bit-set sockets only;
+// SetSpread switches both ways while the group runs, and refuses a group
+// that is not steered.
+func TestSteerSpread(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		start, switch_ bool
+	}{
+		{"started", true, true},
+		{"switched-on", false, true},
+		{"switched-off", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := Listen("127.0.0.1:0", Config{Steer: Steer{Enabled: true, Bit: 13, SetSockets: 2, ClearSockets: 3, Spread: tc.start}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !g.Steered() {
+				g.Close()
+				t.Fatalf("not steered: %v", g.Warnings())
+			}
+			if g.Spreading() != tc.start {
+				t.Errorf("Spreading %v after Listen, want %v", g.Spreading(), tc.start)
+			}
+			for range 2 { // the second call finds it done
+				if err := g.SetSpread(tc.switch_); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if g.Spreading() != tc.switch_ {
+				t.Fatalf("Spreading %v after SetSpread(%v)", g.Spreading(), tc.switch_)
+			}
+			counts := steerTraffic(t, g, v4Sources(20), 3)
+			for i, n := range counts {
+				if n == 0 {
+					t.Errorf("socket %d received nothing: counts %v", i, counts)
+				}
+			}
+		})
+	}
+	g, err := Listen("127.0.0.1:0", Config{Sockets: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := g.SetSpread(true); err == nil || g.Spreading() {
+		t.Errorf("SetSpread on an unsteered group: err %v, Spreading %v; want an error and false", err, g.Spreading())
+	}
+}
+
 // TestSteerIPv6: the IPv6 path of the program (the source address in four
 // words, the UDP header found through the payload length), on an IPv6
 // group and on a dual-stack group whose IPv4 peers arrive with IPv4
@@ -282,7 +337,7 @@ func TestSteerFallback(t *testing.T) {
 		sockets   int
 	}{
 		{"probe", 0, 2},
-		{"group", 1, 4},
+		{"group", 2, 4}, // after the probes of both programs
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			calls := 0
@@ -343,12 +398,12 @@ func TestSteerKernel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := &steerPlan{}
+		var f []unix.SockFilter
 		for _, r := range raw {
-			p.filter = append(p.filter, unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K})
+			f = append(f, unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K})
 		}
 		var aerr error
-		g.Sockets()[2].sys.rc.Control(func(fd uintptr) { aerr = attachSteer(int(fd), p) })
+		g.Sockets()[2].sys.rc.Control(func(fd uintptr) { aerr = attachSteer(int(fd), f) })
 		if aerr != nil {
 			t.Fatal(aerr)
 		}

@@ -127,13 +127,14 @@ func TestParseVariant(t *testing.T) {
 		"udpgate/p3/s2":       {Spec: "udpgate/p3/s2", Kind: kindUdpgate, Procs: 3, Sockets: 2},
 		"udpgate/overload":    {Spec: "udpgate/overload", Kind: kindUdpgate, Overload: true},
 		"udpgate/defaults/s1": {Spec: "udpgate/defaults/s1", Kind: kindUdpgate, Defaults: true, Sockets: 1},
+		"rawecho/c/b32":       {Spec: "rawecho/c/b32", Kind: kindRawEcho, C: true, Batch: 32},
 	} {
 		got, err := parseVariant(in)
 		if err != nil || got != want {
 			t.Errorf("parseVariant(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "nginx", "udpgate/", "udpgate/x3", "udpgate/b", "udpgate/b0", "naive/b8", "rawecho/r-1", "udpgate/g2", "naive/frag", "udpgate/p0", "naive/overload", "rawecho/defaults"} {
+	for _, bad := range []string{"", "nginx", "udpgate/", "udpgate/x3", "udpgate/b", "udpgate/b0", "naive/b8", "rawecho/r-1", "udpgate/g2", "naive/frag", "udpgate/p0", "naive/overload", "rawecho/defaults", "udpgate/c", "naive/c"} {
 		if _, err := parseVariant(bad); err == nil {
 			t.Errorf("parseVariant(%q) accepted", bad)
 		}

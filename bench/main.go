@@ -66,7 +66,9 @@
 //
 // Variants are udpgate, rawecho, naive or kcp (no settings), with optional settings /bN
 // (batch), /sN (sockets), /rSIZE (socket buffers, e.g. r208k, r4m), /pN
-// (GOMAXPROCS), /frag, and for udpgate /overload (overload control on),
+// (GOMAXPROCS), /frag, for rawecho /c (the raw echo in C, compiled at bench
+// time with the system's C compiler, skipped with a message without one:
+// the floor), and for udpgate /overload (overload control on),
 // /defaults (cmd/server's default limits and timers) and /nosteer (no
 // kernel steering of handshakes and connection packets). A variant runs only
 // in the scenarios it applies to: rawecho in the packet-rate ones and
@@ -122,7 +124,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	warmup := fs.Duration("warmup", 0, "warm-up before each window (0: the mode's)")
 	window := fs.Duration("window", 0, "measuring window (0: the mode's)")
 	scenarios := fs.String("scenarios", "", "comma-separated list: kind-clients with kind challenge, ack, data, storm, conns, sealed-data or sealed-storm (e.g. data-100k, storm-10k, conns-100k, sealed-data-1k), low-load, rtt-under-flood, msg-lossy, msg-lossy-N (N % loss), msg-bulk, msg-cpu-N (default: the mode's)")
-	variants := fs.String("variants", "", "comma-separated servers: udpgate, rawecho, naive, kcp (kcp-go, message scenarios only), each but kcp with optional /bN /sN /rSIZE /pN (GOMAXPROCS) /frag, udpgate also /overload /defaults /nosteer (default: "+defaultServers+"; -full: "+fullServers+")")
+	variants := fs.String("variants", "", "comma-separated servers: udpgate, rawecho, naive, kcp (kcp-go, message scenarios only), each but kcp with optional /bN /sN /rSIZE /pN (GOMAXPROCS) /frag, rawecho also /c (the raw echo in C, built with the system's C compiler), udpgate also /overload /defaults /nosteer (default: "+defaultServers+"; -full: "+fullServers+")")
 	connsRate := fs.Float64("conns-rate", 1, "conns-N: Data packets per second per client while GC is measured (0: closed loop)")
 	floodSources := fs.Int("flood-sources", 64, "rtt-under-flood: the attacker's source ports (one address), 1 to 4096")
 	floodSenders := fs.Int("flood-senders", 1, "rtt-under-flood: the attacker's sending threads, 1 to 8 (each takes a core if it can)")
@@ -221,6 +223,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	defer buildCEcho(opt, stderr)()
 	start := time.Now()
 	fmt.Fprintf(stderr, "bench: %s mode, %d repetition(s) of %d scenario(s) × %d server(s); results in %s\n",
 		opt.Mode, opt.Reps, len(opt.Scenarios), len(opt.Variants), opt.Out)

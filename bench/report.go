@@ -36,6 +36,9 @@ type cell struct {
 	// ÷ naive's). 0 when the baseline did not run.
 	VsEcho  float64 `json:"cpu_vs_rawecho"`
 	VsNaive float64 `json:"pkts_per_cpu_s_vs_naive"`
+	// VsCEcho is server CPU per packet ÷ the C echo's (rawecho/c), the
+	// same way; 0 when it did not run.
+	VsCEcho float64 `json:"cpu_vs_cecho,omitempty"`
 	// Handshake setup (scenarios with connections), medians.
 	ConnectPerSec float64 `json:"connect_per_s,omitempty"`
 	ConnectP50us  float64 `json:"connect_p50_us,omitempty"`
@@ -88,6 +91,16 @@ func baseline(vs []variant, kind string) string {
 	return ""
 }
 
+// cEchoBaseline returns the first C echo variant (rawecho/c), or "".
+func cEchoBaseline(vs []variant) string {
+	for _, v := range vs {
+		if v.C {
+			return v.Spec
+		}
+	}
+	return ""
+}
+
 // summarise turns run records into cells and checks the targets.
 func summarise(opt *options, recs []runRecord) *report {
 	rep := &report{When: time.Now().UTC(), Machine: machineLine(), Options: opt, Runs: recs}
@@ -103,6 +116,7 @@ func summarise(opt *options, recs []runRecord) *report {
 		byRep[k][r.Rep] = r
 	}
 	echo, naive := baseline(opt.Variants, kindRawEcho), baseline(opt.Variants, kindNaive)
+	cEcho := cEchoBaseline(opt.Variants)
 	for _, sc := range opt.Scenarios {
 		for _, v := range opt.Variants {
 			rs := byKey[key{sc.Name, v.Spec}]
@@ -131,7 +145,7 @@ func summarise(opt *options, recs []runRecord) *report {
 				continue
 			}
 			c := cell{Scenario: sc.Name, Variant: v.Spec, Runs: len(rs), CPUMin: math.Inf(1)}
-			var pps, cpu, sched, util, load, acct, p50, p99, vsEcho, vsNaive, cps, cp50, cp99, csec []float64
+			var pps, cpu, sched, util, load, acct, p50, p99, vsEcho, vsNaive, vsC, cps, cp50, cp99, csec []float64
 			for _, r := range rs {
 				pps = append(pps, r.PPS)
 				cpu = append(cpu, r.CPUNs)
@@ -150,6 +164,9 @@ func summarise(opt *options, recs []runRecord) *report {
 				if e, ok := byRep[key{sc.Name, echo}][r.Rep]; ok && echo != "" {
 					vsEcho = append(vsEcho, r.CPUNs/e.CPUNs)
 				}
+				if e, ok := byRep[key{sc.Name, cEcho}][r.Rep]; ok && cEcho != "" {
+					vsC = append(vsC, r.CPUNs/e.CPUNs)
+				}
 				if n, ok := byRep[key{sc.Name, naive}][r.Rep]; ok && naive != "" {
 					vsNaive = append(vsNaive, n.CPUNs/r.CPUNs)
 				}
@@ -162,7 +179,7 @@ func summarise(opt *options, recs []runRecord) *report {
 			}
 			c.PPS, c.CPUNs, c.SchedNs, c.Util = median(pps), median(cpu), median(sched), median(util)
 			c.LoadNs, c.Acct, c.P50us, c.P99us = median(load), median(acct), median(p50), median(p99)
-			c.VsEcho, c.VsNaive = median(vsEcho), median(vsNaive)
+			c.VsEcho, c.VsNaive, c.VsCEcho = median(vsEcho), median(vsNaive), median(vsC)
 			c.ConnectPerSec, c.ConnectP50us, c.ConnectP99us, c.ConnectSec = median(cps), median(cp50), median(cp99), median(csec)
 			rep.Cells = append(rep.Cells, c)
 		}
@@ -273,24 +290,34 @@ func writeMarkdown(w io.Writer, rep *report) {
 		"Per run: connect the clients if needed, %v warm-up, %v measuring window; %d repetition(s), variants interleaved. "+
 		"Server CPU per packet is the child's utime+stime (/proc/PID/stat) over the window ÷ replies received in the window "+
 		"(one request in, one reply out). Figures are medians over repetitions (CPU range in brackets); ratios are medians of "+
-		"same-repetition ratios. *÷ raw echo*: server CPU per packet over the batched raw echo's (the floor: same recvmmsg/sendmmsg work, no protocol). "+
+		"same-repetition ratios. *÷ raw echo*: server CPU per packet over the batched raw echo's (the floor: same recvmmsg/sendmmsg work, no protocol; *÷ C echo*, when it ran, over the same echo written in C). "+
 		"*÷ naive (pkts/CPU-s)*: packets per CPU-second over the naive server's (per-packet syscalls, hmac.New per cookie, one mutex map).\n\n",
 		loadShape(opt), opt.Warmup, opt.Window, opt.Reps)
 	if opt.Mode == "quick" && scenarioList(opt.Scenarios) == quickScenarios {
 		fmt.Fprintf(w, "Quick mode stays short (for CI): one repetition, and 10k connections where the full mode (`go run ./bench -full`) uses 100k.\n\n")
 	}
+	// The C echo's column only when it ran.
+	withC := cEchoBaseline(opt.Variants) != ""
 	if len(rep.Cells) > 0 {
-		fmt.Fprintln(w, "| scenario | server | replies/s | server CPU ns/pkt | ÷ raw echo | ÷ naive (pkts/CPU-s) | server util | loadgen ns/pkt | RTT p50 / p99 µs | lost |")
-		fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+		cHead, cRule := "", ""
+		if withC {
+			cHead, cRule = " ÷ C echo |", "---:|"
+		}
+		fmt.Fprintln(w, "| scenario | server | replies/s | server CPU ns/pkt | ÷ raw echo |"+cHead+" ÷ naive (pkts/CPU-s) | server util | loadgen ns/pkt | RTT p50 / p99 µs | lost |")
+		fmt.Fprintln(w, "|---|---|---:|---:|---:|"+cRule+"---:|---:|---:|---:|---:|")
 	}
 	for _, c := range rep.Cells {
 		flag := ""
 		if c.Flagged > 0 {
 			flag = fmt.Sprintf(" ⚠%d", c.Flagged)
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %.0f (%.0f–%.0f)%s | %s | %s | %.2f | %.0f | %.0f / %.0f | %d |\n",
+		cCol := ""
+		if withC {
+			cCol = " " + ratio(c.VsCEcho) + " |"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %.0f (%.0f–%.0f)%s | %s |%s %s | %.2f | %.0f | %.0f / %.0f | %d |\n",
 			c.Scenario, c.Variant, thousands(c.PPS), c.CPUNs, c.CPUMin, c.CPUMax, flag,
-			ratio(c.VsEcho), ratio(c.VsNaive), c.Util, c.LoadNs, c.P50us, c.P99us, c.Lost)
+			ratio(c.VsEcho), cCol, ratio(c.VsNaive), c.Util, c.LoadNs, c.P50us, c.P99us, c.Lost)
 	}
 	if len(rep.Targets) > 0 {
 		fmt.Fprintf(w, "\n## Targets (%s, unless another variant is named)\n\n", baseline(opt.Variants, kindUdpgate))

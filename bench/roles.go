@@ -49,7 +49,7 @@ const (
 )
 
 // variant is a server under test: a kind and its socket settings, written
-// kind[/bN][/sN][/rSIZE][/gN][/pN][/frag][/overload][/defaults][/nosteer], e.g.
+// kind[/bN][/sN][/rSIZE][/gN][/pN][/frag][/c][/overload][/defaults][/nosteer], e.g.
 // "udpgate", "udpgate/b64/s1", "rawecho/r208k", "naive/g1", "rawecho/frag",
 // "udpgate/overload" (b: batch size, s: sockets, r: receive and send buffer
 // with k or m, g: the naive server's reader goroutines, p: the child's
@@ -57,7 +57,8 @@ const (
 // control on, as cmd/server -overload; defaults: udpgate with cmd/server's
 // default protection and timers instead of the benchmark's, which
 // rtt-under-flood always uses; nosteer: udpgate without kernel steering of
-// handshake and connection packets, as cmd/server -steer=false). Zero
+// handshake and connection packets, as cmd/server -steer=false; c: the raw
+// echo in C, cecho.go). Zero
 // settings take the server's defaults.
 type variant struct {
 	Spec       string `json:"spec"`
@@ -83,6 +84,8 @@ type variant struct {
 	// NoSteer turns off the kernel's steering of handshake and connection
 	// packets to separate sockets (conn.Config.NoSteering).
 	NoSteer bool `json:"nosteer,omitempty"`
+	// C runs the raw echo written in C (cecho.go) instead of batchio's.
+	C bool `json:"c,omitempty"`
 }
 
 func parseVariant(s string) (variant, error) {
@@ -109,6 +112,13 @@ func parseVariant(s string) (variant, error) {
 			v.Frag = true
 			continue
 		}
+		if p == "c" {
+			if v.Kind != kindRawEcho {
+				return v, fmt.Errorf("variant %q: /c is a rawecho setting (the raw echo in C)", s)
+			}
+			v.C = true
+			continue
+		}
 		if p == "overload" || p == "defaults" || p == "nosteer" {
 			if v.Kind != kindUdpgate {
 				return v, fmt.Errorf("variant %q: /%s is a udpgate setting", s, p)
@@ -121,7 +131,7 @@ func parseVariant(s string) (variant, error) {
 		key, val := p[0], p[1:]
 		n, err := parseSize(val)
 		if err != nil || n <= 0 {
-			return v, fmt.Errorf("variant %q: setting %q: want b<batch>, s<sockets>, r<bytes, k or m suffix>, g<goroutines>, p<GOMAXPROCS>, frag, overload, defaults or nosteer", s, p)
+			return v, fmt.Errorf("variant %q: setting %q: want b<batch>, s<sockets>, r<bytes, k or m suffix>, g<goroutines>, p<GOMAXPROCS>, frag, c, overload, defaults or nosteer", s, p)
 		}
 		switch key {
 		case 'b':
@@ -302,6 +312,11 @@ func childMain(spec string, stdin io.Reader, stdout io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stdout, "ERROR %v\n", err)
 		return 2
+	}
+	if v.C {
+		err := execCEcho(v) // returns only on failure
+		fmt.Fprintf(stdout, "ERROR %v\n", err)
+		return 1
 	}
 	var srv *server
 	if spec := os.Getenv(msgEnv); spec != "" {

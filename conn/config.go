@@ -43,9 +43,10 @@ type Config struct {
 	// default).
 	//
 	// Unless NoSteering is set, the kernel steers handshake packets to
-	// half of the sockets (at least one) and connection packets to the
-	// others (at least one), so a handshake flood never queues ahead of a
-	// player (batchio.Steer). Where the kernel cannot (before Linux 4.5,
+	// half of the sockets (at least one) and connection packets to every
+	// socket, or, while a handshake flood backs up (and for the first
+	// half second), to the others only (at least one), so a handshake
+	// flood does not queue ahead of a player (batchio.Steer). Where the kernel cannot (before Linux 4.5,
 	// or under a seccomp filter), every socket takes every packet and
 	// Listen logs a warning.
 	Sockets    int

@@ -213,7 +213,7 @@ func (c *Conn) send(kind protocol.Kind, payload []byte, sealed bool) (uint16, er
 	}
 	seq, ack, bits, lost, evicted := c.seq.Send(seconds(now))
 	var scratch *[protocol.MaxDatagramLimit]byte
-	if e := c.msg; e != nil {
+	if e := c.endpoint(); e != nil {
 		ns := now.UnixNano()
 		if evicted {
 			e.Lost(lost.Seq, ns)
@@ -264,6 +264,18 @@ func (c *Conn) send(kind protocol.Kind, payload []byte, sealed bool) (uint16, er
 	return seq, err
 }
 
+// endpoint is c.msg, read only when the server or client has messages
+// configured: c.msg lies past the lines the packet path keeps hot
+// (TestConnLayout), and at many connections a read of it is a cache miss
+// per packet (tuning.md, "Data at 100k connections"). Called with c.mu
+// held.
+func (c *Conn) endpoint() *message.Endpoint {
+	if c.st.msgs == nil {
+		return nil // c.msg is only ever set with messages configured
+	}
+	return c.msg
+}
+
 // receive handles one connection packet whose SessionID, ClientID and tag
 // were already checked. It runs on the receive path: no allocation.
 //
@@ -289,7 +301,7 @@ func (c *Conn) receive(h *protocol.ConnHeader, payload []byte, now time.Time, re
 		c.mu.Unlock()
 		return r
 	}
-	if m := c.msg; m != nil {
+	if m := c.endpoint(); m != nil {
 		ns := now.UnixNano()
 		for _, p := range rep.DeliveredPackets() {
 			m.Acked(p.Seq, ns)
@@ -312,7 +324,9 @@ func (c *Conn) receive(h *protocol.ConnHeader, payload []byte, now time.Time, re
 	// the callbacks return (one flush below); set in this critical
 	// section, so the packet path takes no lock for it.
 	hold := c.st.msgs != nil && h.Kind != protocol.KindDisconnect
-	c.holdFlush = hold
+	if c.st.msgs != nil {
+		c.holdFlush = hold // without messages it stays false, its line untouched
+	}
 	c.mu.Unlock()
 	c.lastRecv.Store(now.UnixNano())
 	if l != nil {

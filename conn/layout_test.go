@@ -7,10 +7,10 @@ import (
 	"github.com/udpgate/udpgate/internal/seqwin"
 )
 
-// The packet path touches Conn's fields up to the end of seq's scalars and
-// one slot of seq's ring; the loop's touch pass loads one word from each of
-// those cache lines (tag, lastSend, SeqState.Touch) before handling a
-// batch. This test keeps the layout that pass relies on: the hot fields in
+// The packet path touches Conn's fields up to the end of seq's scalars,
+// one slot of seq's ring and the Handler contract's line; the loop's touch
+// pass loads one word from each of those cache lines (tag, lastSend,
+// SeqState.Touch, inflight) before handling a batch. This test keeps the layout that pass relies on: the hot fields in
 // the first five lines (the fifth only for drop counters), before the ring,
 // with tag and lastSend on the two lines that seq's scalars do not reach.
 func TestConnLayout(t *testing.T) {
@@ -34,6 +34,12 @@ func TestConnLayout(t *testing.T) {
 	}
 	if l := unsafe.Offsetof(c.lastSend) / line; l != 1 {
 		t.Errorf("lastSend on line %d, want 1", l)
+	}
+	// The Handler contract's fields that every packet reads or changes
+	// (awaitReady, enter, exit) share the one line the pass touches
+	// through inflight.
+	if a, b, d := unsafe.Offsetof(c.ready)/line, unsafe.Offsetof(c.inflight)/line, unsafe.Offsetof(c.discReady)/line; a != b || b != d {
+		t.Errorf("ready, inflight and discReady on lines %d, %d and %d: want one line", a, b, d)
 	}
 	// seq's scalars: SeqState less its ring of send times (4-byte stamps).
 	scalars := unsafe.Sizeof(c.seq) - 3*seqwin.SeqRingSize

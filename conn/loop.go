@@ -118,7 +118,11 @@ func (l *loop) run() {
 // addresses are handled first, so an attack in the same batch cannot delay
 // them, and overload control sheds only the connectionless rest.
 func (l *loop) batch(n int, now time.Time) {
+	in := l.cnt.local[cConnIn]
 	l.process(n, now)
+	if sp := l.s.spread; sp != nil {
+		sp.observe(l.idx, n, int(l.cnt.local[cConnIn]-in), len(l.rb.Msgs), now)
+	}
 	l.flush()
 	l.handOff()
 	l.cnt.publish()
@@ -148,11 +152,12 @@ func (l *loop) process(n int, now time.Time) {
 	var sink uint64
 	for _, c := range conns {
 		if c != nil {
-			// tag, lastSend and Touch's loads hit each cache line the
-			// packet path uses (TestConnLayout keeps them there). Touch
+			// tag, lastSend, inflight (the Handler contract's line)
+			// and Touch's loads hit each cache line the packet path
+			// uses (TestConnLayout keeps them there). Touch
 			// reads seq without c.mu: a deliberate race whose values only
 			// warm the cache, left out of race builds.
-			sink += uint64(c.tag) ^ uint64(c.lastSend.Load())
+			sink += uint64(c.tag) ^ uint64(c.lastSend.Load()) ^ uint64(c.inflight.Load())
 			if !raceBuild {
 				sink += c.seq.Touch()
 			}

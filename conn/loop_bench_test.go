@@ -130,6 +130,7 @@ func benchConns(b *testing.B, s *Server, sock transport, n int, now time.Time, r
 			b.Fatal("insert failed")
 		}
 		s.tab.count.Add(1)
+		c.announce() // as promotion does once OnConnect returned: packets wait for it
 		serverSeq, clientSeq := cookie.Sequences(&p.cookie)
 		clients[i] = benchClient{addr: p.addr, hdr: protocol.ConnHeader{SessionID: s.st.SessionID,
 			ClientID: 1, Tag: c.tag, Seq: clientSeq,

@@ -37,9 +37,9 @@ type Server struct {
 	sealed *sealedServer
 
 	loops []*loop
-	// connSocks are the sockets connection packets arrive on (all of them
-	// when unsteered); connections send from them, never from a socket a
-	// handshake flood keeps busy.
+	// connSocks are the sockets no handshake packet arrives on (all of
+	// them when unsteered); connections send from them, never from a
+	// socket a handshake flood keeps busy.
 	connSocks []transport
 	pool      *ants.PoolWithFuncGeneric[*promoQueue]
 	// drainers: pool tasks one loop's queue may have running at once.
@@ -66,6 +66,9 @@ type Server struct {
 	sweepShard int
 	// msgTimer runs message timers (messages.go); nil without channels.
 	msgTimer *msgTimer
+	// spread moves connection packets onto the handshake sockets and off
+	// them as handshake floods come and go (spread.go); nil unsteered.
+	spread *spreader
 }
 
 // Listen starts a server on addr ("0.0.0.0:7777", "[::]:7777",
@@ -207,8 +210,15 @@ func newServer(st settings, now time.Time, secrets *cookie.Secrets, group transp
 		s.loops = append(s.loops, l)
 	}
 	if group.Steered() {
-		st.Logger.Info("handshake and connection packets steered to separate sockets",
+		st.Logger.Info("handshake packets steered to their own sockets, connection packets to every socket while no handshake flood backs up",
 			"handshake_sockets", len(socks)-len(s.connSocks), "connection_sockets", len(s.connSocks))
+		if g, ok := group.(spreadGroup); ok {
+			// The halves start apart: a (re)start is when logins storm.
+			// Housekeeping spreads connection packets once spreadHold
+			// passes without a backlog of handshakes (spread.go).
+			s.spread = &spreader{g: g, loops: s.handshakeLoops(), log: st.Logger}
+			s.spread.lastFlood.Store(now.UnixNano())
+		}
 	}
 	if !cookie.Accelerated() {
 		st.Logger.Warn("handshake cookies use the slower textbook HMAC: this Go's crypto/sha1 no longer matches what package cookie expects; cookies stay correct, and a udpgate built for this Go restores the speed")
@@ -316,6 +326,9 @@ func (s *Server) housekeep(now time.Time, batch []*Conn) []*Conn {
 		s.st.Logger.Error("secret rotation failed; the previous secrets stay in use", "err", err)
 	}
 	batch = s.sweep(now, batch[:0])
+	if s.spread != nil {
+		s.spread.check(now)
+	}
 	if s.sealed != nil {
 		s.sealed.purge(now)
 	}

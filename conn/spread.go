@@ -1,0 +1,81 @@
+package conn
+
+import (
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// spreadHold is how long the handshake sockets must go without a backlog
+// of handshake packets before connection packets spread over them again.
+const spreadHold = 500 * time.Millisecond
+
+// spreadGroup is the part of a steered *batchio.Group the spreader moves.
+type spreadGroup interface {
+	SetSpread(on bool) error
+	Spreading() bool
+}
+
+// spreader lets connection packets use every loop while no handshake flood
+// backs up the handshake sockets, and keeps them to the connection sockets
+// while one does (docs/decisions.md, "Connection packets on every core").
+// Handshake packets go to the handshake sockets either way.
+//
+// A handshake loop that receives a batch at least half full, less than
+// half of it connection packets accepted for a connection, has a backlog
+// of something else: handshakes, sealed mode's proofs, or junk. It stops the
+// spreading at once, from the loop, before that queue grows in front of
+// players' packets. Housekeeping starts it again once spreadHold has
+// passed without such a batch: by then the handshake sockets' queues have
+// drained, so players' packets steered back onto them wait behind nothing.
+// A server starts with the classes apart and spreads after its first
+// spreadHold, since a (re)start is when logins storm.
+//
+// Each switch moves the sources hashed onto the handshake sockets to
+// another loop, whose per-source limiters have not seen them: such a
+// source can get one more burst of RestartHandshakes per switch, as an
+// eviction from the limiter's table grants one (docs/decisions.md).
+// spreadHold bounds the switches to about two a second.
+type spreader struct {
+	g spreadGroup
+	// loops: the handshake sockets' loops are loops[:loops].
+	loops int
+	log   *slog.Logger
+	// lastFlood is when a handshake loop last saw a backlog (Unix ns).
+	lastFlood atomic.Int64
+	// broken is set when the kernel refused a switch: the group then
+	// stays as it is, and the refusal is logged once.
+	broken atomic.Bool
+}
+
+// observe is called by loop idx after each batch of n datagrams, of which
+// accepted were connection packets accepted for a connection, in a batch of
+// size slots.
+func (sp *spreader) observe(idx, n, accepted, size int, now time.Time) {
+	if idx >= sp.loops || 2*n < size || 2*accepted >= n {
+		return
+	}
+	sp.lastFlood.Store(now.UnixNano())
+	if sp.g.Spreading() && !sp.broken.Load() {
+		sp.set(false, "a backlog of handshake packets: connection packets kept to the connection sockets")
+	}
+}
+
+// check, from housekeeping, spreads connection packets again once the
+// handshake sockets have been without a backlog for spreadHold.
+func (sp *spreader) check(now time.Time) {
+	if sp.g.Spreading() || sp.broken.Load() || now.UnixNano()-sp.lastFlood.Load() < int64(spreadHold) {
+		return
+	}
+	sp.set(true, "no backlog of handshake packets: connection packets spread over every socket again")
+}
+
+func (sp *spreader) set(on bool, why string) {
+	if err := sp.g.SetSpread(on); err != nil {
+		if !sp.broken.Swap(true) {
+			sp.log.Error("cannot switch the steering of connection packets; it stays as it is", "spread", !on, "err", err)
+		}
+		return
+	}
+	sp.log.Info(why)
+}
