@@ -138,3 +138,10 @@ func within[T any](t *testing.T, what string, d time.Duration, ch <-chan T) T {
 		return zero
 	}
 }
+
+// advance lets d pass on a synctest bubble's clock, running every timer due
+// in it, then waits until every goroutine of the bubble is blocked again.
+func advance(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
