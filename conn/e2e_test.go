@@ -33,38 +33,20 @@ type recorder struct {
 	rem  map[*Conn]bool
 	pkts [][]byte
 	got  chan struct{}
-	// changed is closed, and replaced, at every event.
-	changed chan struct{}
+	ev   events
 }
 
 func newRecorder(echo bool) *recorder {
 	return &recorder{echo: echo, disc: map[*Conn]DisconnectReason{}, rem: map[*Conn]bool{},
-		got: make(chan struct{}, 1<<16), changed: make(chan struct{})}
-}
-
-// changedLocked wakes the waiters of await; r.mu is held.
-func (r *recorder) changedLocked() {
-	close(r.changed)
-	r.changed = make(chan struct{})
+		got: make(chan struct{}, 1<<16)}
 }
 
 // await waits for cond to hold, checking it after each of the handler's
 // events, for at most 10 s (virtual inside a synctest bubble).
 func (r *recorder) await(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
-	for {
-		r.mu.Lock()
-		ch := r.changed
-		r.mu.Unlock()
-		if cond() {
-			return
-		}
-		select {
-		case <-ch:
-		case <-timeout:
-			t.Fatalf("timed out waiting for %s", what)
-		}
+	if !r.ev.await(10*time.Second, cond) {
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }
 
@@ -86,15 +68,15 @@ func (r *recorder) gone(t *testing.T, c *Conn) (DisconnectReason, bool) {
 func (r *recorder) OnConnect(c *Conn) {
 	r.mu.Lock()
 	r.conn = append(r.conn, c)
-	r.changedLocked()
 	r.mu.Unlock()
+	r.ev.fire()
 }
 
 func (r *recorder) OnPacket(c *Conn, p []byte) {
 	r.mu.Lock()
 	r.pkts = append(r.pkts, bytes.Clone(p))
-	r.changedLocked()
 	r.mu.Unlock()
+	r.ev.fire()
 	if r.echo {
 		_, _ = c.Send(p)
 	}
@@ -105,8 +87,8 @@ func (r *recorder) OnDisconnect(c *Conn, reason DisconnectReason, remote bool) {
 	r.mu.Lock()
 	r.disc[c] = reason
 	r.rem[c] = remote
-	r.changedLocked()
 	r.mu.Unlock()
+	r.ev.fire()
 }
 
 func (r *recorder) disconnect(c *Conn) (DisconnectReason, bool, bool) {
