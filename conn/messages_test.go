@@ -320,6 +320,9 @@ func (a *orderApp) OnDisconnect(c *Conn, _ DisconnectReason, _ bool) {
 	a.mu.Unlock()
 }
 
+// It runs on real sockets: while OnConnect runs, the receive loop that
+// takes the client's Data waits on the connection's mutex, which synctest
+// does not count as durably blocked, so a bubble could not wait for it.
 func TestHandlerOrder(t *testing.T) {
 	app := &orderApp{release: make(chan struct{}), ready: map[*Conn]bool{}, gone: map[*Conn]bool{}}
 	s := listen(t, Config{Handler: app, Messages: testChannels, Sockets: 1})
