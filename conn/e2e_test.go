@@ -33,7 +33,7 @@ type recorder struct {
 	rem  map[*Conn]bool
 	pkts [][]byte
 	got  chan struct{}
-	ev   events
+	ev   conntest.Signal
 }
 
 func newRecorder(echo bool) *recorder {
@@ -45,7 +45,7 @@ func newRecorder(echo bool) *recorder {
 // events, for at most 10 s (virtual inside a synctest bubble).
 func (r *recorder) await(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	if !r.ev.await(10*time.Second, cond) {
+	if !r.ev.Await(10*time.Second, cond) {
 		t.Fatalf("timed out waiting for %s", what)
 	}
 }
@@ -69,14 +69,14 @@ func (r *recorder) OnConnect(c *Conn) {
 	r.mu.Lock()
 	r.conn = append(r.conn, c)
 	r.mu.Unlock()
-	r.ev.fire()
+	r.ev.Fire()
 }
 
 func (r *recorder) OnPacket(c *Conn, p []byte) {
 	r.mu.Lock()
 	r.pkts = append(r.pkts, bytes.Clone(p))
 	r.mu.Unlock()
-	r.ev.fire()
+	r.ev.Fire()
 	if r.echo {
 		_, _ = c.Send(p)
 	}
@@ -88,7 +88,7 @@ func (r *recorder) OnDisconnect(c *Conn, reason DisconnectReason, remote bool) {
 	r.disc[c] = reason
 	r.rem[c] = remote
 	r.mu.Unlock()
-	r.ev.fire()
+	r.ev.Fire()
 }
 
 func (r *recorder) disconnect(c *Conn) (DisconnectReason, bool, bool) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/conntest"
 	"github.com/udpgate/udpgate/netsim"
 )
 
@@ -18,14 +19,14 @@ type deliveryLog struct {
 	NopHandler
 	mu      sync.Mutex
 	reports map[uint16][]bool
-	ev      events
+	ev      conntest.Signal
 }
 
 func (d *deliveryLog) OnDelivery(_ *Conn, seq uint16, delivered bool) {
 	d.mu.Lock()
 	d.reports[seq] = append(d.reports[seq], delivered)
 	d.mu.Unlock()
-	d.ev.fire()
+	d.ev.Fire()
 }
 
 func (d *deliveryLog) get(seq uint16) []bool {
@@ -122,7 +123,7 @@ func lossyNetwork(t *testing.T, n *testNet) {
 			}
 			// Wait until every checked packet is reported (the filler
 			// pushes the window past them); keepalives carry late acks.
-			logs[i].ev.await(15*time.Second, func() bool {
+			logs[i].ev.Await(15*time.Second, func() bool {
 				for _, p := range sents[i] {
 					if len(logs[i].get(p.seq)) == 0 {
 						return false

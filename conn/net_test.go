@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -145,43 +144,4 @@ func within[T any](t *testing.T, what string, d time.Duration, ch <-chan T) T {
 func advance(d time.Duration) {
 	time.Sleep(d)
 	synctest.Wait()
-}
-
-// events lets a test wait for a condition that handler callbacks change:
-// fire wakes every wait, which checks its condition again.
-type events struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-// fire wakes the waiters.
-func (e *events) fire() {
-	e.mu.Lock()
-	if e.ch != nil {
-		close(e.ch)
-		e.ch = nil
-	}
-	e.mu.Unlock()
-}
-
-// await waits for cond to hold, checking it after each fire, for at most d
-// (virtual inside a synctest bubble). It reports whether cond held.
-func (e *events) await(d time.Duration, cond func() bool) bool {
-	timeout := time.After(d)
-	for {
-		e.mu.Lock()
-		if e.ch == nil {
-			e.ch = make(chan struct{})
-		}
-		ch := e.ch
-		e.mu.Unlock()
-		if cond() {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-timeout:
-			return false
-		}
-	}
 }

@@ -211,7 +211,7 @@ func TestSimPromptAck(t *testing.T) {
 		}
 		// The ack that reports the message's packet delivered is the one
 		// that takes the message out of flight.
-		if !reports.ev.await(10*time.Second, func() bool { return c.MessageStats().InFlight == 0 }) {
+		if !reports.ev.Await(10*time.Second, func() bool { return c.MessageStats().InFlight == 0 }) {
 			t.Fatal("the message was never acknowledged")
 		}
 		acked := time.Since(sent)
