@@ -199,7 +199,9 @@ func TestFloodSealedServer(t *testing.T) {
 			t.Errorf("%d %v replies", n, bad)
 		}
 	}
-	time.Sleep(50 * time.Millisecond) // the server publishes its counters per batch
+	// Close returns once the receive loops have stopped, each having
+	// published the counters of its last batch.
+	srv.Close()
 	st := srv.Stats()
 	t.Logf("server drops: %v", st.Drops)
 	if st.Proofs != 0 || app.n.Load() != 0 {
