@@ -16,11 +16,30 @@ import (
 
 type echoApp = conntest.Echo[*conn.Conn, conn.DisconnectReason]
 
+// watchedEchoApp echoes and fires disconnects at each connection's end.
+type watchedEchoApp struct{ echoApp }
+
+// disconnects fires at every OnDisconnect of a watchedEchoApp.
+var disconnects conntest.Signal
+
+func (watchedEchoApp) OnDisconnect(*conn.Conn, conn.DisconnectReason, bool) { disconnects.Fire() }
+
+// drained waits, up to 5 s, for s to have no connection left, then closes
+// it: Close returns once its receive loops have published the counters of
+// their last batch, which the test reads next.
+func drained(t *testing.T, s *conn.Server) {
+	t.Helper()
+	if !disconnects.Await(5*time.Second, func() bool { return s.Len() == 0 }) {
+		t.Errorf("%d connections left after the Disconnects", s.Len())
+	}
+	s.Close()
+}
+
 // listenEcho starts an udpgate server with the echo application.
 func listenEcho(t *testing.T) *conn.Server {
 	t.Helper()
 	return conntest.Listen(t, conn.Listen, conn.Config{
-		Handler:       echoApp{},
+		Handler:       watchedEchoApp{},
 		ChallengeRate: -1,
 		// overload control is off by default
 		Sockets: 1,
@@ -142,22 +161,13 @@ func TestDataMode(t *testing.T) {
 	}
 	r, err := g.Run(context.Background(), RunSpec{Warmup: 50 * time.Millisecond, Window: 300 * time.Millisecond})
 	checkRun(t, r, err)
-	// The server publishes its counters after each batch, which may be
-	// after its echoes arrived here.
-	time.Sleep(50 * time.Millisecond)
-	if st := s.Stats(); st.ConnPacketsIn < r.Total.Replies {
-		t.Errorf("server accepted %d connection packets, generator got %d echoes", st.ConnPacketsIn, r.Total.Replies)
-	}
 	n, err := g.Disconnect(context.Background(), 2, 0)
 	if err != nil || n != 1000 {
 		t.Fatalf("disconnect: %d packets, %v", n, err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for s.Len() > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if s.Len() != 0 {
-		t.Errorf("%d connections left after Disconnect", s.Len())
+	drained(t, s)
+	if st := s.Stats(); st.ConnPacketsIn < r.Total.Replies {
+		t.Errorf("server accepted %d connection packets, generator got %d echoes", st.ConnPacketsIn, r.Total.Replies)
 	}
 }
 
@@ -285,7 +295,7 @@ func TestStorm(t *testing.T) {
 // application; cfg adds settings.
 func listenSealed(t *testing.T, cfg conn.Config) *conn.Server {
 	t.Helper()
-	cfg.Handler = echoApp{}
+	cfg.Handler = watchedEchoApp{}
 	cfg.ChallengeRate = -1
 	cfg.Sockets = 1
 	if cfg.PrivateKey == nil {
@@ -329,20 +339,13 @@ func TestSealedDataMode(t *testing.T) {
 	if w := r.Total; w.SealedForged != 0 || w.SealedReplay != 0 {
 		t.Errorf("%d forged and %d replayed answers from the server", w.SealedForged, w.SealedReplay)
 	}
-	time.Sleep(50 * time.Millisecond)
-	if st := s.Stats(); st.ConnPacketsIn < r.Total.Replies || st.Drops[fastpath.DropSealedForged] != 0 {
-		t.Errorf("server accepted %d connection packets for %d echoes, %d forged", st.ConnPacketsIn, r.Total.Replies, st.Drops[fastpath.DropSealedForged])
-	}
 	n, err := g.Disconnect(context.Background(), 2, 0)
 	if err != nil || n != 600 {
 		t.Fatalf("disconnect: %d packets, %v", n, err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for s.Len() > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if s.Len() != 0 {
-		t.Errorf("%d connections left after the sealed Disconnects", s.Len())
+	drained(t, s)
+	if st := s.Stats(); st.ConnPacketsIn < r.Total.Replies || st.Drops[fastpath.DropSealedForged] != 0 {
+		t.Errorf("server accepted %d connection packets for %d echoes, %d forged", st.ConnPacketsIn, r.Total.Replies, st.Drops[fastpath.DropSealedForged])
 	}
 }
 
