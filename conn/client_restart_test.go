@@ -152,6 +152,18 @@ func (s *scriptServer) sendRestart() {
 	_, _ = s.pc.WriteTo(b[:n], net.UDPAddrFromAddrPort(to))
 }
 
+// restartAfterSilence falls silent for longer than the client's
+// RestartSilence, then sends it a RestartHandshake and lets the client act;
+// hold leaves the client's restart Initials unanswered.
+func (s *scriptServer) restartAfterSilence(hold bool) {
+	s.mu.Lock()
+	s.holdRestart = hold
+	s.mu.Unlock()
+	advance(1600 * time.Millisecond)
+	s.sendRestart()
+	synctest.Wait()
+}
+
 // dialScript connects a client to s.
 func dialScript(t *testing.T, n *testNet, s *scriptServer) *Client {
 	t.Helper()
@@ -222,12 +234,7 @@ func TestClientRestartsAfterSilence(t *testing.T) {
 		underAttack(t, s, c, 10)
 
 		// Silence: a restart under way, then a valid packet cancels it.
-		s.mu.Lock()
-		s.holdRestart = true
-		s.mu.Unlock()
-		advance(1600 * time.Millisecond)
-		s.sendRestart()
-		synctest.Wait()
+		s.restartAfterSilence(true)
 		if got := s.restartInitials.Load(); got != 1 || !restarting(c) {
 			t.Fatalf("%d restart Initials after the RestartHandshake, want 1 and a restart under way", got)
 		}
@@ -243,12 +250,7 @@ func TestClientRestartsAfterSilence(t *testing.T) {
 		}
 
 		// Silence again, and this time the restart runs to its Ack.
-		s.mu.Lock()
-		s.holdRestart = false
-		s.mu.Unlock()
-		advance(1600 * time.Millisecond)
-		s.sendRestart()
-		synctest.Wait()
+		s.restartAfterSilence(false)
 		if c.Restarts() != 1 {
 			t.Fatalf("restarts %d, want 1", c.Restarts())
 		}
