@@ -7,6 +7,7 @@ import (
 	"flag"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,15 +17,40 @@ import (
 
 type loadEchoApp = conntest.Echo[*conn.Conn, conn.DisconnectReason]
 
-// watchedEcho echoes Data and fires ev at each connect and disconnect, for
-// a test that waits on the server's connection count.
+// watchedEcho echoes Data and fires ev at each connect, disconnect and
+// connection's first Data, for a test that waits on the server's state.
 type watchedEcho struct {
 	loadEchoApp
-	ev conntest.Signal
+	ev   conntest.Signal
+	mu   sync.Mutex
+	sent map[*conn.Conn]bool // connections that sent Data
 }
 
 func (w *watchedEcho) OnConnect(*conn.Conn)                                 { w.ev.Fire() }
 func (w *watchedEcho) OnDisconnect(*conn.Conn, conn.DisconnectReason, bool) { w.ev.Fire() }
+
+func (w *watchedEcho) OnPacket(c *conn.Conn, p []byte) {
+	w.loadEchoApp.OnPacket(c, p)
+	w.mu.Lock()
+	first := !w.sent[c]
+	if first {
+		if w.sent == nil {
+			w.sent = map[*conn.Conn]bool{}
+		}
+		w.sent[c] = true
+	}
+	w.mu.Unlock()
+	if first {
+		w.ev.Fire()
+	}
+}
+
+// sending reports how many connections have sent Data.
+func (w *watchedEcho) sending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.sent)
+}
 
 // awaitLen waits, up to 10 s, until s has n connections (the count drops
 // before OnDisconnect and rises before OnConnect).
@@ -207,8 +233,10 @@ func TestLoadStopsWhenAllGone(t *testing.T) {
 			"-duration", "1m", "-disconnect", "0")
 		done <- result{code, out, errb}
 	}()
-	if !h.awaitLen(s, func(n int) bool { return n == clients }) {
-		t.Fatalf("%d of %d clients connected", s.Len(), clients)
+	// Every client connected and in the run phase (sending Data), which
+	// is where the command notices that every client is gone.
+	if !h.ev.Await(10*time.Second, func() bool { return s.Len() == clients && h.sending() == clients }) {
+		t.Fatalf("%d of %d clients connected, %d sending", s.Len(), clients, h.sending())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
