@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,13 +15,6 @@ import (
 	"github.com/udpgate/udpgate/fastpath"
 	"github.com/udpgate/udpgate/internal/conntest"
 )
-
-// clock is an injectable clock: real time plus an offset tests advance, so
-// timeouts are reached without sleeping through them.
-type clock struct{ off atomic.Int64 }
-
-func (c *clock) Now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
-func (c *clock) Advance(d time.Duration) { c.off.Add(int64(d)) }
 
 // recorder is a Handler that records events and echoes Data.
 type recorder struct {
