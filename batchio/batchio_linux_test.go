@@ -838,20 +838,32 @@ func TestConcurrentUse(t *testing.T) {
 					}
 				}()
 			}
+			// A Stats reader, which also tells when the traffic is well
+			// under way: Close comes in the middle of it.
+			busy := make(chan struct{})
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				tick := time.NewTicker(time.Millisecond)
+				defer tick.Stop()
+				told := false
 				for {
 					select {
 					case <-stop:
 						return
-					default:
-						_ = g.Stats()
-						time.Sleep(time.Millisecond)
+					case <-tick.C:
+						if st := g.Stats(); st.TxPackets >= 1000 && !told {
+							close(busy)
+							told = true
+						}
 					}
 				}
 			}()
-			time.Sleep(100 * time.Millisecond)
+			select {
+			case <-busy:
+			case <-time.After(10 * time.Second):
+				t.Error("fewer than 1000 datagrams sent in 10 s")
+			}
 			g.Close()
 			close(stop)
 			wg.Wait()

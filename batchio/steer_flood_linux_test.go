@@ -258,6 +258,7 @@ func TestSteerFloodChild(t *testing.T) {
 	sentAt := make([]time.Time, n)
 	rtts := make([]time.Duration, 0, n)
 	var rmu sync.Mutex
+	echoed := make(chan struct{}, 1) // an echo arrived since the last look
 	var rwg sync.WaitGroup
 	rwg.Go(func() {
 		buf := make([]byte, 64)
@@ -276,12 +277,19 @@ func TestSteerFloodChild(t *testing.T) {
 				rtts = append(rtts, now.Sub(sentAt[seq]))
 			}
 			rmu.Unlock()
+			select {
+			case echoed <- struct{}{}:
+			default:
+			}
 		}
 	})
 	msg := make([]byte, 48)
-	start := time.Now()
+	pace := time.NewTicker(time.Millisecond)
+	defer pace.Stop()
 	for seq := range n {
-		time.Sleep(time.Until(start.Add(time.Duration(seq) * time.Millisecond)))
+		if seq > 0 {
+			<-pace.C
+		}
 		binary.LittleEndian.PutUint32(msg[4:8], uint32(seq))
 		rmu.Lock()
 		sentAt[seq] = time.Now()
@@ -292,7 +300,22 @@ func TestSteerFloodChild(t *testing.T) {
 	}
 	close(stop)
 	fwg.Wait()
-	time.Sleep(200 * time.Millisecond)
+	// The last echoes: until every one is in, or none came for 200 ms.
+	quiet := time.NewTimer(200 * time.Millisecond)
+	for done := false; !done; {
+		rmu.Lock()
+		all := len(rtts) == n
+		rmu.Unlock()
+		if all {
+			break
+		}
+		select {
+		case <-echoed:
+			quiet.Reset(200 * time.Millisecond)
+		case <-quiet.C:
+			done = true
+		}
+	}
 	p.Close()
 	rwg.Wait()
 	var p50, p99, max time.Duration

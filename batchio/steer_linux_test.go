@@ -83,12 +83,17 @@ func steerTraffic(t *testing.T, g *Group, srcs []netip.Addr, portsPerSrc int) []
 	// Per source and class, the one socket its datagrams may reach.
 	seen := map[string]int{}
 	var total atomic.Int64
+	arrived := make(chan struct{}, 1) // a datagram arrived since the last look
 	wait := record(t, g, func(r received) {
 		set := bitSet(r.data, bit)
 		mu.Lock()
 		defer mu.Unlock()
 		counts[r.sock]++
 		total.Add(1)
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
 		class := g.Sockets()[r.sock].Class()
 		if want := map[bool]Class{true: ClassBitSet, false: ClassBitClear}[set]; class != want && (set || !g.Spreading()) {
 			t.Errorf("%d-byte datagram from %v (bit %d set: %v) reached socket %d of class %v, want %v", len(r.data), r.src, bit, set, r.sock, class, want)
@@ -145,9 +150,14 @@ func steerTraffic(t *testing.T, g *Group, srcs []netip.Addr, portsPerSrc int) []
 			c.Close()
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for total.Load() < int64(sent) && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	timeout := time.After(5 * time.Second)
+wait:
+	for total.Load() < int64(sent) {
+		select {
+		case <-arrived:
+		case <-timeout:
+			break wait
+		}
 	}
 	if got := total.Load(); got != int64(sent) {
 		t.Errorf("%d of %d datagrams arrived", got, sent)
@@ -426,19 +436,14 @@ func TestSteerKernel(t *testing.T) {
 		if _, err := c.WriteToUDPAddrPort(p, g.LocalAddr()); err != nil {
 			t.Fatal(err)
 		}
-		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
-			for i, s := range g.Sockets() {
-				if queued(s) {
-					if _, err := s.Recv(b); err != nil {
-						t.Fatal(err)
-					}
-					return i
-				}
-			}
-			time.Sleep(time.Millisecond)
+		i := readable(g.Sockets(), 2*time.Second)
+		if i < 0 {
+			t.Fatal("datagram not received")
 		}
-		t.Fatal("datagram not received")
-		return -1
+		if _, err := g.Sockets()[i].Recv(b); err != nil {
+			t.Fatal(err)
+		}
+		return i
 	}
 	attach([]bpf.Instruction{bpf.LoadAbsolute{Off: 0, Size: 1}, bpf.RetA{}})
 	for i := range 4 {
@@ -468,14 +473,30 @@ func TestSteerKernel(t *testing.T) {
 }
 
 // queued reports whether s has a datagram waiting, empty ones included.
-func queued(s *Socket) bool {
-	var ready bool
-	s.sys.rc.Control(func(fd uintptr) {
-		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, _ := unix.Poll(pfd, 0)
-		ready = n > 0 && pfd[0].Revents&unix.POLLIN != 0
-	})
-	return ready
+func queued(s *Socket) bool { return readable([]*Socket{s}, 0) == 0 }
+
+// readable waits up to timeout for a datagram on one of socks (poll(2) on
+// their descriptors) and returns the first such socket's index, or -1.
+func readable(socks []*Socket, timeout time.Duration) int {
+	pfd := make([]unix.PollFd, len(socks))
+	for i, s := range socks {
+		s.sys.rc.Control(func(fd uintptr) { pfd[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN} })
+	}
+	for {
+		n, err := unix.Poll(pfd, int(timeout.Milliseconds()))
+		if err == unix.EINTR {
+			continue
+		}
+		if n <= 0 {
+			return -1
+		}
+		for i := range pfd {
+			if pfd[i].Revents&unix.POLLIN != 0 {
+				return i
+			}
+		}
+		return -1
+	}
 }
 
 // TestSteerZeroAllocs: steering happens in the kernel; a steered socket's

@@ -8,19 +8,19 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/internal/handshake"
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seqwin"
-	"github.com/udpgate/udpgate/internal/testkit/conntest"
 	"github.com/udpgate/udpgate/internal/wire"
 )
 
-// Issue 12 item 1 through a real client socket. The attacker knows only the
-// client's and the server's addresses and spoofs RestartHandshakes from the
-// server's address. Here the "server" is a scripted one on a loopback socket
+// Issue 12 item 1 through a client. The attacker knows only the client's and
+// the server's addresses and spoofs RestartHandshakes from the server's
+// address. Here the "server" is a scripted one on the simulated network
 // (fastpath's decisions, driven by hand), which sends both the valid
 // connection packets and the spoofed RestartHandshakes: from the client's
 // side that is exactly a server plus an attacker spoofing its address.
@@ -29,7 +29,7 @@ import (
 // valid connection packets or RestartHandshakes to the one client it saw.
 type scriptServer struct {
 	t   *testing.T
-	pc  *net.UDPConn
+	pc  net.PacketConn
 	fp  *handshake.Server
 	cfg *handshake.ServerConfig
 
@@ -51,12 +51,9 @@ type scriptServer struct {
 	connected        chan struct{}
 }
 
-func newScriptServer(t *testing.T) *scriptServer {
+func newScriptServer(t *testing.T, n *testNet) *scriptServer {
 	t.Helper()
-	pc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc := n.socket()
 	sec, err := cookie.NewSecrets(seconds(time.Now()), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -79,10 +76,11 @@ func (s *scriptServer) serve(done chan struct{}) {
 	var d handshake.Decision
 	var peer handshake.Peer
 	for {
-		n, from, err := s.pc.ReadFromUDPAddrPort(buf)
+		n, a, err := s.pc.ReadFrom(buf)
 		if err != nil {
 			return
 		}
+		from := a.(*net.UDPAddr).AddrPort()
 		pkt := buf[:n]
 		var h protocol.Handshake
 		if wire.DecodeHandshake(s.cfg.Magic, pkt, &h) != protocol.DropNone {
@@ -121,7 +119,7 @@ func (s *scriptServer) serve(done chan struct{}) {
 		promoted := d.Action == handshake.ActPromote
 		s.mu.Unlock()
 		if reply > 0 {
-			_, _ = s.pc.WriteToUDPAddrPort(out[:reply], from)
+			_, _ = s.pc.WriteTo(out[:reply], net.UDPAddrFromAddrPort(from))
 		}
 		if promoted {
 			close(s.connected)
@@ -140,7 +138,7 @@ func (s *scriptServer) sendValid() {
 	n := wire.EncodeConn(b, s.cfg.Magic, &h, nil)
 	to := s.client
 	s.mu.Unlock()
-	_, _ = s.pc.WriteToUDPAddrPort(b[:n], to)
+	_, _ = s.pc.WriteTo(b[:n], net.UDPAddrFromAddrPort(to))
 }
 
 // sendRestart sends the client a RestartHandshake, as an attacker spoofing
@@ -154,54 +152,77 @@ func (s *scriptServer) sendRestart() {
 	s.mu.Unlock()
 	b := make([]byte, 64)
 	n := wire.EncodeHandshake(b, s.cfg.Magic, &h)
-	_, _ = s.pc.WriteToUDPAddrPort(b[:n], to)
+	_, _ = s.pc.WriteTo(b[:n], net.UDPAddrFromAddrPort(to))
 }
 
-// dialScript connects a client to s on an injected clock and returns both.
-func dialScript(t *testing.T, s *scriptServer) (*Client, *clock) {
+// restartAfterSilence falls silent for longer than the client's
+// RestartSilence, then sends it a RestartHandshake and lets the client act;
+// hold leaves the client's restart Initials unanswered.
+func (s *scriptServer) restartAfterSilence(hold bool) {
+	s.mu.Lock()
+	s.holdRestart = hold
+	s.mu.Unlock()
+	advance(1600 * time.Millisecond)
+	s.sendRestart()
+	synctest.Wait()
+}
+
+// dialScript connects a client to s.
+func dialScript(t *testing.T, n *testNet, s *scriptServer) *Client {
 	t.Helper()
-	clk := &clock{}
 	// A long Timeout, so that nothing but the restart rules can end the
 	// connection within the test.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := Dial(ctx, s.addr(), Config{Now: clk.Now, Timeout: time.Hour, KeepAlive: time.Minute})
+	c, err := Dial(context.Background(), s.addr(), n.config(Config{Timeout: time.Hour, KeepAlive: time.Minute}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	<-s.connected
-	return c, clk
+	return c
 }
 
 // underAttack sends n rounds of a valid packet followed by a spoofed
-// RestartHandshake, the client's clock moving 50 ms per round (so the
-// rounds span n/20 s of the client's time), each step waiting until the
-// client has dealt with the packet.
-func underAttack(t *testing.T, s *scriptServer, c *Client, clk *clock, n int) {
+// RestartHandshake, 50 ms apart (so the rounds span n/20 s), checking
+// after each packet that the client has dealt with it.
+func underAttack(t *testing.T, s *scriptServer, c *Client, n int) {
 	t.Helper()
 	for range n {
 		in := c.Conn().Stats().PacketsIn
 		s.sendValid()
-		conntest.Eventually(t, "valid packet accepted", func() bool { return c.Conn().Stats().PacketsIn > in })
-		clk.Advance(50 * time.Millisecond)
+		synctest.Wait()
+		if c.Conn().Stats().PacketsIn != in+1 {
+			t.Fatal("valid packet not accepted")
+		}
+		advance(50 * time.Millisecond)
 		refused := c.Drops()[protocol.DropRestartUnneeded]
 		s.sendRestart()
-		conntest.Eventually(t, "RestartHandshake refused", func() bool { return c.Drops()[protocol.DropRestartUnneeded] > refused })
+		synctest.Wait()
+		if c.Drops()[protocol.DropRestartUnneeded] != refused+1 {
+			t.Fatal("RestartHandshake not refused")
+		}
 	}
+}
+
+// restarting reports whether c has a restart under way.
+func restarting(c *Client) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hs.Restarting()
 }
 
 // TestClientIgnoresSpoofedRestart: a client whose server still reaches it
 // refuses every RestartHandshake and keeps its connection.
 func TestClientIgnoresSpoofedRestart(t *testing.T) {
-	s := newScriptServer(t)
-	c, clk := dialScript(t, s)
-	underAttack(t, s, c, clk, 100)
-	time.Sleep(100 * time.Millisecond) // a few of the client's timer ticks
-	if s.restartInitials.Load() != 0 || c.Restarts() != 0 || c.Err() != nil || c.hs.Restarting() {
-		t.Fatalf("client restarted under spoofed RestartHandshakes: %d restart Initials, %d restarts, err %v",
-			s.restartInitials.Load(), c.Restarts(), c.Err())
-	}
+	onSim(t, func(t *testing.T, n *testNet) {
+		s := newScriptServer(t, n)
+		c := dialScript(t, n, s)
+		underAttack(t, s, c, 100)
+		advance(100 * time.Millisecond) // a few of the client's timer ticks
+		if s.restartInitials.Load() != 0 || c.Restarts() != 0 || c.Err() != nil || restarting(c) {
+			t.Fatalf("client restarted under spoofed RestartHandshakes: %d restart Initials, %d restarts, err %v",
+				s.restartInitials.Load(), c.Restarts(), c.Err())
+		}
+	})
 }
 
 // TestClientRestartsAfterSilence: when the server falls silent, the
@@ -209,64 +230,62 @@ func TestClientIgnoresSpoofedRestart(t *testing.T) {
 // address changed); the restart is given up at once if the server turns
 // out to reach the client after all.
 func TestClientRestartsAfterSilence(t *testing.T) {
-	s := newScriptServer(t)
-	s.migrate = true
-	c, clk := dialScript(t, s)
-	underAttack(t, s, c, clk, 10)
+	onSim(t, func(t *testing.T, n *testNet) {
+		s := newScriptServer(t, n)
+		s.migrate = true
+		c := dialScript(t, n, s)
+		underAttack(t, s, c, 10)
 
-	// Silence: a restart under way, then a valid packet cancels it.
-	s.mu.Lock()
-	s.holdRestart = true
-	s.mu.Unlock()
-	clk.Advance(1600 * time.Millisecond)
-	s.sendRestart()
-	conntest.Eventually(t, "restart Initial", func() bool { return s.restartInitials.Load() == 1 })
-	s.sendValid()
-	conntest.Eventually(t, "restart canceled", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return !c.hs.Restarting()
+		// Silence: a restart under way, then a valid packet cancels it.
+		s.restartAfterSilence(true)
+		if got := s.restartInitials.Load(); got != 1 || !restarting(c) {
+			t.Fatalf("%d restart Initials after the RestartHandshake, want 1 and a restart under way", got)
+		}
+		advance(10 * time.Millisecond) // a packet sent after the restart began
+		s.sendValid()
+		advance(50 * time.Millisecond) // the client's next tick acts on it
+		if restarting(c) {
+			t.Fatal("a valid packet did not cancel the restart")
+		}
+		advance(1200 * time.Millisecond) // past the Initial resend of a live restart
+		if got := s.restartInitials.Load(); got != 1 {
+			t.Fatalf("%d restart Initials after the cancel, want 1", got)
+		}
+
+		// Silence again, and this time the restart runs to its Ack.
+		s.restartAfterSilence(false)
+		if c.Restarts() != 1 {
+			t.Fatalf("restarts %d, want 1", c.Restarts())
+		}
+		if c.Err() != nil {
+			t.Fatal(c.Err())
+		}
 	})
-	clk.Advance(1200 * time.Millisecond) // past the Initial resend of a live restart
-	time.Sleep(150 * time.Millisecond)
-	if got := s.restartInitials.Load(); got != 1 {
-		t.Fatalf("%d restart Initials after the cancel, want 1", got)
-	}
-
-	// Silence again, and this time the restart runs to its Ack.
-	s.mu.Lock()
-	s.holdRestart = false
-	s.mu.Unlock()
-	clk.Advance(1600 * time.Millisecond)
-	s.sendRestart()
-	conntest.Eventually(t, "restart completed", func() bool { return c.Restarts() == 1 })
-	if c.Err() != nil {
-		t.Fatal(c.Err())
-	}
 }
 
 // TestClientRestartDeniedFailsFast: after a server restart with the same
 // SessionID, the new server does not know the connection. It answers the
 // RestartResponse with Denied(DeniedUnknownConnection), and the client ends
-// the connection at once instead of resending for 10 s.
+// the connection at once (no link latency: at the same instant) instead of
+// resending for 10 s.
 func TestClientRestartDeniedFailsFast(t *testing.T) {
-	s := newScriptServer(t)
-	c, clk := dialScript(t, s)
-	underAttack(t, s, c, clk, 5)
-	clk.Advance(1600 * time.Millisecond)
-	start := time.Now()
-	s.sendRestart()
-	select {
-	case <-c.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatalf("connection still open %v after a denied restart (%d RestartResponses)", time.Since(start), s.restartResponses.Load())
-	}
-	var de *DisconnectedError
-	if err := c.Err(); !errors.As(err, &de) || de.Reason != ReasonShutdown || !de.Remote {
-		t.Fatalf("Err() = %v, want disconnected by the peer (server shutdown)", err)
-	}
-	t.Logf("denied restart ended the connection %v after the RestartHandshake", time.Since(start))
-	if s.restartResponses.Load() != 1 {
-		t.Errorf("%d RestartResponses, want 1", s.restartResponses.Load())
-	}
+	onSim(t, func(t *testing.T, n *testNet) {
+		s := newScriptServer(t, n)
+		c := dialScript(t, n, s)
+		underAttack(t, s, c, 5)
+		advance(1600 * time.Millisecond)
+		start := time.Now()
+		s.sendRestart()
+		within(t, "end of the connection", 5*time.Second, c.Done())
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("a denied restart ended the connection %v after the RestartHandshake, want at once", d)
+		}
+		var de *DisconnectedError
+		if err := c.Err(); !errors.As(err, &de) || de.Reason != ReasonShutdown || !de.Remote {
+			t.Fatalf("Err() = %v, want disconnected by the peer (server shutdown)", err)
+		}
+		if s.restartResponses.Load() != 1 {
+			t.Errorf("%d RestartResponses, want 1", s.restartResponses.Load())
+		}
+	})
 }

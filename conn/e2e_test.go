@@ -18,13 +18,6 @@ import (
 	"github.com/udpgate/udpgate/internal/wire"
 )
 
-// clock is an injectable clock: real time plus an offset tests advance, so
-// timeouts are reached without sleeping through them.
-type clock struct{ off atomic.Int64 }
-
-func (c *clock) Now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
-func (c *clock) Advance(d time.Duration) { c.off.Add(int64(d)) }
-
 // recorder is a Handler that records events and echoes Data.
 type recorder struct {
 	echo bool
@@ -34,22 +27,50 @@ type recorder struct {
 	rem  map[*Conn]bool
 	pkts [][]byte
 	got  chan struct{}
+	ev   conntest.Signal
 }
 
 func newRecorder(echo bool) *recorder {
-	return &recorder{echo: echo, disc: map[*Conn]DisconnectReason{}, rem: map[*Conn]bool{}, got: make(chan struct{}, 1<<16)}
+	return &recorder{echo: echo, disc: map[*Conn]DisconnectReason{}, rem: map[*Conn]bool{},
+		got: make(chan struct{}, 1<<16)}
+}
+
+// await waits for cond to hold, checking it after each of the handler's
+// events, for at most 10 s (virtual inside a synctest bubble).
+func (r *recorder) await(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if !r.ev.Await(10*time.Second, cond) {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// gone waits for c's OnDisconnect and returns its reason and remote flag.
+func (r *recorder) gone(t *testing.T, c *Conn) (DisconnectReason, bool) {
+	t.Helper()
+	var (
+		reason DisconnectReason
+		remote bool
+	)
+	r.await(t, "a disconnect", func() bool {
+		var ok bool
+		reason, remote, ok = r.disconnect(c)
+		return ok
+	})
+	return reason, remote
 }
 
 func (r *recorder) OnConnect(c *Conn) {
 	r.mu.Lock()
 	r.conn = append(r.conn, c)
 	r.mu.Unlock()
+	r.ev.Fire()
 }
 
 func (r *recorder) OnPacket(c *Conn, p []byte) {
 	r.mu.Lock()
 	r.pkts = append(r.pkts, bytes.Clone(p))
 	r.mu.Unlock()
+	r.ev.Fire()
 	if r.echo {
 		_, _ = c.Send(p)
 	}
@@ -61,6 +82,7 @@ func (r *recorder) OnDisconnect(c *Conn, reason DisconnectReason, remote bool) {
 	r.disc[c] = reason
 	r.rem[c] = remote
 	r.mu.Unlock()
+	r.ev.Fire()
 }
 
 func (r *recorder) disconnect(c *Conn) (DisconnectReason, bool, bool) {
@@ -73,7 +95,7 @@ func (r *recorder) disconnect(c *Conn) (DisconnectReason, bool, bool) {
 // at returns the i-th connection seen, waiting for it to arrive.
 func (r *recorder) at(t *testing.T, i int) *Conn {
 	t.Helper()
-	conntest.Eventually(t, fmt.Sprintf("connect #%d", i+1), func() bool { return r.connects() > i })
+	r.await(t, fmt.Sprintf("connect #%d", i+1), func() bool { return r.connects() > i })
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.conn[i]
@@ -128,69 +150,71 @@ func recvOne(t *testing.T, ch chan []byte) []byte {
 }
 
 func TestEcho200Clients(t *testing.T) {
-	srv := newRecorder(true)
-	s := listen(t, Config{Handler: srv})
-	const n = 200
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			rec := &clientRecorder{ch: make(chan []byte, 16)}
-			c, err := Dial(ctx, s.Addr().String(), Config{Handler: rec, LocalAddr: fmt.Sprintf("127.0.%d.%d:0", 1+i/250, 1+i%250)})
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer c.Close()
-			for j := range 5 {
-				msg := fmt.Sprintf("client %d message %d", i, j)
-				// Unreliable transport: resend until the echo comes back.
-				for try := 0; ; try++ {
-					if _, err := c.Send([]byte(msg)); err != nil {
-						errs <- err
-						return
-					}
-					select {
-					case p := <-rec.ch:
-						if string(p) != msg {
-							errs <- fmt.Errorf("client %d: echo %q, want %q", i, p, msg)
+	onBoth(t, func(t *testing.T, n *testNet) {
+		srv := newRecorder(true)
+		s := n.listen(Config{Handler: srv})
+		const clients = 200
+		var wg sync.WaitGroup
+		errs := make(chan error, clients)
+		for i := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				rec := &clientRecorder{ch: make(chan []byte, 16)}
+				c, err := Dial(ctx, s.Addr().String(), n.config(Config{Handler: rec, LocalAddr: fmt.Sprintf("127.0.%d.%d:0", 1+i/250, 1+i%250)}))
+				if err != nil {
+					errs <- err
+					return
+				}
+				defer c.Close()
+				for j := range 5 {
+					msg := fmt.Sprintf("client %d message %d", i, j)
+					// Unreliable transport: resend until the echo comes back.
+					for try := 0; ; try++ {
+						if _, err := c.Send([]byte(msg)); err != nil {
+							errs <- err
 							return
 						}
-					case <-time.After(time.Second):
-						if try < 3 {
-							continue
+						select {
+						case p := <-rec.ch:
+							if string(p) != msg {
+								errs <- fmt.Errorf("client %d: echo %q, want %q", i, p, msg)
+								return
+							}
+						case <-time.After(time.Second):
+							if try < 3 {
+								continue
+							}
+							errs <- fmt.Errorf("client %d: no echo for %q", i, msg)
+							return
 						}
-						errs <- fmt.Errorf("client %d: no echo for %q", i, msg)
-						return
+						break
 					}
-					break
 				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if got := srv.connects(); got != n {
-		t.Errorf("server saw %d connects, want %d", got, n)
-	}
-	st := s.Stats()
-	if st.Accepted != n {
-		t.Errorf("accepted %d", st.Accepted)
-	}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		if got := srv.connects(); got != clients {
+			t.Errorf("server saw %d connects, want %d", got, clients)
+		}
+		st := s.Stats()
+		if st.Accepted != clients {
+			t.Errorf("accepted %d", st.Accepted)
+		}
+	})
 }
 
 // rawPeer speaks the protocol by hand, to send what a well-behaved client
 // never would.
 type rawPeer struct {
 	t        *testing.T
-	udp      *net.UDPConn
+	pc       net.PacketConn
 	server   netip.AddrPort
 	magic    wire.Magic
 	clientID uint8
@@ -206,21 +230,21 @@ func newRawPeer(t *testing.T, s *Server, local string) *rawPeer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { udp.Close() })
-	return &rawPeer{t: t, udp: udp, server: s.Addr(), clientID: 1, netV: s.st.NetworkVersion, rnd: wire.NewRand(9)}
+	return &rawPeer{t: t, pc: udp, server: s.Addr(), clientID: 1, netV: s.st.NetworkVersion, rnd: wire.NewRand(9)}
 }
 
-func (p *rawPeer) addr() netip.AddrPort { return p.udp.LocalAddr().(*net.UDPAddr).AddrPort() }
+func (p *rawPeer) addr() netip.AddrPort { return p.pc.LocalAddr().(*net.UDPAddr).AddrPort() }
 
 func (p *rawPeer) send(b []byte) {
-	if _, err := p.udp.WriteToUDPAddrPort(b, p.server); err != nil {
+	if _, err := p.pc.WriteTo(b, net.UDPAddrFromAddrPort(p.server)); err != nil {
 		p.t.Fatal(err)
 	}
 }
 
 func (p *rawPeer) recv(timeout time.Duration) ([]byte, bool) {
 	buf := make([]byte, 2048)
-	p.udp.SetReadDeadline(time.Now().Add(timeout))
-	n, _, err := p.udp.ReadFromUDPAddrPort(buf)
+	p.pc.SetReadDeadline(time.Now().Add(timeout))
+	n, _, err := p.pc.ReadFrom(buf)
 	if err != nil {
 		return nil, false
 	}
@@ -293,282 +317,309 @@ func (p *rawPeer) connPacket(ck cookie.Cookie, seq uint16, kind protocol.Kind, p
 	return b[:wire.EncodeConn(b, p.magic, &h, payload)]
 }
 
+// Rebind moves the client to a new port; the server migrates the same
+// connection there, its sequence state continuing. Real sockets too: the
+// new port is the kernel's.
 func TestMigration(t *testing.T) {
-	rec := newRecorder(true)
-	s := listen(t, Config{Handler: rec})
-	cr := &clientRecorder{ch: make(chan []byte, 64)}
-	c := dial(t, s, Config{Handler: cr})
-	if _, err := c.Send([]byte("before")); err != nil {
-		t.Fatal(err)
-	}
-	if p := recvOne(t, cr.ch); string(p) != "before" {
-		t.Fatalf("echo %q", p)
-	}
-	conntest.Eventually(t, "server connection", func() bool { return rec.connects() == 1 })
-	serverConn := rec.at(t, 0)
-	before := serverConn.Stats()
-	oldAddr := c.LocalAddr()
-	if err := c.Rebind(); err != nil {
-		t.Fatal(err)
-	}
-	if c.LocalAddr() == oldAddr {
-		t.Fatal("rebind kept the port")
-	}
-	// Keep sending until the migration completes and echoes come back.
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Restarts() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no migration")
+	onBoth(t, func(t *testing.T, n *testNet) {
+		rec := newRecorder(true)
+		s := n.listen(Config{Handler: rec})
+		cr := &clientRecorder{ch: make(chan []byte, 64)}
+		c := n.dial(s, Config{Handler: cr})
+		if _, err := c.Send([]byte("before")); err != nil {
+			t.Fatal(err)
 		}
-		c.Send([]byte("during"))
-		time.Sleep(50 * time.Millisecond)
-	}
-	for len(cr.ch) > 0 {
-		<-cr.ch
-	}
-	if _, err := c.Send([]byte("after")); err != nil {
-		t.Fatal(err)
-	}
-	for p := recvOne(t, cr.ch); string(p) != "after"; p = recvOne(t, cr.ch) {
-	}
-	if rec.connects() != 1 {
-		t.Fatalf("%d connections created, want the same one", rec.connects())
-	}
-	if got := serverConn.RemoteAddr(); got.Port() != c.LocalAddr().Port() {
-		t.Fatalf("server conn at %v, client at %v", got, c.LocalAddr())
-	}
-	after := serverConn.Stats()
-	if after.PacketsIn <= before.PacketsIn || after.PacketsOut <= before.PacketsOut {
-		t.Fatalf("sequence state did not continue: %+v then %+v", before, after)
-	}
-	if s.Stats().Migrations != 1 {
-		t.Fatalf("migrations %d", s.Stats().Migrations)
-	}
+		if p := recvOne(t, cr.ch); string(p) != "before" {
+			t.Fatalf("echo %q", p)
+		}
+		serverConn := rec.at(t, 0)
+		before := serverConn.Stats()
+		oldAddr := c.LocalAddr()
+		if err := c.Rebind(); err != nil {
+			t.Fatal(err)
+		}
+		if c.LocalAddr() == oldAddr {
+			t.Fatal("rebind kept the port")
+		}
+		// Send until an echo comes back to the new port: the first packets
+		// from it restart the handshake, which the migration completes.
+		for try := 0; ; try++ {
+			if try == 100 {
+				t.Fatal("no migration")
+			}
+			c.Send([]byte("during"))
+			select {
+			case <-cr.ch:
+			case <-time.After(50 * time.Millisecond):
+				continue
+			}
+			break
+		}
+		if c.Restarts() != 1 {
+			t.Fatalf("restarts %d, want 1", c.Restarts())
+		}
+		for len(cr.ch) > 0 {
+			<-cr.ch
+		}
+		if _, err := c.Send([]byte("after")); err != nil {
+			t.Fatal(err)
+		}
+		for p := recvOne(t, cr.ch); string(p) != "after"; p = recvOne(t, cr.ch) {
+		}
+		if rec.connects() != 1 {
+			t.Fatalf("%d connections created, want the same one", rec.connects())
+		}
+		if got := serverConn.RemoteAddr(); got.Port() != c.LocalAddr().Port() {
+			t.Fatalf("server conn at %v, client at %v", got, c.LocalAddr())
+		}
+		after := serverConn.Stats()
+		if after.PacketsIn <= before.PacketsIn || after.PacketsOut <= before.PacketsOut {
+			t.Fatalf("sequence state did not continue: %+v then %+v", before, after)
+		}
+		if s.Stats().Migrations != 1 {
+			t.Fatalf("migrations %d", s.Stats().Migrations)
+		}
+	})
 }
 
 func TestDeniedFull(t *testing.T) {
-	s := listen(t, Config{MaxClients: 2})
-	dial(t, s, Config{})
-	dial(t, s, Config{})
-	_, err := Dial(context.Background(), s.Addr().String(), Config{})
-	var de *DeniedError
-	if !errors.As(err, &de) || de.Reason != 1 {
-		t.Fatalf("third client: %v, want denied (server full)", err)
-	}
-	if s.Stats().DeniedFull != 1 {
-		t.Fatalf("denied full %d", s.Stats().DeniedFull)
-	}
+	onSim(t, func(t *testing.T, n *testNet) {
+		s := n.listen(Config{MaxClients: 2})
+		n.dial(s, Config{})
+		n.dial(s, Config{})
+		_, err := n.tryDial(s, Config{})
+		var de *DeniedError
+		if !errors.As(err, &de) || de.Reason != 1 {
+			t.Fatalf("third client: %v, want denied (server full)", err)
+		}
+		if s.Stats().DeniedFull != 1 {
+			t.Fatalf("denied full %d", s.Stats().DeniedFull)
+		}
+	})
 }
 
 func TestDeniedRefused(t *testing.T) {
-	s := listen(t, Config{Accept: func(netip.AddrPort) error { return errors.New("banned") }})
-	_, err := Dial(context.Background(), s.Addr().String(), Config{})
-	var de *DeniedError
-	if !errors.As(err, &de) || de.Reason != 2 {
-		t.Fatalf("%v, want denied (refused)", err)
-	}
-	if s.Len() != 0 {
-		t.Fatal("refused client got a connection")
-	}
+	onSim(t, func(t *testing.T, n *testNet) {
+		s := n.listen(Config{Accept: func(netip.AddrPort) error { return errors.New("banned") }})
+		_, err := n.tryDial(s, Config{})
+		var de *DeniedError
+		if !errors.As(err, &de) || de.Reason != 2 {
+			t.Fatalf("%v, want denied (refused)", err)
+		}
+		if s.Len() != 0 {
+			t.Fatal("refused client got a connection")
+		}
+	})
 }
 
 func TestWrongVersion(t *testing.T) {
-	s := listen(t, Config{NetworkVersion: 7})
-	_, err := Dial(context.Background(), s.Addr().String(), Config{NetworkVersion: 1})
-	var ve *VersionError
-	if !errors.As(err, &ve) || ve.ServerNetworkVersion != 7 {
-		t.Fatalf("%v, want version error", err)
-	}
+	onSim(t, func(t *testing.T, n *testNet) {
+		s := n.listen(Config{NetworkVersion: 7})
+		_, err := n.tryDial(s, Config{NetworkVersion: 1})
+		var ve *VersionError
+		if !errors.As(err, &ve) || ve.ServerNetworkVersion != 7 {
+			t.Fatalf("%v, want version error", err)
+		}
+	})
 }
 
+// A Dial to a socket that never answers fails with ErrTimedOut exactly
+// DefaultConnectTimeout after it started.
 func TestDialTimeout(t *testing.T) {
-	// A socket that never answers.
-	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer udp.Close()
-	clk := &clock{}
-	done := make(chan error, 1)
-	go func() {
-		_, err := Dial(context.Background(), udp.LocalAddr().String(), Config{Now: clk.Now})
-		done <- err
-	}()
-	time.Sleep(50 * time.Millisecond)
-	clk.Advance(11 * time.Second)
-	select {
-	case err := <-done:
+	onSim(t, func(t *testing.T, n *testNet) {
+		pc := n.socket()
+		start := time.Now()
+		_, err := Dial(context.Background(), pc.LocalAddr().String(), n.config(Config{}))
 		if !errors.Is(err, ErrTimedOut) {
 			t.Fatalf("%v, want ErrTimedOut", err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("dial did not time out")
-	}
+		if d := time.Since(start); d != DefaultConnectTimeout {
+			t.Fatalf("Dial failed after %v, want exactly %v", d, DefaultConnectTimeout)
+		}
+	})
 }
 
+// A client that goes silent after its handshake is timed out exactly
+// DefaultTimeout after its last packet (which falls on a sweep slot
+// boundary), and told so with TimeoutDisconnectPackets Disconnects.
 func TestSilentClientTimesOut(t *testing.T) {
-	clk := &clock{}
-	rec := newRecorder(false)
-	s := listen(t, Config{Handler: rec, Now: clk.Now})
-	p := newRawPeer(t, s, "127.0.0.1:0")
-	p.connect()
-	conntest.Eventually(t, "connection", func() bool { return s.Len() == 1 })
-	clk.Advance(6 * time.Second)
-	conntest.Eventually(t, "timeout", func() bool { return s.Len() == 0 })
-	r, remote, ok := rec.disconnect(rec.at(t, 0))
-	if !ok || r != ReasonTimedOut || remote {
-		t.Fatalf("disconnect %v remote %v", r, remote)
-	}
-	// The client is told: Disconnect packets with reason 3.
-	got := 0
-	for {
-		b, ok := p.recv(300 * time.Millisecond)
-		if !ok {
-			break
+	onSim(t, func(t *testing.T, n *testNet) {
+		rec := newRecorder(false)
+		s := n.listen(Config{Handler: rec})
+		p := n.peer(s, "127.0.0.2:0")
+		p.connect()
+		last := time.Now() // the Response: the link has no latency
+		r, remote := rec.gone(t, rec.at(t, 0))
+		if r != ReasonTimedOut || remote {
+			t.Fatalf("disconnect %v remote %v", r, remote)
 		}
-		var h protocol.ConnHeader
-		if pl, r := wire.DecodeConn(wire.Magic{}, b, &h); r == protocol.DropNone && h.Kind == protocol.KindDisconnect && pl[0] == 3 {
-			got++
+		if d := time.Since(last); d != DefaultTimeout {
+			t.Fatalf("timed out %v after the last packet, want exactly %v", d, DefaultTimeout)
 		}
-	}
-	if got != TimeoutDisconnectPackets {
-		t.Fatalf("got %d Disconnect(3) packets, want %d", got, TimeoutDisconnectPackets)
-	}
-	if s.Stats().Disconnects[ReasonTimedOut] != 1 {
-		t.Fatal("timeout not counted")
-	}
+		if s.Len() != 0 {
+			t.Fatalf("%d connections after the timeout", s.Len())
+		}
+		// The client is told: Disconnect packets with reason 3.
+		got := 0
+		for {
+			b, ok := p.recv(300 * time.Millisecond)
+			if !ok {
+				break
+			}
+			var h protocol.ConnHeader
+			if pl, r := wire.DecodeConn(wire.Magic{}, b, &h); r == protocol.DropNone && h.Kind == protocol.KindDisconnect && pl[0] == 3 {
+				got++
+			}
+		}
+		if got != TimeoutDisconnectPackets {
+			t.Fatalf("got %d Disconnect(3) packets, want %d", got, TimeoutDisconnectPackets)
+		}
+		if s.Stats().Disconnects[ReasonTimedOut] != 1 {
+			t.Fatal("timeout not counted")
+		}
+	})
 }
 
+// Keepalives hold an idle connection at both ends: 10 s (twice the
+// timeout) without Data end nothing.
 func TestKeepAliveKeepsConnection(t *testing.T) {
-	clk := &clock{}
-	s := listen(t, Config{Now: clk.Now})
-	c := dial(t, s, Config{Now: clk.Now, SweepInterval: 10 * time.Millisecond})
-	for range 20 {
-		clk.Advance(500 * time.Millisecond)
-		time.Sleep(30 * time.Millisecond)
-	}
-	// 10 s of clock passed with no Data: keepalives held both ends.
-	if s.Len() != 1 || c.Err() != nil {
-		t.Fatalf("connections %d, client err %v", s.Len(), c.Err())
-	}
+	onSim(t, func(t *testing.T, n *testNet) {
+		rec := newRecorder(false)
+		s := n.listen(Config{Handler: rec})
+		c := n.dial(s, Config{SweepInterval: 10 * time.Millisecond})
+		sc := rec.at(t, 0)
+		select {
+		case <-c.Done():
+			t.Fatalf("the client ended: %v", c.Err())
+		case <-time.After(2 * DefaultTimeout):
+		}
+		if _, _, ok := rec.disconnect(sc); ok || s.Len() != 1 || c.Err() != nil {
+			t.Fatalf("connections %d, client err %v", s.Len(), c.Err())
+		}
+		if st := sc.Stats(); st.PacketsIn < uint64(2*DefaultTimeout/DefaultKeepAlive)-1 {
+			t.Fatalf("the server heard %d packets in %v, want keepalives", st.PacketsIn, 2*DefaultTimeout)
+		}
+	})
 }
 
 func TestCleanDisconnect(t *testing.T) {
 	t.Run("client closes", func(t *testing.T) {
-		rec := newRecorder(false)
-		s := listen(t, Config{Handler: rec})
-		c := dial(t, s, Config{})
-		conntest.Eventually(t, "connect", func() bool { return rec.connects() == 1 })
-		c.Close()
-		// The count drops before OnDisconnect runs: wait for the latter.
-		sc := rec.at(t, 0)
-		conntest.Eventually(t, "server sees disconnect", func() bool { _, _, ok := rec.disconnect(sc); return ok })
-		if s.Len() != 0 {
-			t.Fatalf("%d connections after the disconnect", s.Len())
-		}
-		r, remote, _ := rec.disconnect(sc)
-		if r != ReasonClosed || !remote {
-			t.Fatalf("reason %v remote %v", r, remote)
-		}
+		onSim(t, func(t *testing.T, n *testNet) {
+			rec := newRecorder(false)
+			s := n.listen(Config{Handler: rec})
+			c := n.dial(s, Config{})
+			sc := rec.at(t, 0)
+			c.Close()
+			r, remote := rec.gone(t, sc)
+			if r != ReasonClosed || !remote {
+				t.Fatalf("reason %v remote %v", r, remote)
+			}
+			// The count drops before OnDisconnect runs.
+			if s.Len() != 0 {
+				t.Fatalf("%d connections after the disconnect", s.Len())
+			}
+		})
 	})
 	t.Run("server closes", func(t *testing.T) {
-		rec := newRecorder(false)
-		s := listen(t, Config{Handler: rec})
-		c := dial(t, s, Config{})
-		conntest.Eventually(t, "connect", func() bool { return rec.connects() == 1 })
-		rec.at(t, 0).Close()
-		select {
-		case <-c.Done():
-		case <-time.After(5 * time.Second):
-			t.Fatal("client not told")
-		}
-		var de *DisconnectedError
-		if !errors.As(c.Err(), &de) || de.Reason != ReasonClosed || !de.Remote {
-			t.Fatalf("client err %v", c.Err())
-		}
+		onSim(t, func(t *testing.T, n *testNet) {
+			rec := newRecorder(false)
+			c := n.dial(n.listen(Config{Handler: rec}), Config{})
+			rec.at(t, 0).Close()
+			within(t, "client told", 5*time.Second, c.Done())
+			var de *DisconnectedError
+			if !errors.As(c.Err(), &de) || de.Reason != ReasonClosed || !de.Remote {
+				t.Fatalf("client err %v", c.Err())
+			}
+		})
 	})
 }
 
 func TestShutdownNotifiesClients(t *testing.T) {
-	s := listen(t, Config{})
-	var clients []*Client
-	for range 5 {
-		clients = append(clients, dial(t, s, Config{}))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := s.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for i, c := range clients {
-		select {
-		case <-c.Done():
-		case <-time.After(5 * time.Second):
-			t.Fatalf("client %d not told of shutdown", i)
+	onSim(t, func(t *testing.T, n *testNet) {
+		s := n.listen(Config{})
+		var clients []*Client
+		for i := range 5 {
+			clients = append(clients, n.dial(s, Config{LocalAddr: fmt.Sprintf("127.0.0.%d:0", 10+i)}))
 		}
-		var de *DisconnectedError
-		if !errors.As(c.Err(), &de) || de.Reason != ReasonShutdown {
-			t.Fatalf("client %d: %v", i, c.Err())
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Fatal(err)
 		}
-	}
+		for i, c := range clients {
+			within(t, fmt.Sprintf("shutdown notice to client %d", i), 5*time.Second, c.Done())
+			var de *DisconnectedError
+			if !errors.As(c.Err(), &de) || de.Reason != ReasonShutdown {
+				t.Fatalf("client %d: %v", i, c.Err())
+			}
+		}
+	})
 }
 
 func TestRecentlyDisconnectedGetsNoRestart(t *testing.T) {
-	s := listen(t, Config{})
-	p := newRawPeer(t, s, "127.0.0.1:0")
-	ck := p.connect()
-	conntest.Eventually(t, "connection", func() bool { return s.Len() == 1 })
-	// The client closes; its late packets must not provoke a restart.
-	var reason [1]byte
-	reason[0] = 1
-	p.send(p.connPacket(ck, 0, protocol.KindDisconnect, reason[:]))
-	conntest.Eventually(t, "close", func() bool { return s.Len() == 0 })
-	p.send(p.connPacket(ck, 1, protocol.KindData, []byte("late")))
-	if b, ok := p.recv(300 * time.Millisecond); ok {
-		t.Fatalf("got %x after disconnect, want silence", b)
-	}
-	if s.Stats().Drops[protocol.DropRecentlyDisconnected] == 0 {
-		t.Fatal("drop not counted")
-	}
-	// A stranger at another address does get a RestartHandshake.
-	q := newRawPeer(t, s, "127.0.0.1:0")
-	q.send(q.connPacket(ck, 2, protocol.KindData, []byte("x")))
-	q.expect(protocol.TypeRestartHandshake)
+	onSim(t, func(t *testing.T, n *testNet) {
+		rec := newRecorder(false)
+		s := n.listen(Config{Handler: rec})
+		p := n.peer(s, "127.0.0.2:0")
+		ck := p.connect()
+		sc := rec.at(t, 0)
+		// The client closes; its late packets must not provoke a restart.
+		var reason [1]byte
+		reason[0] = 1
+		p.send(p.connPacket(ck, 0, protocol.KindDisconnect, reason[:]))
+		rec.gone(t, sc)
+		p.send(p.connPacket(ck, 1, protocol.KindData, []byte("late")))
+		if b, ok := p.recv(300 * time.Millisecond); ok {
+			t.Fatalf("got %x after disconnect, want silence", b)
+		}
+		if s.Stats().Drops[protocol.DropRecentlyDisconnected] == 0 {
+			t.Fatal("drop not counted")
+		}
+		// A stranger at another address does get a RestartHandshake.
+		q := n.peer(s, "127.0.0.3:0")
+		q.send(q.connPacket(ck, 2, protocol.KindData, []byte("x")))
+		q.expect(protocol.TypeRestartHandshake)
+	})
 }
 
 func TestRestartedClientReplacesStale(t *testing.T) {
-	rec := newRecorder(false)
-	s := listen(t, Config{Handler: rec})
-	p := newRawPeer(t, s, "127.0.0.1:0")
-	p.connect()
-	conntest.Eventually(t, "first", func() bool { return rec.connects() == 1 })
-	// The same address, a new ClientID: a restarted client.
-	p.clientID = 5
-	p.connect()
-	conntest.Eventually(t, "second", func() bool { return rec.connects() == 2 })
-	conntest.Eventually(t, "replaced", func() bool {
-		r, _, ok := rec.disconnect(rec.at(t, 0))
-		return ok && r == ReasonReplaced
+	onSim(t, func(t *testing.T, n *testNet) {
+		rec := newRecorder(false)
+		s := n.listen(Config{Handler: rec})
+		p := n.peer(s, "127.0.0.2:0")
+		p.connect()
+		first := rec.at(t, 0)
+		// The same address, a new ClientID: a restarted client, some time
+		// later (a handshake at the same instant would get the same cookie).
+		p.silent("before the restart")
+		p.clientID = 5
+		p.connect()
+		rec.at(t, 1)
+		if r, _ := rec.gone(t, first); r != ReasonReplaced {
+			t.Fatalf("the first connection ended with %v, want replaced", r)
+		}
+		if s.Len() != 1 {
+			t.Fatalf("%d connections, want 1", s.Len())
+		}
+		if c, ok := s.Conn(p.addr()); !ok || c.ClientID() != 5 {
+			t.Fatalf("connection at the address: %v %v", c, ok)
+		}
 	})
-	if s.Len() != 1 {
-		t.Fatalf("%d connections, want 1", s.Len())
-	}
-	if c, ok := s.Conn(p.addr()); !ok || c.ClientID() != 5 {
-		t.Fatalf("connection at the address: %v %v", c, ok)
-	}
 }
 
 func TestMagicAndVersionServer(t *testing.T) {
-	s := listen(t, Config{Magic: "1011", NetworkVersion: 7})
-	c := dial(t, s, Config{Magic: "1011", NetworkVersion: 7})
-	if c.Conn() == nil {
-		t.Fatal("no connection")
-	}
-	_, err := Dial(context.Background(), s.Addr().String(), Config{Magic: "1011", NetworkVersion: 1})
-	var ve *VersionError
-	if !errors.As(err, &ve) {
-		t.Fatalf("%v", err)
-	}
+	onSim(t, func(t *testing.T, n *testNet) {
+		s := n.listen(Config{Magic: "1011", NetworkVersion: 7})
+		c := n.dial(s, Config{Magic: "1011", NetworkVersion: 7})
+		if c.Conn() == nil {
+			t.Fatal("no connection")
+		}
+		_, err := n.tryDial(s, Config{Magic: "1011", NetworkVersion: 1})
+		var ve *VersionError
+		if !errors.As(err, &ve) {
+			t.Fatalf("%v", err)
+		}
+	})
 }
 
 func TestConfigErrors(t *testing.T) {
@@ -604,13 +655,23 @@ func (greeter) OnConnect(c *Conn) { _, _ = c.Send([]byte("welcome")) }
 // tells the Handler, so the greeting never arrives ahead of the Ack (a
 // client still handshaking drops connection packets).
 func TestGreetingFromOnConnect(t *testing.T) {
-	s := listen(t, Config{Handler: greeter{}})
-	for i := range 20 {
-		rec := &clientRecorder{ch: make(chan []byte, 4)}
-		c := dial(t, s, Config{Handler: rec, LocalAddr: fmt.Sprintf("127.0.5.%d:0", 1+i)})
-		if p := recvOne(t, rec.ch); string(p) != "welcome" {
-			t.Fatalf("client %d: first packet %q, want the greeting", i, p)
+	onBoth(t, func(t *testing.T, n *testNet) {
+		s := n.listen(Config{Handler: greeter{}})
+		for i := range 20 {
+			rec := &clientRecorder{ch: make(chan []byte, 4)}
+			c := n.dial(s, Config{Handler: rec, LocalAddr: fmt.Sprintf("127.0.5.%d:0", 1+i)})
+			if p := recvOne(t, rec.ch); string(p) != "welcome" {
+				t.Fatalf("client %d: first packet %q, want the greeting", i, p)
+			}
+			c.Close()
 		}
-		c.Close()
-	}
+	})
 }
+
+// clock is an injectable clock: real time plus an offset tests advance, for
+// the tests on real sockets that need time to jump (the netsim tests use
+// synctest's virtual time instead).
+type clock struct{ off atomic.Int64 }
+
+func (c *clock) Now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *clock) Advance(d time.Duration) { c.off.Add(int64(d)) }

@@ -126,7 +126,8 @@ func floodWithClients(t *testing.T, sealed bool) {
 			defer wg.Done()
 			dctx, dcancel := context.WithTimeout(ctx, 30*time.Second)
 			defer dcancel()
-			cfg := Config{LocalAddr: fmt.Sprintf("127.0.1.%d:0", 1+i)}
+			echoes := &clientRecorder{ch: make(chan []byte, packets)}
+			cfg := Config{Handler: echoes, LocalAddr: fmt.Sprintf("127.0.1.%d:0", 1+i)}
 			if sealed {
 				tok, err := token.Generate(&floodKey, &token.Params{ProtocolID: floodProtocol, ClientID: uint64(i),
 					ServerAddresses: []netip.AddrPort{srv.addr}, Expire: time.Minute, Timeout: 5 * time.Second})
@@ -146,14 +147,26 @@ func floodWithClients(t *testing.T, sealed bool) {
 				return
 			}
 			defer c.Close()
+			pace := time.NewTicker(5 * time.Millisecond) // 200 packets/s
+			defer pace.Stop()
 			for k := range packets {
 				if _, err := c.Send(fmt.Appendf(nil, "client %d packet %d", i, k)); err != nil {
 					errs <- err
 					return
 				}
-				time.Sleep(5 * time.Millisecond)
+				<-pace.C
 			}
-			time.Sleep(200 * time.Millisecond) // let the server drain before Close
+			// The server application counts each Data before it echoes
+			// it: wait for the echoes before closing, and for at most 5 s
+			// for those the kernel dropped (which the check below allows).
+			timeout := time.After(5 * time.Second)
+			for range packets {
+				select {
+				case <-echoes.ch:
+				case <-timeout:
+					return
+				}
+			}
 		}()
 	}
 	wg.Wait()
@@ -331,8 +344,7 @@ func TestFloodServerProcess(t *testing.T) {
 	fmt.Printf("addr %s\n", s.Addr())
 	var base, peak atomic.Uint64
 	go func() { // peak live heap, sampled
-		for {
-			time.Sleep(100 * time.Millisecond)
+		for range time.Tick(100 * time.Millisecond) {
 			if h := heapAlloc(); h > peak.Load() {
 				peak.Store(h)
 			}

@@ -169,7 +169,7 @@ func TestSimUnreliableNotHeldBack(t *testing.T) {
 		if err := c.SendMessage(0, []byte("reliable, first packet lost")); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Millisecond)
+		advance(time.Millisecond) // the next send is a packet of its own
 		if err := c.SendMessage(1, []byte("unreliable")); err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +200,8 @@ func TestSimPromptAck(t *testing.T) {
 		nw := netsim.New()
 		nw.SetLink(netsim.Link{Latency: oneWay})
 		simListen(t, nw, Config{Messages: testChannels}) // no echo: acks only
-		cli, err := simDial(t, nw, Config{Messages: testChannels})
+		reports := &deliveryLog{reports: map[uint16][]bool{}}
+		cli, err := simDial(t, nw, Config{Messages: testChannels, Handler: reports})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,8 +210,10 @@ func TestSimPromptAck(t *testing.T) {
 		if err := c.SendMessage(0, []byte("ack me")); err != nil {
 			t.Fatal(err)
 		}
-		for c.MessageStats().InFlight != 0 {
-			time.Sleep(time.Millisecond)
+		// The ack that reports the message's packet delivered is the one
+		// that takes the message out of flight.
+		if !reports.ev.Await(10*time.Second, func() bool { return c.MessageStats().InFlight == 0 }) {
+			t.Fatal("the message was never acknowledged")
 		}
 		acked := time.Since(sent)
 		lo, hi := 2*oneWay+message.DefaultAckDelay, 2*oneWay+message.DefaultAckDelay+messageTick+time.Millisecond
@@ -234,13 +237,15 @@ func TestSimSequencedPackets(t *testing.T) {
 			t.Fatal(err)
 		}
 		var sent []uint16
+		pace := time.NewTicker(time.Millisecond)
+		defer pace.Stop()
 		for range 50 {
 			seq, err := cli.Send([]byte("position"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			sent = append(sent, seq)
-			time.Sleep(time.Millisecond)
+			<-pace.C
 		}
 		var recv []uint16
 		for range 50 {

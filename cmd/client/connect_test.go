@@ -21,27 +21,31 @@ type echoServer struct {
 	mu    sync.Mutex
 	ends  []conn.DisconnectReason
 	wasRm []bool
+	ev    conntest.Signal
 }
+
+func (e *echoServer) OnConnect(*conn.Conn) { e.ev.Fire() }
 
 func (e *echoServer) OnDisconnect(_ *conn.Conn, r conn.DisconnectReason, remote bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.ends = append(e.ends, r)
 	e.wasRm = append(e.wasRm, remote)
+	e.ev.Fire()
 }
 
 // waitEnd waits for the server to see a connection end and returns how.
 func (e *echoServer) waitEnd(t *testing.T) (conn.DisconnectReason, bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	e.ev.Await(5*time.Second, func() bool {
 		e.mu.Lock()
-		if len(e.ends) > 0 {
-			defer e.mu.Unlock()
-			return e.ends[0], e.wasRm[0]
-		}
-		e.mu.Unlock()
-		time.Sleep(5 * time.Millisecond)
+		defer e.mu.Unlock()
+		return len(e.ends) > 0
+	})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.ends) > 0 {
+		return e.ends[0], e.wasRm[0]
 	}
 	t.Fatal("the server saw no disconnect within 5 s")
 	return 0, false
@@ -106,10 +110,7 @@ func TestConnectInterrupted(t *testing.T) {
 	if _, err := io.WriteString(pw, "ping\n"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(out.String(), "ping") && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	out.Await(5*time.Second, func(s string) bool { return strings.Contains(s, "ping") })
 	cancel()
 	select {
 	case err := <-done:
@@ -193,7 +194,7 @@ func TestConnectErrors(t *testing.T) {
 		}
 	})
 	t.Run("server shuts down", func(t *testing.T) {
-		srv, _ := startServer(t, conn.Config{NetworkVersion: 1})
+		srv, h := startServer(t, conn.Config{NetworkVersion: 1})
 		pr, pw := io.Pipe()
 		defer pw.Close()
 		var out, errb conntest.SyncBuffer
@@ -201,9 +202,8 @@ func TestConnectErrors(t *testing.T) {
 		go func() {
 			done <- runConnect(t.Context(), []string{"-server", srv.Addr().String()}, pr, &out, &errb)
 		}()
-		deadline := time.Now().Add(5 * time.Second)
-		for srv.Len() == 0 && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
+		if !h.ev.Await(5*time.Second, func() bool { return srv.Len() > 0 }) {
+			t.Fatal("the client did not connect")
 		}
 		srv.Close()
 		select {

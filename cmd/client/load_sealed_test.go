@@ -12,7 +12,8 @@ import (
 // key and protocol id.
 func loadSealedServer(t *testing.T) *conn.Server {
 	t.Helper()
-	return loadServer(t, conn.Config{PrivateKey: testPrivateKey(t), ProtocolID: testProtocolID})
+	s, _ := loadServer(t, conn.Config{PrivateKey: testPrivateKey(t), ProtocolID: testProtocolID})
+	return s
 }
 
 // TestLoadSealed: with the server's key and protocol id every client

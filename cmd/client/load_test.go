@@ -7,6 +7,7 @@ import (
 	"flag"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,14 +17,61 @@ import (
 
 type loadEchoApp = conntest.Echo[*conn.Conn, conn.DisconnectReason]
 
+// watchedEcho echoes Data and fires ev at each connect, disconnect and
+// connection's first Data, for a test that waits on the server's state.
+type watchedEcho struct {
+	loadEchoApp
+	ev   conntest.Signal
+	mu   sync.Mutex
+	sent map[*conn.Conn]bool // connections that sent Data
+}
+
+func (w *watchedEcho) OnConnect(*conn.Conn)                                 { w.ev.Fire() }
+func (w *watchedEcho) OnDisconnect(*conn.Conn, conn.DisconnectReason, bool) { w.ev.Fire() }
+
+func (w *watchedEcho) OnPacket(c *conn.Conn, p []byte) {
+	w.loadEchoApp.OnPacket(c, p)
+	w.mu.Lock()
+	first := !w.sent[c]
+	if first {
+		if w.sent == nil {
+			w.sent = map[*conn.Conn]bool{}
+		}
+		w.sent[c] = true
+	}
+	w.mu.Unlock()
+	if first {
+		w.ev.Fire()
+	}
+}
+
+// sending reports how many connections have sent Data.
+func (w *watchedEcho) sending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.sent)
+}
+
+// awaitLen waits, up to 10 s, until s has n connections (the count drops
+// before OnDisconnect and rises before OnConnect).
+func (w *watchedEcho) awaitLen(s *conn.Server, cond func(n int) bool) bool {
+	return w.ev.Await(10*time.Second, func() bool { return cond(s.Len()) })
+}
+
 // loadEchoServer starts an echo server on 127.0.0.1 with a free port.
-func loadEchoServer(t *testing.T) *conn.Server {
+func loadEchoServer(t *testing.T) (*conn.Server, *watchedEcho) {
 	t.Helper()
-	return loadServer(t, conn.Config{})
+	h := &watchedEcho{}
+	return conntest.Listen(t, conn.Listen, conn.Config{
+		Handler:        h,
+		NetworkVersion: 1,
+		ChallengeRate:  -1,
+		Sockets:        1,
+	}), h
 }
 
 func TestLoadEndToEnd(t *testing.T) {
-	s := loadEchoServer(t)
+	s, h := loadEchoServer(t)
 	var out, errb strings.Builder
 	err := runLoad([]string{"-server", s.Addr().String(), "-clients", "120", "-sources", "40",
 		"-rate", "50", "-duration", "600ms", "-disconnect", "2", "-loss-timeout", "1s"}, &out, &errb)
@@ -46,17 +94,13 @@ func TestLoadEndToEnd(t *testing.T) {
 	if strings.Contains(out.String(), "\r") || strings.Contains(out.String(), "\033") {
 		t.Error("progress line written to a non-terminal")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for s.Len() > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if s.Len() != 0 {
+	if !h.awaitLen(s, func(n int) bool { return n == 0 }) {
 		t.Errorf("%d connections left after the clients disconnected", s.Len())
 	}
 }
 
 func TestLoadCountBound(t *testing.T) {
-	s := loadEchoServer(t)
+	s, _ := loadEchoServer(t)
 	var out strings.Builder
 	start := time.Now()
 	err := runLoad([]string{"-server", s.Addr().String(), "-clients", "10", "-rate", "0",
@@ -139,18 +183,23 @@ func TestLoadNoServer(t *testing.T) {
 	}
 }
 
-// loadServer starts an echo server on 127.0.0.1 with a free port and cfg's
-// limits or keys.
-func loadServer(t *testing.T, cfg conn.Config) *conn.Server {
+// loadServer starts an echo server with cfg's limits on 127.0.0.1.
+func loadServer(t *testing.T, cfg conn.Config) (*conn.Server, *watchedEcho) {
 	t.Helper()
-	cfg.Handler, cfg.NetworkVersion, cfg.ChallengeRate, cfg.Sockets = loadEchoApp{}, 1, -1, 1
-	return conntest.Listen(t, conn.Listen, cfg)
+	h := &watchedEcho{}
+	cfg.Handler, cfg.NetworkVersion, cfg.ChallengeRate, cfg.Sockets = h, 1, -1, 1
+	s, err := conn.Listen("127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, h
 }
 
 // TestLoadExitDenied: clients the server denies make the exit status 1,
 // and the report says why they ended.
 func TestLoadExitDenied(t *testing.T) {
-	s := loadServer(t, conn.Config{MaxClients: 4})
+	s, _ := loadServer(t, conn.Config{MaxClients: 4})
 	code, out, errb := runCmd(t, "", "load", "-server", s.Addr().String(), "-clients", "10", "-rate", "20",
 		"-duration", "300ms", "-disconnect", "1")
 	t.Logf("stdout:\n%s\nstderr:\n%s", out, errb)
@@ -171,7 +220,7 @@ func TestLoadExitDenied(t *testing.T) {
 // stops at once instead of running out -duration, and fails, naming the
 // reason.
 func TestLoadStopsWhenAllGone(t *testing.T) {
-	s := loadServer(t, conn.Config{})
+	s, h := loadServer(t, conn.Config{})
 	const clients = 8
 	type result struct {
 		code     int
@@ -184,12 +233,10 @@ func TestLoadStopsWhenAllGone(t *testing.T) {
 			"-duration", "1m", "-disconnect", "0")
 		done <- result{code, out, errb}
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.Len() < clients {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d clients connected", s.Len(), clients)
-		}
-		time.Sleep(5 * time.Millisecond)
+	// Every client connected and in the run phase (sending Data), which
+	// is where the command notices that every client is gone.
+	if !h.ev.Await(10*time.Second, func() bool { return s.Len() == clients && h.sending() == clients }) {
+		t.Fatalf("%d of %d clients connected, %d sending", s.Len(), clients, h.sending())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -222,7 +269,7 @@ func TestLoadStopsWhenAllGone(t *testing.T) {
 // TestLoadJSON: -json prints one JSON object (and nothing else) on
 // standard output, for success and for failure.
 func TestLoadJSON(t *testing.T) {
-	s := loadServer(t, conn.Config{MaxClients: 3})
+	s, h := loadServer(t, conn.Config{MaxClients: 3})
 	for _, c := range []struct {
 		clients string
 		code    int
@@ -249,9 +296,8 @@ func TestLoadJSON(t *testing.T) {
 			t.Errorf("-clients %s: endings %+v, ended %d, error %q; want 2 denied, server full", c.clients, rep.Endings, rep.Ended, rep.Error)
 		}
 		// Wait for the server to see the Disconnects before the next run.
-		deadline := time.Now().Add(5 * time.Second)
-		for s.Len() > 0 && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
+		if !h.awaitLen(s, func(n int) bool { return n == 0 }) {
+			t.Fatalf("-clients %s: %d connections left", c.clients, s.Len())
 		}
 	}
 }

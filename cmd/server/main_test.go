@@ -29,15 +29,11 @@ import (
 func logged(t *testing.T, out *conntest.SyncBuffer, re string) string {
 	t.Helper()
 	rx := regexp.MustCompile(re)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := rx.FindStringSubmatch(out.String()); m != nil {
-			return m[1]
-		}
-		time.Sleep(5 * time.Millisecond)
+	var m []string
+	if !out.Await(10*time.Second, func(s string) bool { m = rx.FindStringSubmatch(s); return m != nil }) {
+		t.Fatalf("no log line matching %s in:\n%s", re, out.String())
 	}
-	t.Fatalf("no log line matching %s in:\n%s", re, out.String())
-	return ""
+	return m[1]
 }
 
 // running is a server started by serve, with signals the test sends.
@@ -111,10 +107,11 @@ func (r *running) get(t *testing.T, path string) (int, string) {
 // echoes counts the Data a client receives.
 type echoes struct {
 	conn.NopHandler
-	n atomic.Int64
+	n  atomic.Int64
+	ev conntest.Signal
 }
 
-func (e *echoes) OnPacket(*conn.Conn, []byte) { e.n.Add(1) }
+func (e *echoes) OnPacket(*conn.Conn, []byte) { e.n.Add(1); e.ev.Fire() }
 
 func dial(t *testing.T, addr string, h conn.Handler) (*conn.Client, error) {
 	t.Helper()
@@ -134,12 +131,8 @@ func echoed(t *testing.T, cl *conn.Client, h *echoes) {
 	if _, err := cl.Send([]byte("ping")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for h.n.Load() < want {
-		if time.Now().After(deadline) {
-			t.Fatal("no echo")
-		}
-		time.Sleep(time.Millisecond)
+	if !h.ev.Await(10*time.Second, func() bool { return h.n.Load() >= want }) {
+		t.Fatal("no echo")
 	}
 }
 
@@ -168,9 +161,10 @@ func TestRunWithMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Scrape again at each log line (the summary comes every 50 ms) until
+	// the loops have published the handshake's counters.
 	var body string
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(body, "udpgate_connections 1\n") && time.Now().Before(deadline) {
+	stderr.Await(10*time.Second, func(string) bool {
 		resp, err := http.Get("http://" + web + "/metrics")
 		if err != nil {
 			t.Fatal(err)
@@ -178,8 +172,9 @@ func TestRunWithMetrics(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		body = string(b)
-		time.Sleep(10 * time.Millisecond)
-	}
+		return strings.Contains(body, "udpgate_connections 1\n") &&
+			strings.Contains(body, `udpgate_handshake_sent_total{type="challenge"} 1`)
+	})
 	for _, w := range []string{"udpgate_connections 1\n", "udpgate_max_clients 10\n", "udpgate_draining 0\n",
 		`udpgate_handshake_sent_total{type="challenge"} 1`, `udpgate_build_info{goversion="go1.`} {
 		if !strings.Contains(body, w) {
@@ -517,6 +512,7 @@ func TestLogLimiter(t *testing.T) {
 // cmd/internal/agones's tests) and records the calls.
 type sidecar struct {
 	mu    sync.Mutex
+	ev    conntest.Signal // fired at each call
 	calls []string
 	// gameServer is GET /gameserver's answer.
 	gameServer string
@@ -552,6 +548,7 @@ func (s *sidecar) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.calls = append(s.calls, call)
 	s.mu.Unlock()
+	s.ev.Fire()
 }
 
 // TestAgones: with -agones the server says Ready once it listens, reports
@@ -565,12 +562,8 @@ func TestAgones(t *testing.T) {
 	r := start(t, []string{"-agones", "-max-clients", "50"}, env("AGONES_SDK_HTTP_PORT", port))
 	waitCall := func(call string) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !slices.Contains(sc.log(), call) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q among %q", call, sc.log())
-			}
-			time.Sleep(time.Millisecond)
+		if !sc.ev.Await(10*time.Second, func() bool { return slices.Contains(sc.log(), call) }) {
+			t.Fatalf("no %q among %q", call, sc.log())
 		}
 	}
 	waitCall("POST /ready")

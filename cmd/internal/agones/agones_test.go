@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
 )
 
 // sidecar is a local stand-in for the Agones SDK sidecar: it serves the
@@ -23,6 +25,7 @@ type sidecar struct {
 	// calls are "POST /ready", "PUT /alpha/player/capacity 10",
 	// "POST /alpha/player/connect p1", ...
 	calls []string
+	ev    conntest.Signal // fired at each call
 	// readyFailures: how many Ready calls to answer 503 first (the sidecar
 	// is not up yet).
 	readyFailures int
@@ -115,7 +118,10 @@ func newSidecar(t *testing.T) *sidecar {
 		t.Errorf("undocumented call %s %s", r.Method, r.URL.Path)
 		http.NotFound(w, r)
 	})
-	s.Server = httptest.NewServer(mux)
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mux.ServeHTTP(w, r)
+		s.ev.Fire() // after the handler recorded the call
+	}))
 	t.Cleanup(s.Close)
 	return s
 }
@@ -147,12 +153,8 @@ func (s *sidecar) log() []string {
 // waitFor waits until the sidecar has seen call.
 func (s *sidecar) waitFor(t *testing.T, call string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !slices.Contains(s.log(), call) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q among the calls %q", call, s.log())
-		}
-		time.Sleep(time.Millisecond)
+	if !s.ev.Await(10*time.Second, func() bool { return slices.Contains(s.log(), call) }) {
+		t.Fatalf("no %q among the calls %q", call, s.log())
 	}
 }
 
@@ -180,17 +182,16 @@ func TestLifecycleOrder(t *testing.T) {
 	sc.waitFor(t, "POST /alpha/player/disconnect p1")
 	a.SetCapacity(20)
 	sc.waitFor(t, "PUT /alpha/player/capacity 20")
-	for n, deadline := 0, time.Now().Add(10*time.Second); n < 2; {
-		if time.Now().After(deadline) {
-			t.Fatalf("fewer than 2 health pings: %q", sc.log())
-		}
-		n = 0
+	if !sc.ev.Await(10*time.Second, func() bool {
+		n := 0
 		for _, c := range sc.log() {
 			if c == "POST /health" {
 				n++
 			}
 		}
-		time.Sleep(time.Millisecond)
+		return n >= 2
+	}) {
+		t.Fatalf("fewer than 2 health pings: %q", sc.log())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -213,9 +214,9 @@ func TestLifecycleOrder(t *testing.T) {
 		at("POST /alpha/player/disconnect p1") < at("POST /shutdown")) {
 		t.Errorf("player calls out of order: %q", calls)
 	}
-	time.Sleep(20 * time.Millisecond) // four health intervals
-	if after := sc.log(); len(after) != len(calls) {
-		t.Errorf("calls after Close: %q", after[len(calls):])
+	// No call for four health intervals: the pings stopped with Close.
+	if sc.ev.Await(20*time.Millisecond, func() bool { return len(sc.log()) != len(calls) }) {
+		t.Errorf("calls after Close: %q", sc.log()[len(calls):])
 	}
 }
 

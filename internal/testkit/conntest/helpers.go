@@ -52,17 +52,69 @@ func (Echo[C, R]) OnPacket(c C, p []byte) { _, _ = c.Send(p) }
 // OnDisconnect does nothing.
 func (Echo[C, R]) OnDisconnect(C, R, bool) {}
 
+// Signal lets a test wait for a condition that other goroutines change
+// (handler callbacks, a command's output): they call Fire after each
+// change, and Await checks the condition again at each Fire, so nothing
+// polls. The zero Signal is ready to use.
+type Signal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// Fire wakes the goroutines in Await.
+func (s *Signal) Fire() {
+	s.mu.Lock()
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil
+	}
+	s.mu.Unlock()
+}
+
+// Await waits for cond to hold, checking it now and after each Fire, for at
+// most d (on the bubble's clock inside a synctest bubble), and reports
+// whether it held.
+func (s *Signal) Await(d time.Duration, cond func() bool) bool {
+	timeout := time.NewTimer(d)
+	defer timeout.Stop()
+	for {
+		s.mu.Lock()
+		if s.ch == nil {
+			s.ch = make(chan struct{})
+		}
+		ch := s.ch
+		s.mu.Unlock()
+		if cond() {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-timeout.C:
+			return false
+		}
+	}
+}
+
 // SyncBuffer is a bytes.Buffer safe for concurrent use, for a logger or a
 // command's output that the test reads while goroutines write.
 type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu     sync.Mutex
+	b      bytes.Buffer
+	signal Signal
 }
 
 func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
+	n, err := s.b.Write(p)
+	s.mu.Unlock()
+	s.signal.Fire()
+	return n, err
+}
+
+// Await waits, up to d, until cond holds for what was written so far, and
+// reports whether it did.
+func (s *SyncBuffer) Await(d time.Duration, cond func(text string) bool) bool {
+	return s.signal.Await(d, func() bool { return cond(s.String()) })
 }
 
 // String returns what was written so far.

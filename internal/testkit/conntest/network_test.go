@@ -4,7 +4,9 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/udpgate/udpgate/batchio"
@@ -132,4 +134,31 @@ func TestClock(t *testing.T) {
 	if got := c.Now().Sub(start); got != 1500*time.Millisecond {
 		t.Fatalf("advanced %v", got)
 	}
+}
+
+// Await returns once a Fire follows the change that makes its condition
+// true, and gives up after its duration otherwise (here in virtual time).
+func TestSignalAwait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var s Signal
+		var n atomic.Int32
+		for i := range 3 {
+			time.AfterFunc(time.Duration(i+1)*time.Second, func() { n.Add(1); s.Fire() })
+		}
+		start := time.Now()
+		if !s.Await(time.Minute, func() bool { return n.Load() == 3 }) {
+			t.Fatal("Await gave up")
+		}
+		if d := time.Since(start); d != 3*time.Second {
+			t.Fatalf("Await returned after %v, want 3s", d)
+		}
+		if s.Await(time.Second, func() bool { return n.Load() == 4 }) {
+			t.Fatal("Await held a false condition")
+		}
+		var b SyncBuffer
+		time.AfterFunc(time.Second, func() { b.Write([]byte("ready\n")) })
+		if !b.Await(time.Minute, func(s string) bool { return s == "ready\n" }) {
+			t.Fatal("SyncBuffer.Await gave up")
+		}
+	})
 }

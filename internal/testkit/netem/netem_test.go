@@ -65,11 +65,13 @@ func roundTrip(t *testing.T, cfg Config, n int) (got []uint32, fates []Fate) {
 			got = append(got, binary.LittleEndian.Uint32(buf[:k]))
 		}
 	}()
+	pace := time.NewTicker(100 * time.Microsecond) // 10,000 datagrams/s
+	defer pace.Stop()
 	for i := range n {
 		var b [4]byte
 		binary.LittleEndian.PutUint32(b[:], uint32(i))
 		c.Write(b[:])
-		time.Sleep(100 * time.Microsecond)
+		<-pace.C
 	}
 	got = <-done
 	p.Close()

@@ -16,11 +16,30 @@ import (
 
 type echoApp = conntest.Echo[*conn.Conn, conn.DisconnectReason]
 
+// watchedEchoApp echoes and fires disconnects at each connection's end.
+type watchedEchoApp struct{ echoApp }
+
+// disconnects fires at every OnDisconnect of a watchedEchoApp.
+var disconnects conntest.Signal
+
+func (watchedEchoApp) OnDisconnect(*conn.Conn, conn.DisconnectReason, bool) { disconnects.Fire() }
+
+// drained waits, up to 5 s, for s to have no connection left, then closes
+// it: Close returns once its receive loops have published the counters of
+// their last batch, which the test reads next.
+func drained(t *testing.T, s *conn.Server) {
+	t.Helper()
+	if !disconnects.Await(5*time.Second, func() bool { return s.Len() == 0 }) {
+		t.Errorf("%d connections left after the Disconnects", s.Len())
+	}
+	s.Close()
+}
+
 // listenEcho starts an udpgate server with the echo application.
 func listenEcho(t *testing.T) *conn.Server {
 	t.Helper()
 	return conntest.Listen(t, conn.Listen, conn.Config{
-		Handler:       echoApp{},
+		Handler:       watchedEchoApp{},
 		ChallengeRate: -1,
 		// overload control is off by default
 		Sockets: 1,
@@ -150,16 +169,14 @@ func TestDataMode(t *testing.T) {
 // packets per client, want in all) empties the server.
 func checkCountedAndDisconnect(t *testing.T, g *Generator, s *conn.Server, r RunResult, want int) {
 	t.Helper()
-	// The server publishes its counters after each batch, which may be
-	// after its echoes arrived here.
-	conntest.Eventually(t, "the server to count every echoed packet", func() bool {
-		return s.Stats().ConnPacketsIn >= r.Total.Replies
-	})
 	n, err := g.Disconnect(context.Background(), 2, 0)
 	if err != nil || n != want {
 		t.Fatalf("disconnect: %d packets, %v; want %d", n, err, want)
 	}
-	conntest.Eventually(t, "no connections left after Disconnect", func() bool { return s.Len() == 0 })
+	drained(t, s)
+	if st := s.Stats(); st.ConnPacketsIn < r.Total.Replies {
+		t.Errorf("server accepted %d connection packets, generator got %d echoes", st.ConnPacketsIn, r.Total.Replies)
+	}
 }
 
 func TestRateMode(t *testing.T) {
@@ -300,7 +317,7 @@ func TestStorm(t *testing.T) {
 // application; cfg adds settings.
 func listenSealed(t *testing.T, cfg conn.Config) *conn.Server {
 	t.Helper()
-	cfg.Handler = echoApp{}
+	cfg.Handler = watchedEchoApp{}
 	cfg.ChallengeRate = -1
 	cfg.Sockets = 1
 	if cfg.PrivateKey == nil {
