@@ -231,7 +231,7 @@ func (ss *sealedServer) hasServer(p *token.Private) bool {
 
 // admitted registers new connection c as unproven and returns the oldest
 // unproven connection when the cap is reached, for the caller to close.
-// The caller (table.insert) holds the table's lock.
+// The caller (table.insert) holds the table's sealedMu.
 func (ss *sealedServer) admitted(c *Conn) (evict *Conn) {
 	if ss.unproven.Add(1) > int64(ss.max) {
 		for ss.head < len(ss.fifo) && evict == nil {

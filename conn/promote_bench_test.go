@@ -1,0 +1,85 @@
+package conn
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/udpgate/udpgate/fastpath"
+)
+
+// BenchmarkPromoteParallel measures how promotions scale with cores: every
+// goroutine is a promotion worker promoting batches of promotionBatch
+// fresh clients (admission, the connection's set-up, its timers, the Acks
+// built and handed to a transport that only counts them, OnConnect), each
+// client from its own IP, 256 to a /24, so the default address limits
+// count them as in the field. Run it with -cpu 1,2,4 and a fixed
+// -benchtime (each promotion keeps its connection: about 1 KiB of heap):
+//
+//	go test -run '^$' -bench PromoteParallel -cpu 1,2,4 -benchtime 200000x -count 5 ./conn/
+//
+// promotions/s is the whole server's rate (ns/op is wall time per
+// promotion, all goroutines together).
+func BenchmarkPromoteParallel(b *testing.B) {
+	s, err := Listen("127.0.0.1:0", Config{Sockets: 1, MaxClients: 1 << 30,
+		KeepAlive: time.Hour, Timeout: 2 * time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	now := s.st.Now()
+	ts := seconds(now)
+	to := benchReplyTo(b, s, now)
+	var next atomic.Uint64
+	var made atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		w := newPromoBatch()
+		w.sock = &replaySock{}
+		for pb.Next() {
+			i := next.Add(1)
+			var p promotion
+			p.addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), uint16(1024+i%60000))
+			binary.LittleEndian.PutUint64(p.cookie[:], i*0x9e3779b97f4a7c15)
+			binary.LittleEndian.PutUint64(p.cookie[8:], i)
+			p.to = to
+			p.ts = ts
+			w.items = append(w.items, p)
+			if len(w.items) == promotionBatch {
+				s.promoteBatch(w)
+			}
+		}
+		if len(w.items) > 0 {
+			s.promoteBatch(w)
+		}
+		made.Add(int64(w.sock.(*replaySock).sent))
+	})
+	el := time.Since(start)
+	b.StopTimer()
+	if got := made.Load(); got != int64(b.N) {
+		b.Fatalf("%d Acks for %d promotions", got, b.N)
+	}
+	b.ReportMetric(float64(b.N)/el.Seconds(), "promotions/s")
+}
+
+// benchReplyTo is what a Response of the handshake's usual shape (ClientID
+// 1, 16 bytes of RandomData) lets the server's replies to it carry: the
+// loop's decision on an Initial of that shape.
+func benchReplyTo(b *testing.B, s *Server, now time.Time) fastpath.ReplyTo {
+	l := newLoop(s, 0, s.socks[0], 1, seconds(now))
+	h := fastpath.Handshake{Type: fastpath.TypeInitial, ClientID: 1, MinVersion: fastpath.MinHandshakeVersion,
+		CurVersion: fastpath.CurHandshakeVersion, NetworkVersion: s.st.NetworkVersion, RandomLen: 16}
+	pkt := make([]byte, fastpath.MaxReplyLen)
+	pkt = pkt[:fastpath.EncodeHandshake(pkt, s.st.magic, &h)]
+	var d fastpath.Decision
+	var peer fastpath.Peer
+	l.fp.Handle(&d, netip.MustParseAddrPort("127.0.0.1:4000"), pkt, seconds(now), &peer, make([]byte, fastpath.MaxReplyLen))
+	if d.Action != fastpath.ActReply || d.To.ClientID != 1 {
+		b.Fatalf("the Initial got %+v", d)
+	}
+	return d.To
+}
