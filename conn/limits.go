@@ -102,7 +102,7 @@ func ipKey(a netip.Addr) ([16]byte, bool) {
 // its predecessor is released. k may already be shared (a sealed
 // connection proving its token): its write is serialised with release's.
 func (l *addrLimits) admit(addr netip.Addr, force bool, k *limitKey) bool {
-	ip, ok := l.count(addr, force)
+	ip, ok := l.count(addr, -1, force)
 	if ok && ip != (limitKey{}) {
 		l.keyMu.Lock()
 		*k = ip
@@ -113,24 +113,28 @@ func (l *addrLimits) admit(addr netip.Addr, force bool, k *limitKey) bool {
 
 // admitNew is admit for a connection no other goroutine can see yet (not
 // in the map), whose k it writes without keyMu: admissions of different
-// networks share no lock.
-func (l *addrLimits) admitNew(addr netip.Addr, force bool, k *limitKey) bool {
-	ip, ok := l.count(addr, force)
+// networks share no lock. sh is shardOf(addr), which the caller knows.
+func (l *addrLimits) admitNew(addr netip.Addr, sh int, force bool, k *limitKey) bool {
+	ip, ok := l.count(addr, sh, force)
 	if ok {
 		*k = ip
 	}
 	return ok
 }
 
-// count is admit's check and count, under the prefix's shard lock. It
-// returns the IP counted, zero when the limits are off.
-func (l *addrLimits) count(addr netip.Addr, force bool) (limitKey, bool) {
+// count is admit's check and count, under the prefix's shard lock (i, or
+// shardOf(addr) if i < 0). It returns the IP counted, zero when the limits
+// are off.
+func (l *addrLimits) count(addr netip.Addr, i int, force bool) (limitKey, bool) {
 	if l.disabled {
 		return limitKey{}, true
 	}
 	ip, is4 := ipKey(addr)
 	px := prefixOf(ip, is4)
-	sh := &l.shards[l.shardOfPrefix(px)]
+	if i < 0 {
+		i = l.shardOfPrefix(px)
+	}
+	sh := &l.shards[i]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if !force {

@@ -129,6 +129,9 @@ type promoBatch struct {
 	n     int
 	sock  transport
 	made  []*Conn
+	// acks counts the batch's Acks, published with one atomic add per
+	// batch (accepted is len(made)): every worker shares those counters.
+	acks int
 }
 
 func newPromoBatch() *promoBatch {
@@ -148,6 +151,13 @@ func (s *Server) promoteBatch(pb *promoBatch) {
 		s.promoteOne(pb, &pb.items[i], &rnd, now)
 	}
 	s.flushReplies(pb)
+	if pb.acks > 0 {
+		s.ev.acks.Add(uint64(pb.acks))
+		pb.acks = 0
+	}
+	if len(pb.made) > 0 {
+		s.ev.accepted.Add(uint64(len(pb.made)))
+	}
 	for _, c := range pb.made {
 		if c.sec == nil {
 			// A sealed connection is announced once its token is
@@ -173,7 +183,7 @@ func (s *Server) flushReplies(pb *promoBatch) {
 }
 
 // verdict is table.admit's decision for one proven client; the reply is
-// made from it outside the table's lock.
+// made from it outside the admission lock.
 type verdict struct {
 	ack    *cookie.Cookie // reply Ack with this cookie
 	denied uint8          // or Denied with this reason
@@ -222,7 +232,7 @@ func (s *Server) promoteOne(pb *promoBatch, p *promotion, rnd *fastpath.Rand, no
 		s.ev.denied[v.denied].Add(1)
 	case v.ack != nil:
 		if n = s.fc.BuildAck(out, &p.to, v.ack, rnd); n > 0 {
-			s.ev.acks.Add(1)
+			pb.acks++
 		}
 	}
 	if n > 0 {
@@ -242,6 +252,5 @@ func (s *Server) promoteOne(pb *promoBatch, p *promotion, rnd *fastpath.Rand, no
 		s.ev.unprovenEvicted.Add(1)
 		v.evict.shutdown(ReasonTimedOut, false) // silent: never announced
 	}
-	s.ev.accepted.Add(1)
 	pb.made = append(pb.made, v.made)
 }

@@ -171,8 +171,8 @@ type sealedServer struct {
 	unproven atomic.Int64
 
 	// fifo holds the unproven connections oldest first, with stale entries
-	// (proven or closed since) skipped when met; the table's lock guards
-	// it.
+	// (proven or closed since) skipped when met; the table's sealedMu
+	// guards it.
 	fifo []*Conn
 	head int
 

@@ -96,14 +96,15 @@ func (t *table) full() bool { return t.len() >= t.max.Load() }
 // reads the table and changes nothing; only a verdict that admits goes on
 // to insert.
 func (t *table) admit(p *promotion, mk func() *Conn) verdict {
-	mu := &t.adm[t.limits.shardOf(p.addr.Addr())]
+	sh := t.limits.shardOf(p.addr.Addr())
+	mu := &t.adm[sh]
 	mu.Lock()
 	defer mu.Unlock()
 	v, hasOld := t.decide(p)
 	if v.ack != nil || v.denied != 0 || v.replay || v.held {
 		return v
 	}
-	return t.insert(p, hasOld, mk)
+	return t.insert(p, sh, hasOld, mk)
 }
 
 // decide is admit's decision for p, before any change. hasOld reports a
@@ -149,9 +150,9 @@ func (t *table) decide(p *promotion) (v verdict, hasOld bool) {
 	return v, hasOld
 }
 
-// insert makes p's connection and puts it in the table. p's admission lock
-// is held.
-func (t *table) insert(p *promotion, hasOld bool, mk func() *Conn) (v verdict) {
+// insert makes p's connection and puts it in the table. The admission
+// lock of p's shard sh is held.
+func (t *table) insert(p *promotion, sh int, hasOld bool, mk func() *Conn) (v verdict) {
 	// A replaced connection does not count against capacity, nor does a
 	// sealed one waiting for its proof (the proof takes its place).
 	if !t.reserve(hasOld || t.sealed != nil) {
@@ -163,7 +164,7 @@ func (t *table) insert(p *promotion, hasOld bool, mk func() *Conn) (v verdict) {
 	// the per-address limits (issue 19: tokenless handshakes from one
 	// address could hold a network's places); loop.prove counts it once
 	// its token is proven.
-	if t.sealed == nil && !t.limits.admitNew(p.addr.Addr(), hasOld, &c.limit) {
+	if t.sealed == nil && !t.limits.admitNew(p.addr.Addr(), sh, hasOld, &c.limit) {
 		t.count.Add(-1)
 		v.denied = fastpath.DeniedAddressLimit
 		return v
