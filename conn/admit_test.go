@@ -39,7 +39,7 @@ func TestAdmitParallelCapsExact(t *testing.T) {
 							continue
 						}
 						var p promotion
-						p.addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 9, byte(i / perPrefix), byte(i % perPrefix)}), 5000)
+						p.addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 9, byte(i / perPrefix), byte(i % perPrefix)}), 5000)
 						binary.LittleEndian.PutUint64(p.cookie[:], uint64(i)*0x9e3779b97f4a7c15+1)
 						p.to.ClientID = 1
 						p.ts = seconds(now)

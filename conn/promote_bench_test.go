@@ -51,7 +51,7 @@ func BenchmarkPromoteParallel(b *testing.B) {
 			// the 24 bits), as a storm's promotions interleave.
 			ip := uint32(i*0x9e3779b1) & 0xffffff
 			var p promotion
-			p.addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(ip >> 16), byte(ip >> 8), byte(ip)}), uint16(1024+i%60000))
+			p.addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, byte(ip >> 16), byte(ip >> 8), byte(ip)}), uint16(1024+i%60000))
 			binary.LittleEndian.PutUint64(p.cookie[:], i*0x9e3779b97f4a7c15)
 			binary.LittleEndian.PutUint64(p.cookie[8:], i)
 			p.to = to
