@@ -3,11 +3,14 @@ package conn
 import (
 	"encoding/binary"
 	"net/netip"
+	"os"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/udpgate/udpgate/fastpath"
+	"github.com/udpgate/udpgate/internal/procstat"
 )
 
 // BenchmarkPromoteParallel measures how promotions scale with cores: every
@@ -22,7 +25,8 @@ import (
 //	go test -run '^$' -bench PromoteParallel -cpu 1,2,4 -benchtime 200000x -count 5 ./conn/
 //
 // promotions/s is the whole server's rate (ns/op is wall time per
-// promotion, all goroutines together).
+// promotion, all goroutines together); cpu-ns/promotion and util say
+// what it cost and how much of the cores it had.
 func BenchmarkPromoteParallel(b *testing.B) {
 	// Housekeeping does not tick during the run (SweepInterval), so the
 	// work measured is the promotions' alone, and its instruction count
@@ -40,6 +44,7 @@ func BenchmarkPromoteParallel(b *testing.B) {
 	var made atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0, _ := procstat.Process(os.Getpid())
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		w := newPromoBatch()
@@ -67,11 +72,20 @@ func BenchmarkPromoteParallel(b *testing.B) {
 		made.Add(int64(w.sock.(*replaySock).sent))
 	})
 	el := time.Since(start)
+	cpu1, _ := procstat.Process(os.Getpid())
 	b.StopTimer()
 	if got := made.Load(); got != int64(b.N) {
 		b.Fatalf("%d Acks for %d promotions", got, b.N)
 	}
 	b.ReportMetric(float64(b.N)/el.Seconds(), "promotions/s")
+	// The process's CPU time (the promotions, the collector) per
+	// promotion, and how much of its GOMAXPROCS cores the run had: on a
+	// machine other work shares, util well under 1 says the wall-clock
+	// rate measured the machine as much as the code.
+	if cpu := cpu1.Sched - cpu0.Sched; cpu > 0 {
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/promotion")
+		b.ReportMetric(cpu.Seconds()/el.Seconds()/float64(runtime.GOMAXPROCS(0)), "util")
+	}
 }
 
 // benchReplyTo is what a Response of the handshake's usual shape (ClientID
