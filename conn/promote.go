@@ -129,9 +129,11 @@ type promoBatch struct {
 	n     int
 	sock  transport
 	made  []*Conn
-	// acks counts the batch's Acks, published with one atomic add per
-	// batch (accepted is len(made)): every worker shares those counters.
-	acks int
+	// acks and accepted count the Acks and connections made since the
+	// last flush, published with one atomic add each just before the
+	// replies leave (flushReplies): every worker shares those counters,
+	// and a client that has its Ack finds itself counted.
+	acks, accepted int
 }
 
 func newPromoBatch() *promoBatch {
@@ -151,13 +153,6 @@ func (s *Server) promoteBatch(pb *promoBatch) {
 		s.promoteOne(pb, &pb.items[i], &rnd, now)
 	}
 	s.flushReplies(pb)
-	if pb.acks > 0 {
-		s.ev.acks.Add(uint64(pb.acks))
-		pb.acks = 0
-	}
-	if len(pb.made) > 0 {
-		s.ev.accepted.Add(uint64(len(pb.made)))
-	}
 	for _, c := range pb.made {
 		if c.sec == nil {
 			// A sealed connection is announced once its token is
@@ -172,8 +167,16 @@ func (s *Server) promoteBatch(pb *promoBatch) {
 	pb.items = pb.items[:0]
 }
 
-// flushReplies sends the batch's replies so far.
+// flushReplies sends the batch's replies so far, after counting them.
 func (s *Server) flushReplies(pb *promoBatch) {
+	if pb.acks > 0 {
+		s.ev.acks.Add(uint64(pb.acks))
+		pb.acks = 0
+	}
+	if pb.accepted > 0 {
+		s.ev.accepted.Add(uint64(pb.accepted))
+		pb.accepted = 0
+	}
 	if pb.n > 0 {
 		if err := pb.sock.Send(pb.out, pb.n); err != nil && !errors.Is(err, net.ErrClosed) {
 			s.st.Logger.Warn("sending handshake replies failed", "err", err)
@@ -252,5 +255,6 @@ func (s *Server) promoteOne(pb *promoBatch, p *promotion, rnd *fastpath.Rand, no
 		s.ev.unprovenEvicted.Add(1)
 		v.evict.shutdown(ReasonTimedOut, false) // silent: never announced
 	}
+	pb.accepted++
 	pb.made = append(pb.made, v.made)
 }
