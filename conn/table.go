@@ -153,11 +153,19 @@ func (t *table) decide(p *promotion) (v verdict, hasOld bool) {
 // insert makes p's connection and puts it in the table. The admission
 // lock of p's shard sh is held.
 func (t *table) insert(p *promotion, sh int, hasOld bool, mk func() *Conn) (v verdict) {
-	// A replaced connection does not count against capacity, nor does a
-	// sealed one waiting for its proof (the proof takes its place).
-	if !t.reserve(hasOld || t.sealed != nil) {
+	// A new connection reserves its place in the count first. One that
+	// replaces another takes that one's place, and a sealed one waiting
+	// for its proof takes none (the proof does): both are counted once
+	// inserted, as an entry of the map.
+	reserved := !hasOld && t.sealed == nil
+	if reserved && !t.reserve() {
 		v.denied = fastpath.DeniedServerFull
 		return v
+	}
+	unreserve := func() {
+		if reserved {
+			t.count.Add(-1)
+		}
 	}
 	c := mk()
 	// Sealed: a connection waiting for its proof takes no place under
@@ -165,22 +173,26 @@ func (t *table) insert(p *promotion, sh int, hasOld bool, mk func() *Conn) (v ve
 	// address could hold a network's places); loop.prove counts it once
 	// its token is proven.
 	if t.sealed == nil && !t.limits.admitNew(p.addr.Addr(), sh, hasOld, &c.limit) {
-		t.count.Add(-1)
+		unreserve()
 		v.denied = fastpath.DeniedAddressLimit
 		return v
 	}
 	// Insert's answer is the truth: a migration may have moved another
-	// connection onto this address since decide looked, and only a
-	// cookie's own address is locked (two addresses sharing a cookie
-	// would need a collision of the 160-bit MAC).
+	// connection onto this address since decide looked, or moved the
+	// old one away; and only a cookie's own address is locked (two
+	// addresses sharing a cookie would need a collision of the 160-bit
+	// MAC).
 	prev, ok := t.conns.Insert(p.addr, p.cookie, c)
 	if !ok {
 		t.limits.release(&c.limit)
-		t.count.Add(-1)
+		unreserve()
 		return v
 	}
-	if prev != nil {
-		t.count.Add(-1) // it took prev's entry
+	switch {
+	case prev != nil && reserved:
+		unreserve() // it took prev's entry
+	case prev == nil && !reserved:
+		t.count.Add(1)
 	}
 	if t.sealed != nil {
 		t.sealedMu.Lock()
@@ -192,15 +204,11 @@ func (t *table) insert(p *promotion, sh int, hasOld bool, mk func() *Conn) (v ve
 	return v
 }
 
-// reserve counts one more entry, unless the server holds MaxClients
-// connections and force is false. The count is the one figure admissions
-// of different prefixes share: a reservation is one compare-and-swap, so
-// MaxClients holds exactly however many promote at once.
-func (t *table) reserve(force bool) bool {
-	if force {
-		t.count.Add(1)
-		return true
-	}
+// reserve counts one more entry unless the server holds MaxClients
+// connections. The count is the one figure admissions of different
+// prefixes share: a reservation is one compare-and-swap, so MaxClients
+// holds exactly however many promote at once.
+func (t *table) reserve() bool {
 	for {
 		n := t.count.Load()
 		if n >= t.max.Load() {
