@@ -31,6 +31,10 @@ func TestAdmitParallelCapsExact(t *testing.T) {
 			var wg sync.WaitGroup
 			for w := range workers {
 				wg.Go(func() {
+					// The connections' packets (their Disconnects when
+					// the server closes) go to a transport that only
+					// counts them.
+					sock := &replaySock{}
 					// Each worker takes every client in its own order,
 					// so workers race for the same prefixes.
 					for j := range prefixes * perPrefix {
@@ -43,7 +47,7 @@ func TestAdmitParallelCapsExact(t *testing.T) {
 						binary.LittleEndian.PutUint64(p.cookie[:], uint64(i)*0x9e3779b97f4a7c15+1)
 						p.to.ClientID = 1
 						p.ts = seconds(now)
-						v := s.tab.admit(&p, func() *Conn { return s.newConn(&p, s.socks[0], now) })
+						v := s.tab.admit(&p, func() *Conn { return s.newConn(&p, sock, now) })
 						if v.made == nil {
 							continue
 						}
