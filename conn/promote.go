@@ -135,6 +135,11 @@ type promoBatch struct {
 	n     int
 	sock  transport
 	made  []*Conn
+	// acks and accepted count the Acks and connections made since the
+	// last flush, published with one atomic add each just before the
+	// replies leave (flushReplies): every worker shares those counters,
+	// and a client that has its Ack finds itself counted.
+	acks, accepted int
 }
 
 func newPromoBatch() *promoBatch {
@@ -164,8 +169,16 @@ func (s *Server) promoteBatch(pb *promoBatch) {
 	pb.items = pb.items[:0]
 }
 
-// flushReplies sends the batch's replies so far.
+// flushReplies sends the batch's replies so far, after counting them.
 func (s *Server) flushReplies(pb *promoBatch) {
+	if pb.acks > 0 {
+		s.ev.acks.Add(uint64(pb.acks))
+		pb.acks = 0
+	}
+	if pb.accepted > 0 {
+		s.ev.accepted.Add(uint64(pb.accepted))
+		pb.accepted = 0
+	}
 	if pb.n > 0 {
 		if err := pb.sock.Send(pb.out, pb.n); err != nil && !errors.Is(err, net.ErrClosed) {
 			s.st.Logger.Warn("sending handshake replies failed", "err", err)
@@ -175,7 +188,7 @@ func (s *Server) flushReplies(pb *promoBatch) {
 }
 
 // verdict is table.admit's decision for one proven client; the reply is
-// made from it outside the table's lock.
+// made from it outside the admission lock.
 type verdict struct {
 	ack    *cookie.Cookie // reply Ack with this cookie
 	denied uint8          // or Denied with this reason
@@ -223,7 +236,7 @@ func (s *Server) promoteOne(pb *promoBatch, p *promotion, rnd *wire.Rand, now ti
 		s.ev.denied[v.denied].Add(1)
 	case v.ack != nil:
 		if n = s.fc.BuildAck(out, &p.to, v.ack, rnd); n > 0 {
-			s.ev.acks.Add(1)
+			pb.acks++
 		}
 	}
 	if n > 0 {
@@ -239,6 +252,6 @@ func (s *Server) promoteOne(pb *promoBatch, p *promotion, rnd *wire.Rand, now ti
 		// removes nothing and the count stays: it took prev's place.
 		v.prev.shutdown(ReasonReplaced, false)
 	}
-	s.ev.accepted.Add(1)
+	pb.accepted++
 	pb.made = append(pb.made, v.made)
 }

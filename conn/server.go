@@ -404,7 +404,7 @@ func (s *Server) sendSocket(sock transport, addr netip.AddrPort) transport {
 }
 
 // newConn makes the connection for a proven client. table.admit calls it,
-// under the table's lock.
+// under the client's admission lock.
 func (s *Server) newConn(p *promotion, sock transport, now time.Time) *Conn {
 	c := &Conn{
 		st:       &s.st,

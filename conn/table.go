@@ -16,14 +16,20 @@ import (
 // and what is remembered of addresses whose connection closed. It alone
 // adds (admit), moves (move) and removes (remove, forget) entries, so the
 // count, the limits and the memory of closed addresses change together
-// with the map. Admissions, a check-then-insert, are serialised by mu;
-// lookups take no lock.
+// with the map. Admissions, a check-then-insert, are serialised per network
+// prefix (/24, /64) by one of adm's locks, the shard addrLimits counts the
+// prefix in: everything an admission decides from is keyed by its address
+// (its connection, its spent cookie, its IP's and prefix's counts), so
+// admissions of different networks run in parallel and each limit stays
+// exact. MaxClients, the one limit across prefixes, is a reservation on
+// count (reserve). Lookups take no lock.
 //
 // A sealed server has no connection before its client's proof checked
 // out (loop.prove): every entry is a proven connection.
 type table struct {
 	conns *shard.Map[Conn]
-	// count is the map's number of entries.
+	// count is the map's number of entries, plus the admissions under way
+	// that reserved one (reserve).
 	count  atomic.Int64
 	limits *addrLimits
 	// recent: per address whose connection closed, until when its stray
@@ -36,7 +42,14 @@ type table struct {
 	// forgotten).
 	clock func() time.Time
 
-	mu sync.Mutex
+	// adm[i] serialises the admissions of the prefixes in limits' shard i.
+	adm [limitShards]admitLock
+}
+
+// admitLock is one admission lock, alone on its cache line.
+type admitLock struct {
+	sync.Mutex
+	_ [56]byte
 }
 
 // recentClose is what the server remembers of an address whose connection
@@ -68,17 +81,20 @@ func (t *table) len() int64 { return t.count.Load() }
 // full reports whether the server holds MaxClients connections.
 func (t *table) full() bool { return t.len() >= t.max.Load() }
 
-// admit decides, under mu, whether proven client p becomes a connection,
-// and if so makes it with mk and inserts it. Deciding reads the table and
-// changes nothing; only a verdict that admits goes on to insert.
+// admit decides, under its prefix's admission lock, whether proven client p
+// becomes a connection, and if so makes it with mk and inserts it. Deciding
+// reads the table and changes nothing; only a verdict that admits goes on
+// to insert.
 func (t *table) admit(p *promotion, mk func() *Conn) verdict {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	sh := t.limits.shardOf(p.addr.Addr())
+	mu := &t.adm[sh]
+	mu.Lock()
+	defer mu.Unlock()
 	v, hasOld := t.decide(p)
 	if v.ack != nil || v.denied != 0 || v.replay || v.held {
 		return v
 	}
-	return t.insert(p, hasOld, mk)
+	return t.insert(p, sh, hasOld, mk)
 }
 
 // decide is admit's decision for p, before any change. hasOld reports a
@@ -130,27 +146,64 @@ func (t *table) decide(p *promotion) (v verdict, hasOld bool) {
 	return v, hasOld
 }
 
-// insert makes p's connection and puts it in the table. mu is held.
-func (t *table) insert(p *promotion, hasOld bool, mk func() *Conn) (v verdict) {
+// insert makes p's connection and puts it in the table. The admission
+// lock of p's shard sh is held.
+func (t *table) insert(p *promotion, sh int, hasOld bool, mk func() *Conn) (v verdict) {
+	// A new connection reserves its place in the count first. One that
+	// replaces another takes that one's place: it is counted once
+	// inserted, as an entry of the map.
+	reserved := !hasOld
+	if reserved && !t.reserve() {
+		v.denied = protocol.DeniedServerFull
+		return v
+	}
+	unreserve := func() {
+		if reserved {
+			t.count.Add(-1)
+		}
+	}
 	c := mk()
-	if !t.limits.admit(p.addr.Addr(), hasOld, &c.limit) {
+	if !t.limits.admitNew(p.addr.Addr(), sh, hasOld, &c.limit) {
+		unreserve()
 		v.denied = protocol.DeniedAddressLimit
 		return v
 	}
 	// Insert's answer is the truth: a migration may have moved another
-	// connection onto this address since decide looked.
+	// connection onto this address since decide looked, or moved the
+	// old one away; and only a cookie's own address is locked (two
+	// addresses sharing a cookie would need a collision of the 160-bit
+	// MAC).
 	prev, ok := t.conns.Insert(p.addr, p.cookie, c)
 	if !ok {
-		// Unreachable: decide checked the cookie index under mu.
 		t.limits.release(&c.limit)
+		unreserve()
 		return v
 	}
-	if prev == nil {
+	switch {
+	case prev != nil && reserved:
+		unreserve() // it took prev's entry
+	case prev == nil && !reserved:
 		t.count.Add(1)
 	}
 	t.clearRecent(p.addr)
 	v.ack, v.made, v.prev = &c.cookie, c, prev
 	return v
+}
+
+// reserve counts one more entry unless the server holds MaxClients
+// connections. The count is the one figure admissions of different
+// prefixes share: a reservation is one compare-and-swap, so MaxClients
+// holds exactly however many promote at once.
+func (t *table) reserve() bool {
+	for {
+		n := t.count.Load()
+		if n >= t.max.Load() {
+			return false
+		}
+		if t.count.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
 }
 
 // move moves c to addr. It reports where c was and the connection it

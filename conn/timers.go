@@ -2,6 +2,7 @@ package conn
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,7 +26,7 @@ import (
 type timers struct {
 	interval int64 // SweepInterval in ns: one wheel slot
 	shards   [timerShards]timerWheel
-	next     uint32 // round-robin shard for new connections; the table's lock
+	next     atomic.Uint32 // round-robin shard for new connections
 }
 
 // timerLink is a connection's place in its wheel.
@@ -55,12 +56,9 @@ func (t *timers) init(interval time.Duration, now time.Time) {
 	}
 }
 
-// home picks a new connection's wheel, round robin. The caller holds the
-// table's lock (newConn).
+// home picks a new connection's wheel, round robin.
 func (t *timers) home() uint8 {
-	h := uint8(t.next%timerShards) + 1
-	t.next++
-	return h
+	return uint8((t.next.Add(1)-1)%timerShards) + 1
 }
 
 // wheel is c's home wheel, or nil.

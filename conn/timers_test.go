@@ -50,10 +50,8 @@ func TestTimerWheel(t *testing.T) {
 		p := promotion{addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 3, byte(i >> 8), byte(i)}), 9)}
 		p.cookie[0], p.cookie[1] = byte(i), byte(i>>8)
 		p.to.ClientID = 1
-		s.tab.mu.Lock()
 		c := s.newConn(&p, sock, clk.Now())
 		c.timer.home = tm.home()
-		s.tab.mu.Unlock()
 		if _, ok := s.tab.conns.Insert(p.addr, p.cookie, c); !ok {
 			t.Fatal("insert failed")
 		}
@@ -142,10 +140,8 @@ func TestTimerWheelRemove(t *testing.T) {
 	for i := range 100 {
 		p := promotion{addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 4, 0, byte(i)}), 9)}
 		p.cookie[0] = byte(i)
-		s.tab.mu.Lock()
 		c := s.newConn(&p, s.socks[0], clk.Now())
 		c.timer.home = tm.home()
-		s.tab.mu.Unlock()
 		s.tab.conns.Insert(p.addr, p.cookie, c)
 		s.tab.count.Add(1)
 		tm.add(c)
