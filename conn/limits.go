@@ -96,24 +96,13 @@ func ipKey(a netip.Addr) ([16]byte, bool) {
 	return a.As16(), a.Is4()
 }
 
-// admit counts a connection from addr unless its IP or prefix is at its
-// limit, and records in k what it counted. force counts it regardless: a
-// connection that replaces another at the same address adds nothing once
-// its predecessor is released. k may already be shared (a sealed
-// connection proving its token): its write is serialised with release's.
-func (l *addrLimits) admit(addr netip.Addr, force bool, k *limitKey) bool {
-	ip, ok := l.count(addr, -1, force)
-	if ok && ip != (limitKey{}) {
-		l.keyMu.Lock()
-		*k = ip
-		l.keyMu.Unlock()
-	}
-	return ok
-}
-
-// admitNew is admit for a connection no other goroutine can see yet (not
-// in the map), whose k it writes without keyMu: admissions of different
-// networks share no lock. sh is shardOf(addr), which the caller knows.
+// admitNew counts a connection from addr unless its IP or prefix is at
+// its limit, and records in k what it counted. force counts it regardless:
+// a connection that replaces another at the same address adds nothing once
+// its predecessor is released. The connection is one no other goroutine
+// can see yet (not in the map), so k is written without keyMu: admissions
+// of different networks share no lock. sh is shardOf(addr), which the
+// caller knows.
 func (l *addrLimits) admitNew(addr netip.Addr, sh int, force bool, k *limitKey) bool {
 	ip, ok := l.count(addr, sh, force)
 	if ok {
