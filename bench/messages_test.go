@@ -31,9 +31,13 @@ func TestMessageScenarios(t *testing.T) {
 		}
 		switch {
 		case strings.HasPrefix(r.Scenario, "msg-lossy"):
-			// Every message is reliable: all are echoed within the
-			// drain, none twice.
-			if m.Sent != 4*30 || m.Delivered != m.Sent || m.Duplicated != 0 || m.P50ms <= 0 || m.P99ms < m.P50ms ||
+			// Every message is reliable: udpgate's are all echoed within
+			// the drain, none twice. kcp-go, the peer measured against,
+			// may still be backing off at the drain's end on a loaded
+			// machine (seen: 118 of 120 at 20 % loss, p99 8.5 s): its
+			// figures need only be there.
+			all := m.Delivered == m.Sent || r.Variant != "udpgate" && m.Delivered > 0
+			if m.Sent != 4*30 || !all || m.Duplicated != 0 || m.P50ms <= 0 || m.P99ms < m.P50ms ||
 				m.WirePerByte < 1 || m.WireIPPerByte <= m.WirePerByte || m.WireDatagrams == 0 {
 				t.Errorf("%s %s: %+v", r.Scenario, r.Variant, m)
 			}
