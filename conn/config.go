@@ -206,7 +206,7 @@ func (c Config) settings() (settings, error) {
 		s.MaxClientsPerPrefix = DefaultMaxClientsPerPrefix
 	}
 	if s.PromotionWorkers == 0 {
-		s.PromotionWorkers = DefaultPromotionWorkers
+		s.PromotionWorkers = defaultPromotionWorkers
 	}
 	for _, d := range []struct {
 		name string
@@ -216,7 +216,7 @@ func (c Config) settings() (settings, error) {
 		{"KeepAlive", &s.KeepAlive, DefaultKeepAlive},
 		{"Timeout", &s.Timeout, DefaultTimeout},
 		{"ConnectTimeout", &s.ConnectTimeout, DefaultConnectTimeout},
-		{"SweepInterval", &s.SweepInterval, DefaultSweepInterval},
+		{"SweepInterval", &s.SweepInterval, defaultSweepInterval},
 	} {
 		if *d.v < 0 {
 			return s, fmt.Errorf("config: %s %v is negative: use a positive duration, or 0 for the default %v", d.name, *d.v, d.def)

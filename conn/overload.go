@@ -65,18 +65,18 @@ type OverloadConfig struct {
 }
 
 func (o OverloadConfig) withDefaults() OverloadConfig {
-	for i, d := range [3]float64{DefaultBurstThreshold, DefaultFloodThreshold, DefaultSevereThreshold} {
+	for i, d := range [3]float64{defaultBurstThreshold, defaultFloodThreshold, defaultSevereThreshold} {
 		if o.Thresholds[i] <= 0 {
 			o.Thresholds[i] = d
 		}
 	}
-	for i, d := range [2]float64{DefaultFloodChallengeCap, DefaultSevereChallengeCap} {
+	for i, d := range [2]float64{defaultFloodChallengeCap, defaultSevereChallengeCap} {
 		if o.ChallengeCaps[i] <= 0 {
 			o.ChallengeCaps[i] = d
 		}
 	}
 	if o.Cooloff <= 0 {
-		o.Cooloff = DefaultOverloadCooloff
+		o.Cooloff = defaultOverloadCooloff
 	}
 	return o
 }

@@ -28,7 +28,7 @@ type eventCounters struct {
 	migrations        atomic.Uint64
 	promotionRejected atomic.Uint64
 	promotionPanics   atomic.Uint64
-	disconnects       [NumDisconnectReasons]atomic.Uint64
+	disconnects       [protocol.NumDisconnectReasons]atomic.Uint64
 }
 
 // Stats is a snapshot of a server's counters, summed over its sockets.
@@ -50,9 +50,9 @@ type Stats struct {
 	// ConnPacketsIn: connection packets accepted for connections.
 	ConnPacketsIn uint64
 	// Drops by reason; index with DropReason.
-	Drops [NumDropReasons]uint64
+	Drops [protocol.NumDropReasons]uint64
 	// Disconnects by DisconnectReason (index 1..4).
-	Disconnects [NumDisconnectReasons]uint64
+	Disconnects [protocol.NumDisconnectReasons]uint64
 	// PromotionRejected: proven clients the promotion pool had no room for.
 	PromotionRejected uint64
 	PromotionPanics   uint64
@@ -122,15 +122,6 @@ func (s *Server) SocketStats() []SocketStats {
 		out[i] = socketStats(so.Stats())
 	}
 	return out
-}
-
-// TotalDrops sums Drops.
-func (s *Stats) TotalDrops() uint64 {
-	var t uint64
-	for _, d := range s.Drops {
-		t += d
-	}
-	return t
 }
 
 // Stats returns the server's counters. It reads per-loop counters published

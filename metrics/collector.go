@@ -156,7 +156,7 @@ func NewCollector(srv *conn.Server) *Collector {
 		}
 		c.sockSeries = append(c.sockSeries, series)
 	}
-	c.dropLabels = make([]string, conn.NumDropReasons)
+	c.dropLabels = make([]string, protocol.NumDropReasons)
 	for r := range c.dropLabels {
 		c.dropLabels[r] = conn.DropReason(r).String()
 	}
