@@ -89,7 +89,7 @@ type Config struct {
 	// unlimited when ChallengeRate is negative), negative is unlimited.
 	ChallengeRatePerIP     float64
 	ChallengeRatePerPrefix float64
-	// PromotionWorkers bounds concurrent promotions (0: default).
+	// PromotionWorkers bounds concurrent promotions (0: 64).
 	PromotionWorkers int
 	// Overload tunes overload control (server only).
 	Overload OverloadConfig
@@ -99,7 +99,7 @@ type Config struct {
 	KeepAlive      time.Duration
 	Timeout        time.Duration
 	ConnectTimeout time.Duration
-	// SweepInterval: how often timers are checked (0: default).
+	// SweepInterval: how often timers are checked (0: 100 ms).
 	SweepInterval time.Duration
 
 	// LocalAddr (client only) is the local address to bind, e.g.

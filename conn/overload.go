@@ -54,13 +54,14 @@ type OverloadConfig struct {
 	// apply either way. Internet-facing servers should enable it.
 	Enabled bool
 	// Thresholds are the connectionless datagrams per second, summed over
-	// all sockets, at which LevelBurst, LevelFlood and LevelSevere begin.
+	// all sockets, at which LevelBurst, LevelFlood and LevelSevere begin
+	// (0: 5 000, 50 000 and 200 000).
 	Thresholds [3]float64
 	// ChallengeCaps are the Challenge replies per second per receive loop
-	// allowed at LevelFlood and LevelSevere.
+	// allowed at LevelFlood and LevelSevere (0: 10 000 and 1 000).
 	ChallengeCaps [2]float64
 	// Cooloff: the rate must stay below the current level's threshold this
-	// long before the level steps down by one.
+	// long before the level steps down by one (0: 10 s).
 	Cooloff time.Duration
 }
 
