@@ -190,7 +190,7 @@ func (c *Client) Restarts() uint64 {
 }
 
 // Drops counts datagrams the client dropped, by reason.
-func (c *Client) Drops() (d [NumDropReasons]uint64) {
+func (c *Client) Drops() (d [protocol.NumDropReasons]uint64) {
 	for i := range d {
 		d[i] = c.drops[i].Load()
 	}

@@ -89,7 +89,7 @@ type Config struct {
 	// unlimited when ChallengeRate is negative), negative is unlimited.
 	ChallengeRatePerIP     float64
 	ChallengeRatePerPrefix float64
-	// PromotionWorkers bounds concurrent promotions (0: default).
+	// PromotionWorkers bounds concurrent promotions (0: 64).
 	PromotionWorkers int
 	// Overload tunes overload control (server only).
 	Overload OverloadConfig
@@ -99,7 +99,7 @@ type Config struct {
 	KeepAlive      time.Duration
 	Timeout        time.Duration
 	ConnectTimeout time.Duration
-	// SweepInterval: how often timers are checked (0: default).
+	// SweepInterval: how often timers are checked (0: 100 ms).
 	SweepInterval time.Duration
 
 	// LocalAddr (client only) is the local address to bind, e.g.
@@ -206,7 +206,7 @@ func (c Config) settings() (settings, error) {
 		s.MaxClientsPerPrefix = DefaultMaxClientsPerPrefix
 	}
 	if s.PromotionWorkers == 0 {
-		s.PromotionWorkers = DefaultPromotionWorkers
+		s.PromotionWorkers = defaultPromotionWorkers
 	}
 	for _, d := range []struct {
 		name string
@@ -216,7 +216,7 @@ func (c Config) settings() (settings, error) {
 		{"KeepAlive", &s.KeepAlive, DefaultKeepAlive},
 		{"Timeout", &s.Timeout, DefaultTimeout},
 		{"ConnectTimeout", &s.ConnectTimeout, DefaultConnectTimeout},
-		{"SweepInterval", &s.SweepInterval, DefaultSweepInterval},
+		{"SweepInterval", &s.SweepInterval, defaultSweepInterval},
 	} {
 		if *d.v < 0 {
 			return s, fmt.Errorf("config: %s %v is negative: use a positive duration, or 0 for the default %v", d.name, *d.v, d.def)

@@ -335,7 +335,7 @@ func (c *Conn) receive(h *protocol.ConnHeader, payload []byte, now time.Time, re
 	c.awaitReady()
 	if h.Kind == protocol.KindDisconnect {
 		reason := ReasonClosed
-		if len(payload) == 1 && payload[0] >= 1 && payload[0] < NumDisconnectReasons {
+		if len(payload) == 1 && payload[0] >= 1 && payload[0] < protocol.NumDisconnectReasons {
 			reason = DisconnectReason(payload[0])
 		}
 		c.shutdown(reason, true)
@@ -467,7 +467,7 @@ func (c *Conn) tick(now time.Time) {
 }
 
 // Close ends the connection: the peer is sent Disconnect (reason 1)
-// DisconnectPackets times. Closing twice is harmless.
+// disconnectPackets times. Closing twice is harmless.
 func (c *Conn) Close() error {
 	if c.cli != nil {
 		return c.cli.Close()
@@ -488,9 +488,9 @@ func (c *Conn) shutdown(reason DisconnectReason, remote bool) {
 	if !remote && announced {
 		var p [1]byte
 		p[0] = byte(reason)
-		n := DisconnectPackets
+		n := disconnectPackets
 		if reason == ReasonTimedOut {
-			n = TimeoutDisconnectPackets
+			n = timeoutDisconnectPackets
 		}
 		for range n {
 			_, _ = c.sendKind(protocol.KindDisconnect, p[:])

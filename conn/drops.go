@@ -9,6 +9,3 @@ import (
 // definition for conn, fastpath and the metrics; String names each, as logs
 // and metrics label them, such as "bad_cookie".
 type DropReason = protocol.DropReason
-
-// NumDropReasons is the number of drop reasons, the length of Stats.Drops.
-const NumDropReasons = protocol.NumDropReasons

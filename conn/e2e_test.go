@@ -441,7 +441,7 @@ func TestDialTimeout(t *testing.T) {
 
 // A client that goes silent after its handshake is timed out exactly
 // DefaultTimeout after its last packet (which falls on a sweep slot
-// boundary), and told so with TimeoutDisconnectPackets Disconnects.
+// boundary), and told so with timeoutDisconnectPackets Disconnects.
 func TestSilentClientTimesOut(t *testing.T) {
 	onSim(t, func(t *testing.T, n *testNet) {
 		rec := newRecorder(false)
@@ -471,8 +471,8 @@ func TestSilentClientTimesOut(t *testing.T) {
 				got++
 			}
 		}
-		if got != TimeoutDisconnectPackets {
-			t.Fatalf("got %d Disconnect(3) packets, want %d", got, TimeoutDisconnectPackets)
+		if got != timeoutDisconnectPackets {
+			t.Fatalf("got %d Disconnect(3) packets, want %d", got, timeoutDisconnectPackets)
 		}
 		if s.Stats().Disconnects[ReasonTimedOut] != 1 {
 			t.Fatal("timeout not counted")

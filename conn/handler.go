@@ -3,122 +3,37 @@ package conn
 import (
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/udpgate/udpgate/internal/protocol"
 )
 
-// DisconnectReason says why a connection ended. Values 1–4 are the wire's
-// Disconnect reasons (docs/protocol.md §7).
-type DisconnectReason uint8
+// DisconnectReason says why a connection ended (docs/protocol.md §7): the
+// protocol's one definition, with its String and its metric Label, and the
+// index of Stats.Disconnects.
+type DisconnectReason = protocol.DisconnectReason
 
+// The reasons a Handler's OnDisconnect and a DisconnectedError report. A
+// sealed server's refusals of a connect token (docs/protocol.md §11.3) are
+// never announced to its Handler; a client's Dial fails with the matching
+// ErrToken* error or a *DeniedError instead.
 const (
 	// ReasonClosed: closed by the application on one side.
-	ReasonClosed DisconnectReason = DisconnectReason(protocol.DisconnectClosed)
+	ReasonClosed DisconnectReason = protocol.DisconnectClosed
 	// ReasonShutdown: the server is shutting down.
-	ReasonShutdown DisconnectReason = DisconnectReason(protocol.DisconnectShutdown)
+	ReasonShutdown DisconnectReason = protocol.DisconnectShutdown
 	// ReasonTimedOut: no valid packet for the timeout.
-	ReasonTimedOut DisconnectReason = DisconnectReason(protocol.DisconnectTimedOut)
+	ReasonTimedOut DisconnectReason = protocol.DisconnectTimedOut
 	// ReasonReplaced: the client restarted (new ClientID from the same
 	// address) and its new connection replaced this one.
-	ReasonReplaced DisconnectReason = DisconnectReason(protocol.DisconnectReplaced)
-
-	// Sealed mode: why a server refused a client's connect token
-	// (docs/protocol.md §11.3). A refused connection was never announced
-	// to the server's Handler; a client's Dial fails with the matching
-	// ErrToken* error.
-
-	// ReasonTokenExpired: the token is past its expire time.
-	ReasonTokenExpired DisconnectReason = DisconnectReason(protocol.DisconnectTokenExpired)
-	// ReasonTokenInvalid: the token does not open under the server's key
-	// and protocol id.
-	ReasonTokenInvalid DisconnectReason = DisconnectReason(protocol.DisconnectTokenInvalid)
-	// ReasonForeignServer: the token does not list this server.
-	ReasonForeignServer DisconnectReason = DisconnectReason(protocol.DisconnectForeignServer)
-	// ReasonTokenInUse: the token is in use from another address.
-	ReasonTokenInUse DisconnectReason = DisconnectReason(protocol.DisconnectTokenInUse)
-	// ReasonServerFull: the server holds MaxClients connections.
-	ReasonServerFull DisconnectReason = DisconnectReason(protocol.DisconnectServerFull)
-
+	ReasonReplaced DisconnectReason = protocol.DisconnectReplaced
 	// ReasonStalled: a reliable message stayed unacknowledged for
 	// Config.Messages.StallTimeout; the peer stopped acknowledging.
-	ReasonStalled DisconnectReason = DisconnectReason(protocol.DisconnectStalled)
+	ReasonStalled DisconnectReason = protocol.DisconnectStalled
 	// ReasonTokenRequired: the server is sealed and the client connected
 	// without a connect token (docs/protocol.md §11.3); the client's Err
 	// then matches ErrTokenRequired.
-	ReasonTokenRequired DisconnectReason = DisconnectReason(protocol.DisconnectTokenRequired)
-	// ReasonAddressLimit: a proven token, refused because the server
-	// holds MaxClientsPerIP or MaxClientsPerPrefix connections from the
-	// client's address or network; a client's Dial fails with a
-	// *DeniedError of reason protocol.DeniedAddressLimit, as after the
-	// handshake's Denied(3).
-	ReasonAddressLimit DisconnectReason = DisconnectReason(protocol.DisconnectAddressLimit)
+	ReasonTokenRequired DisconnectReason = protocol.DisconnectTokenRequired
 )
-
-// NumDisconnectReasons bounds DisconnectReason values (Stats.Disconnects is
-// indexed by reason).
-const NumDisconnectReasons = 13
-
-// Label is the reason as a metric label: snake_case, stable.
-func (r DisconnectReason) Label() string {
-	switch r {
-	case ReasonClosed:
-		return "closed"
-	case ReasonShutdown:
-		return "shutdown"
-	case ReasonTimedOut:
-		return "timed_out"
-	case ReasonReplaced:
-		return "replaced"
-	case ReasonTokenExpired:
-		return "token_expired"
-	case ReasonTokenInvalid:
-		return "token_invalid"
-	case ReasonForeignServer:
-		return "foreign_server"
-	case ReasonTokenInUse:
-		return "token_in_use"
-	case ReasonServerFull:
-		return "server_full"
-	case ReasonStalled:
-		return "stalled"
-	case ReasonTokenRequired:
-		return "token_required"
-	case ReasonAddressLimit:
-		return "address_limit"
-	}
-	return "reason_" + strconv.Itoa(int(r))
-}
-
-func (r DisconnectReason) String() string {
-	switch r {
-	case ReasonClosed:
-		return "closed"
-	case ReasonShutdown:
-		return "server shutdown"
-	case ReasonTimedOut:
-		return "timed out"
-	case ReasonReplaced:
-		return "replaced"
-	case ReasonTokenExpired:
-		return "token expired"
-	case ReasonTokenInvalid:
-		return "token invalid (wrong key or protocol id)"
-	case ReasonForeignServer:
-		return "this server is not in the token"
-	case ReasonTokenInUse:
-		return "token already in use from another address"
-	case ReasonServerFull:
-		return "server full"
-	case ReasonStalled:
-		return "stalled: the peer stopped acknowledging messages"
-	case ReasonTokenRequired:
-		return "token required: the server is in sealed mode and needs a connect token"
-	case ReasonAddressLimit:
-		return "too many connections from this address or network"
-	}
-	return fmt.Sprintf("reason %d", uint8(r))
-}
 
 // Handler receives connection events. Methods are called from the server's
 // goroutines (receive loops, promotion workers, housekeeping) and from

@@ -168,7 +168,7 @@ func TestMemTimeout(t *testing.T) {
 	c.connect()
 	sc, _ := m.Conn(c.addr())
 
-	m.advance(DefaultTimeout - DefaultSweepInterval)
+	m.advance(DefaultTimeout - defaultSweepInterval)
 	if m.Len() != 1 {
 		t.Fatalf("closed before Timeout")
 	}
@@ -176,7 +176,7 @@ func TestMemTimeout(t *testing.T) {
 	if !slices.Equal(c.kinds, []protocol.Kind{protocol.KindKeepAlive}) {
 		t.Fatalf("client got %v while silent, want one KeepAlive", c.kinds)
 	}
-	m.advance(2 * DefaultSweepInterval)
+	m.advance(2 * defaultSweepInterval)
 	if m.Len() != 0 {
 		t.Fatalf("still connected a sweep after Timeout")
 	}
@@ -193,8 +193,8 @@ func TestMemTimeout(t *testing.T) {
 			disc++
 		}
 	}
-	if disc != TimeoutDisconnectPackets {
-		t.Fatalf("client got %d Disconnects (%v), want %d", disc, c.kinds, TimeoutDisconnectPackets)
+	if disc != timeoutDisconnectPackets {
+		t.Fatalf("client got %d Disconnects (%v), want %d", disc, c.kinds, timeoutDisconnectPackets)
 	}
 }
 
@@ -249,7 +249,7 @@ func TestMemOverloadLevel(t *testing.T) {
 	var changes []change
 	start, cur := m.clk.Now(), level()
 	for m.clk.Now().Sub(start) < 4*cooloff {
-		m.advance(DefaultSweepInterval)
+		m.advance(defaultSweepInterval)
 		if l := level(); l != cur {
 			changes = append(changes, change{m.clk.Now().Sub(start), l})
 			cur = l

@@ -15,16 +15,6 @@ import (
 // Endpoint, created on first use so that an idle connection pays one nil
 // pointer.
 
-// Errors of SendMessage and QueueMessage: the message package's own.
-var (
-	// ErrNoChannel: the channel is not configured (Config.Messages.Channels).
-	ErrNoChannel = message.ErrNoChannel
-	// ErrMessageSize: the message exceeds its channel's MaxMessageSize.
-	ErrMessageSize = message.ErrMessageSize
-	// ErrQueueFull: the channel's send queue is full; retry later.
-	ErrQueueFull = message.ErrQueueFull
-)
-
 // MessageHandler is optionally implemented by a Handler to receive
 // messages. msg is borrowed for the call: copy what you keep. Messages of
 // one channel arrive in the channel's order (reliable-ordered: every
@@ -81,7 +71,7 @@ func (c *Conn) queue(ch int, msg []byte) (hold bool, err error) {
 	defer c.mu.Unlock()
 	e := c.endpointLocked()
 	if e == nil {
-		return false, ErrNoChannel
+		return false, message.ErrNoChannel
 	}
 	return c.holdFlush, e.Send(ch, msg, c.nowLocked().UnixNano())
 }

@@ -141,7 +141,7 @@ func testMessagesLossy(t *testing.T, loss float64, sealed bool) {
 			if err == nil {
 				break
 			}
-			if !errors.Is(err, ErrQueueFull) {
+			if !errors.Is(err, message.ErrQueueFull) {
 				t.Fatal(err)
 			}
 			// The queue drains as acks arrive: wait for an echo.
@@ -215,8 +215,8 @@ func TestMessagesBesideData(t *testing.T) {
 	if got := recvOne(t, rec.ch); string(got) != "raw" {
 		t.Fatalf("echo %q", got)
 	}
-	if err := cli.Conn().SendMessage(0, []byte("x")); !errors.Is(err, ErrNoChannel) {
-		t.Fatalf("SendMessage without channels: %v, want ErrNoChannel", err)
+	if err := cli.Conn().SendMessage(0, []byte("x")); !errors.Is(err, message.ErrNoChannel) {
+		t.Fatalf("SendMessage without channels: %v, want message.ErrNoChannel", err)
 	}
 }
 
@@ -236,19 +236,19 @@ func TestMessagesLimits(t *testing.T) {
 	if one <= 0 || one >= c.MaxPayload() {
 		t.Errorf("MaxMessageSize(1) = %d, want under one packet's payload %d", one, c.MaxPayload())
 	}
-	if err := c.SendMessage(1, make([]byte, one+1)); !errors.Is(err, ErrMessageSize) {
-		t.Errorf("unreliable message over one packet: %v, want ErrMessageSize", err)
+	if err := c.SendMessage(1, make([]byte, one+1)); !errors.Is(err, message.ErrMessageSize) {
+		t.Errorf("unreliable message over one packet: %v, want message.ErrMessageSize", err)
 	}
-	if err := c.SendMessage(0, make([]byte, 32<<10+1)); !errors.Is(err, ErrMessageSize) {
-		t.Errorf("reliable message over MaxMessageSize: %v, want ErrMessageSize", err)
+	if err := c.SendMessage(0, make([]byte, 32<<10+1)); !errors.Is(err, message.ErrMessageSize) {
+		t.Errorf("reliable message over MaxMessageSize: %v, want message.ErrMessageSize", err)
 	}
-	if err := c.SendMessage(5, []byte("x")); !errors.Is(err, ErrNoChannel) {
-		t.Errorf("channel 5: %v, want ErrNoChannel", err)
+	if err := c.SendMessage(5, []byte("x")); !errors.Is(err, message.ErrNoChannel) {
+		t.Errorf("channel 5: %v, want message.ErrNoChannel", err)
 	}
 	// The queue bound holds: queued messages wait for acks.
 	var full bool
 	for range 1000 {
-		if err := c.QueueMessage(0, make([]byte, 16<<10)); errors.Is(err, ErrQueueFull) {
+		if err := c.QueueMessage(0, make([]byte, 16<<10)); errors.Is(err, message.ErrQueueFull) {
 			full = true
 			break
 		}

@@ -54,29 +54,30 @@ type OverloadConfig struct {
 	// apply either way. Internet-facing servers should enable it.
 	Enabled bool
 	// Thresholds are the connectionless datagrams per second, summed over
-	// all sockets, at which LevelBurst, LevelFlood and LevelSevere begin.
+	// all sockets, at which LevelBurst, LevelFlood and LevelSevere begin
+	// (0: 5 000, 50 000 and 200 000).
 	Thresholds [3]float64
 	// ChallengeCaps are the Challenge replies per second per receive loop
-	// allowed at LevelFlood and LevelSevere.
+	// allowed at LevelFlood and LevelSevere (0: 10 000 and 1 000).
 	ChallengeCaps [2]float64
 	// Cooloff: the rate must stay below the current level's threshold this
-	// long before the level steps down by one.
+	// long before the level steps down by one (0: 10 s).
 	Cooloff time.Duration
 }
 
 func (o OverloadConfig) withDefaults() OverloadConfig {
-	for i, d := range [3]float64{DefaultBurstThreshold, DefaultFloodThreshold, DefaultSevereThreshold} {
+	for i, d := range [3]float64{defaultBurstThreshold, defaultFloodThreshold, defaultSevereThreshold} {
 		if o.Thresholds[i] <= 0 {
 			o.Thresholds[i] = d
 		}
 	}
-	for i, d := range [2]float64{DefaultFloodChallengeCap, DefaultSevereChallengeCap} {
+	for i, d := range [2]float64{defaultFloodChallengeCap, defaultSevereChallengeCap} {
 		if o.ChallengeCaps[i] <= 0 {
 			o.ChallengeCaps[i] = d
 		}
 	}
 	if o.Cooloff <= 0 {
-		o.Cooloff = DefaultOverloadCooloff
+		o.Cooloff = defaultOverloadCooloff
 	}
 	return o
 }

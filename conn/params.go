@@ -6,9 +6,6 @@ import "time"
 // are not tunable (40 s cookie lifetime, 64-packet window) live in fastpath
 // and cookie; socket tunables (batch size, buffers) in batchio.
 const (
-	// DefaultListen is where the dedicated server listens by default.
-	DefaultListen = "0.0.0.0:7777"
-
 	// DefaultKeepAlive: a side that has sent nothing for this long sends a
 	// KeepAlive (docs/protocol.md §7).
 	DefaultKeepAlive = 1 * time.Second
@@ -18,25 +15,25 @@ const (
 	// DefaultConnectTimeout: a client that hears nothing from the server for
 	// this long while handshaking gives up (§6).
 	DefaultConnectTimeout = 10 * time.Second
-	// RecentlyDisconnected: an address whose connection closed stays known
+	// recentlyDisconnected: an address whose connection closed stays known
 	// this long, so its stray packets get no RestartHandshake (§5).
-	RecentlyDisconnected = 120 * time.Second
-	// DisconnectPackets: how many Disconnect packets a closing side sends.
+	recentlyDisconnected = 120 * time.Second
+	// disconnectPackets: how many Disconnect packets a closing side sends.
 	// Redundancy instead of acknowledgement: the peer may be gone.
-	DisconnectPackets = 5
-	// TimeoutDisconnectPackets: how many a side sends when it closes on a
+	disconnectPackets = 5
+	// timeoutDisconnectPackets: how many a side sends when it closes on a
 	// timeout. The peer has been silent for the whole timeout and is
 	// likely gone: more would mostly be bytes sent to nobody.
-	TimeoutDisconnectPackets = 1
+	timeoutDisconnectPackets = 1
 
 	// DefaultMaxClients bounds connections; a full server answers Denied(1).
 	DefaultMaxClients = 100_000
 
 	// Sealed mode (docs/protocol.md §11).
 
-	// ProofResendInterval: a client repeats its proof (a fresh packet)
+	// proofResendInterval: a client repeats its proof (a fresh packet)
 	// this often until the server's first sealed packet arrives.
-	ProofResendInterval = 250 * time.Millisecond
+	proofResendInterval = 250 * time.Millisecond
 	// proofWindow bounds how long a client proves one handshake, whatever
 	// its ConnectTimeout: its proofs carry the handshake's cookie, which a
 	// server accepts for at least 15 s after making it (docs/protocol.md
@@ -48,11 +45,11 @@ const (
 	// milliseconds of a resend interval, and it visits only connections
 	// that have work.
 	messageTick = 5 * time.Millisecond
-	// DefaultSweepInterval is how often housekeeping advances the timer
+	// defaultSweepInterval is how often housekeeping advances the timer
 	// wheel (keepalives, timeouts) and expires leftovers. A keepalive is
 	// late by at most this much. Each connection is visited about once per
 	// KeepAlive, not once per sweep.
-	DefaultSweepInterval = 100 * time.Millisecond
+	defaultSweepInterval = 100 * time.Millisecond
 
 	// wheelSlots is the timer wheel's size in SweepIntervals (102.4 s at
 	// the default): deadlines further off wait a turn and are recomputed.
@@ -83,10 +80,10 @@ const (
 	DefaultMaxClientsPerIP     = 256
 	DefaultMaxClientsPerPrefix = 1024
 
-	// DefaultPromotionWorkers sizes the promotion pool. Promotions run the
+	// defaultPromotionWorkers sizes the promotion pool. Promotions run the
 	// application's accept hook, which may be slow; the socket loops never
 	// wait for them.
-	DefaultPromotionWorkers = 64
+	defaultPromotionWorkers = 64
 	// promotionBatch bounds the proven clients one worker promotes between
 	// two sendmmsg calls of their replies.
 	promotionBatch = 256
@@ -105,22 +102,22 @@ const (
 // start well before that, and the caps keep legitimate handshakes possible
 // (a client retries every second) while an attack is shed.
 const (
-	// DefaultBurstThreshold, DefaultFloodThreshold and
-	// DefaultSevereThreshold: connectionless datagrams per second at which
+	// defaultBurstThreshold, defaultFloodThreshold and
+	// defaultSevereThreshold: connectionless datagrams per second at which
 	// LevelBurst, LevelFlood and LevelSevere begin
 	// (OverloadConfig.Thresholds).
-	DefaultBurstThreshold  = 5_000
-	DefaultFloodThreshold  = 50_000
-	DefaultSevereThreshold = 200_000
-	// DefaultFloodChallengeCap and DefaultSevereChallengeCap: Challenge
+	defaultBurstThreshold  = 5_000
+	defaultFloodThreshold  = 50_000
+	defaultSevereThreshold = 200_000
+	// defaultFloodChallengeCap and defaultSevereChallengeCap: Challenge
 	// replies per second per receive loop at LevelFlood and LevelSevere
 	// (OverloadConfig.ChallengeCaps).
-	DefaultFloodChallengeCap  = 10_000
-	DefaultSevereChallengeCap = 1_000
+	defaultFloodChallengeCap  = 10_000
+	defaultSevereChallengeCap = 1_000
 
-	// DefaultOverloadCooloff: how long the rate must stay under a level's
+	// defaultOverloadCooloff: how long the rate must stay under a level's
 	// threshold before the level steps down.
-	DefaultOverloadCooloff = 10 * time.Second
+	defaultOverloadCooloff = 10 * time.Second
 	// overloadLogEvery rate-limits level-change logs.
 	overloadLogEvery = time.Second
 )

@@ -437,13 +437,13 @@ func (l *loop) prove(m *batchio.Message, at *Conn, now time.Time) {
 	switch err := ls.opener.OpenRequest(tp, body, now); err {
 	case nil:
 	case token.ErrExpired:
-		l.refuse(m.Addr, protocol.DropTokenExpired, ReasonTokenExpired, false)
+		l.refuse(m.Addr, protocol.DropTokenExpired, protocol.DisconnectTokenExpired, false)
 		return
 	case token.ErrProtocolID:
-		l.refuse(m.Addr, protocol.DropTokenProtocol, ReasonTokenInvalid, false)
+		l.refuse(m.Addr, protocol.DropTokenProtocol, protocol.DisconnectTokenInvalid, false)
 		return
 	case token.ErrInvalid:
-		l.refuse(m.Addr, protocol.DropTokenInvalid, ReasonTokenInvalid, false)
+		l.refuse(m.Addr, protocol.DropTokenInvalid, protocol.DisconnectTokenInvalid, false)
 		return
 	default:
 		l.cnt.add(cDrop+int(protocol.DropTokenMalformed), 1)
@@ -464,17 +464,17 @@ func (l *loop) prove(m *batchio.Message, at *Conn, now time.Time) {
 	ls.tx.Init(&tp.ServerToClientKey, salt)
 	switch {
 	case !ss.hasServer(tp):
-		l.refuse(m.Addr, protocol.DropTokenForeignServer, ReasonForeignServer, true)
+		l.refuse(m.Addr, protocol.DropTokenForeignServer, protocol.DisconnectForeignServer, true)
 		return
 	case ss.inUse(&mac, m.Addr, now):
-		l.refuse(m.Addr, protocol.DropTokenInUse, ReasonTokenInUse, true)
+		l.refuse(m.Addr, protocol.DropTokenInUse, protocol.DisconnectTokenInUse, true)
 		return
 	case s.closing.Load():
 		l.cnt.add(cDrop+int(protocol.DropOverload), 1)
 		return
 	case s.draining.Load() && at == nil:
 		s.ev.denied[protocol.DeniedServerFull].Add(1)
-		l.refuse(m.Addr, protocol.DropOverload, ReasonServerFull, true)
+		l.refuse(m.Addr, protocol.DropOverload, protocol.DisconnectServerFull, true)
 		return
 	}
 	p.tokenClient = tp.ClientID
@@ -502,11 +502,11 @@ func (l *loop) prove(m *batchio.Message, at *Conn, now time.Time) {
 		return
 	case v.denied == protocol.DeniedAddressLimit:
 		s.ev.denied[v.denied].Add(1)
-		l.refuse(m.Addr, protocol.DropOverload, ReasonAddressLimit, true)
+		l.refuse(m.Addr, protocol.DropOverload, protocol.DisconnectAddressLimit, true)
 		return
 	case v.denied != 0:
 		s.ev.denied[v.denied].Add(1)
-		l.refuse(m.Addr, protocol.DropOverload, ReasonServerFull, true)
+		l.refuse(m.Addr, protocol.DropOverload, protocol.DisconnectServerFull, true)
 		return
 	case v.made == nil:
 		// A proof of the same cookie raced through first.
@@ -552,7 +552,7 @@ func (l *loop) lateProof(m *batchio.Message, c *Conn, now time.Time) {
 	c.mu.Lock()
 	_, r := wire.OpenProof(l.s.st.magic, m.Buf[:m.N], &h, &c.sec.rx)
 	c.mu.Unlock()
-	if r != protocol.DropNone || now.UnixNano()-c.lastSend.Load() < int64(ProofResendInterval)/2 {
+	if r != protocol.DropNone || now.UnixNano()-c.lastSend.Load() < int64(proofResendInterval)/2 {
 		return
 	}
 	c.mu.Lock()
@@ -743,7 +743,7 @@ func (c *Client) proveLocked(now time.Time) {
 	if ns < conn.sec.nextProof {
 		return
 	}
-	conn.sec.nextProof = ns + int64(ProofResendInterval)
+	conn.sec.nextProof = ns + int64(proofResendInterval)
 	var buf [protocol.MaxDatagramLimit]byte
 	conn.mu.Lock()
 	seq, ack, bits, _, _ := conn.seq.Send(seconds(now))
@@ -813,15 +813,15 @@ func (c *Client) handleSealed(conn *Conn, pkt []byte, now time.Time, rep *seqwin
 func (c *Client) refused(reason DisconnectReason) {
 	var err error
 	switch reason {
-	case ReasonTokenExpired:
+	case protocol.DisconnectTokenExpired:
 		err = ErrTokenExpired
-	case ReasonTokenInvalid:
+	case protocol.DisconnectTokenInvalid:
 		err = ErrTokenInvalid
-	case ReasonForeignServer:
+	case protocol.DisconnectForeignServer:
 		err = ErrTokenForeignServer
-	case ReasonTokenInUse:
+	case protocol.DisconnectTokenInUse:
 		err = ErrTokenInUse
-	case ReasonAddressLimit:
+	case protocol.DisconnectAddressLimit:
 		err = &DeniedError{Reason: protocol.DeniedAddressLimit}
 	default:
 		err = &DeniedError{Reason: protocol.DeniedServerFull}

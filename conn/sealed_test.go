@@ -391,7 +391,7 @@ func TestSealedProofReplay(t *testing.T) {
 	// A second proof on the same handshake (the KeepAlive was lost): the
 	// KeepAlive again, nothing more.
 	drops = s.Stats().Drops
-	clk.Advance(ProofResendInterval) // the client's resend interval
+	clk.Advance(proofResendInterval) // the client's resend interval
 	p.send(next())
 	again, ok := p.recv(5 * time.Second)
 	if !ok {

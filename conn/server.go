@@ -274,7 +274,7 @@ func (s *Server) Close() error {
 }
 
 // Shutdown stops accepting clients, sends every connection Disconnect
-// (reason 2) DisconnectPackets times, waits for promotions in flight (until
+// (reason 2) disconnectPackets times, waits for promotions in flight (until
 // ctx is done) and closes the sockets.
 func (s *Server) Shutdown(ctx context.Context) error {
 	var err error

@@ -28,53 +28,64 @@ type eventCounters struct {
 	migrations        atomic.Uint64
 	promotionRejected atomic.Uint64
 	promotionPanics   atomic.Uint64
-	disconnects       [NumDisconnectReasons]atomic.Uint64
+	disconnects       [protocol.NumDisconnectReasons]atomic.Uint64
 }
 
 // Stats is a snapshot of a server's counters, summed over its sockets.
+//
+// Stats is also the table of the server's metrics: a field's tags are its
+// Prometheus metric (package metrics reads them, so a new counter is a field
+// here and its use). metric is the name after "udpgate_" (a name ending in
+// _total is a counter, any other a gauge), help its help text, and label
+// either the label of an array's series, whose values come from the index
+// type's table (values: drop, packet, disconnect, message_drop; index 0 of
+// a reason is none and is not exported), or name=value, a fixed label of a
+// field that shares its metric with others. A field without a metric tag
+// is not exported (Sockets have their own table in package metrics).
 type Stats struct {
-	Connections int    // open now
-	Accepted    uint64 // connections created
-	// Handshake packets received, by type, and replies sent by the
-	// receive loops, by type (Acks sent by promotion workers are in
-	// PromotionAcks).
-	HandshakeIn   [protocol.NumPacketTypes]uint64
-	HandshakeOut  [protocol.NumPacketTypes]uint64
+	Connections int    `metric:"connections" help:"Connections open now."`
+	Accepted    uint64 `metric:"connections_accepted_total" help:"Connections created by the handshake."`
+	// Handshake packets received, and sent (by the receive loops and the
+	// promotion workers), by type.
+	HandshakeIn  [protocol.NumPacketTypes]uint64 `metric:"handshake_received_total" label:"type" values:"packet" help:"Handshake packets received, by type."`
+	HandshakeOut [protocol.NumPacketTypes]uint64 `metric:"handshake_sent_total" label:"type" values:"packet" help:"Handshake packets sent, by type, from the receive loops and the promotion workers (acks of new connections, denials)."`
+	// PromotionAcks: the Acks in HandshakeOut that promotion workers sent.
 	PromotionAcks uint64
-	DeniedFull    uint64
-	DeniedRefused uint64
-	// DeniedAddressLimit: refused because their IP or network held
-	// MaxClientsPerIP or MaxClientsPerPrefix connections.
-	DeniedAddressLimit uint64
-	Migrations         uint64
+	// Proven clients answered Denied, by reason: server full (MaxClients,
+	// or draining), refused by Config.Accept, and over MaxClientsPerIP or
+	// MaxClientsPerPrefix.
+	DeniedFull         uint64 `metric:"denied_total" label:"reason=server_full" help:"Proven clients answered Denied, by reason: server_full (max-clients, or draining), refused (the application), address_limit (max-clients-per-ip or -prefix)."`
+	DeniedRefused      uint64 `metric:"denied_total" label:"reason=refused"`
+	DeniedAddressLimit uint64 `metric:"denied_total" label:"reason=address_limit"`
+	Migrations         uint64 `metric:"migrations_total" help:"Connections moved to a new client address (RestartResponse)."`
 	// ConnPacketsIn: connection packets accepted for connections.
-	ConnPacketsIn uint64
+	ConnPacketsIn uint64 `metric:"connection_packets_received_total" help:"Connection packets accepted for connections (Data, KeepAlive, Disconnect)."`
 	// Drops by reason; index with DropReason.
-	Drops [NumDropReasons]uint64
-	// Disconnects by DisconnectReason (index 1..4).
-	Disconnects [NumDisconnectReasons]uint64
+	Drops [protocol.NumDropReasons]uint64 `metric:"drops_total" label:"reason" values:"drop" help:"Datagrams the server dropped, by reason (conn.DropReason)."`
+	// Disconnects by DisconnectReason.
+	Disconnects [protocol.NumDisconnectReasons]uint64 `metric:"disconnects_total" label:"reason" values:"disconnect" help:"Connections ended, by reason (timed_out counts timeouts; a sealed server's refusals of a token are counted as drops instead)."`
 	// PromotionRejected: proven clients the promotion pool had no room for.
-	PromotionRejected uint64
-	PromotionPanics   uint64
+	PromotionRejected uint64 `metric:"promotions_rejected_total" help:"Proven clients the promotion pool had no room for (they retry their Response)."`
+	PromotionPanics   uint64 `metric:"promotion_panics_total" help:"Promotion workers that panicked (a bug in an Accept or OnConnect hook)."`
 	// PromotionsRunning: promotion workers busy now; PromotionsQueued:
 	// proven clients waiting for one.
-	PromotionsRunning int
-	PromotionsQueued  int
+	PromotionsRunning int `metric:"promotions_running" help:"Promotion workers busy now."`
+	PromotionsQueued  int `metric:"promotions_queued" help:"Proven clients waiting for a promotion worker now."`
 	// OverloadLevel is the current overload level; OverloadChanges counts
 	// level changes since Listen.
-	OverloadLevel   OverloadLevel
-	OverloadChanges uint64
+	OverloadLevel   OverloadLevel `metric:"overload_level" help:"Overload control level: 0 normal, 1 burst (no RestartHandshake/VersionUpgrade), 2 flood and 3 severe (Challenge replies capped per socket)."`
+	OverloadChanges uint64        `metric:"overload_level_changes_total" help:"Overload level changes."`
 	// Connectionless: datagrams from addresses holding no connection.
-	Connectionless uint64
+	Connectionless uint64 `metric:"connectionless_received_total" help:"Datagrams from addresses that hold no connection (handshakes, strays, attacks): what overload control watches."`
 	// Sealed mode: Proofs counts tokens proven, each one a connection
 	// created (there is no connection before its proof).
-	Proofs uint64
+	Proofs uint64 `metric:"token_proofs_total" help:"Sealed mode: connect tokens proven (connections admitted)."`
 	// Messages (Config.Messages): message entries and packets the message
 	// layer dropped, by message.DropReason, and the bytes it holds now for
 	// out-of-order and partly reassembled messages (within
 	// Config.Messages.ReceiveBudget).
-	MessageDrops [message.NumDropReasons]uint64
-	MessageHeld  int64
+	MessageDrops [message.NumDropReasons]uint64 `metric:"message_drops_total" label:"reason" values:"message_drop" help:"Message entries and Messages packets the message layer dropped, by reason (message.DropReason; over_budget packets are left unacknowledged and resent)."`
+	MessageHeld  int64                          `metric:"message_receive_held_bytes" help:"Bytes held now for out-of-order and partly reassembled messages, over all connections (bounded by the messages receive budget)."`
 	// Sockets: packets, bytes, batches and kernel drops, summed.
 	Sockets SocketStats
 }
@@ -124,15 +135,6 @@ func (s *Server) SocketStats() []SocketStats {
 	return out
 }
 
-// TotalDrops sums Drops.
-func (s *Stats) TotalDrops() uint64 {
-	var t uint64
-	for _, d := range s.Drops {
-		t += d
-	}
-	return t
-}
-
 // Stats returns the server's counters. It reads per-loop counters published
 // once per receive batch, so it costs the receive path nothing.
 func (s *Server) Stats() Stats {
@@ -155,6 +157,8 @@ func (s *Server) Stats() Stats {
 	st.DeniedFull = s.ev.denied[protocol.DeniedServerFull].Load()
 	st.DeniedRefused = s.ev.denied[protocol.DeniedRefused].Load()
 	st.DeniedAddressLimit = s.ev.denied[protocol.DeniedAddressLimit].Load()
+	st.HandshakeOut[protocol.TypeAck] += st.PromotionAcks
+	st.HandshakeOut[protocol.TypeDenied] += st.DeniedFull + st.DeniedRefused + st.DeniedAddressLimit
 	st.Drops[protocol.DropReplayedCookie] += s.ev.replays.Load()
 	st.Drops[protocol.DropSealedHeld] += s.ev.held.Load()
 	st.Migrations = s.ev.migrations.Load()

@@ -58,7 +58,7 @@ type recentClose struct {
 	exp int64 // Unix ns: forgotten after
 	// ts and cookie are the closed connection's cookie: a Response with
 	// that cookie, or with an older Timestamp, is a replay. Remembering it
-	// for RecentlyDisconnected (longer than the 40 s a cookie lives) means
+	// for recentlyDisconnected (longer than the 40 s a cookie lives) means
 	// no cookie is ever promoted twice, in memory bounded with the table.
 	ts     float64
 	cookie cookie.Cookie
@@ -237,7 +237,7 @@ func (t *table) remove(c *Conn) {
 		return
 	}
 	r := &recentClose{
-		exp:    t.clock().Add(RecentlyDisconnected).UnixNano(),
+		exp:    t.clock().Add(recentlyDisconnected).UnixNano(),
 		ts:     c.cookieTS,
 		cookie: c.cookie,
 	}
@@ -258,7 +258,7 @@ func (t *table) forget(c *Conn) (netip.AddrPort, bool) {
 }
 
 // RecentlyClosed implements handshake.ClosedAddrs: addr's connection
-// closed within RecentlyDisconnected.
+// closed within recentlyDisconnected.
 func (t *table) RecentlyClosed(addr netip.AddrPort, now float64) bool {
 	if t.nRecent.Load() == 0 {
 		return false

@@ -23,8 +23,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/internal/protocol"
-	"github.com/udpgate/udpgate/message"
 )
 
 // Namespace prefixes every metric the Collector emits.
@@ -58,20 +56,12 @@ type Collector struct {
 	// there is none).
 	sockTotals, sockSeries []*prometheus.Desc
 
-	// Protocol.
-	drops, hsIn, hsOut, denied, migrations, connIn *prometheus.Desc
-	connections, accepted, disconnects             *prometheus.Desc
-	promoRunning, promoQueued, promoRejected       *prometheus.Desc
-	promoPanics                                    *prometheus.Desc
-	overload, overloadChanges, connless            *prometheus.Desc
-	proofs                                         *prometheus.Desc
-	messageDrops, messageHeld                      *prometheus.Desc
-	rttPercentile, rttSampled                      *prometheus.Desc
+	// The server's counters: conn.Stats's tagged fields (statsFields).
+	fields []statsField
+	descs  []*prometheus.Desc // each metric once, in the fields' order
 
-	// Label values, made once.
-	dropLabels []string // index: conn.DropReason
-	typeLabels []string // index: protocol.PacketType
-	pctLabels  []string
+	rttPercentile, rttSampled *prometheus.Desc
+	pctLabels                 []string
 
 	// samples recycles the RTT buffer of a scrape.
 	samples sync.Pool
@@ -122,29 +112,6 @@ func NewCollector(srv *conn.Server) *Collector {
 	c := &Collector{
 		srv: srv,
 
-		drops:       d("drops_total", "Datagrams the server dropped, by reason (conn.DropReason).", "reason"),
-		hsIn:        d("handshake_received_total", "Handshake packets received, by type.", "type"),
-		hsOut:       d("handshake_sent_total", "Handshake packets sent, by type, from the receive loops and the promotion workers (acks of new connections, denials).", "type"),
-		denied:      d("denied_total", "Proven clients answered Denied, by reason: server_full (max-clients, or draining), refused (the application), address_limit (max-clients-per-ip or -prefix).", "reason"),
-		migrations:  d("migrations_total", "Connections moved to a new client address (RestartResponse)."),
-		connIn:      d("connection_packets_received_total", "Connection packets accepted for connections (Data, KeepAlive, Disconnect)."),
-		connections: d("connections", "Connections open now."),
-		accepted:    d("connections_accepted_total", "Connections created by the handshake."),
-		disconnects: d("disconnects_total", "Connections ended, by reason (timed_out counts timeouts).", "reason"),
-
-		promoRunning:  d("promotions_running", "Promotion workers busy now."),
-		promoQueued:   d("promotions_queued", "Proven clients waiting for a promotion worker now."),
-		promoRejected: d("promotions_rejected_total", "Proven clients the promotion pool had no room for (they retry their Response)."),
-		promoPanics:   d("promotion_panics_total", "Promotion workers that panicked (a bug in an Accept or OnConnect hook)."),
-
-		overload:        d("overload_level", "Overload control level: 0 normal, 1 burst (no RestartHandshake/VersionUpgrade), 2 flood and 3 severe (Challenge replies capped per socket)."),
-		overloadChanges: d("overload_level_changes_total", "Overload level changes."),
-		connless:        d("connectionless_received_total", "Datagrams from addresses that hold no connection (handshakes, strays, attacks): what overload control watches."),
-
-		proofs:       d("token_proofs_total", "Sealed mode: connect tokens proven (connections admitted)."),
-		messageDrops: d("message_drops_total", "Message entries and Messages packets the message layer dropped, by reason (message.DropReason; over_budget packets are left unacknowledged and resent).", "reason"),
-		messageHeld:  d("message_receive_held_bytes", "Bytes held now for out-of-order and partly reassembled messages, over all connections (bounded by the messages receive budget)."),
-
 		rttPercentile: d("connection_rtt_seconds", "Smoothed RTT of the connections open now, by percentile over them (100: the slowest), read at scrape time from at most "+strconv.Itoa(RTTSampleLimit)+" connections; NaN when none has measured an RTT.", "percentile"),
 		rttSampled:    d("connection_rtt_sampled", "Connections open now that udpgate_connection_rtt_seconds describes: those that measured an RTT, at most "+strconv.Itoa(RTTSampleLimit)+"."),
 	}
@@ -156,15 +123,7 @@ func NewCollector(srv *conn.Server) *Collector {
 		}
 		c.sockSeries = append(c.sockSeries, series)
 	}
-	c.dropLabels = make([]string, conn.NumDropReasons)
-	for r := range c.dropLabels {
-		c.dropLabels[r] = conn.DropReason(r).String()
-	}
-	var st conn.Stats
-	c.typeLabels = make([]string, len(st.HandshakeIn))
-	for t := range c.typeLabels {
-		c.typeLabels[t] = protocol.PacketType(t).String()
-	}
+	c.fields, c.descs = statsFields(d)
 	for _, p := range RTTPercentiles {
 		c.pctLabels = append(c.pctLabels, strconv.FormatFloat(p, 'g', -1, 64))
 	}
@@ -181,17 +140,11 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 			ch <- d
 		}
 	}
-	for _, d := range []*prometheus.Desc{
-		c.drops, c.hsIn, c.hsOut, c.denied, c.migrations, c.connIn,
-		c.connections, c.accepted, c.disconnects,
-		c.promoRunning, c.promoQueued, c.promoRejected, c.promoPanics,
-		c.overload, c.overloadChanges, c.connless,
-		c.proofs,
-		c.messageDrops, c.messageHeld,
-		c.rttPercentile, c.rttSampled,
-	} {
+	for _, d := range c.descs {
 		ch <- d
 	}
+	ch <- c.rttPercentile
+	ch <- c.rttSampled
 }
 
 // Collect reads the server's counters and sends them as constant metrics.
@@ -223,46 +176,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	st := c.srv.Stats()
-	for r := 1; r < len(st.Drops); r++ { // 0 is DropNone
-		counter(c.drops, st.Drops[r], c.dropLabels[r])
-	}
-	for t := range st.HandshakeIn {
-		counter(c.hsIn, st.HandshakeIn[t], c.typeLabels[t])
-		out := st.HandshakeOut[t]
-		// The receive loops count what they send; the promotion workers
-		// send the Acks of new connections and every Denied.
-		switch protocol.PacketType(t) {
-		case protocol.TypeAck:
-			out += st.PromotionAcks
-		case protocol.TypeDenied:
-			out += st.DeniedFull + st.DeniedRefused + st.DeniedAddressLimit
-		}
-		counter(c.hsOut, out, c.typeLabels[t])
-	}
-	counter(c.denied, st.DeniedFull, "server_full")
-	counter(c.denied, st.DeniedRefused, "refused")
-	counter(c.denied, st.DeniedAddressLimit, "address_limit")
-	counter(c.migrations, st.Migrations)
-	counter(c.connIn, st.ConnPacketsIn)
-	gauge(c.connections, float64(st.Connections))
-	counter(c.accepted, st.Accepted)
-	// Reasons 1..4 end connections; the sealed mode's refusals (5..9)
-	// refuse proofs, which are counted as drops by reason instead.
-	for r := conn.ReasonClosed; r <= conn.ReasonReplaced; r++ {
-		counter(c.disconnects, st.Disconnects[r], r.Label())
-	}
-	gauge(c.promoRunning, float64(st.PromotionsRunning))
-	gauge(c.promoQueued, float64(st.PromotionsQueued))
-	counter(c.promoRejected, st.PromotionRejected)
-	counter(c.promoPanics, st.PromotionPanics)
-	gauge(c.overload, float64(st.OverloadLevel))
-	counter(c.overloadChanges, st.OverloadChanges)
-	counter(c.connless, st.Connectionless)
-	counter(c.proofs, st.Proofs)
-	for r := 1; r < len(st.MessageDrops); r++ { // 0 is DropNone
-		counter(c.messageDrops, st.MessageDrops[r], message.DropReason(r).Label())
-	}
-	gauge(c.messageHeld, float64(st.MessageHeld))
+	collectStats(ch, c.fields, &st)
 
 	c.collectRTT(gauge)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/internal/msgcfg"
+	"github.com/udpgate/udpgate/message"
 )
 
 // connect -reliable: each line of standard input is one message on the
@@ -153,13 +154,13 @@ func (r *reliableSession) sendLine(ctx context.Context, cli *conn.Client, line [
 	}()
 	for {
 		err := cli.Conn().SendMessage(msgcfg.Reliable, line)
-		if !errors.Is(err, conn.ErrQueueFull) {
+		if !errors.Is(err, message.ErrQueueFull) {
 			if err != nil {
 				r.mu.Lock()
 				r.inflight = r.inflight[:len(r.inflight)-1]
 				r.lines--
 				r.mu.Unlock()
-				if errors.Is(err, conn.ErrNoChannel) {
+				if errors.Is(err, message.ErrNoChannel) {
 					return fmt.Errorf("%w: does the server run with -messages (its default)?", err)
 				}
 			}

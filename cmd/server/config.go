@@ -107,6 +107,9 @@ const (
 	flagVersion     = "version"
 )
 
+// defaultListen is where the dedicated server listens by default.
+const defaultListen = "0.0.0.0:7777"
+
 // environ is the process environment, name to value.
 type environ map[string]string
 
@@ -158,7 +161,7 @@ const (
 // newFlagSet binds o's settings to a new flag set, with their defaults.
 func (o *options) newFlagSet() *flag.FlagSet {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
-	fs.StringVar(&o.listen, "listen", conn.DefaultListen, "UDP address to listen on (host:port; [::]:port for dual stack)")
+	fs.StringVar(&o.listen, "listen", defaultListen, "UDP address to listen on (host:port; [::]:port for dual stack)")
 	fs.IntVar(&o.sockets, "sockets", 0, fmt.Sprintf("SO_REUSEPORT sockets, one receive loop each, up to %d (0: one per CPU, GOMAXPROCS)", batchio.MaxSockets))
 	fs.IntVar(&o.batch, "batch", batchio.DefaultBatchSize, fmt.Sprintf("datagrams per recvmmsg/sendmmsg batch, 1..%d", maxBatch))
 	fs.IntVar(&o.maxClients, "max-clients", conn.DefaultMaxClients, "maximum connections; beyond it clients are denied (server full); changes on SIGHUP")

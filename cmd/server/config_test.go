@@ -218,7 +218,7 @@ app = "discard"
 		{"magic", o.magic, "1", fromFile},          //
 		{"app", o.app, "discard", fromFile},        //
 		{"timeout", o.timeout, 7 * time.Second, fromEnv},
-		{"listen", o.listen, conn.DefaultListen, fromDefault},
+		{"listen", o.listen, defaultListen, fromDefault},
 	} {
 		if c.got != c.want || o.origin[c.name].kind != c.from {
 			t.Errorf("%s = %v from source %d, want %v from %d", c.name, c.got, o.origin[c.name].kind, c.want, c.from)

@@ -94,35 +94,6 @@ const (
 	KindLast = KindMessages
 )
 
-// Disconnect reasons (docs/protocol.md §7).
-const (
-	DisconnectClosed   uint8 = 1
-	DisconnectShutdown uint8 = 2
-	DisconnectTimedOut uint8 = 3
-	DisconnectReplaced uint8 = 4
-
-	// Sealed mode's refusals of a proof (docs/protocol.md §11.3): sent
-	// unsealed (5, 6: the server has no key the client could check) or
-	// sealed (7, 8, 9).
-	DisconnectTokenExpired  uint8 = 5
-	DisconnectTokenInvalid  uint8 = 6
-	DisconnectForeignServer uint8 = 7
-	DisconnectTokenInUse    uint8 = 8
-	DisconnectServerFull    uint8 = 9
-
-	// DisconnectStalled: the peer left a reliable message unacknowledged
-	// for the stall bound (docs/protocol.md §14).
-	DisconnectStalled uint8 = 10
-	// DisconnectTokenRequired (sealed mode): the server needs a connect
-	// token and the client sent connection packets in clear; sent in
-	// clear with the connection's Tag (docs/protocol.md §11.3).
-	DisconnectTokenRequired uint8 = 11
-	// DisconnectAddressLimit (sealed mode): the token was proven, but the
-	// server holds as many connections from the client's address or
-	// network as it allows; sealed, as 7–9.
-	DisconnectAddressLimit uint8 = 12
-)
-
 // Handshake is one decoded or to-be-encoded handshake packet. It is a value
 // type: decoders fill a caller-owned Handshake, so parsing allocates nothing.
 // Fields a type does not carry are ignored by the encoder and zeroed by the

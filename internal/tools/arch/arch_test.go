@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/udpgate/udpgate/internal/tools/apicount"
 )
 
 const module = "github.com/udpgate/udpgate"
@@ -41,6 +43,7 @@ var impure = []string{"net", "net/http", "os", "os/exec", "syscall", "time", "go
 
 type pkg struct {
 	ImportPath string
+	Dir        string
 	Name       string
 	Imports    []string
 	Export     string
@@ -171,6 +174,29 @@ func TestPublicAPINamesNoInternalType(t *testing.T) {
 				w.where = tp.Path() + "." + n
 				w.typ(obj.Type())
 			}
+		}
+	}
+}
+
+// maxExports bounds the exported identifiers of each package of the
+// module (issue 20): a package that needs more does more than one job.
+const maxExports = 100
+
+// TestExportLimit fails when a package of the module exports more than
+// maxExports identifiers, as internal/tools/apicount counts them (and the
+// exports command prints them).
+func TestExportLimit(t *testing.T) {
+	for _, p := range list(t, false) {
+		if _, ok := rel(p.ImportPath); !ok {
+			continue
+		}
+		api, err := apicount.Count(p.Dir)
+		if err != nil {
+			t.Fatalf("%s: %v", p.ImportPath, err)
+		}
+		if n := len(api.Identifiers); n > maxExports {
+			t.Errorf("%s exports %d identifiers, more than %d: unexport what a user does not set or read, "+
+				"or move a job to its own package (go run ./internal/tools/exports -v %s)", p.ImportPath, n, maxExports, p.Dir)
 		}
 	}
 }
