@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,7 +10,17 @@ import (
 
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
 )
+
+// logSignal is a slog.Handler that fires its Signal at each record: the
+// spreader logs every switch, so a test waits for one on the log.
+type logSignal struct{ sig *conntest.Signal }
+
+func (logSignal) Enabled(context.Context, slog.Level) bool    { return true }
+func (l logSignal) Handle(context.Context, slog.Record) error { l.sig.Fire(); return nil }
+func (l logSignal) WithAttrs([]slog.Attr) slog.Handler        { return l }
+func (l logSignal) WithGroup(string) slog.Handler             { return l }
 
 // fakeSpread is a spreadGroup that records its switches.
 type fakeSpread struct {
@@ -83,7 +94,8 @@ func TestSpreader(t *testing.T) {
 // been over for spreadHold.
 func TestSpreadUnderFlood(t *testing.T) {
 	clk := &clock{}
-	s := listen(t, Config{Sockets: 2, Now: clk.Now, ChallengeRate: -1})
+	var logged conntest.Signal
+	s := listen(t, Config{Sockets: 2, Now: clk.Now, ChallengeRate: -1, Logger: slog.New(logSignal{&logged})})
 	g, ok := s.group.(*batchio.Group)
 	if !ok || !g.Steered() {
 		t.Skip("the group is not steered here")
@@ -91,14 +103,11 @@ func TestSpreadUnderFlood(t *testing.T) {
 	if g.Spreading() || s.spread == nil {
 		t.Fatalf("new steered server: spreading %v, spreader %v; want false, true", g.Spreading(), s.spread != nil)
 	}
-	deadline := time.Now().Add(10 * time.Second)
 	clk.Advance(spreadHold + time.Second)
-	for !g.Spreading() {
-		if time.Now().After(deadline) {
-			t.Fatal("not spreading spreadHold after the start")
-		}
-		time.Sleep(time.Millisecond)
+	if !logged.Await(10*time.Second, g.Spreading) {
+		t.Fatal("not spreading spreadHold after the start")
 	}
+	deadline := time.Now().Add(10 * time.Second)
 	peers := make([]*rawPeer, 8)
 	for i := range peers {
 		peers[i] = newRawPeer(t, s, fmt.Sprintf("127.0.3.%d:0", 1+i))
@@ -117,10 +126,7 @@ func TestSpreadUnderFlood(t *testing.T) {
 	}
 	t.Logf("spreading stopped after %d Initials", sent)
 	clk.Advance(spreadHold + time.Second)
-	for !g.Spreading() {
-		if time.Now().After(deadline) {
-			t.Fatal("not spreading again after the flood")
-		}
-		time.Sleep(time.Millisecond)
+	if !logged.Await(10*time.Second, g.Spreading) {
+		t.Fatal("not spreading again after the flood")
 	}
 }
