@@ -1,7 +1,6 @@
 package conn
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,15 +11,6 @@ import (
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/testkit/conntest"
 )
-
-// logSignal is a slog.Handler that fires its Signal at each record: the
-// spreader logs every switch, so a test waits for one on the log.
-type logSignal struct{ sig *conntest.Signal }
-
-func (logSignal) Enabled(context.Context, slog.Level) bool    { return true }
-func (l logSignal) Handle(context.Context, slog.Record) error { l.sig.Fire(); return nil }
-func (l logSignal) WithAttrs([]slog.Attr) slog.Handler        { return l }
-func (l logSignal) WithGroup(string) slog.Handler             { return l }
 
 // fakeSpread is a spreadGroup that records its switches.
 type fakeSpread struct {
