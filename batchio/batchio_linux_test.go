@@ -626,6 +626,7 @@ func TestKernelDrops(t *testing.T) {
 				time.Sleep(time.Millisecond)
 			}
 			var received atomic.Int64
+			recvd := make(chan struct{}, 1) // a receive since the last look
 			recvDone := make(chan struct{})
 			go func() {
 				defer close(recvDone)
@@ -636,30 +637,50 @@ func TestKernelDrops(t *testing.T) {
 						return
 					}
 					received.Add(int64(n))
+					select {
+					case recvd <- struct{}{}:
+					default:
+					}
 				}
 			}()
-			for {
-				drops := s.Stats().RxDrops
-				got := received.Load()
-				if got+int64(drops) > burst {
-					t.Fatalf("received %d + drops %d > %d sent", got, drops, burst)
+			// account waits until received + dropped is sent. A drop
+			// happens only while the buffer is full, so a receive always
+			// follows it: checking at each receive misses nothing.
+			account := func(sent int) {
+				t.Helper()
+				timeout := time.After(time.Until(deadline))
+				for {
+					drops := s.Stats().RxDrops
+					got := received.Load()
+					if got+int64(drops) > int64(sent) {
+						t.Fatalf("received %d + drops %d > %d sent", got, drops, sent)
+					}
+					if got+int64(drops) == int64(sent) {
+						return
+					}
+					select {
+					case <-recvd:
+					case <-timeout:
+						t.Fatalf("received %d + drops %d do not account for %d sent", got, drops, sent)
+					}
 				}
-				if got+int64(drops) == burst {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("received %d + drops %d do not account for %d sent", got, drops, burst)
-				}
-				time.Sleep(time.Millisecond)
 			}
-			time.Sleep(20 * time.Millisecond) // time for a miscount to show
+			account(burst)
+			// One more datagram behind the burst, into the now empty
+			// buffer: once it is received, the kernel and Recv are done
+			// with every datagram before it, so a miscount would show.
+			drops := s.Stats().RxDrops
+			if _, err := c.Write(p); err != nil {
+				t.Fatal(err)
+			}
+			account(burst + 1)
 			g.Close()
 			<-recvDone
 			st, gst := s.Stats(), g.Stats()
-			t.Logf("sent %d, received %d, kernel drops %d", burst, received.Load(), st.RxDrops)
-			if received.Load() == 0 || received.Load()+int64(st.RxDrops) != burst || gst.RxDrops != st.RxDrops {
-				t.Errorf("after Close: received %d, socket drops %d, group drops %d; want received + drops = %d",
-					received.Load(), st.RxDrops, gst.RxDrops, burst)
+			t.Logf("sent %d, received %d, kernel drops %d", burst+1, received.Load(), st.RxDrops)
+			if received.Load() < 2 || st.RxDrops != drops || received.Load()+int64(st.RxDrops) != burst+1 || gst.RxDrops != st.RxDrops {
+				t.Errorf("after Close: received %d, socket drops %d (%d before the last datagram), group drops %d; want received + drops = %d",
+					received.Load(), st.RxDrops, drops, gst.RxDrops, burst+1)
 			}
 		})
 	}

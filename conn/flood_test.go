@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -113,7 +114,11 @@ func floodWithClients(t *testing.T, sealed bool) {
 		}
 		rep, floodErr = flood.Run(ctx, cfg)
 	}()
-	conntest.Eventually(t, "the flood to start", func() bool { return srv.report().Stats.Connectionless > 20_000 })
+	// The flood is under way once the server's overload level first
+	// rises (a connectionless rate of DefaultBurstThreshold or more).
+	if srv.do("await-overload") != "ok" {
+		t.Fatal("the flood never raised the server's overload level")
+	}
 
 	const clients, packets = 100, 20
 	errs := make(chan error, clients)
@@ -324,15 +329,17 @@ func (s *floodServer) report() floodReport {
 }
 
 // TestFloodServerProcess is the child side of TestFloodWithLegitimateClients:
-// a server with an echo application, answering "reset", "report" and
-// "quit" on stdin.
+// a server with an echo application, answering "reset", "report",
+// "await-overload" (once the overload level is above normal, which the
+// server logs) and "quit" on stdin.
 func TestFloodServerProcess(t *testing.T) {
 	if os.Getenv("UDPGATE_FLOOD_CHILD") == "" {
 		t.Skip("runs as TestFloodWithLegitimateClients's server process")
 	}
 	app := &counter{got: map[*Conn]int{}}
 	// Overload control on, as an internet-facing server should run.
-	cfg := Config{Handler: app, Overload: OverloadConfig{Enabled: true}}
+	var logged conntest.Signal
+	cfg := Config{Handler: app, Overload: OverloadConfig{Enabled: true}, Logger: slog.New(logSignal{&logged})}
 	if os.Getenv("UDPGATE_FLOOD_SEALED") != "" {
 		cfg.PrivateKey, cfg.ProtocolID = &floodKey, floodProtocol
 	}
@@ -367,6 +374,13 @@ func TestFloodServerProcess(t *testing.T) {
 			app.mu.Unlock()
 			b, _ := json.Marshal(floodReport{Base: base.Load(), Peak: peak.Load(), Now: heapAlloc(), Data: data, Stats: s.Stats()})
 			fmt.Printf("report %s\n", b)
+		case "await-overload":
+			up := func() bool { return s.Stats().OverloadLevel > LevelNormal }
+			if logged.Await(time.Minute, up) {
+				fmt.Println("await-overload ok")
+			} else {
+				fmt.Println("await-overload timeout")
+			}
 		case "quit":
 			return
 		}

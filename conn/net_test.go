@@ -2,12 +2,14 @@ package conn
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/netip"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
 	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/netsim"
 )
@@ -145,3 +147,13 @@ func advance(d time.Duration) {
 	time.Sleep(d)
 	synctest.Wait()
 }
+
+// logSignal is a slog.Handler that fires its Signal at each record: the
+// server logs what a test may wait for (a spreader switch, an overload
+// level change), so the test waits for it on the log.
+type logSignal struct{ sig *conntest.Signal }
+
+func (logSignal) Enabled(context.Context, slog.Level) bool    { return true }
+func (l logSignal) Handle(context.Context, slog.Record) error { l.sig.Fire(); return nil }
+func (l logSignal) WithAttrs([]slog.Attr) slog.Handler        { return l }
+func (l logSignal) WithGroup(string) slog.Handler             { return l }

@@ -16,18 +16,21 @@ import (
 	"github.com/udpgate/udpgate/internal/handshake"
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seal"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
 	"github.com/udpgate/udpgate/internal/testkit/netem"
 	"github.com/udpgate/udpgate/internal/traffic/loadgen"
 	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/token"
 )
 
-// pingRecorder measures the round trips of timestamped pings.
+// pingRecorder measures the round trips of timestamped pings, and fires
+// echoed at each.
 type pingRecorder struct {
 	NopHandler
-	mu   sync.Mutex
-	rtts []time.Duration
-	got  atomic.Int64
+	mu     sync.Mutex
+	rtts   []time.Duration
+	got    atomic.Int64
+	echoed conntest.Signal
 }
 
 func (p *pingRecorder) OnPacket(_ *Conn, b []byte) {
@@ -39,6 +42,7 @@ func (p *pingRecorder) OnPacket(_ *Conn, b []byte) {
 	p.rtts = append(p.rtts, d)
 	p.mu.Unlock()
 	p.got.Add(1)
+	p.echoed.Fire()
 }
 
 func (p *pingRecorder) take() []time.Duration {
@@ -130,11 +134,9 @@ func TestLoopbackProofFlood(t *testing.T) {
 		}
 		return sent
 	}
+	// settle waits up to a second for the echoes still on their way.
 	settle := func(want int64) {
-		end := time.Now().Add(time.Second)
-		for rec.got.Load() < want && time.Now().Before(end) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		rec.echoed.Await(time.Second, func() bool { return rec.got.Load() >= want })
 	}
 	sentIdle := phase(2 * time.Second)
 	settle(sentIdle)
@@ -144,6 +146,11 @@ func TestLoopbackProofFlood(t *testing.T) {
 	before := s.Stats().Drops
 	var flooded atomic.Int64
 	stop := make(chan struct{})
+	// underway is closed once the senders have sent 40,000 proofs (about
+	// 200 ms of the flood), when the players' flood phase starts.
+	const warmup = 40_000
+	underway := make(chan struct{})
+	var tried atomic.Int64
 	var wg sync.WaitGroup
 	// UDPGATE_LOOPBACK_FLOOD sending goroutines: 1, as client flood's
 	// default, leaves the other core of a 2-core machine to the server
@@ -166,10 +173,13 @@ func TestLoopbackProofFlood(t *testing.T) {
 				if _, err := a.udp.WriteToUDPAddrPort(a.pkt, s.Addr()); err == nil {
 					flooded.Add(1)
 				}
+				if tried.Add(1) == warmup {
+					close(underway)
+				}
 			}
 		}()
 	}
-	time.Sleep(200 * time.Millisecond)
+	<-underway
 	t0 := time.Now()
 	sentFlood := phase(3 * time.Second)
 	close(stop)
@@ -253,6 +263,8 @@ func TestLoopbackTokenlessFlood(t *testing.T) {
 	}
 	results := make(chan result, 1024)
 	var wg sync.WaitGroup
+	every := time.NewTicker(50 * time.Millisecond)
+	defer every.Stop()
 	start := time.Now()
 	for i := 0; time.Since(start) < floodFor; i++ {
 		i := i
@@ -270,7 +282,7 @@ func TestLoopbackTokenlessFlood(t *testing.T) {
 			}
 			results <- result{rtt, err, time.Since(t0)}
 		}()
-		time.Sleep(50 * time.Millisecond)
+		<-every.C
 	}
 	elapsed := time.Since(start)
 	close(stop)

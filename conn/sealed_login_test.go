@@ -15,17 +15,19 @@ import (
 	"github.com/udpgate/udpgate/internal/handshake"
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seal"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
 	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/netsim"
 	"github.com/udpgate/udpgate/token"
 )
 
 // pathTap records every datagram a netsim network carries to one address,
-// as an on-path observer would see them.
+// as an on-path observer would see them, and fires seen at each.
 type pathTap struct {
-	mu  sync.Mutex
-	to  netip.AddrPort
-	got [][]byte
+	mu   sync.Mutex
+	to   netip.AddrPort
+	got  [][]byte
+	seen conntest.Signal
 }
 
 func (p *pathTap) drop(_, to netip.AddrPort, b []byte) bool {
@@ -33,6 +35,7 @@ func (p *pathTap) drop(_, to netip.AddrPort, b []byte) bool {
 		p.mu.Lock()
 		p.got = append(p.got, bytes.Clone(b))
 		p.mu.Unlock()
+		p.seen.Fire()
 	}
 	return false
 }
@@ -77,7 +80,8 @@ func echoes(t *testing.T, cli *Client, got chan string, n int) int {
 func TestSealedObserverCannotReplace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nw := netsim.New()
-		nw.SetLink(netsim.Link{Latency: 16 * time.Millisecond})
+		const oneWay = 16 * time.Millisecond
+		nw.SetLink(netsim.Link{Latency: oneWay})
 		app := &identityApp{}
 		srv := simListen(t, nw, Config{Handler: app, PrivateKey: &testKey, ProtocolID: testProtocolID})
 		tok := makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{simServerAddr}})
@@ -101,11 +105,14 @@ func TestSealedObserverCannotReplace(t *testing.T) {
 		// 1. An Initial with another ClientID, spoofed from the player.
 		ini := protocol.Handshake{Type: protocol.TypeInitial, ClientID: other, MinVersion: 3, CurVersion: 4, RandomLen: 16}
 		n := wire.EncodeHandshake(buf, wire.Magic{}, &ini)
+		sent := time.Now()
 		nw.Deliver(player, simServerAddr, bytes.Clone(buf[:n]))
-		time.Sleep(40 * time.Millisecond)
-		ch, ok := tap.lastHandshake(protocol.TypeChallenge)
-		if !ok {
+		var ch protocol.Handshake
+		if !tap.seen.Await(time.Second, func() bool { ch, ok = tap.lastHandshake(protocol.TypeChallenge); return ok }) {
 			t.Fatal("the observer saw no Challenge on the path")
+		}
+		if d := time.Since(sent); d != oneWay {
+			t.Fatalf("the Challenge passed the observer %v after the Initial, want %v", d, oneWay)
 		}
 		// 2. The matching Response, as read on the path.
 		rsp := protocol.Handshake{Type: protocol.TypeResponse, ClientID: other, MinVersion: 3, CurVersion: 4, RandomLen: 16,
@@ -121,7 +128,7 @@ func TestSealedObserverCannotReplace(t *testing.T) {
 		rr.Type, rr.Restart, rr.ClientID, rr.OrigCookie = protocol.TypeRestartResponse, true, sc.ClientID(), sc.cookie
 		n = wire.EncodeHandshake(buf, wire.Magic{}, &rr)
 		nw.Deliver(player, simServerAddr, bytes.Clone(buf[:n]))
-		time.Sleep(100 * time.Millisecond)
+		advance(oneWay) // all four have arrived and the server is idle again
 
 		st := srv.Stats()
 		if st.Drops[protocol.DropSealedHeld] != 1 || st.Connections != 1 || st.Accepted != 1 {
@@ -184,7 +191,8 @@ func TestSimTokenRequired(t *testing.T) {
 func TestSimTokenRequiredNoAmplification(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nw := netsim.New()
-		nw.SetLink(netsim.Link{Latency: 5 * time.Millisecond})
+		const oneWay = 5 * time.Millisecond
+		nw.SetLink(netsim.Link{Latency: oneWay})
 		srv := simListen(t, nw, Config{Handler: simEcho{}, PrivateKey: &testKey, ProtocolID: testProtocolID})
 		var toClient, fromClient, bytesTo, bytesFrom int
 		var mu sync.Mutex
@@ -226,18 +234,20 @@ func TestSimTokenRequiredNoAmplification(t *testing.T) {
 		for i := range 100 {
 			send(uint16(100+i), 0)
 		}
-		time.Sleep(50 * time.Millisecond)
+		advance(2 * oneWay) // an answer would have left the server by now
 		mu.Lock()
 		if toClient != 0 {
 			t.Fatalf("%d replies to KeepAlives shorter than the notice", toClient)
 		}
 		mu.Unlock()
 		// 1000 padded ones over one second: at most the budget's.
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
 		for i := range 1000 {
 			send(uint16(200+i), 1)
-			time.Sleep(time.Millisecond)
+			<-tick.C
 		}
-		time.Sleep(50 * time.Millisecond)
+		advance(2 * oneWay)
 		mu.Lock()
 		defer mu.Unlock()
 		if max := 8 + 4 + 1; toClient > max || toClient == 0 || bytesTo > bytesFrom || srv.Len() != 0 {
@@ -311,6 +321,8 @@ func TestSimProofFlood(t *testing.T) {
 		var newErr error
 		loginDone := make(chan struct{})
 		start := time.Now()
+		ms := time.NewTicker(time.Millisecond)
+		defer ms.Stop()
 		for tick := 0; time.Since(start) < dur; tick++ {
 			for i := range atk {
 				for range perMs {
@@ -345,7 +357,7 @@ func TestSimProofFlood(t *testing.T) {
 				}
 				continue
 			}
-			time.Sleep(time.Millisecond)
+			<-ms.C
 		}
 		<-loginDone
 		if newErr != nil || newcomer == nil {
@@ -518,18 +530,24 @@ func TestSimTokenlessHandshakeFlood(t *testing.T) {
 			}
 		}()
 		floodDone := make(chan int)
+		underway := make(chan struct{}) // closed after the flood's first 100 ms
 		go func() {
 			sent := 0
 			ini := protocol.Handshake{Type: protocol.TypeInitial, MinVersion: 3, CurVersion: 4, RandomLen: 16}
+			ms := time.NewTicker(time.Millisecond)
+			defer ms.Stop()
 			start := time.Now()
-			for time.Since(start) < floodFor {
+			for tick := 1; time.Since(start) < floodFor; tick++ {
 				for range perMs {
 					ini.ClientID = uint8(sent & 7)
 					b := make([]byte, 128)
 					nw.Deliver(source(sent%sources), simServerAddr, b[:wire.EncodeHandshake(b, wire.Magic{}, &ini)])
 					sent++
 				}
-				time.Sleep(time.Millisecond)
+				<-ms.C
+				if tick == 100 {
+					close(underway)
+				}
 			}
 			floodDone <- sent
 		}()
@@ -539,7 +557,9 @@ func TestSimTokenlessHandshakeFlood(t *testing.T) {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		failed := map[time.Duration]int{}
-		time.Sleep(100 * time.Millisecond) // the flood is under way
+		<-underway
+		every := time.NewTicker(10 * time.Millisecond)
+		defer every.Stop()
 		for i := range perRTT * len(rtts) {
 			rtt := rtts[i%len(rtts)]
 			addr := netip.AddrPortFrom(netip.AddrFrom4([4]byte{12, 0, byte(i >> 8), byte(i)}), 5000)
@@ -556,7 +576,7 @@ func TestSimTokenlessHandshakeFlood(t *testing.T) {
 					t.Logf("player at RTT %v: %v", rtt, err)
 				}
 			}()
-			time.Sleep(10 * time.Millisecond)
+			<-every.C
 		}
 		wg.Wait()
 		sent := <-floodDone

@@ -9,6 +9,7 @@ import (
 
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
 )
 
 // fakeSpread is a spreadGroup that records its switches.
@@ -83,7 +84,8 @@ func TestSpreader(t *testing.T) {
 // been over for spreadHold.
 func TestSpreadUnderFlood(t *testing.T) {
 	clk := &clock{}
-	s := listen(t, Config{Sockets: 2, Now: clk.Now, ChallengeRate: -1})
+	var logged conntest.Signal
+	s := listen(t, Config{Sockets: 2, Now: clk.Now, ChallengeRate: -1, Logger: slog.New(logSignal{&logged})})
 	g, ok := s.group.(*batchio.Group)
 	if !ok || !g.Steered() {
 		t.Skip("the group is not steered here")
@@ -91,14 +93,11 @@ func TestSpreadUnderFlood(t *testing.T) {
 	if g.Spreading() || s.spread == nil {
 		t.Fatalf("new steered server: spreading %v, spreader %v; want false, true", g.Spreading(), s.spread != nil)
 	}
-	deadline := time.Now().Add(10 * time.Second)
 	clk.Advance(spreadHold + time.Second)
-	for !g.Spreading() {
-		if time.Now().After(deadline) {
-			t.Fatal("not spreading spreadHold after the start")
-		}
-		time.Sleep(time.Millisecond)
+	if !logged.Await(10*time.Second, g.Spreading) {
+		t.Fatal("not spreading spreadHold after the start")
 	}
+	deadline := time.Now().Add(10 * time.Second)
 	peers := make([]*rawPeer, 8)
 	for i := range peers {
 		peers[i] = newRawPeer(t, s, fmt.Sprintf("127.0.3.%d:0", 1+i))
@@ -117,10 +116,7 @@ func TestSpreadUnderFlood(t *testing.T) {
 	}
 	t.Logf("spreading stopped after %d Initials", sent)
 	clk.Advance(spreadHold + time.Second)
-	for !g.Spreading() {
-		if time.Now().After(deadline) {
-			t.Fatal("not spreading again after the flood")
-		}
-		time.Sleep(time.Millisecond)
+	if !logged.Await(10*time.Second, g.Spreading) {
+		t.Fatal("not spreading again after the flood")
 	}
 }
