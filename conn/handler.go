@@ -53,11 +53,15 @@ const (
 	// *DeniedError of reason protocol.DeniedAddressLimit, as after the
 	// handshake's Denied(3).
 	ReasonAddressLimit DisconnectReason = DisconnectReason(protocol.DisconnectAddressLimit)
+	// ReasonRefused: a proven token, refused by the server's
+	// Config.Accept; a client's Dial fails with a *DeniedError of reason
+	// protocol.DeniedRefused, as after the handshake's Denied(2).
+	ReasonRefused DisconnectReason = DisconnectReason(protocol.DisconnectRefused)
 )
 
 // NumDisconnectReasons bounds DisconnectReason values (Stats.Disconnects is
 // indexed by reason).
-const NumDisconnectReasons = 13
+const NumDisconnectReasons = 14
 
 // Label is the reason as a metric label: snake_case, stable.
 func (r DisconnectReason) Label() string {
@@ -86,6 +90,8 @@ func (r DisconnectReason) Label() string {
 		return "token_required"
 	case ReasonAddressLimit:
 		return "address_limit"
+	case ReasonRefused:
+		return "refused"
 	}
 	return "reason_" + strconv.Itoa(int(r))
 }
@@ -116,6 +122,8 @@ func (r DisconnectReason) String() string {
 		return "token required: the server is in sealed mode and needs a connect token"
 	case ReasonAddressLimit:
 		return "too many connections from this address or network"
+	case ReasonRefused:
+		return "refused by the server's application"
 	}
 	return fmt.Sprintf("reason %d", uint8(r))
 }

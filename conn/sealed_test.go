@@ -595,17 +595,18 @@ func TestSealedOnPathObserver(t *testing.T) {
 		// never answered, and touches no connection.
 		attack(t, protocol.DropTokenRequired, 1, bytes.Clone(buf[:n]))
 	})
-	t.Run("restart with the Ack's cookie", func(t *testing.T) {
-		// The observer saw the Ack, so it knows the authorised cookie,
-		// and it can get a Challenge for its own address; the
-		// RestartResponse it then makes would move an unsealed
-		// connection.
+	t.Run("restart with the authorised cookie", func(t *testing.T) {
+		// The observer saw the Challenge whose cookie the client's proof
+		// carries (a sealed client sends no Response, so there is no
+		// Ack), so it knows the authorised cookie, and it can get a
+		// Challenge for its own address; the RestartResponse it then
+		// makes would move an unsealed connection.
 		ack := o.lastToClient(func(b []byte) bool {
 			var hs protocol.Handshake
-			return wire.DecodeHandshake(wire.Magic{}, b, &hs) == protocol.DropNone && hs.Type == protocol.TypeAck
+			return wire.DecodeHandshake(wire.Magic{}, b, &hs) == protocol.DropNone && hs.Type == protocol.TypeChallenge
 		})
 		if ack == nil {
-			t.Fatal("the observer saw no Ack")
+			t.Fatal("the observer saw no Challenge")
 		}
 		var ackH protocol.Handshake
 		wire.DecodeHandshake(wire.Magic{}, ack, &ackH)

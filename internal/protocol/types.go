@@ -121,6 +121,10 @@ const (
 	// server holds as many connections from the client's address or
 	// network as it allows; sealed, as 7–9.
 	DisconnectAddressLimit uint8 = 12
+	// DisconnectRefused (sealed mode): the token was proven, but the
+	// application refused the client (the server's Accept hook); sealed,
+	// as 7–9.
+	DisconnectRefused uint8 = 13
 )
 
 // Handshake is one decoded or to-be-encoded handshake packet. It is a value
