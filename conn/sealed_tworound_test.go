@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/udpgate/udpgate/cookie"
@@ -186,4 +187,31 @@ func TestSealedAcceptAtProof(t *testing.T) {
 	if c := ll.s.tab.count.Load(); c != 0 || asked.Load() != 1 || st.DeniedRefused != 1 {
 		t.Fatalf("%d connections, Accept asked %d times, %d Denied(2); want 0, 1, 1", c, asked.Load(), st.DeniedRefused)
 	}
+}
+
+// TestSimSealedLoginRoundTrips: in virtual time, a sealed Dial returns two
+// round trips after it starts (Initial → Challenge, proof → sealed
+// KeepAlive), as an unsealed Dial does; with a Response and Ack between
+// them it took three.
+func TestSimSealedLoginRoundTrips(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := netsim.New()
+		const oneWay = 20 * time.Millisecond
+		nw.SetLink(netsim.Link{Latency: oneWay})
+		simListen(t, nw, Config{Handler: simEcho{}, PrivateKey: &testKey, ProtocolID: testProtocolID})
+		p := token.Params{ServerAddresses: []netip.AddrPort{simServerAddr}, ProtocolID: testProtocolID, Expire: time.Hour, Timeout: 5 * time.Second}
+		tok, err := token.Generate(&testKey, &p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		cli, err := simDial(t, nw, Config{Token: tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cli.Close()
+		if d := time.Since(start); d != 4*oneWay {
+			t.Errorf("Dial returned after %v, want two round trips (%v)", d, 4*oneWay)
+		}
+	})
 }
