@@ -286,8 +286,8 @@ func (c *ClientHandshake) State() ClientState { return c.state }
 // before any. Connection packets carry it.
 func (c *ClientHandshake) SessionID() uint8 { return c.sessionID }
 
-// Cookie is the authorised cookie: the one the first Ack carried. Zero until
-// connected; restarts never change it (the server keeps the connection's
+// Cookie is the authorised cookie: the one the first Ack carried (with
+// ProofAfterChallenge, the first Challenge's). Zero until connected; restarts never change it (the server keeps the connection's
 // cookie when it moves it, and sequences and session tag derive from it).
 func (c *ClientHandshake) Cookie() cookie.Cookie { return c.authorised }
 
