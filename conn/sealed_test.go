@@ -801,8 +801,9 @@ func TestSealedProofSteered(t *testing.T) {
 	t.Fatalf("no socket received the proof alone: before %+v, after %+v", before, after)
 }
 
-// TestSealedAcceptHook: a sealed server asks Config.Accept at the Response
-// and refuses with Denied(2) before any Ack, keeping nothing.
+// TestSealedAcceptHook: a sealed server asks Config.Accept at the proof
+// and refuses with the sealed reason 13, which Dial reports as Denied(2),
+// keeping nothing.
 func TestSealedAcceptHook(t *testing.T) {
 	s := sealedListen(t, Config{Accept: func(netip.AddrPort) error { return errors.New("banned") }})
 	tok := makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{s.Addr()}})
