@@ -21,11 +21,13 @@ import (
 	"github.com/udpgate/udpgate/token"
 )
 
-// Sealed mode (docs/protocol.md §11). The handshake is unchanged; a server
-// with a PrivateKey answers a valid Response with an Ack and keeps nothing:
-// the client's proof carries the cookie again, and the connection is
-// created, already proven, only when cookie, token and inner seal all
-// check. Every connection packet after is sealed.
+// Sealed mode (docs/protocol.md §11). The handshake is unchanged; a client
+// with a token proves right after the Challenge, and a server with a
+// PrivateKey keeps nothing before the proof (a Response, which such a
+// client skips, gets a stateless Ack): the proof carries the Challenge's
+// cookie again, and the connection is created, already proven, only when
+// cookie, token, inner seal and Config.Accept all agree. Every connection
+// packet after is sealed.
 //
 // Ownership: a connection's sealState is created with it and never
 // replaced; tx and rx are guarded by Conn.mu like seq; state moves once
