@@ -90,6 +90,8 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 		NetworkFeatures: st.NetworkFeatures,
 		ClientID:        clientID,
 		ConnectTimeout:  st.connectTO,
+		// Sealed: the proof follows the Challenge (docs/protocol.md §11.3).
+		ProofAfterChallenge: st.Token != nil,
 	}, 0)
 	udp, err := c.listen()
 	if err != nil {

@@ -141,8 +141,9 @@ type Config struct {
 	Handler Handler
 	// Accept (server only) is asked, from a promotion worker, whether to
 	// accept a proven client; a non-nil error refuses it with Denied(2).
-	// A sealed server asks it on the receive loop, at the Response,
-	// before its stateless Ack (docs/protocol.md §11.3).
+	// A sealed server asks it on the receive loop, at the proof, once the
+	// token checks out, and refuses with a sealed Disconnect reason 13
+	// (docs/protocol.md §11.3).
 	Accept func(remote netip.AddrPort) error
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger

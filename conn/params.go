@@ -37,7 +37,8 @@ const (
 	// proofWindow bounds how long a client proves one handshake, whatever
 	// its ConnectTimeout: its proofs carry the handshake's cookie, which a
 	// server accepts for at least 15 s after making it (docs/protocol.md
-	// §4, §11.3), and the Ack came at least a round trip after that.
+	// §4, §11.3), and the Challenge came at least half a round trip after
+	// that.
 	proofWindow = 14 * time.Second
 
 	// messageTick is how often the message timer serves connections with

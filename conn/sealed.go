@@ -21,11 +21,13 @@ import (
 	"github.com/udpgate/udpgate/token"
 )
 
-// Sealed mode (docs/protocol.md §11). The handshake is unchanged; a server
-// with a PrivateKey answers a valid Response with an Ack and keeps nothing:
-// the client's proof carries the cookie again, and the connection is
-// created, already proven, only when cookie, token and inner seal all
-// check. Every connection packet after is sealed.
+// Sealed mode (docs/protocol.md §11). The handshake is unchanged; a client
+// with a token proves right after the Challenge, and a server with a
+// PrivateKey keeps nothing before the proof (a Response, which such a
+// client skips, gets a stateless Ack): the proof carries the Challenge's
+// cookie again, and the connection is created, already proven, only when
+// cookie, token, inner seal and Config.Accept all agree. Every connection
+// packet after is sealed.
 //
 // Ownership: a connection's sealState is created with it and never
 // replaced; tx and rx are guarded by Conn.mu like seq; state moves once
@@ -476,6 +478,15 @@ func (l *loop) prove(m *batchio.Message, at *Conn, now time.Time) {
 		s.ev.denied[protocol.DeniedServerFull].Add(1)
 		l.refuse(m.Addr, protocol.DropOverload, protocol.DisconnectServerFull, true)
 		return
+	case s.st.Accept != nil:
+		// Asked once per login, here, now that the token is proven
+		// (a Response no longer precedes every proof).
+		if err := s.st.Accept(m.Addr); err != nil {
+			s.st.Logger.Debug("client refused by the application", "addr", m.Addr, "err", err)
+			s.ev.denied[protocol.DeniedRefused].Add(1)
+			l.refuse(m.Addr, protocol.DropNone, protocol.DisconnectRefused, true)
+			return
+		}
 	}
 	p.tokenClient = tp.ClientID
 	v := s.tab.admit(&p, func() *Conn {
@@ -566,10 +577,13 @@ func (l *loop) lateProof(m *batchio.Message, c *Conn, now time.Time) {
 // Disconnect sealed under the token's server-to-client key and the proof's
 // cookie (ls.tx) at the refusal's reserved counter when the token opened
 // (sealed), else in clear with the proof's Tag; both are smaller than the
-// proof, and nothing is kept.
+// proof, and nothing is kept. drop is counted, unless DropNone (a refusal
+// counted only as a Denied).
 func (l *loop) refuse(addr netip.AddrPort, drop protocol.DropReason, reason DisconnectReason, sealed bool) {
 	s, d := l.s, &l.d
-	l.cnt.add(cDrop+int(drop), 1)
+	if drop != protocol.DropNone {
+		l.cnt.add(cDrop+int(drop), 1)
+	}
 	dst := l.slot()
 	out := dst.Buf[:cap(dst.Buf)]
 	var n int
@@ -601,25 +615,15 @@ func (l *loop) notice(n int, addr netip.AddrPort) {
 // sealedAck answers a valid Response (l.d) from an address no connection
 // holds in sealed mode, statelessly: Ack with the Response's own cookie,
 // which the client's proof will carry back, or Denied when the server is
-// full or draining (reason 1) or the application refuses the client
-// (Config.Accept, reason 2: asked here, on the receive loop). An Ack is the
-// size of a Response.
+// full or draining (reason 1). Config.Accept is asked at the proof, not
+// here: a sealed client may skip the Response (docs/protocol.md §11.3).
+// An Ack is the size of a Response.
 func (l *loop) sealedAck(addr netip.AddrPort) {
 	s, d := l.s, &l.d
-	denied := uint8(0)
-	switch {
-	case s.draining.Load() || s.tab.full():
-		denied = protocol.DeniedServerFull
-	case s.st.Accept != nil:
-		if err := s.st.Accept(addr); err != nil {
-			s.st.Logger.Debug("client refused by the application", "addr", addr, "err", err)
-			denied = protocol.DeniedRefused
-		}
-	}
 	m := l.slot()
 	out := m.Buf[:cap(m.Buf)]
-	if denied != 0 {
-		if n := s.fc.BuildDenied(out, &d.To, denied, &d.Cookie, &l.rnd); n > 0 {
+	if s.draining.Load() || s.tab.full() {
+		if n := s.fc.BuildDenied(out, &d.To, protocol.DeniedServerFull, &d.Cookie, &l.rnd); n > 0 {
 			l.reply(n, protocol.TypeDenied, addr)
 		}
 		return
@@ -823,6 +827,8 @@ func (c *Client) refused(reason DisconnectReason) {
 		err = ErrTokenInUse
 	case protocol.DisconnectAddressLimit:
 		err = &DeniedError{Reason: protocol.DeniedAddressLimit}
+	case protocol.DisconnectRefused:
+		err = &DeniedError{Reason: protocol.DeniedRefused}
 	default:
 		err = &DeniedError{Reason: protocol.DeniedServerFull}
 	}

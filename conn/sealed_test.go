@@ -595,17 +595,18 @@ func TestSealedOnPathObserver(t *testing.T) {
 		// never answered, and touches no connection.
 		attack(t, protocol.DropTokenRequired, 1, bytes.Clone(buf[:n]))
 	})
-	t.Run("restart with the Ack's cookie", func(t *testing.T) {
-		// The observer saw the Ack, so it knows the authorised cookie,
-		// and it can get a Challenge for its own address; the
-		// RestartResponse it then makes would move an unsealed
-		// connection.
+	t.Run("restart with the authorised cookie", func(t *testing.T) {
+		// The observer saw the Challenge whose cookie the client's proof
+		// carries (a sealed client sends no Response, so there is no
+		// Ack), so it knows the authorised cookie, and it can get a
+		// Challenge for its own address; the RestartResponse it then
+		// makes would move an unsealed connection.
 		ack := o.lastToClient(func(b []byte) bool {
 			var hs protocol.Handshake
-			return wire.DecodeHandshake(wire.Magic{}, b, &hs) == protocol.DropNone && hs.Type == protocol.TypeAck
+			return wire.DecodeHandshake(wire.Magic{}, b, &hs) == protocol.DropNone && hs.Type == protocol.TypeChallenge
 		})
 		if ack == nil {
-			t.Fatal("the observer saw no Ack")
+			t.Fatal("the observer saw no Challenge")
 		}
 		var ackH protocol.Handshake
 		wire.DecodeHandshake(wire.Magic{}, ack, &ackH)
@@ -800,8 +801,9 @@ func TestSealedProofSteered(t *testing.T) {
 	t.Fatalf("no socket received the proof alone: before %+v, after %+v", before, after)
 }
 
-// TestSealedAcceptHook: a sealed server asks Config.Accept at the Response
-// and refuses with Denied(2) before any Ack, keeping nothing.
+// TestSealedAcceptHook: a sealed server asks Config.Accept at the proof
+// and refuses with the sealed reason 13, which Dial reports as Denied(2),
+// keeping nothing.
 func TestSealedAcceptHook(t *testing.T) {
 	s := sealedListen(t, Config{Accept: func(netip.AddrPort) error { return errors.New("banned") }})
 	tok := makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{s.Addr()}})

@@ -87,6 +87,13 @@ type ClientConfig struct {
 	// lateness and jitter, and well inside the 5 s connection timeout,
 	// which the restart must beat.
 	RestartSilence float64
+	// ProofAfterChallenge (a sealed client, docs/protocol.md §11.3): a
+	// Challenge completes the handshake, with no Response and no Ack; its
+	// cookie becomes the authorised cookie at once (EventConnected), and
+	// the caller's proof, which carries the cookie with the Challenge's
+	// SecretId and Timestamp, takes the Response's place. Lost Challenges
+	// are covered by the Initials' resends, as without it.
+	ProofAfterChallenge bool
 }
 
 func (c ClientConfig) withDefaults() ClientConfig {
@@ -279,8 +286,8 @@ func (c *ClientHandshake) State() ClientState { return c.state }
 // before any. Connection packets carry it.
 func (c *ClientHandshake) SessionID() uint8 { return c.sessionID }
 
-// Cookie is the authorised cookie: the one the first Ack carried. Zero until
-// connected; restarts never change it (the server keeps the connection's
+// Cookie is the authorised cookie: the one the first Ack carried (with
+// ProofAfterChallenge, the first Challenge's). Zero until connected; restarts never change it (the server keeps the connection's
 // cookie when it moves it, and sequences and session tag derive from it).
 func (c *ClientHandshake) Cookie() cookie.Cookie { return c.authorised }
 
@@ -580,6 +587,11 @@ func (c *ClientHandshake) onChallenge(now float64, h *protocol.Handshake, out []
 	// ConnectTimeout of its last step forward, and steps forward happen at
 	// most once per ChallengeLifetime.
 	c.measure(now, h.SentCount)
+	if c.cfg.ProofAfterChallenge && !c.restarting {
+		c.sessionID = h.SessionID
+		c.connect(now, &h.Cookie, challengeOrigin{h.SecretID, h.Timestamp})
+		return 0, EventConnected, protocol.DropNone
+	}
 	if !c.answering {
 		c.progressAt = now
 		// A new phase: its resends start over from the first gap.
@@ -630,8 +642,15 @@ func (c *ClientHandshake) onAck(now float64, h *protocol.Handshake) (ClientEvent
 		return EventNone, protocol.DropWrongCookie
 	}
 	c.measure(now, h.SentCount)
-	c.authorised = h.Cookie
-	c.authorisedFrom = c.answeredFrom[i]
+	c.connect(now, &h.Cookie, c.answeredFrom[i])
+	return EventConnected, protocol.DropNone
+}
+
+// connect completes the first connect with authorised cookie ck, which
+// came with from.
+func (c *ClientHandshake) connect(now float64, ck *cookie.Cookie, from challengeOrigin) {
+	c.authorised = *ck
+	c.authorisedFrom = from
 	c.state = ClientConnected
 	c.answering = false
 	c.sentCount = 0
@@ -639,7 +658,6 @@ func (c *ClientHandshake) onAck(now float64, h *protocol.Handshake) (ClientEvent
 	// packet sent before the connection existed at its current address.
 	c.restartMark = now
 	c.heardAt = now
-	return EventConnected, protocol.DropNone
 }
 
 // onRestart honours a RestartHandshake: the server got our connection

@@ -37,10 +37,14 @@ const (
 	// server holds as many connections from the client's address or
 	// network as it allows; sealed, as 7–9.
 	DisconnectAddressLimit = 12
+	// DisconnectRefused (sealed mode): the token was proven, but the
+	// application refused the client (the server's Accept hook); sealed,
+	// as 7–9.
+	DisconnectRefused = 13
 
 	// NumDisconnectReasons bounds the reasons: a Disconnect byte at or
 	// above it is read as DisconnectClosed.
-	NumDisconnectReasons = DisconnectAddressLimit + 1
+	NumDisconnectReasons = DisconnectRefused + 1
 )
 
 // disconnectNames are each reason's metric label (snake_case, stable) and
@@ -58,6 +62,7 @@ var disconnectNames = [NumDisconnectReasons]struct{ label, text string }{
 	DisconnectStalled:       {"stalled", "stalled: the peer stopped acknowledging messages"},
 	DisconnectTokenRequired: {"token_required", "token required: the server is in sealed mode and needs a connect token"},
 	DisconnectAddressLimit:  {"address_limit", "too many connections from this address or network"},
+	DisconnectRefused:       {"refused", "refused by the server's application"},
 }
 
 // Label is the reason as a metric label: snake_case, stable.

@@ -21,8 +21,9 @@ import (
 // Sealed-mode kinds (docs/protocol.md §11). A proof carries its
 // handshake's cookie, which the server checks against the proof's source
 // before any token check, so to reach those checks each source first
-// completes the handshake (Initial, Challenge, Response, Ack), as an
-// attacker would, and then sends hostile proofs (carrying its own cookie)
+// completes the handshake as a sealed client does (Initial, Challenge: the
+// proof takes the Response's place), as an attacker would, and then sends
+// hostile proofs (carrying its own cookie)
 // and sealed packets; the server keeps nothing for it. A source that did
 // not connect sends proofs with a made-up cookie, which the cookie check
 // drops.
@@ -50,7 +51,7 @@ type sourceConn struct {
 	id     protocol.ConnHeader
 	seqs   seqwin.SeqState
 	cookie cookie.Cookie
-	// pc: the Response's cookie, which its proofs carry.
+	// pc: the Challenge's cookie part, which its proofs carry.
 	pc wire.ProofCookie
 }
 
@@ -68,6 +69,7 @@ func (e *engine) connectSources(deadline time.Time, rnd *wire.Rand) int {
 		c.hs = handshake.NewClientHandshake(handshake.ClientConfig{
 			Magic: st.magic, NetworkVersion: st.NetworkVersion, NetworkFeatures: st.NetworkFeatures,
 			ClientID: c.id8, ResendInterval: setupResend.Seconds(), ConnectTimeout: setupTimeout.Seconds(),
+			ProofAfterChallenge: true,
 		}, rnd.Uint64()|1)
 		s.conn = c
 		c.mu.Lock()

@@ -249,7 +249,7 @@ type Config struct {
 	// Sealed mode (docs/protocol.md §11; ModeData only). PrivateKey, if not
 	// nil, is the server's private key: the generator makes one netcode.io
 	// connect token per client with it (token.Generate, for ProtocolID),
-	// each client proves its token after the Ack, and every connection
+	// each client proves its token right after the Challenge (no Response, no Ack), and every connection
 	// packet both ways is sealed. The tokens are made from a secret drawn at
 	// New, so a client's token and keys are the same at every proof
 	// without being stored.

@@ -284,6 +284,9 @@ func refusedCounter(reason uint8) int {
 		return cRefusedInUse
 	case protocol.DisconnectServerFull:
 		return cRefusedFull
+	case protocol.DisconnectRefused:
+		// The application's refusal: a Denied(2) before sealed mode.
+		return cDeniedRefused
 	}
 	return -1
 }

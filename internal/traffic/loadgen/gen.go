@@ -197,10 +197,10 @@ func (r *ConnectResult) PerSecond() float64 {
 // client not connected yet, at most Window per socket at a time, as
 // handshake.ClientHandshake does it: resends backing off from 100 ms to
 // ResendInterval (docs/protocol.md §6.2), failure after ConnectTimeout
-// without progress. In sealed mode a client then
-// proves its token (a proof right after the Ack, again every
+// without progress. In sealed mode a client proves its token in place of
+// the Response (a proof right after the Challenge, again every
 // ResendInterval) and is connected when the server's first sealed packet
-// opens; it fails on a refusal or after ConnectTimeout from its Ack. It
+// opens; it fails on a refusal or after ConnectTimeout from its Challenge. It
 // returns when every client has connected or failed, when ctx ends, or
 // after MaxPhase. Only ModeResponse and ModeData use connections.
 func (g *Generator) Connect(ctx context.Context) (ConnectResult, error) {

@@ -64,10 +64,11 @@ type worker struct {
 	resp       []byte // ModeResponse: respStride bytes per client
 	respLen    []uint8
 	// Sealed mode: each client's sealer (to the server) and opener (from
-	// it), made when its Ack arrives, and when it last sent a proof.
+	// it), made when its Challenge arrives (ackAt: then), and when it last
+	// sent a proof.
 	sealers []seal.Sealer
 	openers []seal.Opener
-	// proofCookies: the Response's cookie each client's proofs carry.
+	// proofCookies: the Challenge's cookie part each client's proofs carry.
 	proofCookies []wire.ProofCookie
 	proofAt      []int64
 	ackAt        []int64
@@ -224,6 +225,8 @@ func (w *worker) connect(start, deadline int64, open bool) {
 		NetworkFeatures: cfg.NetworkFeatures,
 		ResendInterval:  cfg.ResendInterval.Seconds(),
 		ConnectTimeout:  cfg.ConnectTimeout.Seconds(),
+		// Sealed: the proof follows the Challenge (docs/protocol.md §11.3).
+		ProofAfterChallenge: w.sealers != nil,
 	}
 	pollEvery := min(int64(cfg.ResendInterval)/4, int64(10*time.Millisecond))
 	next, active := 0, 0
@@ -421,13 +424,9 @@ func (w *worker) handshakeEvent(h *handshake.ClientHandshake, j int, ev handshak
 func (w *worker) connected(j int, start, now int64, sent []uint8) {
 	w.state[j] = stConnected
 	w.ctr.loc[cHandshakes]++
-	// One Initial and one Response (and one proof) is a handshake without
-	// a resend.
-	least := uint8(2)
-	if w.sealers != nil {
-		least = 3
-	}
-	if sent != nil && sent[j] > least {
+	// One Initial and one Response (sealed: one proof in the Response's
+	// place) is a handshake without a resend.
+	if sent != nil && sent[j] > 2 {
 		w.ctr.loc[cResent]++
 	}
 	w.hist.Record(time.Duration(now - w.sentAt[j]))
@@ -438,7 +437,7 @@ func (w *worker) connected(j int, start, now int64, sent []uint8) {
 
 // ---- Sealed mode: proving the token (docs/protocol.md §11.3) ----
 
-// startProof begins client j's proof once its Ack (authorised cookie ck,
+// startProof begins client j's proof once its Challenge (authorised cookie ck,
 // whose SecretId and Timestamp are in w.proofCookies[j]) is in: make its token's sealer and opener, salted with the cookie, and
 // send the first proof. It returns 1 if the client failed.
 func (w *worker) startProof(j int, ck *cookie.Cookie, now int64, sent []uint8) int {
@@ -488,7 +487,7 @@ func (w *worker) sendProof(j int, tok *token.ConnectToken, now int64, sent []uin
 }
 
 // pollProof resends client j's proof every ResendInterval and fails it
-// when ConnectTimeout passes from its Ack without an answer. It returns 1
+// when ConnectTimeout passes from its Challenge without an answer. It returns 1
 // if the client failed.
 func (w *worker) pollProof(j int, now int64, sent []uint8) int {
 	if now-w.ackAt[j] > int64(w.cfg.ConnectTimeout) {
