@@ -292,6 +292,14 @@ func (p *rawPeer) response(ch protocol.Handshake) []byte {
 	})
 }
 
+// recorded listens with a recorder (no echo) as the Handler and makes a
+// raw peer at 127.0.0.2.
+func (n *testNet) recorded() (*recorder, *Server, *rawPeer) {
+	rec := newRecorder(false)
+	s := n.listen(Config{Handler: rec})
+	return rec, s, n.peer(s, "127.0.0.2:0")
+}
+
 // connect completes a handshake and returns the authorised cookie.
 func (p *rawPeer) connect() cookie.Cookie { return p.handshake().Cookie }
 
@@ -444,9 +452,7 @@ func TestDialTimeout(t *testing.T) {
 // boundary), and told so with TimeoutDisconnectPackets Disconnects.
 func TestSilentClientTimesOut(t *testing.T) {
 	onSim(t, func(t *testing.T, n *testNet) {
-		rec := newRecorder(false)
-		s := n.listen(Config{Handler: rec})
-		p := n.peer(s, "127.0.0.2:0")
+		rec, s, p := n.recorded()
 		p.connect()
 		last := time.Now() // the Response: the link has no latency
 		r, remote := rec.gone(t, rec.at(t, 0))
@@ -558,9 +564,7 @@ func TestShutdownNotifiesClients(t *testing.T) {
 
 func TestRecentlyDisconnectedGetsNoRestart(t *testing.T) {
 	onSim(t, func(t *testing.T, n *testNet) {
-		rec := newRecorder(false)
-		s := n.listen(Config{Handler: rec})
-		p := n.peer(s, "127.0.0.2:0")
+		rec, s, p := n.recorded()
 		ck := p.connect()
 		sc := rec.at(t, 0)
 		// The client closes; its late packets must not provoke a restart.
@@ -584,9 +588,7 @@ func TestRecentlyDisconnectedGetsNoRestart(t *testing.T) {
 
 func TestRestartedClientReplacesStale(t *testing.T) {
 	onSim(t, func(t *testing.T, n *testNet) {
-		rec := newRecorder(false)
-		s := n.listen(Config{Handler: rec})
-		p := n.peer(s, "127.0.0.2:0")
+		rec, s, p := n.recorded()
 		p.connect()
 		first := rec.at(t, 0)
 		// The same address, a new ClientID: a restarted client, some time
