@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"unsafe"
@@ -94,12 +95,8 @@ func TestConnRoundTrip(t *testing.T) {
 			if !bytes.Equal(gotPayload, wantPayload) {
 				t.Fatalf("magic %q: payload %x, want %x", ms, gotPayload, wantPayload)
 			}
-			if p, r := DecodePrefix(m, pkt); r != protocol.DropNone || p != (Prefix{h.SessionID, h.ClientID, false}) {
-				t.Fatalf("magic %q: DecodePrefix = %+v %v", ms, p, r)
-			}
-			var hs protocol.Handshake
-			if r := DecodeHandshake(m, pkt, &hs); r != protocol.DropUnexpectedType {
-				t.Fatalf("magic %q: DecodeHandshake of a connection packet: %v", ms, r)
+			if !codecCheckConnPrefix(t, fmt.Sprintf("magic %q", ms), m, pkt, &h) {
+				t.FailNow()
 			}
 		}
 	}
