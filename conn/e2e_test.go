@@ -138,6 +138,18 @@ type clientRecorder struct {
 
 func (r *clientRecorder) OnPacket(_ *Conn, p []byte) { r.ch <- bytes.Clone(p) }
 
+// ended waits up to d for client c to end and returns why, failing unless
+// it was a DisconnectedError.
+func ended(t *testing.T, c *Client, what string, d time.Duration) *DisconnectedError {
+	t.Helper()
+	within(t, what, d, c.Done())
+	var de *DisconnectedError
+	if !errors.As(c.Err(), &de) {
+		t.Fatalf("%s: ended with %v, want a disconnect", what, c.Err())
+	}
+	return de
+}
+
 func recvOne(t *testing.T, ch chan []byte) []byte {
 	t.Helper()
 	select {
@@ -531,9 +543,7 @@ func TestCleanDisconnect(t *testing.T) {
 			rec := newRecorder(false)
 			c := n.dial(n.listen(Config{Handler: rec}), Config{})
 			rec.at(t, 0).Close()
-			within(t, "client told", 5*time.Second, c.Done())
-			var de *DisconnectedError
-			if !errors.As(c.Err(), &de) || de.Reason != ReasonClosed || !de.Remote {
+			if de := ended(t, c, "client told", 5*time.Second); de.Reason != ReasonClosed || !de.Remote {
 				t.Fatalf("client err %v", c.Err())
 			}
 		})
@@ -553,9 +563,7 @@ func TestShutdownNotifiesClients(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, c := range clients {
-			within(t, fmt.Sprintf("shutdown notice to client %d", i), 5*time.Second, c.Done())
-			var de *DisconnectedError
-			if !errors.As(c.Err(), &de) || de.Reason != ReasonShutdown {
+			if de := ended(t, c, fmt.Sprintf("shutdown notice to client %d", i), 5*time.Second); de.Reason != ReasonShutdown {
 				t.Fatalf("client %d: %v", i, c.Err())
 			}
 		}
