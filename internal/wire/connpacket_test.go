@@ -250,21 +250,9 @@ func TestConnAllocs(t *testing.T) {
 	payload := make([]byte, 48)
 	buf := make([]byte, 128)
 	var n int
-	if a := testing.AllocsPerRun(100, func() {
-		if n = EncodeConn(buf, m, &h, payload); n == 0 {
-			panic("encode failed")
-		}
-	}); a != 0 {
-		t.Errorf("EncodeConn allocates %v times", a)
-	}
+	codecNoAllocs(t, "EncodeConn", func() bool { n = EncodeConn(buf, m, &h, payload); return n != 0 })
 	var got protocol.ConnHeader
-	if a := testing.AllocsPerRun(100, func() {
-		if _, r := DecodeConn(m, buf[:n], &got); r != protocol.DropNone {
-			panic("decode failed")
-		}
-	}); a != 0 {
-		t.Errorf("DecodeConn allocates %v times", a)
-	}
+	codecNoAllocs(t, "DecodeConn", func() bool { _, r := DecodeConn(m, buf[:n], &got); return r == protocol.DropNone })
 }
 
 // TestConnEveryGeometry checks the layout of §7 for every magic length with
