@@ -157,13 +157,29 @@ func (l *stageLoad) cookieOf(i int) cookie.Cookie {
 	return stageCookie(i)
 }
 
-func stageOrder(n int) []int32 {
+// stageOrder visits clients 0..n-1 in one fixed random order, over and
+// over, as interleaved traffic would.
+type stageOrder struct {
+	order []int32
+	k     int
+}
+
+func newStageOrder(n int) stageOrder {
 	order := make([]int32, n)
 	for i := range order {
 		order[i] = int32(i)
 	}
 	rand.New(rand.NewPCG(7, 7)).Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
-	return order
+	return stageOrder{order: order}
+}
+
+// next is the next client in the order.
+func (o *stageOrder) next() int {
+	i := int(o.order[o.k])
+	if o.k++; o.k == len(o.order) {
+		o.k = 0
+	}
+	return i
 }
 
 func benchUdpgateStage(b *testing.B, kind string, n int) {
@@ -193,7 +209,7 @@ func benchUdpgateStage(b *testing.B, kind string, n int) {
 			}
 		}
 	}
-	order := stageOrder(n)
+	order := newStageOrder(n)
 	out := make([]byte, 2048)
 	var d handshake.Decision
 	var rep seqwin.AckReport
@@ -201,13 +217,9 @@ func benchUdpgateStage(b *testing.B, kind string, n int) {
 	if kind == scData {
 		want = handshake.ActConn
 	}
-	k := 0
 	b.ReportAllocs()
 	for b.Loop() {
-		i := int(order[k])
-		if k++; k == n {
-			k = 0
-		}
+		i := order.next()
 		addr := stageAddr(i)
 		pkt := load.request(i)
 		var peer handshake.Peer
@@ -247,17 +259,13 @@ func benchNaiveStage(b *testing.B, kind string, n int) {
 			s.conns[stageAddr(i)] = c
 		}
 	}
-	order := stageOrder(n)
+	order := newStageOrder(n)
 	out := make([]byte, 2048)
 	rnd := wire.NewRand(1)
 	rep := new(seqwin.AckReport)
-	k := 0
 	b.ReportAllocs()
 	for b.Loop() {
-		i := int(order[k])
-		if k++; k == n {
-			k = 0
-		}
+		i := order.next()
 		if s.handle(load.request(i), stageAddr(i), out, &rnd, rep, now) == 0 {
 			b.Fatal("no reply")
 		}

@@ -2,7 +2,6 @@ package conn
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/netip"
 	"sync"
@@ -276,13 +275,12 @@ func TestClientRestartDeniedFailsFast(t *testing.T) {
 		advance(1600 * time.Millisecond)
 		start := time.Now()
 		s.sendRestart()
-		within(t, "end of the connection", 5*time.Second, c.Done())
+		de := ended(t, c, "end of the connection", 5*time.Second)
 		if d := time.Since(start); d != 0 {
 			t.Fatalf("a denied restart ended the connection %v after the RestartHandshake, want at once", d)
 		}
-		var de *DisconnectedError
-		if err := c.Err(); !errors.As(err, &de) || de.Reason != ReasonShutdown || !de.Remote {
-			t.Fatalf("Err() = %v, want disconnected by the peer (server shutdown)", err)
+		if de.Reason != ReasonShutdown || !de.Remote {
+			t.Fatalf("Err() = %v, want disconnected by the peer (server shutdown)", c.Err())
 		}
 		if s.restartResponses.Load() != 1 {
 			t.Errorf("%d RestartResponses, want 1", s.restartResponses.Load())

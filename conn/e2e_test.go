@@ -138,6 +138,18 @@ type clientRecorder struct {
 
 func (r *clientRecorder) OnPacket(_ *Conn, p []byte) { r.ch <- bytes.Clone(p) }
 
+// ended waits up to d for client c to end and returns why, failing unless
+// it was a DisconnectedError.
+func ended(t *testing.T, c *Client, what string, d time.Duration) *DisconnectedError {
+	t.Helper()
+	within(t, what, d, c.Done())
+	var de *DisconnectedError
+	if !errors.As(c.Err(), &de) {
+		t.Fatalf("%s: ended with %v, want a disconnect", what, c.Err())
+	}
+	return de
+}
+
 func recvOne(t *testing.T, ch chan []byte) []byte {
 	t.Helper()
 	select {
@@ -292,6 +304,14 @@ func (p *rawPeer) response(ch protocol.Handshake) []byte {
 	})
 }
 
+// recorded listens with a recorder (no echo) as the Handler and makes a
+// raw peer at 127.0.0.2.
+func (n *testNet) recorded() (*recorder, *Server, *rawPeer) {
+	rec := newRecorder(false)
+	s := n.listen(Config{Handler: rec})
+	return rec, s, n.peer(s, "127.0.0.2:0")
+}
+
 // connect completes a handshake and returns the authorised cookie.
 func (p *rawPeer) connect() cookie.Cookie { return p.handshake().Cookie }
 
@@ -444,9 +464,7 @@ func TestDialTimeout(t *testing.T) {
 // boundary), and told so with timeoutDisconnectPackets Disconnects.
 func TestSilentClientTimesOut(t *testing.T) {
 	onSim(t, func(t *testing.T, n *testNet) {
-		rec := newRecorder(false)
-		s := n.listen(Config{Handler: rec})
-		p := n.peer(s, "127.0.0.2:0")
+		rec, s, p := n.recorded()
 		p.connect()
 		last := time.Now() // the Response: the link has no latency
 		r, remote := rec.gone(t, rec.at(t, 0))
@@ -525,9 +543,7 @@ func TestCleanDisconnect(t *testing.T) {
 			rec := newRecorder(false)
 			c := n.dial(n.listen(Config{Handler: rec}), Config{})
 			rec.at(t, 0).Close()
-			within(t, "client told", 5*time.Second, c.Done())
-			var de *DisconnectedError
-			if !errors.As(c.Err(), &de) || de.Reason != ReasonClosed || !de.Remote {
+			if de := ended(t, c, "client told", 5*time.Second); de.Reason != ReasonClosed || !de.Remote {
 				t.Fatalf("client err %v", c.Err())
 			}
 		})
@@ -547,9 +563,7 @@ func TestShutdownNotifiesClients(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, c := range clients {
-			within(t, fmt.Sprintf("shutdown notice to client %d", i), 5*time.Second, c.Done())
-			var de *DisconnectedError
-			if !errors.As(c.Err(), &de) || de.Reason != ReasonShutdown {
+			if de := ended(t, c, fmt.Sprintf("shutdown notice to client %d", i), 5*time.Second); de.Reason != ReasonShutdown {
 				t.Fatalf("client %d: %v", i, c.Err())
 			}
 		}
@@ -558,9 +572,7 @@ func TestShutdownNotifiesClients(t *testing.T) {
 
 func TestRecentlyDisconnectedGetsNoRestart(t *testing.T) {
 	onSim(t, func(t *testing.T, n *testNet) {
-		rec := newRecorder(false)
-		s := n.listen(Config{Handler: rec})
-		p := n.peer(s, "127.0.0.2:0")
+		rec, s, p := n.recorded()
 		ck := p.connect()
 		sc := rec.at(t, 0)
 		// The client closes; its late packets must not provoke a restart.
@@ -584,9 +596,7 @@ func TestRecentlyDisconnectedGetsNoRestart(t *testing.T) {
 
 func TestRestartedClientReplacesStale(t *testing.T) {
 	onSim(t, func(t *testing.T, n *testNet) {
-		rec := newRecorder(false)
-		s := n.listen(Config{Handler: rec})
-		p := n.peer(s, "127.0.0.2:0")
+		rec, s, p := n.recorded()
 		p.connect()
 		first := rec.at(t, 0)
 		// The same address, a new ClientID: a restarted client, some time

@@ -28,13 +28,16 @@ func BenchmarkLoopData(b *testing.B) {
 	}
 }
 
-func benchLoopData(b *testing.B, nconns int) {
-	s, err := Listen("127.0.0.1:0", Config{Sockets: 1, Handler: benchEcho{},
+// listenBench starts a one-socket echo server on loopback for up to nconns
+// connections that never time out during a benchmark; b's cleanup closes it.
+func listenBench(b *testing.B, nconns int) *Server {
+	b.Helper()
+	return conntest.Listen(b, Listen, Config{Sockets: 1, Handler: benchEcho{},
 		KeepAlive: time.Hour, Timeout: 2 * time.Hour, MaxClients: nconns})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+}
+
+func benchLoopData(b *testing.B, nconns int) {
+	s := listenBench(b, nconns)
 	now := time.Now()
 	sock := s.socks[0]
 	rng := rand.New(rand.NewPCG(1, 2))

@@ -272,13 +272,7 @@ func TestMessagesStall(t *testing.T) {
 	if err := cli.Conn().SendMessage(0, []byte("never acked")); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-cli.Done():
-	case <-time.After(30 * time.Second):
-		t.Fatal("no stall after 30 s")
-	}
-	var de *DisconnectedError
-	if !errors.As(cli.Err(), &de) || de.Reason != ReasonStalled {
+	if de := ended(t, cli, "stall", 30*time.Second); de.Reason != ReasonStalled {
 		t.Fatalf("ended with %v, want ReasonStalled", cli.Err())
 	}
 }

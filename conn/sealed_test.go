@@ -255,13 +255,7 @@ func TestSealedSameClientID(t *testing.T) {
 	if _, err := dialToken(t, s.Addr(), makeToken(t, nil, token.Params{ClientID: 7, ServerAddresses: here}), Config{LocalAddr: "127.0.0.3:0"}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-first.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("the first connection was not replaced")
-	}
-	var de *DisconnectedError
-	if !errors.As(first.Err(), &de) || de.Reason != ReasonReplaced {
+	if de := ended(t, first, "replacement of the first connection", 5*time.Second); de.Reason != ReasonReplaced {
 		t.Fatalf("first ended with %v, want replaced", first.Err())
 	}
 	conntest.Eventually(t, "one connection", func() bool { return s.Len() == 1 })

@@ -39,12 +39,7 @@ func BenchmarkLoopTransport(b *testing.B) {
 
 func benchLoopTransport(b *testing.B, iface bool) {
 	const nconns, batch = 1000, 64
-	s, err := Listen("127.0.0.1:0", Config{Sockets: 1, Handler: benchEcho{},
-		KeepAlive: time.Hour, Timeout: 2 * time.Hour, MaxClients: nconns})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := listenBench(b, nconns)
 	now := time.Now()
 	rng := rand.New(rand.NewPCG(1, 2))
 	rs := &replaySock{}

@@ -74,6 +74,12 @@ func TestVerifyRules(t *testing.T) {
 func TestVerifyAcrossRotations(t *testing.T) {
 	s := NewSecretsFrom(vecSnapshot(t))
 	g := NewSigner(s)
+	rotate := func(at float64) {
+		t.Helper()
+		if err := s.Rotate(at); err != nil {
+			t.Fatal(err)
+		}
+	}
 	orig := s.Load().Secrets[0]
 	id, c := g.Generate(testTS, testAddr)
 	if id != 0 {
@@ -81,9 +87,7 @@ func TestVerifyAcrossRotations(t *testing.T) {
 	}
 
 	t1 := vecT0 + 16
-	if err := s.Rotate(t1); err != nil {
-		t.Fatal(err)
-	}
+	rotate(t1)
 	if r := g.Verify(id, testTS, testAddr, &c, t1+1); r != Valid {
 		t.Fatalf("after one rotation: %v, want valid", r)
 	}
@@ -92,9 +96,7 @@ func TestVerifyAcrossRotations(t *testing.T) {
 	}
 
 	t2 := t1 + 16
-	if err := s.Rotate(t2); err != nil {
-		t.Fatal(err)
-	}
+	rotate(t2)
 	if r := g.Verify(id, testTS, testAddr, &c, t2+1); r != WrongSecret {
 		t.Errorf("after two rotations: %v, want wrong_secret", r)
 	}

@@ -192,21 +192,9 @@ func (e *Endpoint) Send(ch int, msg []byte, now int64) error {
 
 // growUnits makes the unit ring hold n units.
 func (c *channel) growUnits(n int) {
-	if n <= len(c.units) {
-		return
+	if n > len(c.units) {
+		c.units = grownRing16(c.units, n, c.ua, int(c.nextID-c.ua))
 	}
-	size := max(8, len(c.units))
-	for size < n {
-		size *= 2
-	}
-	u := make([]sunit, size)
-	if len(c.units) > 0 {
-		om, nm := uint16(len(c.units)-1), uint16(size-1)
-		for id := c.ua; id != c.nextID; id++ {
-			u[id&nm] = c.units[id&om]
-		}
-	}
-	c.units = u
 }
 
 func (c *channel) pushPend(p *[]byte) {

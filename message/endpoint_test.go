@@ -26,6 +26,15 @@ func payloadOf(kinds []Kind, es ...entry) []byte {
 	return b
 }
 
+// mustReceive checks payload p, which must pass, and receives it at t0.
+func mustReceive(t testing.TB, e *Endpoint, p []byte) {
+	t.Helper()
+	if r := e.Check(p); r != DropNone {
+		t.Fatal(r)
+	}
+	e.Receive(p, t0)
+}
+
 func drain(e *Endpoint) (chs []int, msgs [][]byte) {
 	for {
 		ch, m, ok := e.Next()
@@ -62,10 +71,7 @@ func TestReceiveReassemblyHostile(t *testing.T) {
 			l := testLayer(t, nil)
 			e := l.NewEndpoint()
 			p := payloadOf(l.kinds, tc.es...)
-			if r := e.Check(p); r != DropNone {
-				t.Fatal(r)
-			}
-			e.Receive(p, t0)
+			mustReceive(t, e, p)
 			_, msgs := drain(e)
 			var got []string
 			for _, m := range msgs {
@@ -112,10 +118,7 @@ func TestReceiveBudgets(t *testing.T) {
 	}
 	// The missing unit 0 may use the reserve.
 	p := payloadOf(l.kinds, entry{id: 0, data: []byte("x")})
-	if r := e.Check(p); r != DropNone {
-		t.Fatal(r)
-	}
-	e.Receive(p, t0)
+	mustReceive(t, e, p)
 	if _, msgs := drain(e); len(msgs) != 21 {
 		t.Fatalf("delivered %d", len(msgs))
 	}
@@ -182,10 +185,7 @@ func TestNextOrderAndLifetime(t *testing.T) {
 	e := l.NewEndpoint()
 	p := payloadOf(l.kinds, entry{ch: 0, id: 0, data: []byte("r0")}, entry{ch: 1, data: []byte("u1")},
 		entry{ch: 2, id: 5, data: []byte("s5")}, entry{ch: 0, id: 1, data: []byte("r1")}, entry{ch: 2, id: 4, data: []byte("s4")})
-	if r := e.Check(p); r != DropNone {
-		t.Fatal(r)
-	}
-	e.Receive(p, t0)
+	mustReceive(t, e, p)
 	var got []string
 	for i := 0; i < 3; i++ {
 		_, m, ok := e.Next()

@@ -28,12 +28,7 @@ type records struct {
 
 func (r *records) pushEntry(ch uint8, id uint16) {
 	if r.eTail-r.eHead == uint32(len(r.ents)) {
-		size := max(64, 2*len(r.ents))
-		q := make([]entRef, size)
-		for p := r.eHead; p != r.eTail; p++ {
-			q[p&uint32(size-1)] = r.ents[p&uint32(len(r.ents)-1)]
-		}
-		r.ents = q
+		r.ents = grownRing(r.ents, r.eHead, r.eTail, 64)
 	}
 	r.ents[r.eTail&uint32(len(r.ents)-1)] = entRef{ch, id}
 	r.eTail++
@@ -41,12 +36,7 @@ func (r *records) pushEntry(ch uint8, id uint16) {
 
 func (r *records) pushRecord(rec record) {
 	if r.rTail-r.rHead == uint32(len(r.recs)) {
-		size := max(16, 2*len(r.recs))
-		q := make([]record, size)
-		for p := r.rHead; p != r.rTail; p++ {
-			q[p&uint32(size-1)] = r.recs[p&uint32(len(r.recs)-1)]
-		}
-		r.recs = q
+		r.recs = grownRing(r.recs, r.rHead, r.rTail, 16)
 	}
 	r.recs[r.rTail&uint32(len(r.recs)-1)] = rec
 	r.rTail++

@@ -198,22 +198,9 @@ func (e *Endpoint) Receive(payload []byte, now int64) {
 }
 
 func (c *channel) growSlots(n int) {
-	if n <= len(c.slots) {
-		return
+	if n > len(c.slots) {
+		c.slots = grownRing16(c.slots, n, c.next, len(c.slots))
 	}
-	size := max(8, len(c.slots))
-	for size < n {
-		size *= 2
-	}
-	s := make([]rslot, size)
-	if len(c.slots) > 0 {
-		om, nm := uint16(len(c.slots)-1), uint16(size-1)
-		for i := 0; i < len(c.slots); i++ {
-			id := c.next + uint16(i)
-			s[id&nm] = c.slots[id&om]
-		}
-	}
-	c.slots = s
 }
 
 // Next returns the next deliverable message: first the unreliable and

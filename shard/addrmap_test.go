@@ -35,11 +35,7 @@ func TestAddrMapOps(t *testing.T) {
 	a2 := netip.MustParseAddrPort("[2001:db8::1]:443")
 	az := netip.MustParseAddrPort("[fe80::1%eth0]:9")
 	v1, v2, v3 := new(int), new(int), new(int)
-	type op struct {
-		name string
-		do   func(m *AddrMap[int]) any
-		want any
-	}
+	type op = mapStep[*AddrMap[int], any]
 	type pair struct {
 		v  *int
 		ok bool
@@ -91,27 +87,7 @@ func TestAddrMapOps(t *testing.T) {
 		{"zero AddrPort is a key", set(netip.AddrPort{}, v2), nil},
 		{"get zero AddrPort", get(netip.AddrPort{}), pair{v2, true}},
 	}
-	for _, keys := range []struct {
-		name string
-		run  func(t *testing.T, f func())
-	}{
-		{"fast", func(t *testing.T, f func()) { f() }},
-		{"safe", withSafeKeys},
-	} {
-		for _, shards := range []int{1, 4, 0} {
-			m := NewAddrMap[int](shards)
-			keys.run(t, func() {
-				for _, s := range steps {
-					if got := s.do(m); got != s.want {
-						t.Fatalf("%s keys, %d shards: %s: got %v, want %v", keys.name, shards, s.name, got, s.want)
-					}
-					if err := m.check(); err != nil {
-						t.Fatalf("%s keys, %d shards: after %s: %v", keys.name, shards, s.name, err)
-					}
-				}
-			})
-		}
-	}
+	runMapSteps(t, []int{1, 4, 0}, NewAddrMap[int], func(got, want any) bool { return got == want }, steps)
 }
 
 func TestAddrMapNilValue(t *testing.T) {

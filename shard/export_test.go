@@ -60,16 +60,7 @@ func (m *Map[T]) DeleteByCookie(c *[20]byte) (*T, netip.AddrPort, bool) {
 
 // Len returns the number of entries. It locks the address shards one at a
 // time, so under concurrent writes it is a sum of per-shard snapshots.
-func (m *Map[T]) Len() int {
-	n := 0
-	for i := range m.addrs {
-		s := &m.addrs[i]
-		s.mu.Lock()
-		n += s.count
-		s.mu.Unlock()
-	}
-	return n
-}
+func (m *Map[T]) Len() int { return countShards(m.addrs) }
 
 // CompareAndDelete removes a only if its value is old, and reports whether
 // it did. This is how an owner deletes "this value, if it is still the one at
@@ -81,10 +72,13 @@ func (m *AddrMap[T]) CompareAndDelete(a netip.AddrPort, old *T) bool {
 // Len returns the number of entries. It locks the shards one at a time, so
 // under concurrent writes it is a sum of per-shard snapshots, not one
 // snapshot of the whole map.
-func (m *AddrMap[T]) Len() int {
+func (m *AddrMap[T]) Len() int { return countShards(m.shards) }
+
+// countShards sums the shards' counts, locking one shard at a time.
+func countShards[T any](shards []shard[T]) int {
 	n := 0
-	for i := range m.shards {
-		s := &m.shards[i]
+	for i := range shards {
+		s := &shards[i]
 		s.mu.Lock()
 		n += s.count
 		s.mu.Unlock()

@@ -24,6 +24,42 @@ func withSafeKeys(t *testing.T, f func()) {
 	f()
 }
 
+// mapStep is one step of a map's table test: do's result must be want.
+type mapStep[M, R any] struct {
+	name string
+	do   func(M) R
+	want R
+}
+
+// runMapSteps runs steps in order on a new map from newMap for each shard
+// count, with the fast and with the safe key path, and fails at the first
+// result that is not the same as its want or the first broken invariant.
+func runMapSteps[M interface{ check() error }, R any](t *testing.T, shardCounts []int, newMap func(shards int) M,
+	same func(got, want R) bool, steps []mapStep[M, R]) {
+	t.Helper()
+	for _, keys := range []struct {
+		name string
+		run  func(t *testing.T, f func())
+	}{
+		{"fast", func(t *testing.T, f func()) { f() }},
+		{"safe", withSafeKeys},
+	} {
+		for _, shards := range shardCounts {
+			m := newMap(shards)
+			keys.run(t, func() {
+				for _, s := range steps {
+					if got := s.do(m); !same(got, s.want) {
+						t.Fatalf("%s keys, %d shards: %s: got %v, want %v", keys.name, shards, s.name, got, s.want)
+					}
+					if err := m.check(); err != nil {
+						t.Fatalf("%s keys, %d shards: after %s: %v", keys.name, shards, s.name, err)
+					}
+				}
+			})
+		}
+	}
+}
+
 func TestKeyOf(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, a := range sampleAddrs(r, 5000) {

@@ -53,11 +53,7 @@ func TestMapOps(t *testing.T) {
 	var none *tconn
 	zero := netip.AddrPort{}
 
-	steps := []struct {
-		name string
-		do   func(*Map[tconn]) res
-		want res
-	}{
+	steps := []mapStep[*Map[tconn], res]{
 		{"empty get", get(a1), res{none, false}},
 		{"empty get by cookie", byCookie(c1), res{none, zero, false}},
 		{"empty move", move(c1, a1), res{none, zero, none, false}},
@@ -106,28 +102,7 @@ func TestMapOps(t *testing.T) {
 		{"delete zoned again", del(a3), res{none, false}},
 		{"c2 gone", byCookie(c2), res{none, zero, false}},
 	}
-	for _, keys := range []struct {
-		name string
-		run  func(t *testing.T, f func())
-	}{
-		{"fast", func(t *testing.T, f func()) { f() }},
-		{"safe", withSafeKeys},
-	} {
-		for _, shards := range []int{1, 2, 0} {
-			m := NewMap[tconn](shards)
-			keys.run(t, func() {
-				for _, s := range steps {
-					got := s.do(m)
-					if fmt.Sprint(got) != fmt.Sprint(s.want) {
-						t.Fatalf("%s keys, %d shards: %s: got %v, want %v", keys.name, shards, s.name, got, s.want)
-					}
-					if err := m.check(); err != nil {
-						t.Fatalf("%s keys, %d shards: after %s: %v", keys.name, shards, s.name, err)
-					}
-				}
-			})
-		}
-	}
+	runMapSteps(t, []int{1, 2, 0}, NewMap[tconn], func(got, want res) bool { return fmt.Sprint(got) == fmt.Sprint(want) }, steps)
 }
 
 func TestMapNilValue(t *testing.T) {

@@ -55,11 +55,7 @@ func TestTokenLayout(t *testing.T) {
 		[]byte{2, 0x01, 0x20, 0xb8, 0x0d, 0x01, 0x00, 0x02, 0x00, 0x03, 0x00, 0x04, 0x00, 0x05, 0x00, 0x06, 0x00, 0x41, 0x9c},
 		[]byte{2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0x42, 0x9c}, // ::1 ends 01 00
 	)
-	fields := []struct {
-		name string
-		off  int
-		want []byte
-	}{
+	fields := []layoutField{
 		{"version", 0, []byte("NETCODE 1.02\x00")},
 		{"protocol id", 13, le64(refProtocolID)},
 		{"create", 21, le64(refCreate)},
@@ -81,11 +77,7 @@ func TestPrivateLayout(t *testing.T) {
 	p := refPrivate(t)
 	p.TimeoutSeconds = -1
 	p.put(&plain)
-	checkFields(t, plain[:], []struct {
-		name string
-		off  int
-		want []byte
-	}{
+	checkFields(t, plain[:], []layoutField{
 		{"client id", 0, le64(refClientID)},
 		{"timeout", 8, []byte{0xff, 0xff, 0xff, 0xff}},
 		{"address count", 12, []byte{3, 0, 0, 0}},
@@ -107,11 +99,7 @@ func TestRequestLayout(t *testing.T) {
 	if len(b) != RequestBytes {
 		t.Fatalf("%d bytes", len(b))
 	}
-	checkFields(t, b, []struct {
-		name string
-		off  int
-		want []byte
-	}{
+	checkFields(t, b, []layoutField{
 		{"version", 0, []byte("NETCODE 1.02\x00")},
 		{"protocol id", 13, le64(refProtocolID)},
 		{"expire", 21, le64(refExpire)},
@@ -127,11 +115,14 @@ func TestRequestLayout(t *testing.T) {
 	}
 }
 
-func checkFields(t *testing.T, b []byte, fields []struct {
+// layoutField is one field of a layout: its bytes at off.
+type layoutField struct {
 	name string
 	off  int
 	want []byte
-}) {
+}
+
+func checkFields(t *testing.T, b []byte, fields []layoutField) {
 	t.Helper()
 	for _, f := range fields {
 		if got := b[f.off : f.off+len(f.want)]; !bytes.Equal(got, f.want) {

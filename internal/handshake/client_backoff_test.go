@@ -164,9 +164,7 @@ func TestClientResendScheduleResponse(t *testing.T) {
 // TestClientResendScheduleFallback: going back to Initials after the
 // Challenge lifetime starts that phase over from its first gap.
 func TestClientResendScheduleFallback(t *testing.T) {
-	c := clientNew(ClientConfig{ClientID: 3, ConnectTimeout: 60, ResendFirst: 0.125})
-	c.Start(0)
-	clientMustPoll(t, c, 0)
+	c := clientStarted(t, ClientConfig{ClientID: 3, ConnectTimeout: 60, ResendFirst: 0.125})
 	clientMustReply(t, c, 0.5, clientChallenge(t, 3, clientTestCookie(3)), EventNone)
 	for c.NextDeadline() < 15.5 { // Responses, backed off to 1 s
 		clientMustPoll(t, c, c.NextDeadline())

@@ -58,6 +58,15 @@ func clientServerPacket(t *testing.T, m wire.Magic, typ protocol.PacketType, cli
 	return buf[:n]
 }
 
+// clientSessionChallenge is a Challenge of session sessionID under secret 1,
+// made at ts, carrying ck.
+func clientSessionChallenge(t *testing.T, clientID, sessionID uint8, ts float64, ck cookie.Cookie) []byte {
+	t.Helper()
+	return clientServerPacket(t, wire.Magic{}, protocol.TypeChallenge, clientID, func(h *protocol.Handshake) {
+		h.SessionID, h.SecretID, h.Timestamp, h.Cookie = sessionID, 1, ts, ck
+	})
+}
+
 func clientChallenge(t *testing.T, clientID uint8, ck cookie.Cookie) []byte {
 	t.Helper()
 	return clientServerPacket(t, wire.Magic{}, protocol.TypeChallenge, clientID, func(h *protocol.Handshake) { h.Cookie = ck })
@@ -158,6 +167,15 @@ func clientMustDrop(t *testing.T, c *ClientHandshake, now float64, pkt []byte, w
 	}
 }
 
+// clientStarted is clientNew started at time 0, its first Initial sent.
+func clientStarted(t *testing.T, cfg ClientConfig) *ClientHandshake {
+	t.Helper()
+	c := clientNew(cfg)
+	c.Start(0)
+	clientMustPoll(t, c, 0)
+	return c
+}
+
 func clientNew(cfg ClientConfig) *ClientHandshake {
 	if cfg.NetworkVersion == 0 {
 		cfg.NetworkVersion = clientTestNetVersion
@@ -170,9 +188,7 @@ func clientNew(cfg ClientConfig) *ClientHandshake {
 // cookie ck and SessionID 1.
 func clientConnected(t *testing.T, cfg ClientConfig, ck cookie.Cookie) *ClientHandshake {
 	t.Helper()
-	c := clientNew(cfg)
-	c.Start(0)
-	clientMustPoll(t, c, 0)
+	c := clientStarted(t, cfg)
 	clientMustReply(t, c, 0.125, clientServerPacket(t, cfg.Magic, protocol.TypeChallenge, c.cfg.ClientID, func(h *protocol.Handshake) {
 		h.SessionID = 1
 		h.Cookie = ck
@@ -214,12 +230,7 @@ func TestClientHappyPath(t *testing.T) {
 	clientMustQuiet(t, c, 100.0625)
 
 	ck := clientTestCookie(1)
-	ch := clientServerPacket(t, wire.Magic{}, protocol.TypeChallenge, 5, func(h *protocol.Handshake) {
-		h.SessionID = 2
-		h.SecretID = 1
-		h.Timestamp = 5000.5
-		h.Cookie = ck
-	})
+	ch := clientSessionChallenge(t, 5, 2, 5000.5, ck)
 	resp := clientMustReply(t, c, 100.25, ch, EventNone)
 	if resp.Type != protocol.TypeResponse || resp.SessionID != 2 || resp.SecretID != 1 || resp.Timestamp != 5000.5 ||
 		resp.Cookie != ck || resp.SentCount != 1 || resp.Restart {
@@ -292,9 +303,7 @@ func TestClientResends(t *testing.T) {
 }
 
 func TestClientChallengeFallback(t *testing.T) {
-	c := clientNew(ClientConfig{ClientID: 2, ConnectTimeout: 30})
-	c.Start(0)
-	clientMustPoll(t, c, 0)
+	c := clientStarted(t, ClientConfig{ClientID: 2, ConnectTimeout: 30})
 	ckA := clientTestCookie(0xA)
 	clientMustReply(t, c, 0.5, clientChallenge(t, 2, ckA), EventNone)
 	for i := 1; i <= 14; i++ {
@@ -326,9 +335,7 @@ func TestClientChallengeFallback(t *testing.T) {
 }
 
 func TestClientFallbackAckInSendingInitial(t *testing.T) {
-	c := clientNew(ClientConfig{ClientID: 2, ConnectTimeout: 30})
-	c.Start(0)
-	clientMustPoll(t, c, 0)
+	c := clientStarted(t, ClientConfig{ClientID: 2, ConnectTimeout: 30})
 	ck := clientTestCookie(0xC)
 	clientMustReply(t, c, 0.5, clientChallenge(t, 2, ck), EventNone)
 	clientMustPoll(t, c, 15.5)
@@ -410,9 +417,7 @@ func TestClientDenied(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := clientNew(ClientConfig{ClientID: 6})
-			c.Start(0)
-			clientMustPoll(t, c, 0)
+			c := clientStarted(t, ClientConfig{ClientID: 6})
 			if tt.answered {
 				clientMustReply(t, c, 0.25, clientChallenge(t, 6, ck), EventNone)
 			}
@@ -466,9 +471,7 @@ func TestClientBadAckAndChallenge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := clientNew(ClientConfig{ClientID: 1})
-			c.Start(0)
-			clientMustPoll(t, c, 0)
+			c := clientStarted(t, ClientConfig{ClientID: 1})
 			clientMustReply(t, c, 0.25, clientChallenge(t, 1, ck), EventNone)
 			clientMustDrop(t, c, 0.5, tt.pkt(t), tt.drop)
 			// The genuine Ack still connects.
@@ -482,9 +485,7 @@ func TestClientBadAckAndChallenge(t *testing.T) {
 // second with the first cookie. Either Ack must connect.
 func TestClientAckForEarlierChallenge(t *testing.T) {
 	for _, acked := range []byte{0, 1, 2, 3, 4, 5, 6, 7} {
-		c := clientNew(ClientConfig{ClientID: 1})
-		c.Start(0)
-		clientMustPoll(t, c, 0)
+		c := clientStarted(t, ClientConfig{ClientID: 1})
 		for i := range byte(8) {
 			clientMustReply(t, c, 1.25+float64(i)/8, clientChallenge(t, 1, clientTestCookie(i)), EventNone)
 		}
@@ -494,9 +495,7 @@ func TestClientAckForEarlierChallenge(t *testing.T) {
 		}
 	}
 	// Only the last eight answered cookies are remembered.
-	c := clientNew(ClientConfig{ClientID: 1})
-	c.Start(0)
-	clientMustPoll(t, c, 0)
+	c := clientStarted(t, ClientConfig{ClientID: 1})
 	for i := range byte(9) {
 		clientMustReply(t, c, 1+float64(i)/8, clientChallenge(t, 1, clientTestCookie(i)), EventNone)
 	}
@@ -517,9 +516,7 @@ func TestClientWrongClientID(t *testing.T) {
 	ck := clientTestCookie(5)
 	for _, typ := range []protocol.PacketType{protocol.TypeChallenge, protocol.TypeAck, protocol.TypeRestartHandshake, protocol.TypeVersionUpgrade, protocol.TypeDenied} {
 		t.Run(typ.String(), func(t *testing.T) {
-			c := clientNew(ClientConfig{ClientID: 3})
-			c.Start(0)
-			clientMustPoll(t, c, 0)
+			c := clientStarted(t, ClientConfig{ClientID: 3})
 			clientMustReply(t, c, 0.25, clientChallenge(t, 3, ck), EventNone)
 			for _, other := range []uint8{0, 2, 4, 7} {
 				clientMustDrop(t, c, 0.5, clientServerPacket(t, wire.Magic{}, typ, other, func(h *protocol.Handshake) { h.Cookie = ck }),
@@ -551,9 +548,7 @@ func TestClientUnexpectedPackets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := clientNew(ClientConfig{ClientID: 1})
-			c.Start(0)
-			clientMustPoll(t, c, 0)
+			c := clientStarted(t, ClientConfig{ClientID: 1})
 			var buf [MaxClientPacketLen]byte
 			n, ev, drop := c.Receive(0.5, tt.pkt(t), buf[:])
 			if n != 0 || ev != EventNone {
@@ -572,9 +567,7 @@ func TestClientUnexpectedPackets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := clientNew(ClientConfig{ClientID: 1, Magic: m})
-	c.Start(0)
-	clientMustPoll(t, c, 0)
+	c := clientStarted(t, ClientConfig{ClientID: 1, Magic: m})
 	var buf [MaxClientPacketLen]byte
 	if _, _, drop := c.Receive(0.5, clientChallenge(t, 1, cookie.Cookie{}), buf[:]); drop == protocol.DropNone {
 		t.Fatal("packet without the magic header accepted")
@@ -597,9 +590,7 @@ func TestClientVersionUpgrade(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := clientNew(ClientConfig{ClientID: 2})
-			c.Start(0)
-			clientMustPoll(t, c, 0)
+			c := clientStarted(t, ClientConfig{ClientID: 2})
 			if tt.answered {
 				clientMustReply(t, c, 0.25, clientChallenge(t, 2, clientTestCookie(1)), EventNone)
 			}
@@ -637,9 +628,7 @@ func TestClientVersionWindow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, typ := range []protocol.PacketType{protocol.TypeChallenge, protocol.TypeAck} {
-			c := clientNew(ClientConfig{ClientID: 0})
-			c.Start(0)
-			clientMustPoll(t, c, 0)
+			c := clientStarted(t, ClientConfig{ClientID: 0})
 			ck := clientTestCookie(1)
 			if typ == protocol.TypeAck {
 				clientMustReply(t, c, 0.25, clientChallenge(t, 0, ck), EventNone)
@@ -684,12 +673,7 @@ func TestClientRestart(t *testing.T) {
 	clientMustDrop(t, c, 6.5, clientAck(t, 6, orig), protocol.DropUnexpectedType)
 
 	fresh := clientTestCookie(0x0B)
-	ch := clientServerPacket(t, wire.Magic{}, protocol.TypeChallenge, 6, func(h *protocol.Handshake) {
-		h.SessionID = 3
-		h.SecretID = 1
-		h.Timestamp = 7777.25
-		h.Cookie = fresh
-	})
+	ch := clientSessionChallenge(t, 6, 3, 7777.25, fresh)
 	rr := clientMustReply(t, c, 6.75, ch, EventNone)
 	if rr.Type != protocol.TypeRestartResponse || !rr.Restart || rr.SessionID != 3 || rr.SecretID != 1 ||
 		rr.Timestamp != 7777.25 || rr.Cookie != fresh || rr.OrigCookie != orig || rr.SentCount != 2 {

@@ -115,6 +115,21 @@ func handle(s *Server, src netip.AddrPort, pkt []byte, now float64, peer Peer) (
 	return d, out[:d.ReplyLen]
 }
 
+// burstReplies hands pkt from src to s n times at now and counts the
+// replies; every other decision must be a rate-limit drop.
+func burstReplies(t *testing.T, s *Server, src netip.AddrPort, pkt []byte, n int, now float64) int {
+	t.Helper()
+	sent := 0
+	for range n {
+		if d, _ := handle(s, src, pkt, now, Peer{}); d.Action == ActReply {
+			sent++
+		} else if d.Drop != protocol.DropRateLimited {
+			t.Fatalf("drop %+v", d)
+		}
+	}
+	return sent
+}
+
 func TestServerInitialGetsVectorChallenge(t *testing.T) {
 	s, _ := testServer(t, nil)
 	pkt := mustHex("a40102000182018100000000000000000000000000000000000000000000000000000000000000a0a1a2a3a4a5a6a701")
@@ -243,14 +258,7 @@ func TestServerNetworkCompatibility(t *testing.T) {
 func TestServerVersionUpgradeRateLimits(t *testing.T) {
 	s, _ := testServer(t, nil)
 	bad := clientPacket(t, wire.Magic{}, func(h *protocol.Handshake) { h.NetworkVersion = 99 })
-	sent := 0
-	for range 20 {
-		if d, _ := handle(s, vecAddr, bad, vecTS, Peer{}); d.Action == ActReply {
-			sent++
-		} else if d.Drop != protocol.DropRateLimited {
-			t.Fatalf("drop %v", d.Drop)
-		}
-	}
+	sent := burstReplies(t, s, vecAddr, bad, 20, vecTS)
 	if sent != int(s.cfg.VersionUpgradeLimit.Burst) {
 		t.Fatalf("one source got %d VersionUpgrades at once, want burst %v", sent, s.cfg.VersionUpgradeLimit.Burst)
 	}
@@ -271,14 +279,7 @@ func TestServerVersionUpgradeRateLimits(t *testing.T) {
 func TestServerChallengeRateLimit(t *testing.T) {
 	s, _ := testServer(t, nil)
 	pkt := clientPacket(t, wire.Magic{}, nil)
-	sent := 0
-	for range 200 {
-		if d, _ := handle(s, vecAddr, pkt, vecTS, Peer{}); d.Action == ActReply {
-			sent++
-		} else if d.Drop != protocol.DropRateLimited {
-			t.Fatalf("drop %v", d.Drop)
-		}
-	}
+	sent := burstReplies(t, s, vecAddr, pkt, 200, vecTS)
 	if sent != int(s.cfg.ChallengeLimit.Burst) {
 		t.Fatalf("burst %d, want %v", sent, s.cfg.ChallengeLimit.Burst)
 	}
@@ -288,12 +289,7 @@ func TestServerChallengeRateLimit(t *testing.T) {
 		t.Fatalf("other source limited: %+v", d)
 	}
 	// One second later the bucket has refilled by the rate.
-	sent = 0
-	for range 200 {
-		if d, _ := handle(s, vecAddr, pkt, vecTS+1, Peer{}); d.Action == ActReply {
-			sent++
-		}
-	}
+	sent = burstReplies(t, s, vecAddr, pkt, 200, vecTS+1)
 	if sent != int(s.cfg.ChallengeLimit.Rate) {
 		t.Fatalf("after 1 s: %d, want %v", sent, s.cfg.ChallengeLimit.Rate)
 	}
@@ -549,15 +545,7 @@ func TestServerConnectionPackets(t *testing.T) {
 	}
 	// Rate limit: burst then drops, per source.
 	s, _ = testServer(t, nil)
-	sent := 0
-	for range 50 {
-		if d, _ := handle(s, vecAddr, keepalive, vecTS, Peer{}); d.Action == ActReply {
-			sent++
-		} else if d.Drop != protocol.DropRateLimited {
-			t.Fatalf("%+v", d)
-		}
-	}
-	if sent != int(s.cfg.RestartLimit.Burst) {
+	if sent := burstReplies(t, s, vecAddr, keepalive, 50, vecTS); sent != int(s.cfg.RestartLimit.Burst) {
 		t.Fatalf("restart burst %d", sent)
 	}
 }

@@ -74,22 +74,15 @@ func checkRequestDecode(t testing.TB, m wire.Magic, data []byte) protocol.DropRe
 }
 
 func TestDecodeRequestVectors(t *testing.T) {
-	v := wiretest.LoadVectors(t)
 	n := 0
-	for _, p := range v.Packets {
-		f := wiretest.NewFields(t, p.Name, p.Fields)
-		if !f.Has("type") {
-			continue
-		}
-		m := testMagic(t, f.Str("magic"))
-		h := wiretest.VectorHandshake(f)
-		wire := wiretest.Hex(t, p.Hex)
+	for _, p := range handshakeVectors(t) {
+		m, h, wire := p.m, p.h, p.wire
 		var q request
 		if r := requestDecode(m, wire, &q); r != protocol.DropNone {
-			t.Fatalf("%s: %v", p.Name, r)
+			t.Fatalf("%s: %v", p.name, r)
 		}
 		if want := requestOf(&h); !requestEqual(&q, &want) {
-			t.Errorf("%s:\n got %+v\nwant %+v", p.Name, q, want)
+			t.Errorf("%s:\n got %+v\nwant %+v", p.name, q, want)
 		}
 		// Every truncation and every single-bit change of a vector.
 		for k := range len(wire) {
@@ -268,23 +261,18 @@ func TestEncodeReplyMatchesGeneric(t *testing.T) {
 
 // TestPutReplyVectors writes each vector the server sends, byte for byte.
 func TestPutReplyVectors(t *testing.T) {
-	v := wiretest.LoadVectors(t)
 	n := 0
-	for _, p := range v.Packets {
-		f := wiretest.NewFields(t, p.Name, p.Fields)
-		if !f.Has("type") {
-			continue
-		}
-		h := wiretest.VectorHandshake(f)
+	for _, p := range handshakeVectors(t) {
+		h := p.h
 		switch h.Type {
 		case protocol.TypeChallenge, protocol.TypeAck, protocol.TypeDenied, protocol.TypeRestartHandshake, protocol.TypeVersionUpgrade:
 		default:
 			continue
 		}
 		if h.MinVersion != protocol.MinHandshakeVersion {
-			t.Fatalf("%s: MinVersion %d; a server writes %d", p.Name, h.MinVersion, protocol.MinHandshakeVersion)
+			t.Fatalf("%s: MinVersion %d; a server writes %d", p.name, h.MinVersion, protocol.MinHandshakeVersion)
 		}
-		c := ServerConfig{Magic: testMagic(t, f.Str("magic")), SessionID: h.SessionID,
+		c := ServerConfig{Magic: p.m, SessionID: h.SessionID,
 			NetworkVersion: h.NetworkVersion, NetworkFeatures: h.NetworkFeatures}
 		to := ReplyTo{ClientID: h.ClientID, sentCount: h.SentCount, curVersion: h.CurVersion}
 		rep := reply{Type: h.Type, Restart: h.Restart, SecretID: h.SecretID, Reason: h.Reason,
@@ -300,12 +288,11 @@ func TestPutReplyVectors(t *testing.T) {
 		r1 |= ^uint64(0) << (8 * uint(h.RandomLen-8))
 		out := bytes.Repeat([]byte{0xA5}, MaxReplyLen+8)
 		k := c.putReply(out[:MaxReplyLen], &rep, &to, int(h.RandomLen), r0, r1)
-		want := wiretest.Hex(t, p.Hex)
-		if !bytes.Equal(out[:k], want) {
-			t.Errorf("%s:\n got %x\nwant %x", p.Name, out[:k], want)
+		if want := p.wire; !bytes.Equal(out[:k], want) {
+			t.Errorf("%s:\n got %x\nwant %x", p.name, out[:k], want)
 		}
 		if !bytes.Equal(out[k:], bytes.Repeat([]byte{0xA5}, len(out)-k)) {
-			t.Errorf("%s: wrote past the packet", p.Name)
+			t.Errorf("%s: wrote past the packet", p.name)
 		}
 		n++
 	}
@@ -381,6 +368,29 @@ func BenchmarkWriteChallenge(b *testing.B) {
 }
 
 // testMagic parses a magic header in tests.
+// handshakeVector is one handshake packet of the repository's vectors.
+type handshakeVector struct {
+	name string
+	m    wire.Magic
+	h    protocol.Handshake
+	wire []byte
+}
+
+// handshakeVectors are the handshake packets of the repository's vectors,
+// in file order.
+func handshakeVectors(t *testing.T) []handshakeVector {
+	t.Helper()
+	var vs []handshakeVector
+	for _, p := range wiretest.LoadVectors(t).Packets {
+		f := wiretest.NewFields(t, p.Name, p.Fields)
+		if !f.Has("type") {
+			continue
+		}
+		vs = append(vs, handshakeVector{p.Name, testMagic(t, f.Str("magic")), wiretest.VectorHandshake(f), wiretest.Hex(t, p.Hex)})
+	}
+	return vs
+}
+
 func testMagic(tb testing.TB, s string) wire.Magic {
 	tb.Helper()
 	m, err := wire.ParseMagic(s)

@@ -243,42 +243,32 @@ func TestBucket(t *testing.T) {
 	}
 }
 
-func BenchmarkLimiterAllow(b *testing.B) {
-	l := NewLimiter(PerSource, 0, Limit{Rate: challengeRate, Burst: 2 * challengeRate}, 0)
+func BenchmarkLimiterAllow(b *testing.B) { benchLimiterAllow(b, PerSource) }
+
+// BenchmarkLimiterAllowBy is BenchmarkLimiterAllow for each LimitKey, whose
+// hashes differ in what they mask.
+func BenchmarkLimiterAllowBy(b *testing.B) {
+	for _, by := range []struct {
+		name string
+		key  LimitKey
+	}{{"source", PerSource}, {"ip", PerIP}, {"prefix", PerPrefix}} {
+		b.Run(by.name, func(b *testing.B) { benchLimiterAllow(b, by.key) })
+	}
+}
+
+// benchLimiterAllow times Allow for 1024 sources in turn, keyed by key.
+func benchLimiterAllow(b *testing.B, key LimitKey) {
 	var srcs [1024]netip.AddrPort
 	for i := range srcs {
 		srcs[i] = rlSource(i)
 	}
+	l := NewLimiter(key, 0, Limit{Rate: challengeRate, Burst: 2 * challengeRate}, 0)
 	now, i := rlTime, 0
 	b.ReportAllocs()
 	for b.Loop() {
 		l.Allow(srcs[i&1023], now)
 		i++
 		now += 1e-6
-	}
-}
-
-// BenchmarkLimiterAllowBy is BenchmarkLimiterAllow for each LimitKey, whose
-// hashes differ in what they mask.
-func BenchmarkLimiterAllowBy(b *testing.B) {
-	var srcs [1024]netip.AddrPort
-	for i := range srcs {
-		srcs[i] = rlSource(i)
-	}
-	for _, by := range []struct {
-		name string
-		key  LimitKey
-	}{{"source", PerSource}, {"ip", PerIP}, {"prefix", PerPrefix}} {
-		b.Run(by.name, func(b *testing.B) {
-			l := NewLimiter(by.key, 0, Limit{Rate: challengeRate, Burst: 2 * challengeRate}, 0)
-			now, i := rlTime, 0
-			b.ReportAllocs()
-			for b.Loop() {
-				l.Allow(srcs[i&1023], now)
-				i++
-				now += 1e-6
-			}
-		})
 	}
 }
 

@@ -932,10 +932,9 @@ func BenchmarkSeqReceive(b *testing.B) {
 	// Steady state: each received packet is new and acknowledges our newest
 	// undelivered packet with a full AckBits (RTT sample, bitmap work). Our
 	// sends are refilled outside the timer.
-	var s, peer SeqState
+	var s SeqState
 	var rep AckReport
 	s.Init(100, 9000, 0)
-	peer.Init(9000, 100, 0)
 	now := 0.0
 	var ours []uint16
 	b.ReportAllocs()

@@ -8,6 +8,13 @@ import (
 	"github.com/udpgate/udpgate/internal/wire/wiretest"
 )
 
+// benchMagics runs f as a sub-benchmark under each of wiretest.BenchMagics.
+func benchMagics(b *testing.B, f func(b *testing.B, m Magic)) {
+	for _, bm := range wiretest.BenchMagics {
+		b.Run(bm.Name, func(b *testing.B) { f(b, codecMagic(b, bm.Magic)) })
+	}
+}
+
 func codecBenchHandshake(b *testing.B, m Magic, t protocol.PacketType) []byte {
 	h := wiretest.RandHandshake(rand.New(rand.NewPCG(1, 1)), t)
 	h.RandomLen = 12
@@ -20,37 +27,31 @@ func codecBenchHandshake(b *testing.B, m Magic, t protocol.PacketType) []byte {
 }
 
 func BenchmarkDecodeHandshake(b *testing.B) {
-	for _, bm := range wiretest.BenchMagics {
-		b.Run(bm.Name, func(b *testing.B) {
-			m := codecMagic(b, bm.Magic)
-			pkt := codecBenchHandshake(b, m, protocol.TypeResponse)
-			var h protocol.Handshake
-			b.SetBytes(int64(len(pkt)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if DecodeHandshake(m, pkt, &h) != protocol.DropNone {
-					b.Fatal("decode failed")
-				}
+	benchMagics(b, func(b *testing.B, m Magic) {
+		pkt := codecBenchHandshake(b, m, protocol.TypeResponse)
+		var h protocol.Handshake
+		b.SetBytes(int64(len(pkt)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if DecodeHandshake(m, pkt, &h) != protocol.DropNone {
+				b.Fatal("decode failed")
 			}
-		})
-	}
+		}
+	})
 }
 
 func BenchmarkEncodeChallenge(b *testing.B) {
-	for _, bm := range wiretest.BenchMagics {
-		b.Run(bm.Name, func(b *testing.B) {
-			m := codecMagic(b, bm.Magic)
-			h := wiretest.RandHandshake(rand.New(rand.NewPCG(2, 2)), protocol.TypeChallenge)
-			out := make([]byte, 128)
-			b.SetBytes(int64(HandshakeLen(m, protocol.TypeChallenge, int(h.RandomLen))))
-			b.ReportAllocs()
-			for b.Loop() {
-				if EncodeHandshake(out, m, &h) == 0 {
-					b.Fatal("encode failed")
-				}
+	benchMagics(b, func(b *testing.B, m Magic) {
+		h := wiretest.RandHandshake(rand.New(rand.NewPCG(2, 2)), protocol.TypeChallenge)
+		out := make([]byte, 128)
+		b.SetBytes(int64(HandshakeLen(m, protocol.TypeChallenge, int(h.RandomLen))))
+		b.ReportAllocs()
+		for b.Loop() {
+			if EncodeHandshake(out, m, &h) == 0 {
+				b.Fatal("encode failed")
 			}
-		})
-	}
+		}
+	})
 }
 
 func codecBenchConn() (protocol.ConnHeader, []byte) {
@@ -59,39 +60,33 @@ func codecBenchConn() (protocol.ConnHeader, []byte) {
 }
 
 func BenchmarkDecodeConn(b *testing.B) {
-	for _, bm := range wiretest.BenchMagics {
-		b.Run(bm.Name, func(b *testing.B) {
-			m := codecMagic(b, bm.Magic)
-			h, payload := codecBenchConn()
-			pkt := make([]byte, 128)
-			pkt = pkt[:EncodeConn(pkt, m, &h, payload)]
-			var got protocol.ConnHeader
-			b.SetBytes(int64(len(pkt)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, r := DecodeConn(m, pkt, &got); r != protocol.DropNone {
-					b.Fatal("decode failed")
-				}
+	benchMagics(b, func(b *testing.B, m Magic) {
+		h, payload := codecBenchConn()
+		pkt := make([]byte, 128)
+		pkt = pkt[:EncodeConn(pkt, m, &h, payload)]
+		var got protocol.ConnHeader
+		b.SetBytes(int64(len(pkt)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, r := DecodeConn(m, pkt, &got); r != protocol.DropNone {
+				b.Fatal("decode failed")
 			}
-		})
-	}
+		}
+	})
 }
 
 func BenchmarkEncodeConn(b *testing.B) {
-	for _, bm := range wiretest.BenchMagics {
-		b.Run(bm.Name, func(b *testing.B) {
-			m := codecMagic(b, bm.Magic)
-			h, payload := codecBenchConn()
-			out := make([]byte, 128)
-			b.SetBytes(int64(ConnLen(m, h.Kind, len(payload))))
-			b.ReportAllocs()
-			for b.Loop() {
-				if EncodeConn(out, m, &h, payload) == 0 {
-					b.Fatal("encode failed")
-				}
+	benchMagics(b, func(b *testing.B, m Magic) {
+		h, payload := codecBenchConn()
+		out := make([]byte, 128)
+		b.SetBytes(int64(ConnLen(m, h.Kind, len(payload))))
+		b.ReportAllocs()
+		for b.Loop() {
+			if EncodeConn(out, m, &h, payload) == 0 {
+				b.Fatal("encode failed")
 			}
-		})
-	}
+		}
+	})
 }
 
 func BenchmarkDecodePrefix(b *testing.B) {

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"unsafe"
@@ -94,12 +95,8 @@ func TestConnRoundTrip(t *testing.T) {
 			if !bytes.Equal(gotPayload, wantPayload) {
 				t.Fatalf("magic %q: payload %x, want %x", ms, gotPayload, wantPayload)
 			}
-			if p, r := DecodePrefix(m, pkt); r != protocol.DropNone || p != (Prefix{h.SessionID, h.ClientID, false}) {
-				t.Fatalf("magic %q: DecodePrefix = %+v %v", ms, p, r)
-			}
-			var hs protocol.Handshake
-			if r := DecodeHandshake(m, pkt, &hs); r != protocol.DropUnexpectedType {
-				t.Fatalf("magic %q: DecodeHandshake of a connection packet: %v", ms, r)
+			if !codecCheckConnPrefix(t, fmt.Sprintf("magic %q", ms), m, pkt, &h) {
+				t.FailNow()
 			}
 		}
 	}
@@ -253,21 +250,9 @@ func TestConnAllocs(t *testing.T) {
 	payload := make([]byte, 48)
 	buf := make([]byte, 128)
 	var n int
-	if a := testing.AllocsPerRun(100, func() {
-		if n = EncodeConn(buf, m, &h, payload); n == 0 {
-			panic("encode failed")
-		}
-	}); a != 0 {
-		t.Errorf("EncodeConn allocates %v times", a)
-	}
+	codecNoAllocs(t, "EncodeConn", func() bool { n = EncodeConn(buf, m, &h, payload); return n != 0 })
 	var got protocol.ConnHeader
-	if a := testing.AllocsPerRun(100, func() {
-		if _, r := DecodeConn(m, buf[:n], &got); r != protocol.DropNone {
-			panic("decode failed")
-		}
-	}); a != 0 {
-		t.Errorf("DecodeConn allocates %v times", a)
-	}
+	codecNoAllocs(t, "DecodeConn", func() bool { _, r := DecodeConn(m, buf[:n], &got); return r == protocol.DropNone })
 }
 
 // TestConnEveryGeometry checks the layout of §7 for every magic length with

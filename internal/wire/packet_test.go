@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -389,30 +390,25 @@ func TestHandshakeAllocs(t *testing.T) {
 		src := wiretest.RandHandshake(rng, typ)
 		pkt := make([]byte, 128)
 		pkt = pkt[:EncodeHandshake(pkt, m, &src)]
-		if n := testing.AllocsPerRun(100, func() {
-			if DecodeHandshake(m, pkt, &h) != protocol.DropNone {
-				panic("decode failed")
-			}
-		}); n != 0 {
-			t.Errorf("DecodeHandshake(%v) allocates %v times", typ, n)
-		}
+		codecNoAllocs(t, fmt.Sprintf("DecodeHandshake(%v)", typ), func() bool { return DecodeHandshake(m, pkt, &h) == protocol.DropNone })
 	}
 	ch := wiretest.RandHandshake(rng, protocol.TypeChallenge)
 	out := make([]byte, 128)
 	var n int
+	codecNoAllocs(t, "EncodeHandshake(challenge)", func() bool { n = EncodeHandshake(out, m, &ch); return n != 0 })
+	codecNoAllocs(t, "DecodePrefix", func() bool { _, r := DecodePrefix(m, out[:n]); return r == protocol.DropNone })
+}
+
+// codecNoAllocs checks that op, which reports whether it succeeded,
+// allocates nothing.
+func codecNoAllocs(t *testing.T, what string, op func() bool) {
+	t.Helper()
 	if a := testing.AllocsPerRun(100, func() {
-		if n = EncodeHandshake(out, m, &ch); n == 0 {
-			panic("encode failed")
+		if !op() {
+			panic(what + " failed")
 		}
 	}); a != 0 {
-		t.Errorf("EncodeHandshake(challenge) allocates %v times", a)
-	}
-	if a := testing.AllocsPerRun(100, func() {
-		if _, r := DecodePrefix(m, out[:n]); r != protocol.DropNone {
-			panic("prefix failed")
-		}
-	}); a != 0 {
-		t.Errorf("DecodePrefix allocates %v times", a)
+		t.Errorf("%s allocates %v times", what, a)
 	}
 }
 

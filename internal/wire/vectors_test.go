@@ -85,13 +85,25 @@ func codecCheckConnVector(t *testing.T, name string, m Magic, h *protocol.ConnHe
 	if r != protocol.DropNone || got != *h || !bytes.Equal(gotPayload, payload) {
 		t.Errorf("%s: decode %+v payload %x %v\nwant %+v payload %x", name, got, gotPayload, r, *h, payload)
 	}
-	if p, r := DecodePrefix(m, wire); r != protocol.DropNone || p != (Prefix{h.SessionID, h.ClientID, false}) {
+	codecCheckConnPrefix(t, name, m, wire, h)
+}
+
+// codecCheckConnPrefix checks what the other decoders make of connection
+// packet pkt with header h: its prefix, and a refusal as a handshake. It
+// reports whether both were right.
+func codecCheckConnPrefix(t *testing.T, name string, m Magic, pkt []byte, h *protocol.ConnHeader) bool {
+	t.Helper()
+	ok := true
+	if p, r := DecodePrefix(m, pkt); r != protocol.DropNone || p != (Prefix{h.SessionID, h.ClientID, false}) {
 		t.Errorf("%s: DecodePrefix = %+v, %v", name, p, r)
+		ok = false
 	}
 	var hs protocol.Handshake
-	if r := DecodeHandshake(m, wire, &hs); r != protocol.DropUnexpectedType {
+	if r := DecodeHandshake(m, pkt, &hs); r != protocol.DropUnexpectedType {
 		t.Errorf("%s: DecodeHandshake of a connection packet: %v", name, r)
+		ok = false
 	}
+	return ok
 }
 
 func TestVectorTerminator(t *testing.T) {

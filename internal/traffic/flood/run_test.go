@@ -19,6 +19,24 @@ import (
 
 type echo = conntest.Echo[*conn.Conn, conn.DisconnectReason]
 
+// runLogged runs cfg, bounded by 30 s, and logs the report printed with
+// its top sources; it returns the report and that text.
+func runLogged(t *testing.T, cfg Config, top int) (*Report, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	if err := rep.Print(&text, top); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("report:\n%s", text.String())
+	return rep, text.String()
+}
+
 func listen(t *testing.T, cfg conn.Config) *conn.Server {
 	t.Helper()
 	cfg.Handler = echo{}
@@ -36,24 +54,14 @@ func TestFloodAgainstServer(t *testing.T) {
 	// the protocol's checks are what is measured.
 	srv := listen(t, conn.Config{Magic: magic, NetworkVersion: 3, SessionID: 1}) // overload control is off by default
 
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	rep, err := Run(ctx, Config{
+	rep, text := runLogged(t, Config{
 		Server:         srv.Addr(),
 		Magic:          magic,
 		NetworkVersion: 3,
 		Count:          50_000,
 		MaxDuration:    15 * time.Second,
 		Seed:           7,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var text bytes.Buffer
-	if err := rep.Print(&text, 5); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("report:\n%s", text.String())
+	}, 5)
 
 	if rep.Stopped != StopCount || rep.Sent.Datagrams != 50_000 || rep.SendErrors != 0 {
 		t.Errorf("stopped %v after %d datagrams (%d errors); want all 50000 sent", rep.Stopped, rep.Sent.Datagrams, rep.SendErrors)
@@ -149,7 +157,7 @@ func TestFloodAgainstServer(t *testing.T) {
 	if rep.Received.Datagrams > sent {
 		t.Errorf("the flood received %d replies, the server sent %d", rep.Received.Datagrams, sent)
 	}
-	if !strings.Contains(strings.Join(strings.Fields(text.String()), " "), "sources that received more than they sent none") {
+	if !strings.Contains(strings.Join(strings.Fields(text), " "), "sources that received more than they sent none") {
 		t.Errorf("report does not say that no source was amplified")
 	}
 }

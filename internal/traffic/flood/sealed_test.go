@@ -1,8 +1,6 @@
 package flood
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"net/netip"
 	"sync/atomic"
@@ -183,18 +181,8 @@ func TestFloodSealedServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	rep, err := Run(ctx, Config{Server: srv.Addr(), Mix: Mix{KindInitial: 1, KindProof: 4, KindSealed: 1},
-		ProtocolID: pid, PrivateKey: &key, Count: 20_000, MaxDuration: 15 * time.Second, Seed: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var text bytes.Buffer
-	if err := rep.Print(&text, 3); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("report:\n%s", text.String())
+	rep, _ := runLogged(t, Config{Server: srv.Addr(), Mix: Mix{KindInitial: 1, KindProof: 4, KindSealed: 1},
+		ProtocolID: pid, PrivateKey: &key, Count: 20_000, MaxDuration: 15 * time.Second, Seed: 3}, 3)
 	if rep.Connected < DefaultSources*3/4 || rep.Sent.Datagrams < 20_000 {
 		t.Fatalf("%d of %d sources connected, %d datagrams sent", rep.Connected, DefaultSources, rep.Sent.Datagrams)
 	}

@@ -197,9 +197,9 @@ func (s *restartServer) sendConn(c *restartClient, to netip.AddrPort, k protocol
 	s.pc.WriteToUDPAddrPort(out[:n], to)
 }
 
-// runRestart connects clients to s, asks for restarts, and runs Data for
-// window.
-func runRestart(t *testing.T, s *restartServer, clients int, window time.Duration) RunResult {
+// runRestart connects clients to s, asks for restarts, runs Data for
+// window and returns (and logs) the run's total counters.
+func runRestart(t *testing.T, s *restartServer, clients int, window time.Duration) Counters {
 	t.Helper()
 	g := newGen(t, Config{Server: s.addr(), Mode: ModeData, Clients: clients, Sockets: 2,
 		LossTimeout: 50 * time.Millisecond, ConnectTimeout: 500 * time.Millisecond, ResendInterval: 200 * time.Millisecond})
@@ -217,7 +217,8 @@ func runRestart(t *testing.T, s *restartServer, clients int, window time.Duratio
 	for _, f := range s.faults {
 		t.Error(f)
 	}
-	return r
+	t.Logf("%+v", r.Total)
+	return r.Total
 }
 
 // The client believes a RestartHandshake only after hearing nothing
@@ -232,9 +233,7 @@ func runRestart(t *testing.T, s *restartServer, clients int, window time.Duratio
 func TestRestart(t *testing.T) {
 	const clients = 20
 	s := listenRestart(t, restartComplete)
-	r := runRestart(t, s, clients, 2200*time.Millisecond)
-	tot := r.Total
-	t.Logf("%+v", tot)
+	tot := runRestart(t, s, clients, 2200*time.Millisecond)
 	if tot.Restarts != clients || tot.Reconnects != clients || tot.RestartsFailed+tot.RestartsDenied+tot.RestartsCanceled != 0 {
 		t.Errorf("restarts %d, reconnects %d, failed %d, denied %d, canceled %d; want %d, %d, 0, 0, 0",
 			tot.Restarts, tot.Reconnects, tot.RestartsFailed, tot.RestartsDenied, tot.RestartsCanceled, clients, clients)
@@ -270,9 +269,7 @@ func TestRestartFails(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := listenRestart(t, tc.mode)
-			r := runRestart(t, s, clients, tc.window)
-			tot := r.Total
-			t.Logf("%+v", tot)
+			tot := runRestart(t, s, clients, tc.window)
 			if tot.Restarts != clients || tot.Reconnects != 0 || tc.count(&tot) != clients || tot.Ended() != clients {
 				t.Errorf("restarts %d, reconnects %d, lost %d, ended %d; want %d, 0, %d, %d",
 					tot.Restarts, tot.Reconnects, tc.count(&tot), tot.Ended(), clients, clients, clients)
@@ -297,9 +294,7 @@ func TestRestartFails(t *testing.T) {
 func TestRestartIgnoredWhileHeard(t *testing.T) {
 	const clients = 10
 	s := listenRestart(t, restartLive)
-	r := runRestart(t, s, clients, 2200*time.Millisecond)
-	tot := r.Total
-	t.Logf("%+v", tot)
+	tot := runRestart(t, s, clients, 2200*time.Millisecond)
 	if tot.RestartHandshakes == 0 || tot.Restarts != 0 || tot.Ended() != 0 {
 		t.Errorf("%d RestartHandshakes made %d restarts and ended %d clients; want some, 0, 0", tot.RestartHandshakes, tot.Restarts, tot.Ended())
 	}
