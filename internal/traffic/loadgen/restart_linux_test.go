@@ -199,7 +199,11 @@ func (s *restartServer) sendConn(c *restartClient, to netip.AddrPort, k protocol
 
 // runRestart connects clients to s, asks for restarts, runs Data for
 // window and returns (and logs) the run's total counters.
-func runRestart(t *testing.T, s *restartServer, clients int, window time.Duration) Counters {
+// runRestart connects clients, turns the server's restart behaviour on and
+// runs Data for window; with until, it stops as soon as until accepts the
+// counters instead, within restartWait, so that a busy machine's pauses
+// do not make the restarts miss a fixed window.
+func runRestart(t *testing.T, s *restartServer, clients int, window time.Duration, until func(*Counters) bool) Counters {
 	t.Helper()
 	g := newGen(t, Config{Server: s.addr(), Mode: ModeData, Clients: clients, Sockets: 2,
 		LossTimeout: 50 * time.Millisecond, ConnectTimeout: 500 * time.Millisecond, ResendInterval: 200 * time.Millisecond})
@@ -208,9 +212,38 @@ func runRestart(t *testing.T, s *restartServer, clients int, window time.Duratio
 		t.Fatalf("connect: %+v, %v", c, err)
 	}
 	s.restart.Store(true)
-	r, err := g.Run(context.Background(), RunSpec{Window: window})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watched := make(chan struct{})
+	if until != nil {
+		window = restartWait
+		go func() {
+			defer close(watched)
+			tick := time.NewTicker(10 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+					if c := g.Counters(); until(&c) {
+						cancel()
+						return
+					}
+				}
+			}
+		}()
+	} else {
+		close(watched)
+	}
+	r, err := g.Run(ctx, RunSpec{Window: window})
+	cancel()
+	<-watched
 	if err != nil {
 		t.Fatal(err)
+	}
+	if until != nil && !until(&r.Total) {
+		t.Errorf("not done after %v", restartWait)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -220,6 +253,9 @@ func runRestart(t *testing.T, s *restartServer, clients int, window time.Duratio
 	t.Logf("%+v", r.Total)
 	return r.Total
 }
+
+// restartWait bounds a runRestart that waits for the counters.
+const restartWait = 20 * time.Second
 
 // The client believes a RestartHandshake only after hearing nothing
 // valid from the server for fastpath's RestartSilence (1.5 s by default,
@@ -233,7 +269,7 @@ func runRestart(t *testing.T, s *restartServer, clients int, window time.Duratio
 func TestRestart(t *testing.T) {
 	const clients = 20
 	s := listenRestart(t, restartComplete)
-	tot := runRestart(t, s, clients, 2200*time.Millisecond)
+	tot := runRestart(t, s, clients, 0, func(c *Counters) bool { return c.Reconnects+c.Ended() >= clients })
 	if tot.Restarts != clients || tot.Reconnects != clients || tot.RestartsFailed+tot.RestartsDenied+tot.RestartsCanceled != 0 {
 		t.Errorf("restarts %d, reconnects %d, failed %d, denied %d, canceled %d; want %d, %d, 0, 0, 0",
 			tot.Restarts, tot.Reconnects, tot.RestartsFailed, tot.RestartsDenied, tot.RestartsCanceled, clients, clients)
@@ -256,20 +292,19 @@ func TestRestart(t *testing.T) {
 func TestRestartFails(t *testing.T) {
 	const clients = 10
 	for _, tc := range []struct {
-		name   string
-		mode   restartMode
-		window time.Duration
-		count  func(c *Counters) uint64
+		name  string
+		mode  restartMode
+		count func(c *Counters) uint64
 		// RestartResponses per client: resent every 200 ms until the
 		// 500 ms timeout, or one.
 		minResp, maxResp int
 	}{
-		{"timeout", restartIgnore, 2600 * time.Millisecond, func(c *Counters) uint64 { return c.RestartsFailed }, 2, 4},
-		{"denied", restartDeny, 2200 * time.Millisecond, func(c *Counters) uint64 { return c.RestartsDenied }, 1, 1},
+		{"timeout", restartIgnore, func(c *Counters) uint64 { return c.RestartsFailed }, 2, 4},
+		{"denied", restartDeny, func(c *Counters) uint64 { return c.RestartsDenied }, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := listenRestart(t, tc.mode)
-			tot := runRestart(t, s, clients, tc.window)
+			tot := runRestart(t, s, clients, 0, func(c *Counters) bool { return c.Ended() >= clients })
 			if tot.Restarts != clients || tot.Reconnects != 0 || tc.count(&tot) != clients || tot.Ended() != clients {
 				t.Errorf("restarts %d, reconnects %d, lost %d, ended %d; want %d, 0, %d, %d",
 					tot.Restarts, tot.Reconnects, tc.count(&tot), tot.Ended(), clients, clients, clients)
@@ -294,7 +329,7 @@ func TestRestartFails(t *testing.T) {
 func TestRestartIgnoredWhileHeard(t *testing.T) {
 	const clients = 10
 	s := listenRestart(t, restartLive)
-	tot := runRestart(t, s, clients, 2200*time.Millisecond)
+	tot := runRestart(t, s, clients, 2200*time.Millisecond, nil)
 	if tot.RestartHandshakes == 0 || tot.Restarts != 0 || tot.Ended() != 0 {
 		t.Errorf("%d RestartHandshakes made %d restarts and ended %d clients; want some, 0, 0", tot.RestartHandshakes, tot.Restarts, tot.Ended())
 	}
