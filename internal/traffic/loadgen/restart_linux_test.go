@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/udpgate/udpgate/internal/handshake"
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seqwin"
+	"github.com/udpgate/udpgate/internal/testkit/netem"
 	"github.com/udpgate/udpgate/internal/wire"
 )
 
@@ -389,5 +391,57 @@ func TestDisconnectBehindAck(t *testing.T) {
 	if tot := g.Counters(); tot.Closed != clients || tot.ClosedShutdown != clients || tot.Unexpected != 0 {
 		t.Errorf("closed %d (shutdown %d), unexpected %d; want %d, %d, 0",
 			tot.Closed, tot.ClosedShutdown, tot.Unexpected, clients, clients)
+	}
+}
+
+// TestServerSilent: connected clients that hear nothing more from the
+// server (gone without a Disconnect, or every Disconnect lost) end after
+// the connection timeout (docs/protocol.md §7.5), not before, and not never.
+func TestServerSilent(t *testing.T) {
+	const clients = 8
+	s := listenEcho(t)
+	p, err := netem.New(s.Addr(), netem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	g := newGen(t, Config{Server: p.Addr(), Mode: ModeData, Clients: clients, Sockets: 2, Rate: 20, LossTimeout: 50 * time.Millisecond})
+	if c, err := g.Connect(context.Background()); err != nil || c.Connected != clients {
+		t.Fatalf("connect: %+v, %v", c, err)
+	}
+	// The path goes dead: nothing reaches the server or comes back.
+	p.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if g.Counters().Ended() >= clients {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	start := time.Now()
+	r, err := g.Run(ctx, RunSpec{Window: restartWait})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tot := g.Counters()
+	if tot.ServerSilent != clients || tot.Ended() != clients || r.Elapsed >= restartWait {
+		t.Fatalf("after %v: %d silent, %d ended; want %d, %d, before %v", took, tot.ServerSilent, tot.Ended(), clients, clients, restartWait)
+	}
+	if took < connTimeout {
+		t.Errorf("timed out after %v, before the %v connection timeout", took, connTimeout)
+	}
+	if e := tot.Endings(); len(e) != 1 || e[0].Count != clients || !strings.Contains(e[0].What, "silent") {
+		t.Errorf("endings %v", e)
 	}
 }
