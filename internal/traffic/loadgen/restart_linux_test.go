@@ -200,11 +200,10 @@ func (s *restartServer) sendConn(c *restartClient, to netip.AddrPort, k protocol
 }
 
 // runRestart connects clients to s, asks for restarts, runs Data for
-// window and returns (and logs) the run's total counters.
-// runRestart connects clients, turns the server's restart behaviour on and
-// runs Data for window; with until, it stops as soon as until accepts the
-// counters instead, within restartWait, so that a busy machine's pauses
-// do not make the restarts miss a fixed window.
+// window and returns (and logs) the run's total counters. With until it
+// stops as soon as until accepts the counters instead, within restartWait,
+// so that a busy machine's pauses do not make the restarts miss a fixed
+// window.
 func runRestart(t *testing.T, s *restartServer, clients int, window time.Duration, until func(*Counters) bool) Counters {
 	t.Helper()
 	g := newGen(t, Config{Server: s.addr(), Mode: ModeData, Clients: clients, Sockets: 2,
@@ -216,31 +215,11 @@ func runRestart(t *testing.T, s *restartServer, clients int, window time.Duratio
 	s.restart.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	watched := make(chan struct{})
 	if until != nil {
 		window = restartWait
-		go func() {
-			defer close(watched)
-			tick := time.NewTicker(10 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-					if c := g.Counters(); until(&c) {
-						cancel()
-						return
-					}
-				}
-			}
-		}()
-	} else {
-		close(watched)
+		defer stopWhen(ctx, cancel, g, until)()
 	}
 	r, err := g.Run(ctx, RunSpec{Window: window})
-	cancel()
-	<-watched
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,6 +237,30 @@ func runRestart(t *testing.T, s *restartServer, clients int, window time.Duratio
 
 // restartWait bounds a runRestart that waits for the counters.
 const restartWait = 20 * time.Second
+
+// stopWhen cancels ctx (with cancel) once done accepts g's counters,
+// checked every 10 ms; the function it returns cancels and waits for the
+// watcher to end.
+func stopWhen(ctx context.Context, cancel context.CancelFunc, g *Generator, done func(*Counters) bool) func() {
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if c := g.Counters(); done(&c) {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-watched }
+}
 
 // The client believes a RestartHandshake only after hearing nothing
 // valid from the server for fastpath's RestartSilence (1.5 s by default,
@@ -412,22 +415,7 @@ func TestServerSilent(t *testing.T) {
 	// The path goes dead: nothing reaches the server or comes back.
 	p.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				if g.Counters().Ended() >= clients {
-					cancel()
-					return
-				}
-			}
-		}
-	}()
+	defer stopWhen(ctx, cancel, g, func(c *Counters) bool { return c.Ended() >= clients })()
 	start := time.Now()
 	r, err := g.Run(ctx, RunSpec{Window: restartWait})
 	took := time.Since(start)
