@@ -33,8 +33,16 @@ func TestIssueScenarios(t *testing.T) {
 				t.Errorf("%s %s: promotion_full %d", r.Scenario, r.Variant, s.PromotionFull)
 			}
 		case r.Scenario == "rtt-under-flood":
-			if x := r.RTT; x == nil || x.Idle.Replies == 0 || x.Flood.Replies == 0 || x.Idle.P50us <= 0 || x.FloodSent == 0 || x.FloodRate <= 0 || x.P99Ratio <= 0 {
+			// Both phases and the flood are recorded. Under the flood a
+			// server may answer none of the player's packets inside the
+			// window (the naive one, on a busy machine): that is a
+			// measurement (no flood latency, so no ratio), not a missing
+			// figure; a flood latency with no ratio is.
+			if x := r.RTT; x == nil || x.Idle.Replies == 0 || x.Idle.P50us <= 0 || x.Flood.Sent == 0 || x.FloodSent == 0 || x.FloodRate <= 0 ||
+				(x.Flood.P99us > 0) != (x.P99Ratio > 0) {
 				t.Errorf("%s %s: %+v", r.Scenario, r.Variant, r.RTT)
+			} else if x.P99Ratio == 0 {
+				t.Logf("%s %s: no player answer inside the flood window (%+v)", r.Scenario, r.Variant, x.Flood)
 			}
 		case r.Scenario == "conns-2k":
 			if m := r.Mem; m == nil || m.Conns != 2000 || m.HeapPerConn <= 0 || m.HeapAfter <= m.HeapBase || m.GCCycleWallms <= 0 || m.PPS <= 0 {

@@ -143,7 +143,14 @@ func (l *stageLoad) request(i int) []byte {
 	case scData:
 		ck := stageCookie(i)
 		binary.LittleEndian.PutUint32(l.pkt[l.off:], cookie.SessionTag(&ck))
+		// Ack: the server's newest packet, its answer to each earlier
+		// request (one answer per request, from serverSeq on), as a
+		// client acknowledges; the server drops an Ack of a packet it
+		// never sent.
+		serverSeq, clientSeq := cookie.Sequences(&ck)
+		ack := serverSeq - 1 + (l.seqs[i] - clientSeq)
 		binary.LittleEndian.PutUint16(l.pkt[l.off+4:], l.seqs[i])
+		binary.LittleEndian.PutUint16(l.pkt[l.off+6:], ack&(protocol.SeqModulus-1))
 		l.seqs[i] = (l.seqs[i] + 1) & (protocol.SeqModulus - 1)
 	}
 	return l.pkt

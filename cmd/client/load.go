@@ -33,8 +33,8 @@ resends included), Data round trips per second, their latency, and losses
 standard output is a terminal.
 
 Sending stops after -duration or -count Data packets, whichever comes first,
-or as soon as every client is gone (closed by the server, or lost in a
-failed restart). Use the server's echo application (cmd/server -app echo,
+or as soon as every client is gone (closed by the server, timed out after
+hearing nothing from it for 5 s, or lost in a failed restart). Use the server's echo application (cmd/server -app echo,
 the default).
 
 With -messages reliable (or unreliable) the clients send messages instead of
@@ -270,10 +270,11 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 // is gone, and reports it.
 func loadRun(ctx context.Context, gen *loadgen.Generator, clients int, duration time.Duration, server fmt.Stringer, text io.Writer, rep *loadReport) error {
 	// gone: every client that connected has ended (closed by the server,
-	// or lost in a failed restart). Counters are safe to read during Run.
+	// timed out by its silence, or lost in a failed restart). Counters are
+	// safe to read during Run.
 	gone := func() bool {
 		c := gen.Counters()
-		return c.Handshakes <= c.Closed+c.RestartsFailed+c.RestartsDenied+c.MessagesStalled
+		return c.Handshakes <= c.Ended()-c.HandshakeFailures
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()

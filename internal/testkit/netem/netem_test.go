@@ -17,6 +17,7 @@ func echoServer(t *testing.T) netip.AddrPort {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	s.SetReadBuffer(roundTripBuffer)
 	go func() {
 		buf := make([]byte, 2048)
 		for {
@@ -30,39 +31,61 @@ func echoServer(t *testing.T) netip.AddrPort {
 	return s.LocalAddr().(*net.UDPAddr).AddrPort()
 }
 
+// roundTripBuffer is the receive buffer of every socket in a round trip
+// (the proxy's, the echo's, the client's), so that a burst while a reader
+// is descheduled on a busy machine is not dropped by the kernel, which no
+// fate would count.
+const roundTripBuffer = 1 << 20
+
 // roundTrip sends n numbered datagrams through a proxy and returns the
-// numbers echoed back, in arrival order.
+// numbers echoed back, in arrival order. It waits for what the fates say
+// will arrive (every datagram to the server decided, every copy echoed and
+// decided, every copy to the client read), for at most 20 s, not for a
+// quiet spell: on a loaded machine any pause can be long.
 func roundTrip(t *testing.T, cfg Config, n int) (got []uint32, fates []Fate) {
 	t.Helper()
+	if cfg.SocketBuffer == 0 {
+		cfg.SocketBuffer = roundTripBuffer
+	}
 	p, err := New(echoServer(t), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
 	var mu sync.Mutex
+	changed := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
 	p.Observe(func(f Fate, _ []byte) {
 		mu.Lock()
 		fates = append(fates, f)
 		mu.Unlock()
+		signal()
 	})
 	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(p.Addr()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	c.SetReadBuffer(roundTripBuffer)
 	// Read while sending: a small socket buffer would otherwise overflow.
-	done := make(chan []uint32)
+	readDone := make(chan struct{})
 	go func() {
-		var got []uint32
+		defer close(readDone)
 		buf := make([]byte, 64)
 		for {
-			c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
 			k, err := c.Read(buf)
 			if err != nil {
-				done <- got
 				return
 			}
+			mu.Lock()
 			got = append(got, binary.LittleEndian.Uint32(buf[:k]))
+			mu.Unlock()
+			signal()
 		}
 	}()
 	pace := time.NewTicker(100 * time.Microsecond) // 10,000 datagrams/s
@@ -73,8 +96,37 @@ func roundTrip(t *testing.T, cfg Config, n int) (got []uint32, fates []Fate) {
 		c.Write(b[:])
 		<-pace.C
 	}
-	got = <-done
+	// complete: every datagram has had its fate both ways and every copy
+	// the fates sent to the client has arrived.
+	complete := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		toServer, echoes, toClient, arrive := 0, 0, 0, 0
+		for _, f := range fates {
+			if f.Dir == ToServer {
+				toServer++
+				echoes += f.Copies
+			} else {
+				toClient++
+				arrive += f.Copies
+			}
+		}
+		return toServer == n && toClient == echoes && len(got) == arrive
+	}
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
+wait:
+	for !complete() {
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Errorf("round trip incomplete after 20 s")
+			break wait
+		}
+	}
 	p.Close()
+	c.Close()
+	<-readDone
 	mu.Lock()
 	defer mu.Unlock()
 	return got, fates

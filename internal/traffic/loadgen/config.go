@@ -128,6 +128,9 @@ const (
 	// DefaultConnectTimeout: a handshake that makes no progress for this
 	// long fails (docs/protocol.md §6's default).
 	DefaultConnectTimeout = 10 * time.Second
+	// connTimeout: a connected client that has accepted no packet from
+	// the server for this long ends (docs/protocol.md §7.5's default).
+	connTimeout = 5 * time.Second
 	// DefaultKeepAlive: a connected client that has sent nothing for this
 	// long sends a KeepAlive (docs/protocol.md §7's default interval), so a
 	// slow Rate does not let the server time it out.

@@ -61,6 +61,7 @@ const (
 	cMsgPackets
 	cMsgAckOnly
 	cMsgStalled
+	cServerSilent
 	nCounters
 )
 
@@ -188,6 +189,13 @@ type Counters struct {
 	// MessagesStalled: clients ended because a reliable message stayed
 	// unacknowledged for the stall bound (message.Endpoint.Stalled).
 	MessagesStalled uint64
+
+	// ServerSilent: connected clients that accepted no packet from the
+	// server for the connection timeout (docs/protocol.md §7.5: 5 s, or a
+	// sealed token's timeout) while Run sent, and ended as a client of
+	// the protocol does: a server gone without a Disconnect, or whose
+	// Disconnects were all lost (ModeData).
+	ServerSilent uint64
 }
 
 // Counters must be exactly the counter array, field for index.
@@ -245,6 +253,7 @@ func (c Counters) Endings() []Ending {
 		{"restart timed out (connection lost)", c.RestartsFailed},
 		{"restart refused by the server (connection lost)", c.RestartsDenied},
 		{"reliable message unacknowledged too long (stalled)", c.MessagesStalled},
+		{"timed out: the server was silent for the connection timeout", c.ServerSilent},
 	} {
 		if e.Count > 0 {
 			out = append(out, e)
@@ -256,7 +265,7 @@ func (c Counters) Endings() []Ending {
 // Ended is the number of clients that ended other than by the generator's
 // own Disconnect: the sum of Endings.
 func (c Counters) Ended() uint64 {
-	return c.HandshakeFailures + c.Closed + c.RestartsFailed + c.RestartsDenied + c.MessagesStalled
+	return c.HandshakeFailures + c.Closed + c.RestartsFailed + c.RestartsDenied + c.MessagesStalled + c.ServerSilent
 }
 
 // deniedCounter is the counter for a Denied reason.

@@ -30,7 +30,7 @@ func TestCountersLayout(t *testing.T) {
 		cMsgSent: &c.MessagesSent, cMsgDelivered: &c.MessagesDelivered, cMsgOutOfOrder: &c.MessagesOutOfOrder,
 		cMsgDuplicated: &c.MessagesDuplicated, cMsgRefused: &c.MessagesRefused, cMsgDropped: &c.MessagesDropped,
 		cMsgUnexpected: &c.MessagesUnexpected, cMsgPackets: &c.MessagePackets, cMsgAckOnly: &c.MessageAcks,
-		cMsgStalled: &c.MessagesStalled,
+		cMsgStalled: &c.MessagesStalled, cServerSilent: &c.ServerSilent,
 	}
 	if len(fields) != nCounters || reflect.TypeOf(c).NumField() != nCounters {
 		t.Fatalf("%d indexes mapped, %d fields, %d counters", len(fields), reflect.TypeOf(c).NumField(), nCounters)

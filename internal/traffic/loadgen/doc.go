@@ -77,7 +77,9 @@
 // connected client keeps its handshake and follows the server's
 // RestartHandshake as docs/protocol.md §6 says; a restart that times out loses
 // the connection. Counters say why clients ended (Counters.Endings): denied,
-// timed out, closed by the server (by Disconnect reason), restart failed.
+// timed out, closed by the server (by Disconnect reason), timed out by the
+// server's silence (nothing accepted from it for the connection timeout:
+// it is gone, or every Disconnect it sent was lost), restart failed.
 //
 // # Sealed mode
 //

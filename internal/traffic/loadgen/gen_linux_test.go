@@ -87,6 +87,33 @@ func newGen(t *testing.T, cfg Config) *Generator {
 	return g
 }
 
+// runAttempts bounds runUntil.
+const runAttempts = 5
+
+// runUntil runs g until ok accepts a run, at most runAttempts times, and
+// returns the last run. A window is one sample of a busy machine: the
+// server's or the generator's thread can be descheduled for all of a
+// 200 ms window, so a test asks for enough samples instead of a longer
+// window; a generator that never measures right fails every run.
+func runUntil(t *testing.T, g *Generator, spec RunSpec, ok func(RunResult) bool) RunResult {
+	t.Helper()
+	var r RunResult
+	for i := range runAttempts {
+		var err error
+		if r, err = g.Run(context.Background(), spec); err != nil {
+			t.Fatal(err)
+		}
+		if ok(r) {
+			break
+		}
+		t.Logf("run %d of %d: %.0f answers/s, %d answers in the window; running again", i+1, runAttempts, r.PerSecond(), r.Window.Replies)
+	}
+	return r
+}
+
+// answered: the run measured answers in its window.
+func answered(r RunResult) bool { return r.Window.Replies > 0 && r.Latency.N > 0 }
+
 func checkRun(t *testing.T, r RunResult, err error) {
 	t.Helper()
 	if err != nil {
@@ -108,15 +135,15 @@ func checkRun(t *testing.T, r RunResult, err error) {
 func TestEchoMode(t *testing.T) {
 	addr := listenRawEcho(t)
 	g := newGen(t, Config{Server: addr, Mode: ModeEcho, Clients: 300, Sockets: 2, PacketSize: 56})
-	r, err := g.Run(context.Background(), RunSpec{Warmup: 50 * time.Millisecond, Window: 200 * time.Millisecond})
-	checkRun(t, r, err)
+	r := runUntil(t, g, RunSpec{Warmup: 50 * time.Millisecond, Window: 200 * time.Millisecond}, answered)
+	checkRun(t, r, nil)
 }
 
 func TestInitialMode(t *testing.T) {
 	s := listenEcho(t)
 	g := newGen(t, Config{Server: s.Addr(), Mode: ModeInitial, Clients: 300})
-	r, err := g.Run(context.Background(), RunSpec{Window: 200 * time.Millisecond})
-	checkRun(t, r, err)
+	r := runUntil(t, g, RunSpec{Window: 200 * time.Millisecond}, answered)
+	checkRun(t, r, nil)
 	if st := s.Stats(); st.Connections != 0 || st.HandshakeOut[1] == 0 {
 		t.Errorf("server: %d connections, %d Challenges", st.Connections, st.HandshakeOut[1])
 	}
@@ -132,8 +159,8 @@ func TestResponseMode(t *testing.T) {
 	if c.Connected != 300 || c.Failed != 0 || s.Len() != 300 {
 		t.Fatalf("connected %d, failed %d, server has %d", c.Connected, c.Failed, s.Len())
 	}
-	r, err := g.Run(context.Background(), RunSpec{Window: 200 * time.Millisecond})
-	checkRun(t, r, err)
+	r := runUntil(t, g, RunSpec{Window: 200 * time.Millisecond}, answered)
+	checkRun(t, r, nil)
 	if s.Len() != 300 {
 		t.Errorf("repeated Responses changed the connections: %d", s.Len())
 	}
@@ -185,12 +212,19 @@ func TestRateMode(t *testing.T) {
 	if _, err := g.Connect(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	r, err := g.Run(context.Background(), RunSpec{Warmup: 100 * time.Millisecond, Window: 500 * time.Millisecond})
-	checkRun(t, r, err)
 	// 100 clients × 200/s = 20 000/s; pacing is good to a few percent.
-	// (Under the race detector the in-process server cannot keep up.)
-	if got := r.PerSecond(); got > 24000 || got < 16000 && !raceEnabled {
-		t.Errorf("%.0f answers/s at 100 clients × 200/s", got)
+	// A run never goes faster; one may go slower when the machine is busy
+	// (and under the race detector the in-process server cannot keep up),
+	// so one of the runs must reach the pace.
+	over := 0.0
+	r := runUntil(t, g, RunSpec{Warmup: 100 * time.Millisecond, Window: 500 * time.Millisecond}, func(r RunResult) bool {
+		got := r.PerSecond()
+		over = max(over, got)
+		return got > 24000 || answered(r) && (got >= 16000 || raceEnabled)
+	})
+	checkRun(t, r, nil)
+	if got := r.PerSecond(); over > 24000 || got < 16000 && !raceEnabled {
+		t.Errorf("%.0f answers/s at 100 clients × 200/s (fastest run %.0f/s)", got, over)
 	}
 }
 

@@ -206,7 +206,11 @@ func TestMessagesReliableLossy(t *testing.T) {
 	}
 	t.Cleanup(func() { p.Close() })
 	r := runMessages(t, Config{Server: p.Addr(), Mode: ModeData, Clients: 20, ResendInterval: 100 * time.Millisecond,
-		Messages: MessagesReliable, MessageSize: 1500, MessageRate: 50}, 500*time.Millisecond)
+		Messages: MessagesReliable, MessageSize: 1500, MessageRate: 50,
+		// The drain ends as soon as every message is echoed; on a busy
+		// machine a message lost more than once can take longer than
+		// the default 5 s.
+		MessageDrain: 20 * time.Second}, 500*time.Millisecond)
 	checkReliable(t, r)
 	if r.MessagesResent == 0 {
 		t.Error("nothing resent through a lossy path")

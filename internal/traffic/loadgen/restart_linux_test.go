@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/udpgate/udpgate/internal/handshake"
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seqwin"
+	"github.com/udpgate/udpgate/internal/testkit/netem"
 	"github.com/udpgate/udpgate/internal/wire"
 )
 
@@ -198,8 +200,11 @@ func (s *restartServer) sendConn(c *restartClient, to netip.AddrPort, k protocol
 }
 
 // runRestart connects clients to s, asks for restarts, runs Data for
-// window and returns (and logs) the run's total counters.
-func runRestart(t *testing.T, s *restartServer, clients int, window time.Duration) Counters {
+// window and returns (and logs) the run's total counters. With until it
+// stops as soon as until accepts the counters instead, within restartWait,
+// so that a busy machine's pauses do not make the restarts miss a fixed
+// window.
+func runRestart(t *testing.T, s *restartServer, clients int, window time.Duration, until func(*Counters) bool) Counters {
 	t.Helper()
 	g := newGen(t, Config{Server: s.addr(), Mode: ModeData, Clients: clients, Sockets: 2,
 		LossTimeout: 50 * time.Millisecond, ConnectTimeout: 500 * time.Millisecond, ResendInterval: 200 * time.Millisecond})
@@ -208,9 +213,18 @@ func runRestart(t *testing.T, s *restartServer, clients int, window time.Duratio
 		t.Fatalf("connect: %+v, %v", c, err)
 	}
 	s.restart.Store(true)
-	r, err := g.Run(context.Background(), RunSpec{Window: window})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if until != nil {
+		window = restartWait
+		defer stopWhen(ctx, cancel, g, until)()
+	}
+	r, err := g.Run(ctx, RunSpec{Window: window})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if until != nil && !until(&r.Total) {
+		t.Errorf("not done after %v", restartWait)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -219,6 +233,33 @@ func runRestart(t *testing.T, s *restartServer, clients int, window time.Duratio
 	}
 	t.Logf("%+v", r.Total)
 	return r.Total
+}
+
+// restartWait bounds a runRestart that waits for the counters.
+const restartWait = 20 * time.Second
+
+// stopWhen cancels ctx (with cancel) once done accepts g's counters,
+// checked every 10 ms; the function it returns cancels and waits for the
+// watcher to end.
+func stopWhen(ctx context.Context, cancel context.CancelFunc, g *Generator, done func(*Counters) bool) func() {
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if c := g.Counters(); done(&c) {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-watched }
 }
 
 // The client believes a RestartHandshake only after hearing nothing
@@ -233,7 +274,7 @@ func runRestart(t *testing.T, s *restartServer, clients int, window time.Duratio
 func TestRestart(t *testing.T) {
 	const clients = 20
 	s := listenRestart(t, restartComplete)
-	tot := runRestart(t, s, clients, 2200*time.Millisecond)
+	tot := runRestart(t, s, clients, 0, func(c *Counters) bool { return c.Reconnects+c.Ended() >= clients })
 	if tot.Restarts != clients || tot.Reconnects != clients || tot.RestartsFailed+tot.RestartsDenied+tot.RestartsCanceled != 0 {
 		t.Errorf("restarts %d, reconnects %d, failed %d, denied %d, canceled %d; want %d, %d, 0, 0, 0",
 			tot.Restarts, tot.Reconnects, tot.RestartsFailed, tot.RestartsDenied, tot.RestartsCanceled, clients, clients)
@@ -256,20 +297,19 @@ func TestRestart(t *testing.T) {
 func TestRestartFails(t *testing.T) {
 	const clients = 10
 	for _, tc := range []struct {
-		name   string
-		mode   restartMode
-		window time.Duration
-		count  func(c *Counters) uint64
+		name  string
+		mode  restartMode
+		count func(c *Counters) uint64
 		// RestartResponses per client: resent every 200 ms until the
 		// 500 ms timeout, or one.
 		minResp, maxResp int
 	}{
-		{"timeout", restartIgnore, 2600 * time.Millisecond, func(c *Counters) uint64 { return c.RestartsFailed }, 2, 4},
-		{"denied", restartDeny, 2200 * time.Millisecond, func(c *Counters) uint64 { return c.RestartsDenied }, 1, 1},
+		{"timeout", restartIgnore, func(c *Counters) uint64 { return c.RestartsFailed }, 2, 4},
+		{"denied", restartDeny, func(c *Counters) uint64 { return c.RestartsDenied }, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := listenRestart(t, tc.mode)
-			tot := runRestart(t, s, clients, tc.window)
+			tot := runRestart(t, s, clients, 0, func(c *Counters) bool { return c.Ended() >= clients })
 			if tot.Restarts != clients || tot.Reconnects != 0 || tc.count(&tot) != clients || tot.Ended() != clients {
 				t.Errorf("restarts %d, reconnects %d, lost %d, ended %d; want %d, 0, %d, %d",
 					tot.Restarts, tot.Reconnects, tc.count(&tot), tot.Ended(), clients, clients, clients)
@@ -294,7 +334,7 @@ func TestRestartFails(t *testing.T) {
 func TestRestartIgnoredWhileHeard(t *testing.T) {
 	const clients = 10
 	s := listenRestart(t, restartLive)
-	tot := runRestart(t, s, clients, 2200*time.Millisecond)
+	tot := runRestart(t, s, clients, 2200*time.Millisecond, nil)
 	if tot.RestartHandshakes == 0 || tot.Restarts != 0 || tot.Ended() != 0 {
 		t.Errorf("%d RestartHandshakes made %d restarts and ended %d clients; want some, 0, 0", tot.RestartHandshakes, tot.Restarts, tot.Ended())
 	}
@@ -354,5 +394,42 @@ func TestDisconnectBehindAck(t *testing.T) {
 	if tot := g.Counters(); tot.Closed != clients || tot.ClosedShutdown != clients || tot.Unexpected != 0 {
 		t.Errorf("closed %d (shutdown %d), unexpected %d; want %d, %d, 0",
 			tot.Closed, tot.ClosedShutdown, tot.Unexpected, clients, clients)
+	}
+}
+
+// TestServerSilent: connected clients that hear nothing more from the
+// server (gone without a Disconnect, or every Disconnect lost) end after
+// the connection timeout (docs/protocol.md §7.5), not before, and not never.
+func TestServerSilent(t *testing.T) {
+	const clients = 8
+	s := listenEcho(t)
+	p, err := netem.New(s.Addr(), netem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	g := newGen(t, Config{Server: p.Addr(), Mode: ModeData, Clients: clients, Sockets: 2, Rate: 20, LossTimeout: 50 * time.Millisecond})
+	if c, err := g.Connect(context.Background()); err != nil || c.Connected != clients {
+		t.Fatalf("connect: %+v, %v", c, err)
+	}
+	// The path goes dead: nothing reaches the server or comes back.
+	p.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer stopWhen(ctx, cancel, g, func(c *Counters) bool { return c.Ended() >= clients })()
+	start := time.Now()
+	r, err := g.Run(ctx, RunSpec{Window: restartWait})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tot := g.Counters()
+	if tot.ServerSilent != clients || tot.Ended() != clients || r.Elapsed >= restartWait {
+		t.Fatalf("after %v: %d silent, %d ended; want %d, %d, before %v", took, tot.ServerSilent, tot.Ended(), clients, clients, restartWait)
+	}
+	if took < connTimeout {
+		t.Errorf("timed out after %v, before the %v connection timeout", took, connTimeout)
+	}
+	if e := tot.Endings(); len(e) != 1 || e[0].Count != clients || !strings.Contains(e[0].What, "silent") {
+		t.Errorf("endings %v", e)
 	}
 }

@@ -53,6 +53,7 @@ type worker struct {
 	state    []uint8
 	inflight []uint16
 	sentAt   []int64 // last request (or, in Connect, handshake start)
+	heardAt  []int64 // ModeData: last packet accepted from the server, or the start of Run
 	ids      []connID
 	seqs     []seqwin.SeqState // ModeData
 	// hcs: each client's handshake, kept after Connect in ModeData so a
@@ -135,6 +136,7 @@ func newWorker(g *Generator, idx int, s *sock) *worker {
 	case ModeData:
 		w.ids = make([]connID, n)
 		w.seqs = make([]seqwin.SeqState, n)
+		w.heardAt = make([]int64, n)
 		w.hcs = make([]handshake.ClientHandshake, n)
 		if cfg.sealed() {
 			w.sealers = make([]seal.Sealer, n)
@@ -597,6 +599,10 @@ func (w *worker) run(budget uint64) {
 	scanEvery := max(lossNs/4, int64(5*time.Millisecond))
 	last := w.g.now()
 	lastScan := last
+	// Silence counts only while Run sends: between phases nothing is read.
+	for j := range w.heardAt {
+		w.heardAt[j] = last
+	}
 	if w.msg != nil {
 		w.msgStart(last)
 	}
@@ -677,6 +683,20 @@ func (w *worker) run(budget uint64) {
 	clear(w.inflight)
 	w.out = 0
 	w.ctr.publish()
+}
+
+// silence is how long a connected client may accept nothing from the
+// server before its connection times out (0: never): connTimeout, or in
+// sealed mode the timeout its token carries if it has one (docs/protocol.md
+// §11).
+func (w *worker) silence() int64 {
+	switch {
+	case w.heardAt == nil:
+		return 0
+	case w.cfg.sealed() && w.cfg.TokenTimeout > 0:
+		return int64(w.cfg.TokenTimeout)
+	}
+	return int64(connTimeout)
 }
 
 // fill sends up to allow requests, taking clients round-robin; in closed
@@ -832,6 +852,9 @@ func (w *worker) connPacket(j int, payload []byte, now int64, measuring bool) {
 		return
 	}
 	w.ctr.loc[cSeqLost] += uint64(w.rep.NumLost)
+	if w.heardAt != nil {
+		w.heardAt[j] = now
+	}
 	if w.msg != nil {
 		w.msgAcks(j, now)
 	}
@@ -840,7 +863,7 @@ func (w *worker) connPacket(j int, payload []byte, now int64, measuring bool) {
 		// therefore still knows us here: RestartHandshakes are not to be
 		// believed now, and a restart under way is moot (docs/protocol.md
 		// §6). A sealed server sends none.
-		w.restartEvent(j, w.hcs[j].Heard(seconds(now)))
+		w.restartEvent(j, w.hcs[j].Heard(seconds(now)), now)
 	}
 	switch h.Kind {
 	case protocol.KindData:
@@ -904,17 +927,19 @@ func (w *worker) handshakeIn(j int, p []byte, now int64) {
 	if drop != protocol.DropNone && !isRestart {
 		w.ctr.loc[cUnexpected]++
 	}
-	w.restartEvent(j, ev)
+	w.restartEvent(j, ev, now)
 }
 
 // restartEvent applies what a connected client's handshake reported.
-func (w *worker) restartEvent(j int, ev handshake.ClientEvent) {
+func (w *worker) restartEvent(j int, ev handshake.ClientEvent, now int64) {
 	switch ev {
 	case handshake.EventRestarting:
 		w.restarting++
 		w.ctr.loc[cRestarts]++
 	case handshake.EventReconnected:
+		// The server's Ack: heard from it.
 		w.restarting--
+		w.heardAt[j] = now
 		w.ctr.loc[cReconnects]++
 	case handshake.EventRestartCanceled:
 		w.restarting--
@@ -953,6 +978,7 @@ func (w *worker) answered(j int, now, sent int64, measuring bool) {
 func (w *worker) scan(now int64) {
 	lossNs := int64(w.cfg.LossTimeout)
 	data := w.cfg.Mode == ModeData
+	silentNs := w.silence()
 	for j, c := range w.inflight {
 		if w.restarting > 0 && w.hcs[j].Restarting() && w.state[j] == stConnected {
 			// Resends and the timeout of a restart under way.
@@ -961,8 +987,17 @@ func (w *worker) scan(now int64) {
 			if k > 0 {
 				w.sendHandshake(j, buf[:k], nil)
 			}
-			w.restartEvent(j, ev)
+			w.restartEvent(j, ev, now)
 			c = w.inflight[j]
+		}
+		if silentNs > 0 && w.state[j] == stConnected && !(w.hcs != nil && w.hcs[j].Restarting()) && now-w.heardAt[j] > silentNs {
+			// The server is gone, or every Disconnect it sent was lost
+			// (a busy loopback drops too): the connection times out,
+			// as docs/protocol.md §7.5 says. A restart under way has
+			// its own timeout.
+			w.end(j, stClosed)
+			w.ctr.loc[cServerSilent]++
+			continue
 		}
 		if c != 0 {
 			if now-w.sentAt[j] > lossNs {
