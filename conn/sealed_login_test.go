@@ -623,13 +623,8 @@ func BenchmarkSimLogin(b *testing.B) {
 			var toks []*token.ConnectToken
 			if sealed {
 				for i := range b.N {
-					p := token.Params{ClientID: uint64(i), ServerAddresses: []netip.AddrPort{simServerAddr}, ProtocolID: testProtocolID,
-						Expire: time.Hour, Timeout: 5 * time.Second}
-					tok, err := token.Generate(&testKey, &p)
-					if err != nil {
-						b.Fatal(err)
-					}
-					toks = append(toks, tok)
+					toks = append(toks, makeToken(b, nil, token.Params{ClientID: uint64(i),
+						ServerAddresses: []netip.AddrPort{simServerAddr}, Expire: time.Hour}))
 				}
 			}
 			b.ResetTimer()
@@ -675,13 +670,8 @@ func BenchmarkLoopLogin(b *testing.B) {
 			var toks []*token.ConnectToken
 			if sealed {
 				for i := range b.N {
-					p := token.Params{ClientID: uint64(i), ServerAddresses: []netip.AddrPort{simServerAddr}, ProtocolID: testProtocolID,
-						Expire: time.Hour, Timeout: 5 * time.Second}
-					tok, err := token.Generate(&testKey, &p)
-					if err != nil {
-						b.Fatal(err)
-					}
-					toks = append(toks, tok)
+					toks = append(toks, makeToken(b, nil, token.Params{ClientID: uint64(i),
+						ServerAddresses: []netip.AddrPort{simServerAddr}, Expire: time.Hour}))
 				}
 			}
 			in := &l.rb.Msgs[0]

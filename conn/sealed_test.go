@@ -45,7 +45,7 @@ func (n *testNet) sealed(cfg Config) *Server {
 
 // makeToken makes a token for servers with testKey (or key) and p's
 // fields over the defaults.
-func makeToken(t *testing.T, key *[token.KeyBytes]byte, p token.Params) *token.ConnectToken {
+func makeToken(t testing.TB, key *[token.KeyBytes]byte, p token.Params) *token.ConnectToken {
 	t.Helper()
 	if key == nil {
 		key = &testKey

@@ -25,11 +25,7 @@ func TestSealedLoginTwoRoundTrips(t *testing.T) {
 	var asked atomic.Int32
 	srv := simListen(t, nw, Config{Handler: simEcho{}, PrivateKey: &testKey, ProtocolID: testProtocolID,
 		Accept: func(netip.AddrPort) error { asked.Add(1); return nil }})
-	p := token.Params{ServerAddresses: []netip.AddrPort{simServerAddr}, ProtocolID: testProtocolID, Expire: time.Hour, Timeout: 5 * time.Second}
-	tok, err := token.Generate(&testKey, &p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{simServerAddr}, Expire: time.Hour})
 	cli, err := Dial(context.Background(), simServerAddr.String(), Config{Network: nw, Logger: quiet(), Token: tok})
 	if err != nil {
 		t.Fatal(err)
@@ -69,10 +65,7 @@ func newLoopLogin(t *testing.T, accept func(netip.AddrPort) error) *loopLogin {
 	ll := &loopLogin{t: t, s: s, l: newLoop(s, 0, s.socks[0], 1, seconds(now)), pb: newPromoBatch(), now: now,
 		addr: netip.MustParseAddrPort("10.9.0.1:1000")}
 	ll.pb.sock = s.socks[0]
-	p := token.Params{ClientID: 7, ServerAddresses: []netip.AddrPort{simServerAddr}, ProtocolID: testProtocolID, Expire: time.Hour, Timeout: 5 * time.Second}
-	if ll.tok, err = token.Generate(&testKey, &p); err != nil {
-		t.Fatal(err)
-	}
+	ll.tok = makeToken(t, nil, token.Params{ClientID: 7, ServerAddresses: []netip.AddrPort{simServerAddr}, Expire: time.Hour})
 	return ll
 }
 
@@ -199,11 +192,7 @@ func TestSimSealedLoginRoundTrips(t *testing.T) {
 		const oneWay = 20 * time.Millisecond
 		nw.SetLink(netsim.Link{Latency: oneWay})
 		simListen(t, nw, Config{Handler: simEcho{}, PrivateKey: &testKey, ProtocolID: testProtocolID})
-		p := token.Params{ServerAddresses: []netip.AddrPort{simServerAddr}, ProtocolID: testProtocolID, Expire: time.Hour, Timeout: 5 * time.Second}
-		tok, err := token.Generate(&testKey, &p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tok := makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{simServerAddr}, Expire: time.Hour})
 		start := time.Now()
 		cli, err := simDial(t, nw, Config{Token: tok})
 		if err != nil {
