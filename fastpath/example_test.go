@@ -12,24 +12,32 @@ import (
 // A receive loop hands every datagram to Server.Handle with what its
 // connection map knows about the source (a Peer), and does what the
 // Decision says: send the reply written into out, promote a client that
-// proved its address, or pass a connection packet on. Here a
-// ClientHandshake plays the client, in memory.
+// proved its address, move a connection (ActMigrate), or pass a connection
+// packet on to the connection's SeqState (ActConn). Here a ClientHandshake
+// plays the client, in memory, and then sends one Data packet.
 func ExampleServer_Handle() {
 	now := 1_700_000_000.0 // Unix seconds: fastpath never reads the clock
 	secrets, err := cookie.NewSecrets(now, rand.Reader)
 	if err != nil {
 		panic(err)
 	}
-	srv := fastpath.NewServer(fastpath.ServerConfig{NetworkVersion: 7}, secrets, 0, now)
+	srv := fastpath.NewServer(fastpath.ServerConfig{
+		NetworkVersion: 7,
+		ChallengeLimit: fastpath.Limit{Rate: 64},                 // per source; burst 128
+		RestartLimit:   fastpath.Limit{Rate: fastpath.Unlimited}, // budget off
+	}, secrets, 0, now)
 	client := fastpath.NewClientHandshake(fastpath.ClientConfig{ClientID: 1, NetworkVersion: 7}, 0)
 	src := netip.MustParseAddrPort("192.0.2.10:40000")
 
 	var (
-		d        fastpath.Decision
-		peer     fastpath.Peer // no connection at src yet
-		rnd      = fastpath.NewRand(0)
-		toServer = make([]byte, fastpath.MaxClientPacketLen)
-		toClient = make([]byte, fastpath.MaxReplyLen)
+		d          fastpath.Decision
+		peer       fastpath.Peer     // the connection map's entry for src
+		serverSeq  fastpath.SeqState // the connection's, once promoted
+		rep        fastpath.AckReport
+		rnd        = fastpath.NewRand(0)
+		toServer   = make([]byte, fastpath.DefaultMaxDatagram)
+		toClient   = make([]byte, fastpath.MaxReplyLen)
+		handshakes = true
 	)
 	client.Start(now)
 	n, _ := client.Poll(now, toServer) // the Initial
@@ -41,19 +49,51 @@ func ExampleServer_Handle() {
 			fmt.Println("server:", d.Reply)
 			n, _, _ = client.Receive(now, toClient[:d.ReplyLen], toServer)
 		case fastpath.ActPromote:
-			// Check capacity and the application here; then answer.
+			// Check capacity and the application here; then answer, and
+			// keep the connection under the cookie's session tag.
 			fmt.Println("server: promote")
+			peer = fastpath.Peer{Known: true, ClientID: d.To.ClientID, Tag: cookie.SessionTag(&d.Cookie), Cookie: d.Cookie}
+			ss, cs := cookie.Sequences(&d.Cookie)
+			serverSeq.Init(ss, cs, now)
 			m := srv.Config().BuildAck(toClient, &d.To, &d.Cookie, &rnd)
 			_, ev, _ := client.Receive(now, toClient[:m], toServer)
 			fmt.Println("client:", ev, client.State())
+		case fastpath.ActMigrate:
+			// Move the connection whose cookie is d.OrigCookie to src and
+			// answer BuildAck with d.OrigCookie (none here).
+		case fastpath.ActConn:
+			if r := serverSeq.Receive(d.Conn.Seq, d.Conn.Ack, d.Conn.AckBits, now, &rep); r != fastpath.DropNone {
+				fmt.Println("server: drop", r)
+				break
+			}
+			switch d.Conn.Kind {
+			case fastpath.KindData:
+				fmt.Printf("server: data %q\n", d.Payload)
+			case fastpath.KindMessages: // package message's channels
+			case fastpath.KindKeepAlive: // nothing but the acks
+			case fastpath.KindDisconnect: // close the connection
+			}
 		case fastpath.ActDrop:
 			fmt.Println("server: drop", d.Drop)
+		}
+		if n == 0 && handshakes {
+			// Connected: the client's first connection packet.
+			handshakes = false
+			ck := client.Cookie()
+			ss, cs := cookie.Sequences(&ck)
+			var clientSeq fastpath.SeqState
+			clientSeq.Init(cs, ss, now)
+			h := fastpath.ConnHeader{SessionID: client.SessionID(), ClientID: 1, Tag: cookie.SessionTag(&ck), Kind: fastpath.KindData}
+			h.Seq, h.Ack, h.AckBits, _, _ = clientSeq.Send(now)
+			off := fastpath.ConnHeaderOffset(fastpath.Magic{}) + fastpath.ConnHeaderBytes
+			n = fastpath.EncodeConn(toServer, fastpath.Magic{}, &h, append(toServer[off:off], "hi"...))
 		}
 	}
 	// Output:
 	// server: challenge
 	// server: promote
 	// client: connected connected
+	// server: data "hi"
 }
 
 // A ClientHandshake is driven by two calls: Poll when NextDeadline comes,
@@ -66,15 +106,20 @@ func ExampleClientHandshake() {
 	}, 0)
 	out := make([]byte, fastpath.MaxClientPacketLen)
 	c.Start(0)
-	for now := 0.0; c.State() == fastpath.ClientSendingInitial; now = c.NextDeadline() {
+	for now := 0.0; ; now = c.NextDeadline() {
 		n, ev := c.Poll(now, out)
 		if n > 0 {
 			var h fastpath.Handshake
 			fastpath.DecodeHandshake(fastpath.Magic{}, out[:n], &h)
 			fmt.Printf("t=%.1f: send %v #%d\n", now, h.Type, h.SentCount)
 		}
-		if ev != fastpath.EventNone {
+		switch ev {
+		case fastpath.EventConnected, // Cookie and SessionID are final
+			fastpath.EventDenied,       // see DeniedReason
+			fastpath.EventWrongVersion, // see ServerVersions
+			fastpath.EventTimedOut:
 			fmt.Printf("t=%.1f: %v\n", now, ev)
+			return
 		}
 	}
 	// Output:

@@ -58,15 +58,14 @@ func NewServer(cfg ServerConfig, secrets *cookie.Secrets, seed uint64, now float
 	return handshake.NewServer(cfg, secrets, seed, now)
 }
 
-// The Actions of a Decision.
+// The Actions of a Decision. Sealed mode's are conn's alone: a
+// ServerConfig without Sealed never decides them.
 const (
-	ActDrop       = handshake.ActDrop
-	ActReply      = handshake.ActReply
-	ActPromote    = handshake.ActPromote
-	ActMigrate    = handshake.ActMigrate
-	ActConn       = handshake.ActConn
-	ActSealed     = handshake.ActSealed
-	ActSealedMove = handshake.ActSealedMove
+	ActDrop    = handshake.ActDrop
+	ActReply   = handshake.ActReply
+	ActPromote = handshake.ActPromote
+	ActMigrate = handshake.ActMigrate
+	ActConn    = handshake.ActConn
 )
 
 // Buffer sizes: the largest reply a Server writes, and the largest
@@ -85,39 +84,28 @@ type (
 	ClientConfig = handshake.ClientConfig
 	// ClientHandshake is a client's handshake state machine.
 	ClientHandshake = handshake.ClientHandshake
-	// ClientState is where a client's handshake stands.
+	// ClientState is where a client's handshake stands, for logs: a
+	// caller acts on the ClientEvents instead.
 	ClientState = handshake.ClientState
 	// ClientEvent is a state change that Poll or Receive reports once.
 	ClientEvent = handshake.ClientEvent
 )
 
-// NewClientHandshake makes a client handshake in ClientDisconnected; seed 0
+// NewClientHandshake makes a client handshake; Start begins it. Seed 0
 // draws its random seed from crypto/rand.
 func NewClientHandshake(cfg ClientConfig, seed uint64) ClientHandshake {
 	return handshake.NewClientHandshake(cfg, seed)
 }
 
-// ClientStates.
+// The ClientEvents a caller acts on: the attempt's end. A restart's
+// events (reconnected, restarting, restart_canceled) need no action: the
+// caller keeps sending what Poll and Receive write.
 const (
-	ClientDisconnected    = handshake.ClientDisconnected
-	ClientSendingInitial  = handshake.ClientSendingInitial
-	ClientSendingResponse = handshake.ClientSendingResponse
-	ClientConnected       = handshake.ClientConnected
-	ClientTimedOut        = handshake.ClientTimedOut
-	ClientDenied          = handshake.ClientDenied
-	ClientWrongVersion    = handshake.ClientWrongVersion
-)
-
-// ClientEvents.
-const (
-	EventNone            = handshake.EventNone
-	EventConnected       = handshake.EventConnected
-	EventReconnected     = handshake.EventReconnected
-	EventDenied          = handshake.EventDenied
-	EventWrongVersion    = handshake.EventWrongVersion
-	EventTimedOut        = handshake.EventTimedOut
-	EventRestarting      = handshake.EventRestarting
-	EventRestartCanceled = handshake.EventRestartCanceled
+	EventNone         = handshake.EventNone
+	EventConnected    = handshake.EventConnected
+	EventDenied       = handshake.EventDenied
+	EventWrongVersion = handshake.EventWrongVersion
+	EventTimedOut     = handshake.EventTimedOut
 )
 
 // The vocabulary and the codec (docs/protocol.md §1–§3, §7).

@@ -118,20 +118,20 @@ func (c ClientConfig) withDefaults() ClientConfig {
 type ClientState uint8
 
 const (
-	// ClientDisconnected: made, not started.
-	ClientDisconnected ClientState = iota
+	// clientDisconnected: made, not started.
+	clientDisconnected ClientState = iota
 	// ClientSendingInitial: sending Initials, resent on the backoff schedule
 	// (ClientConfig.ResendFirst, doubling up to ResendInterval).
 	ClientSendingInitial
-	// ClientSendingResponse: answering a Challenge, resending the Response.
-	ClientSendingResponse
-	// ClientConnected: the server Acked; the authorised cookie is known. A
+	// clientSendingResponse: answering a Challenge, resending the Response.
+	clientSendingResponse
+	// clientConnected: the server Acked; the authorised cookie is known. A
 	// restart (Restarting) keeps the state Connected.
-	ClientConnected
-	// ClientTimedOut, ClientDenied, ClientWrongVersion are terminal.
-	ClientTimedOut
-	ClientDenied
-	ClientWrongVersion
+	clientConnected
+	// clientTimedOut, clientDenied, clientWrongVersion are terminal.
+	clientTimedOut
+	clientDenied
+	clientWrongVersion
 	numClientStates
 )
 
@@ -258,7 +258,7 @@ type ClientHandshake struct {
 	in, out protocol.Handshake
 }
 
-// NewClientHandshake makes a client handshake in ClientDisconnected. seed
+// NewClientHandshake makes a client handshake not yet started. seed
 // seeds the RandomData generator (0 draws one from crypto/rand).
 func NewClientHandshake(cfg ClientConfig, seed uint64) ClientHandshake {
 	return ClientHandshake{cfg: cfg.withDefaults(), rnd: wire.NewRand(seed), rtt: math.NaN()}
@@ -268,7 +268,7 @@ func NewClientHandshake(cfg ClientConfig, seed uint64) ClientHandshake {
 // Initial due at once (the next Poll sends it). In any other state it does
 // nothing: a new attempt needs a new ClientHandshake with a new ClientID.
 func (c *ClientHandshake) Start(now float64) {
-	if c.state != ClientDisconnected {
+	if c.state != clientDisconnected {
 		return
 	}
 	c.state = ClientSendingInitial
@@ -278,7 +278,7 @@ func (c *ClientHandshake) Start(now float64) {
 	c.progressAt = now
 }
 
-// State returns the current state. A restart keeps ClientConnected; see
+// State returns the current state. A restart keeps the state connected; see
 // Restarting.
 func (c *ClientHandshake) State() ClientState { return c.state }
 
@@ -304,7 +304,7 @@ func (c *ClientHandshake) CookieOrigin() (secretID uint8, timestamp float64) {
 	return c.authorisedFrom.secretID, c.authorisedFrom.timestamp
 }
 
-// DeniedReason is the server's reason once in ClientDenied (1 server full,
+// DeniedReason is the server's reason once denied (1 server full,
 // 2 refused by the application; other values are passed through).
 func (c *ClientHandshake) DeniedReason() uint8 { return c.deniedReason }
 
@@ -345,7 +345,7 @@ func (c *ClientHandshake) Heard(at float64) ClientEvent {
 
 // active reports a running handshake: the first connect or a restart.
 func (c *ClientHandshake) active() bool {
-	return c.state == ClientSendingInitial || c.state == ClientSendingResponse || c.restarting
+	return c.state == ClientSendingInitial || c.state == clientSendingResponse || c.restarting
 }
 
 // setAnswering switches the sub-phase and, outside a restart, the state that
@@ -356,7 +356,7 @@ func (c *ClientHandshake) setAnswering(a bool) {
 		return
 	}
 	if a {
-		c.state = ClientSendingResponse
+		c.state = clientSendingResponse
 	} else {
 		c.state = ClientSendingInitial
 	}
@@ -385,7 +385,7 @@ func (c *ClientHandshake) expire(now float64) ClientEvent {
 		return EventNone
 	}
 	if now >= c.progressAt+c.cfg.ConnectTimeout {
-		c.state = ClientTimedOut
+		c.state = clientTimedOut
 		c.restarting = false
 		c.answering = false
 		return EventTimedOut
@@ -499,7 +499,7 @@ func (c *ClientHandshake) Receive(now float64, pkt []byte, out []byte) (n int, e
 		return 0, ev, protocol.DropUnexpectedType
 	}
 	switch c.state {
-	case ClientSendingInitial, ClientSendingResponse, ClientConnected:
+	case ClientSendingInitial, clientSendingResponse, clientConnected:
 	default:
 		// Not started, or ended: nothing the server says matters.
 		return 0, EventNone, protocol.DropUnexpectedType
@@ -523,10 +523,10 @@ func (c *ClientHandshake) Receive(now float64, pkt []byte, out []byte) (n int, e
 	if h.Type == protocol.TypeVersionUpgrade {
 		// Whatever versions it carries: it says the server will not talk to
 		// this build, and a VersionUpgrade's base is the server's own.
-		if c.state == ClientConnected {
+		if c.state == clientConnected {
 			return 0, EventNone, protocol.DropUnexpectedType
 		}
-		c.state = ClientWrongVersion
+		c.state = clientWrongVersion
 		c.serverNetVer = h.NetworkVersion
 		c.serverNetFea = h.NetworkFeatures
 		return 0, EventWrongVersion, protocol.DropNone
@@ -546,13 +546,13 @@ func (c *ClientHandshake) Receive(now float64, pkt []byte, out []byte) (n int, e
 		// not hold the connection any more (DeniedUnknownConnection: it
 		// restarted, or closed it), so the connection is lost, and saying
 		// so now spares the caller the wait for ConnectTimeout.
-		if c.state == ClientConnected && !(c.restarting && c.answering) {
+		if c.state == clientConnected && !(c.restarting && c.answering) {
 			return 0, EventNone, protocol.DropUnexpectedType
 		}
 		if !c.wasAnswered(&h.Cookie) {
 			return 0, EventNone, protocol.DropWrongCookie
 		}
-		c.state = ClientDenied
+		c.state = clientDenied
 		c.restarting = false
 		c.answering = false
 		c.deniedReason = h.Reason
@@ -576,7 +576,7 @@ func (c *ClientHandshake) onChallenge(now float64, h *protocol.Handshake, out []
 	if !(h.Timestamp > 0) { // also rejects NaN
 		return 0, EventNone, protocol.DropBadBody
 	}
-	if c.state == ClientConnected && !c.restarting {
+	if c.state == clientConnected && !c.restarting {
 		return 0, EventNone, protocol.DropUnexpectedType
 	}
 	// Only the step from Initials to a Response counts as progress. A
@@ -632,7 +632,7 @@ func (c *ClientHandshake) onAck(now float64, h *protocol.Handshake) (ClientEvent
 		c.heardAt = max(c.heardAt, now)
 		return EventReconnected, protocol.DropNone
 	}
-	if c.state == ClientConnected {
+	if c.state == clientConnected {
 		return EventNone, protocol.DropUnexpectedType // a duplicate Ack: harmless
 	}
 	// Accepted in SendingInitial too: after the Challenge fallback an Ack
@@ -651,7 +651,7 @@ func (c *ClientHandshake) onAck(now float64, h *protocol.Handshake) (ClientEvent
 func (c *ClientHandshake) connect(now float64, ck *cookie.Cookie, from challengeOrigin) {
 	c.authorised = *ck
 	c.authorisedFrom = from
-	c.state = ClientConnected
+	c.state = clientConnected
 	c.answering = false
 	c.sentCount = 0
 	// A RestartHandshake within RestartMinInterval of connecting answers a
@@ -664,7 +664,7 @@ func (c *ClientHandshake) connect(now float64, ck *cookie.Cookie, from challenge
 // packets from an address it does not know, so we re-prove the address and
 // ask it to move the connection.
 func (c *ClientHandshake) onRestart(now float64, out []byte) (int, ClientEvent, protocol.DropReason) {
-	if c.state != ClientConnected {
+	if c.state != clientConnected {
 		return 0, EventNone, protocol.DropUnexpectedType
 	}
 	if c.restarting {

@@ -27,7 +27,7 @@ func TestClientProofAfterChallenge(t *testing.T) {
 	})
 	clientMustEvent(t, c, 100.25, ch, EventConnected)
 	id, ts := c.CookieOrigin()
-	if c.State() != ClientConnected || c.Cookie() != ck || c.SessionID() != 2 || id != 1 || ts != 5000.5 {
+	if c.State() != clientConnected || c.Cookie() != ck || c.SessionID() != 2 || id != 1 || ts != 5000.5 {
 		t.Fatalf("after the Challenge: %v, cookie %x, session %d, origin %d %v", c.State(), c.Cookie(), c.SessionID(), id, ts)
 	}
 	clientMustQuiet(t, c, 200)

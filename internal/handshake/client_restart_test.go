@@ -29,7 +29,7 @@ func TestClientRestartNeedsSilence(t *testing.T) {
 		{"idle: KeepAlives, late by a sweep", 1.1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := clientConnected(t, ClientConfig{ClientID: 3}, clientTestCookie(0x31)) // at 0.25
+			c := connectedClient(t, ClientConfig{ClientID: 3}, clientTestCookie(0x31)) // at 0.25
 			rh := clientServerPacket(t, wire.Magic{}, protocol.TypeRestartHandshake, 3, nil)
 			var buf [MaxClientPacketLen]byte
 			last := 0.25
@@ -48,7 +48,7 @@ func TestClientRestartNeedsSilence(t *testing.T) {
 					t.Fatalf("Poll(%v) = %v", now, ev)
 				}
 			}
-			if c.Restarting() || c.State() != ClientConnected {
+			if c.Restarting() || c.State() != clientConnected {
 				t.Fatalf("restarting %v, state %v", c.Restarting(), c.State())
 			}
 			// The server goes silent.
@@ -67,7 +67,7 @@ func TestClientRestartNeedsSilence(t *testing.T) {
 // restart) cancels nothing.
 func TestClientRestartCanceled(t *testing.T) {
 	orig := clientTestCookie(0x41)
-	c := clientConnected(t, ClientConfig{ClientID: 4}, orig) // at 0.25
+	c := connectedClient(t, ClientConfig{ClientID: 4}, orig) // at 0.25
 	rh := clientServerPacket(t, wire.Magic{}, protocol.TypeRestartHandshake, 4, nil)
 	clientMustReply(t, c, 5, rh, EventRestarting)
 	if ev := c.Heard(4.9); ev != EventNone || !c.Restarting() {
@@ -77,7 +77,7 @@ func TestClientRestartCanceled(t *testing.T) {
 	if ev := c.Heard(5.6); ev != EventRestartCanceled {
 		t.Fatalf("Heard during the restart: %v, want %v", ev, EventRestartCanceled)
 	}
-	if c.Restarting() || c.State() != ClientConnected || c.Cookie() != orig || !math.IsInf(c.NextDeadline(), 1) {
+	if c.Restarting() || c.State() != clientConnected || c.Cookie() != orig || !math.IsInf(c.NextDeadline(), 1) {
 		t.Fatalf("after cancel: restarting %v state %v deadline %v", c.Restarting(), c.State(), c.NextDeadline())
 	}
 	clientMustQuiet(t, c, 7)
@@ -103,7 +103,7 @@ func TestClientRestartCanceled(t *testing.T) {
 // outside a restart, is not believed.
 func TestClientRestartDenied(t *testing.T) {
 	orig := clientTestCookie(0x51)
-	c := clientConnected(t, ClientConfig{ClientID: 5}, orig)
+	c := connectedClient(t, ClientConfig{ClientID: 5}, orig)
 	fresh := clientTestCookie(0x52)
 	denied := func(ck [20]byte) []byte {
 		return clientServerPacket(t, wire.Magic{}, protocol.TypeDenied, 5, func(h *protocol.Handshake) {
@@ -121,7 +121,7 @@ func TestClientRestartDenied(t *testing.T) {
 	clientMustDrop(t, c, 5.3, denied(orig), protocol.DropWrongCookie)
 	clientMustDrop(t, c, 5.3, denied(clientTestCookie(0x53)), protocol.DropWrongCookie)
 	clientMustEvent(t, c, 5.3, denied(fresh), EventDenied)
-	if c.State() != ClientDenied || c.Restarting() || c.DeniedReason() != DeniedUnknownConnection {
+	if c.State() != clientDenied || c.Restarting() || c.DeniedReason() != DeniedUnknownConnection {
 		t.Fatalf("state %v restarting %v reason %d", c.State(), c.Restarting(), c.DeniedReason())
 	}
 	clientMustQuiet(t, c, 20)
@@ -133,7 +133,7 @@ func TestClientRestartDenied(t *testing.T) {
 // client takes.
 func TestRestartDeniedByServer(t *testing.T) {
 	s, _ := testServer(t, nil)
-	c := clientConnected(t, ClientConfig{ClientID: 1, NetworkVersion: vecNetV}, clientTestCookie(0x61))
+	c := connectedClient(t, ClientConfig{ClientID: 1, NetworkVersion: vecNetV}, clientTestCookie(0x61))
 	var buf [MaxClientPacketLen]byte
 	n, ev, _ := c.Receive(5, clientServerPacket(t, wire.Magic{}, protocol.TypeRestartHandshake, 1, nil), buf[:])
 	if ev != EventRestarting || n == 0 {
@@ -169,7 +169,7 @@ func TestRestartDeniedByServer(t *testing.T) {
 }
 
 func TestClientHeardAllocs(t *testing.T) {
-	c := clientConnected(t, ClientConfig{ClientID: 3}, clientTestCookie(0x71))
+	c := connectedClient(t, ClientConfig{ClientID: 3}, clientTestCookie(0x71))
 	rh := clientServerPacket(t, wire.Magic{}, protocol.TypeRestartHandshake, 3, nil)
 	var buf [MaxClientPacketLen]byte
 	now := 1.0

@@ -184,9 +184,9 @@ func clientNew(cfg ClientConfig) *ClientHandshake {
 	return &c
 }
 
-// clientConnected runs a handshake to Connected, Acked at time 0.25 with
+// connectedClient runs a handshake to Connected, Acked at time 0.25 with
 // cookie ck and SessionID 1.
-func clientConnected(t *testing.T, cfg ClientConfig, ck cookie.Cookie) *ClientHandshake {
+func connectedClient(t *testing.T, cfg ClientConfig, ck cookie.Cookie) *ClientHandshake {
 	t.Helper()
 	c := clientStarted(t, cfg)
 	clientMustReply(t, c, 0.125, clientServerPacket(t, cfg.Magic, protocol.TypeChallenge, c.cfg.ClientID, func(h *protocol.Handshake) {
@@ -205,7 +205,7 @@ func TestClientDefaults(t *testing.T) {
 	if c.cfg != want {
 		t.Fatalf("cfg = %+v, want %+v", c.cfg, want)
 	}
-	if c.State() != ClientDisconnected || !math.IsInf(c.NextDeadline(), 1) {
+	if c.State() != clientDisconnected || !math.IsInf(c.NextDeadline(), 1) {
 		t.Fatalf("new client: %v, deadline %v", c.State(), c.NextDeadline())
 	}
 }
@@ -238,7 +238,7 @@ func TestClientHappyPath(t *testing.T) {
 	}
 	// The Challenge echoes the Initial's SentCount 0: a 0.25 s round trip,
 	// so the Response's first resend waits 3 × 0.25 s.
-	if c.State() != ClientSendingResponse || c.SessionID() != 2 || c.NextDeadline() != 101 {
+	if c.State() != clientSendingResponse || c.SessionID() != 2 || c.NextDeadline() != 101 {
 		t.Fatalf("after Challenge: %v, session %d, deadline %v", c.State(), c.SessionID(), c.NextDeadline())
 	}
 	if c.Cookie() != (cookie.Cookie{}) {
@@ -246,7 +246,7 @@ func TestClientHappyPath(t *testing.T) {
 	}
 
 	clientMustEvent(t, c, 100.5, clientAck(t, 5, ck), EventConnected)
-	if c.State() != ClientConnected || c.Cookie() != ck || c.Restarting() {
+	if c.State() != clientConnected || c.Cookie() != ck || c.Restarting() {
 		t.Fatalf("after Ack: %v, cookie %x", c.State(), c.Cookie())
 	}
 	if !math.IsInf(c.NextDeadline(), 1) {
@@ -259,7 +259,7 @@ func TestClientHappyPath(t *testing.T) {
 	clientMustDrop(t, c, 101, clientServerPacket(t, wire.Magic{}, protocol.TypeDenied, 5, func(h *protocol.Handshake) { h.Cookie = ck }),
 		protocol.DropUnexpectedType)
 	clientMustDrop(t, c, 101, clientServerPacket(t, wire.Magic{}, protocol.TypeVersionUpgrade, 5, nil), protocol.DropUnexpectedType)
-	if c.State() != ClientConnected || c.Cookie() != ck {
+	if c.State() != clientConnected || c.Cookie() != ck {
 		t.Fatal("stragglers changed the connection")
 	}
 }
@@ -377,7 +377,7 @@ func TestClientTimeout(t *testing.T) {
 			if n, ev := c.Poll(tt.timeout, buf[:]); n != 0 || ev != EventTimedOut {
 				t.Fatalf("Poll(%v) = %d, %v; want EventTimedOut", tt.timeout, n, ev)
 			}
-			if c.State() != ClientTimedOut || !math.IsInf(c.NextDeadline(), 1) {
+			if c.State() != clientTimedOut || !math.IsInf(c.NextDeadline(), 1) {
 				t.Fatalf("state %v, deadline %v", c.State(), c.NextDeadline())
 			}
 			clientMustQuiet(t, c, tt.timeout+1)
@@ -396,7 +396,7 @@ func TestClientTimeoutSeenByReceive(t *testing.T) {
 	if n != 0 || ev != EventTimedOut || drop != protocol.DropUnexpectedType {
 		t.Fatalf("Receive after deadline = %d, %v, %v", n, ev, drop)
 	}
-	if c.State() != ClientTimedOut {
+	if c.State() != clientTimedOut {
 		t.Fatalf("state %v", c.State())
 	}
 }
@@ -430,7 +430,7 @@ func TestClientDenied(t *testing.T) {
 				return
 			}
 			clientMustEvent(t, c, 0.5, pkt, EventDenied)
-			if c.State() != ClientDenied || c.DeniedReason() != tt.reason {
+			if c.State() != clientDenied || c.DeniedReason() != tt.reason {
 				t.Fatalf("state %v reason %d", c.State(), c.DeniedReason())
 			}
 			clientMustQuiet(t, c, 5)
@@ -599,7 +599,7 @@ func TestClientVersionUpgrade(t *testing.T) {
 				h.NetworkVersion = 0xDEADBEEF
 				h.NetworkFeatures = 0x8001
 			}), EventWrongVersion)
-			if c.State() != ClientWrongVersion {
+			if c.State() != clientWrongVersion {
 				t.Fatalf("state %v", c.State())
 			}
 			if v, f := c.ServerVersions(); v != 0xDEADBEEF || f != 0x8001 {
@@ -645,14 +645,14 @@ func TestClientVersionWindow(t *testing.T) {
 		}
 	}
 	// RestartHandshake is checked the same way.
-	c := clientConnected(t, ClientConfig{ClientID: 0}, clientTestCookie(1))
+	c := connectedClient(t, ClientConfig{ClientID: 0}, clientTestCookie(1))
 	clientMustDrop(t, c, 5, clientServerPacket(t, wire.Magic{}, protocol.TypeRestartHandshake, 0, func(h *protocol.Handshake) { h.MinVersion = 2 }),
 		protocol.DropBadVersion)
 }
 
 func TestClientRestart(t *testing.T) {
 	orig := clientTestCookie(0x0A)
-	c := clientConnected(t, ClientConfig{ClientID: 6}, orig)
+	c := connectedClient(t, ClientConfig{ClientID: 6}, orig)
 	rh := clientServerPacket(t, wire.Magic{}, protocol.TypeRestartHandshake, 6, func(h *protocol.Handshake) { h.SessionID = 1 })
 
 	in := clientMustReply(t, c, 5, rh, EventRestarting)
@@ -661,7 +661,7 @@ func TestClientRestart(t *testing.T) {
 	}
 	// The first connect measured a 0.25 s round trip (its Ack echoes
 	// SentCount 0, sent at 0): the first resend waits 3 × 0.25 s.
-	if c.State() != ClientConnected || !c.Restarting() || c.NextDeadline() != 5.75 {
+	if c.State() != clientConnected || !c.Restarting() || c.NextDeadline() != 5.75 {
 		t.Fatalf("restarting: %v %v deadline %v", c.State(), c.Restarting(), c.NextDeadline())
 	}
 	if h := clientMustPoll(t, c, 5.75); h.Type != protocol.TypeInitial || !h.Restart || h.SentCount != 1 {
@@ -685,7 +685,7 @@ func TestClientRestart(t *testing.T) {
 	// The server Acks a move with the connection's own cookie only.
 	clientMustDrop(t, c, 8, clientAck(t, 6, fresh), protocol.DropWrongCookie)
 	clientMustEvent(t, c, 8, clientAck(t, 6, orig), EventReconnected)
-	if c.Cookie() != orig || c.Restarting() || c.State() != ClientConnected || c.SessionID() != 3 {
+	if c.Cookie() != orig || c.Restarting() || c.State() != clientConnected || c.SessionID() != 3 {
 		t.Fatalf("after restart: cookie %x restarting %v state %v session %d",
 			c.Cookie(), c.Restarting(), c.State(), c.SessionID())
 	}
@@ -703,7 +703,7 @@ func TestClientRestartRateLimit(t *testing.T) {
 	orig := clientTestCookie(0x11)
 	// With the default RestartSilence (1.5 s) the interval never binds:
 	// the silence is counted from the same (re)connect. Shorter here.
-	c := clientConnected(t, ClientConfig{ClientID: 2, RestartSilence: 0.5}, orig) // Acked at 0.25
+	c := connectedClient(t, ClientConfig{ClientID: 2, RestartSilence: 0.5}, orig) // Acked at 0.25
 	rh := clientServerPacket(t, wire.Magic{}, protocol.TypeRestartHandshake, 2, nil)
 
 	clientMustDrop(t, c, 0.5, rh, protocol.DropRestartUnneeded) // 0.25 s after connecting
@@ -717,7 +717,7 @@ func TestClientRestartRateLimit(t *testing.T) {
 	clientMustReply(t, c, 3.75, rh, EventRestarting)
 
 	// The interval is configurable.
-	c = clientConnected(t, ClientConfig{ClientID: 2, RestartMinInterval: 3, RestartSilence: 0.5}, orig)
+	c = connectedClient(t, ClientConfig{ClientID: 2, RestartMinInterval: 3, RestartSilence: 0.5}, orig)
 	clientMustDrop(t, c, 3.125, rh, protocol.DropRateLimited)
 	clientMustReply(t, c, 3.25, rh, EventRestarting)
 }
@@ -734,7 +734,7 @@ func TestClientRestartTimeout(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			orig := clientTestCookie(0x21)
-			c := clientConnected(t, ClientConfig{ClientID: 1}, orig)
+			c := connectedClient(t, ClientConfig{ClientID: 1}, orig)
 			clientMustReply(t, c, 5, clientServerPacket(t, wire.Magic{}, protocol.TypeRestartHandshake, 1, nil), EventRestarting)
 			var buf [MaxClientPacketLen]byte
 			for now := 5.0; now < tt.timeout; now += 0.5 {
@@ -748,7 +748,7 @@ func TestClientRestartTimeout(t *testing.T) {
 			if _, ev := c.Poll(tt.timeout, buf[:]); ev != EventTimedOut {
 				t.Fatalf("Poll(%v): %v, want EventTimedOut", tt.timeout, ev)
 			}
-			if c.State() != ClientTimedOut || c.Restarting() || c.Cookie() != orig {
+			if c.State() != clientTimedOut || c.Restarting() || c.Cookie() != orig {
 				t.Fatalf("state %v restarting %v cookie %x", c.State(), c.Restarting(), c.Cookie())
 			}
 		})
@@ -757,7 +757,7 @@ func TestClientRestartTimeout(t *testing.T) {
 
 func TestClientRestartFallback(t *testing.T) {
 	orig := clientTestCookie(0x31)
-	c := clientConnected(t, ClientConfig{ClientID: 1, ConnectTimeout: 60}, orig)
+	c := connectedClient(t, ClientConfig{ClientID: 1, ConnectTimeout: 60}, orig)
 	clientMustReply(t, c, 5, clientServerPacket(t, wire.Magic{}, protocol.TypeRestartHandshake, 1, nil), EventRestarting)
 	clientMustReply(t, c, 5.5, clientChallenge(t, 1, clientTestCookie(0x32)), EventNone)
 	for now := 6.5; now < 20.5; now++ {
@@ -766,7 +766,7 @@ func TestClientRestartFallback(t *testing.T) {
 		}
 	}
 	h := clientMustPoll(t, c, 20.5)
-	if h.Type != protocol.TypeInitial || !h.Restart || !c.Restarting() || c.State() != ClientConnected {
+	if h.Type != protocol.TypeInitial || !h.Restart || !c.Restarting() || c.State() != clientConnected {
 		t.Fatalf("after fallback: %+v, restarting %v, state %v", h, c.Restarting(), c.State())
 	}
 	clientMustDrop(t, c, 20.75, clientAck(t, 1, orig), protocol.DropUnexpectedType)
@@ -832,14 +832,14 @@ func TestClientNotStartedAndTerminal(t *testing.T) {
 	c := clientNew(ClientConfig{ClientID: 1})
 	clientMustDrop(t, c, 0, clientChallenge(t, 1, clientTestCookie(1)), protocol.DropUnexpectedType)
 	clientMustQuiet(t, c, 0)
-	if c.State() != ClientDisconnected {
+	if c.State() != clientDisconnected {
 		t.Fatalf("state %v", c.State())
 	}
 	c.Start(0)
 	clientMustPoll(t, c, 0)
 	clientMustEvent(t, c, 0.5, clientServerPacket(t, wire.Magic{}, protocol.TypeVersionUpgrade, 1, nil), EventWrongVersion)
 	c.Start(1) // a terminal attempt is not restarted
-	if c.State() != ClientWrongVersion {
+	if c.State() != clientWrongVersion {
 		t.Fatalf("Start revived a finished attempt: %v", c.State())
 	}
 	for _, typ := range []protocol.PacketType{protocol.TypeChallenge, protocol.TypeAck, protocol.TypeRestartHandshake, protocol.TypeVersionUpgrade, protocol.TypeDenied} {
@@ -951,7 +951,7 @@ func TestClientAllocs(t *testing.T) {
 	}
 
 	orig := clientTestCookie(0x51)
-	c = clientConnected(t, ClientConfig{ClientID: 1}, orig)
+	c = connectedClient(t, ClientConfig{ClientID: 1}, orig)
 	rh := clientServerPacket(t, wire.Magic{}, protocol.TypeRestartHandshake, 1, nil)
 	ch := clientChallenge(t, 1, clientTestCookie(0x52))
 	ack := clientAck(t, 1, orig)
@@ -972,7 +972,7 @@ func TestClientAllocs(t *testing.T) {
 
 func TestClientStrings(t *testing.T) {
 	seen := map[string]bool{}
-	for s := ClientDisconnected; s < numClientStates; s++ {
+	for s := clientDisconnected; s < numClientStates; s++ {
 		name := s.String()
 		if name == "unknown" || seen[name] {
 			t.Errorf("state %d: %q", s, name)
