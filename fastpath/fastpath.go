@@ -26,8 +26,9 @@ import (
 	"github.com/udpgate/udpgate/internal/wire"
 )
 
-// The server's side of the handshake (docs/protocol.md §3–§5).
 type (
+	// The server's side of the handshake (docs/protocol.md §3–§5).
+
 	// ServerConfig is what a server enforces on the wire.
 	ServerConfig = handshake.ServerConfig
 	// Server decides, for one receive loop, what to do with each datagram.
@@ -50,36 +51,9 @@ type (
 	Bucket = ratelimit.Bucket
 	// Grant is a token a Bucket reserved, spent only if the reply is sent.
 	Grant = ratelimit.Grant
-)
 
-// NewServer makes a receive loop's decision state; seed 0 draws the
-// random seeds from crypto/rand.
-func NewServer(cfg ServerConfig, secrets *cookie.Secrets, seed uint64, now float64) *Server {
-	return handshake.NewServer(cfg, secrets, seed, now)
-}
+	// The client's side of the handshake (docs/protocol.md §6).
 
-// The Actions of a Decision. Sealed mode's are conn's alone: a
-// ServerConfig without Sealed never decides them.
-const (
-	ActDrop    = handshake.ActDrop
-	ActReply   = handshake.ActReply
-	ActPromote = handshake.ActPromote
-	ActMigrate = handshake.ActMigrate
-	ActConn    = handshake.ActConn
-)
-
-// Buffer sizes: the largest reply a Server writes, and the largest
-// handshake packet a client sends.
-const (
-	MaxReplyLen        = handshake.MaxReplyLen
-	MaxClientPacketLen = handshake.MaxClientPacketLen
-)
-
-// Unlimited, as a Limit's Rate, turns the limit off.
-const Unlimited = ratelimit.Unlimited
-
-// The client's side of the handshake (docs/protocol.md §6).
-type (
 	// ClientConfig is what a client's handshake sends and how patient it is.
 	ClientConfig = handshake.ClientConfig
 	// ClientHandshake is a client's handshake state machine.
@@ -89,27 +63,9 @@ type (
 	ClientState = handshake.ClientState
 	// ClientEvent is a state change that Poll or Receive reports once.
 	ClientEvent = handshake.ClientEvent
-)
 
-// NewClientHandshake makes a client handshake; Start begins it. Seed 0
-// draws its random seed from crypto/rand.
-func NewClientHandshake(cfg ClientConfig, seed uint64) ClientHandshake {
-	return handshake.NewClientHandshake(cfg, seed)
-}
+	// The vocabulary and the codec (docs/protocol.md §1–§3, §7).
 
-// The ClientEvents a caller acts on: the attempt's end. A restart's
-// events (reconnected, restarting, restart_canceled) need no action: the
-// caller keeps sending what Poll and Receive write.
-const (
-	EventNone         = handshake.EventNone
-	EventConnected    = handshake.EventConnected
-	EventDenied       = handshake.EventDenied
-	EventWrongVersion = handshake.EventWrongVersion
-	EventTimedOut     = handshake.EventTimedOut
-)
-
-// The vocabulary and the codec (docs/protocol.md §1–§3, §7).
-type (
 	// Magic is the configured magic header.
 	Magic = wire.Magic
 	// PacketType is a handshake packet's type.
@@ -124,7 +80,69 @@ type (
 	DropReason = protocol.DropReason
 	// Rand is the random source of a reply's RandomData.
 	Rand = wire.Rand
+
+	// The sequence and ack window (docs/protocol.md §8).
+
+	// SeqState is one side's sequence state for one connection.
+	SeqState = seqwin.SeqState
+	// AckReport is what one Receive learned about our own packets.
+	AckReport = seqwin.AckReport
+	// SentPacket is one of our packets as an AckReport reports it.
+	SentPacket = seqwin.SentPacket
+	// SeqStats counts a SeqState's traffic.
+	SeqStats = seqwin.SeqStats
 )
+
+const (
+	// The Actions of a Decision. Sealed mode's are conn's alone: a
+	// ServerConfig without Sealed never decides them.
+	ActDrop    = handshake.ActDrop
+	ActReply   = handshake.ActReply
+	ActPromote = handshake.ActPromote
+	ActMigrate = handshake.ActMigrate
+	ActConn    = handshake.ActConn
+
+	// The ClientEvents a caller acts on: the attempt's end. A restart's
+	// events (reconnected, restarting, restart_canceled) need no action:
+	// the caller keeps sending what Poll and Receive write.
+	EventNone         = handshake.EventNone
+	EventConnected    = handshake.EventConnected
+	EventDenied       = handshake.EventDenied
+	EventWrongVersion = handshake.EventWrongVersion
+	EventTimedOut     = handshake.EventTimedOut
+
+	// Connection packet kinds.
+	KindData       = protocol.KindData
+	KindKeepAlive  = protocol.KindKeepAlive
+	KindDisconnect = protocol.KindDisconnect
+	KindMessages   = protocol.KindMessages
+
+	// DropNone is a DropReason's "not dropped".
+	DropNone = protocol.DropNone
+
+	// Unlimited, as a Limit's Rate, turns the limit off.
+	Unlimited = ratelimit.Unlimited
+
+	// Buffer sizes: the largest reply a Server writes, the largest
+	// handshake packet a client sends, a connection header's bytes after
+	// the prefix, and the default largest datagram.
+	MaxReplyLen        = handshake.MaxReplyLen
+	MaxClientPacketLen = handshake.MaxClientPacketLen
+	ConnHeaderBytes    = protocol.ConnHeaderBytes
+	DefaultMaxDatagram = protocol.DefaultMaxDatagram
+)
+
+// NewServer makes a receive loop's decision state; seed 0 draws the
+// random seeds from crypto/rand.
+func NewServer(cfg ServerConfig, secrets *cookie.Secrets, seed uint64, now float64) *Server {
+	return handshake.NewServer(cfg, secrets, seed, now)
+}
+
+// NewClientHandshake makes a client handshake; Start begins it. Seed 0
+// draws its random seed from crypto/rand.
+func NewClientHandshake(cfg ClientConfig, seed uint64) ClientHandshake {
+	return handshake.NewClientHandshake(cfg, seed)
+}
 
 // ParseMagic parses a magic header written as '0' and '1' characters,
 // first on the wire first.
@@ -153,33 +171,3 @@ func DecodeConn(m Magic, b []byte, h *ConnHeader) (payload []byte, r DropReason)
 
 // NewRand seeds a Rand; seed 0 draws a seed from crypto/rand.
 func NewRand(seed uint64) Rand { return wire.NewRand(seed) }
-
-// Connection packet kinds.
-const (
-	KindData       = protocol.KindData
-	KindKeepAlive  = protocol.KindKeepAlive
-	KindDisconnect = protocol.KindDisconnect
-	KindMessages   = protocol.KindMessages
-)
-
-// Sizes: a connection header's bytes after the prefix, and the default
-// largest datagram.
-const (
-	ConnHeaderBytes    = protocol.ConnHeaderBytes
-	DefaultMaxDatagram = protocol.DefaultMaxDatagram
-)
-
-// DropNone is a DropReason's "not dropped".
-const DropNone = protocol.DropNone
-
-// The sequence and ack window (docs/protocol.md §8).
-type (
-	// SeqState is one side's sequence state for one connection.
-	SeqState = seqwin.SeqState
-	// AckReport is what one Receive learned about our own packets.
-	AckReport = seqwin.AckReport
-	// SentPacket is one of our packets as an AckReport reports it.
-	SentPacket = seqwin.SentPacket
-	// SeqStats counts a SeqState's traffic.
-	SeqStats = seqwin.SeqStats
-)
