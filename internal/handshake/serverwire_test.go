@@ -323,33 +323,29 @@ func FuzzServerReply(f *testing.F) {
 }
 
 func BenchmarkDecodeRequest(b *testing.B) {
-	for _, bm := range wiretest.BenchMagics {
-		b.Run(bm.Name, func(b *testing.B) {
-			m := testMagic(b, bm.Magic)
-			pkt := codecBenchHandshake(b, m, protocol.TypeResponse)
-			var q request
-			b.SetBytes(int64(len(pkt)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if requestDecode(m, pkt, &q) != protocol.DropNone {
-					b.Fatal("decode failed")
-				}
+	wiretest.BenchEachMagic(b, wire.ParseMagic, func(b *testing.B, m wire.Magic) {
+		pkt := codecBenchHandshake(b, m, protocol.TypeResponse)
+		var q request
+		b.SetBytes(int64(len(pkt)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if requestDecode(m, pkt, &q) != protocol.DropNone {
+				b.Fatal("decode failed")
 			}
-		})
-	}
+		}
+	})
 }
 
 // BenchmarkWriteChallenge times a whole Challenge reply as the server makes
 // it: the RandomData length and bytes drawn, and the packet written; the
 // reference sub-benchmarks do the same through EncodeHandshake.
 func BenchmarkWriteChallenge(b *testing.B) {
-	for _, bm := range wiretest.BenchMagics {
+	wiretest.BenchEachMagic(b, wire.ParseMagic, func(b *testing.B, m wire.Magic) {
 		for _, enc := range []struct {
 			name string
 			f    func(c *ServerConfig, out []byte, rep *reply, to *ReplyTo, rnd *wire.Rand) int
 		}{{"fast", (*ServerConfig).encodeReply}, {"reference", refEncodeReply}} {
-			b.Run(bm.Name+"/"+enc.name, func(b *testing.B) {
-				m := testMagic(b, bm.Magic)
+			b.Run(enc.name, func(b *testing.B) {
 				h := wiretest.RandHandshake(rand.New(rand.NewPCG(2, 2)), protocol.TypeChallenge)
 				c := ServerConfig{Magic: m, SessionID: h.SessionID, NetworkVersion: h.NetworkVersion}
 				to := ReplyTo{ClientID: h.ClientID, sentCount: h.SentCount, curVersion: 4, randomLen: 16, reqLen: 100}
@@ -364,10 +360,9 @@ func BenchmarkWriteChallenge(b *testing.B) {
 				}
 			})
 		}
-	}
+	})
 }
 
-// testMagic parses a magic header in tests.
 // handshakeVector is one handshake packet of the repository's vectors.
 type handshakeVector struct {
 	name string
@@ -391,6 +386,7 @@ func handshakeVectors(t *testing.T) []handshakeVector {
 	return vs
 }
 
+// testMagic parses a magic header in tests.
 func testMagic(tb testing.TB, s string) wire.Magic {
 	tb.Helper()
 	m, err := wire.ParseMagic(s)
@@ -412,14 +408,7 @@ func fuzzMagic(n uint8, bits uint32) wire.Magic {
 	return m
 }
 
-// codecBenchHandshake is a random handshake of type t, encoded.
+// codecBenchHandshake is the codec benchmarks' handshake of type t.
 func codecBenchHandshake(b *testing.B, m wire.Magic, t protocol.PacketType) []byte {
-	h := wiretest.RandHandshake(rand.New(rand.NewPCG(1, 1)), t)
-	h.RandomLen = 12
-	pkt := make([]byte, 128)
-	n := wire.EncodeHandshake(pkt, m, &h)
-	if n == 0 {
-		b.Fatal("encode failed")
-	}
-	return pkt[:n]
+	return wiretest.BenchHandshake(b, t, func(dst []byte, h *protocol.Handshake) int { return wire.EncodeHandshake(dst, m, h) })
 }

@@ -276,8 +276,7 @@ func (s *SeqState) ack() (ack uint16, ackBits uint64) {
 func (s *SeqState) Send(now float64) (seq, ack uint16, ackBits uint64, lost SentPacket, evicted bool) {
 	t := stamp(now)
 	if s.tracked() == SeqRingSize { // sendBase is pending: the invariant
-		slot := s.sendBase & ringMask
-		s.pending[slot>>6] &^= 1 << (slot & 63)
+		s.settle(s.sendBase)
 		lost, evicted = SentPacket{Seq: s.sendBase}, true
 		s.stats.lost++
 		s.stats.evicted++
@@ -424,16 +423,14 @@ func (s *SeqState) addRTTSample(sample float64) {
 }
 
 func (s *SeqState) reportDelivered(seq uint16, rep *AckReport) {
-	slot := seq & ringMask
-	s.pending[slot>>6] &^= 1 << (slot & 63)
+	s.settle(seq)
 	rep.delivered[rep.NumDelivered] = SentPacket{Seq: seq}
 	rep.NumDelivered++
 	s.stats.delivered++
 }
 
 func (s *SeqState) reportLost(seq uint16, rep *AckReport) {
-	slot := seq & ringMask
-	s.pending[slot>>6] &^= 1 << (slot & 63)
+	s.settle(seq)
 	rep.lost[rep.NumLost] = SentPacket{Seq: seq}
 	rep.NumLost++
 	s.stats.lost++
@@ -449,6 +446,12 @@ func (s *SeqState) advanceBase() {
 
 // tracked is how many sequence numbers sendBase .. nextSeq-1 spans.
 func (s *SeqState) tracked() int { return int((s.nextSeq - s.sendBase) & seqMask) }
+
+// settle ends the tracking of our packet seq: it has been reported.
+func (s *SeqState) settle(seq uint16) {
+	slot := seq & ringMask
+	s.pending[slot>>6] &^= 1 << (slot & 63)
+}
 
 func (s *SeqState) isPending(seq uint16) bool {
 	slot := seq & ringMask

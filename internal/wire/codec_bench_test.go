@@ -8,22 +8,14 @@ import (
 	"github.com/udpgate/udpgate/internal/wire/wiretest"
 )
 
-// benchMagics runs f as a sub-benchmark under each of wiretest.BenchMagics.
+// benchMagics runs f as a sub-benchmark under each magic header of the
+// codec benchmarks.
 func benchMagics(b *testing.B, f func(b *testing.B, m Magic)) {
-	for _, bm := range wiretest.BenchMagics {
-		b.Run(bm.Name, func(b *testing.B) { f(b, codecMagic(b, bm.Magic)) })
-	}
+	wiretest.BenchEachMagic(b, ParseMagic, f)
 }
 
 func codecBenchHandshake(b *testing.B, m Magic, t protocol.PacketType) []byte {
-	h := wiretest.RandHandshake(rand.New(rand.NewPCG(1, 1)), t)
-	h.RandomLen = 12
-	pkt := make([]byte, 128)
-	n := EncodeHandshake(pkt, m, &h)
-	if n == 0 {
-		b.Fatal("encode failed")
-	}
-	return pkt[:n]
+	return wiretest.BenchHandshake(b, t, func(dst []byte, h *protocol.Handshake) int { return EncodeHandshake(dst, m, h) })
 }
 
 func BenchmarkDecodeHandshake(b *testing.B) {

@@ -259,7 +259,35 @@ func VectorConn(f *Fields) (protocol.ConnHeader, []byte) {
 // Each benchmark runs with no magic header (fields byte-aligned after the
 // prefix, so byte runs are copies) and with a 4-bit one (every field
 // unaligned), the two shapes a deployment can have.
-var BenchMagics = []struct {
-	Name  string
-	Magic string
+var benchMagics = []struct {
+	name  string
+	magic string
 }{{"M=0", ""}, {"M=4", "1011"}}
+
+// BenchEachMagic runs f as a sub-benchmark under each magic header a codec
+// benchmark runs with, as parse (wire.ParseMagic) makes it: this kit
+// cannot import wire, whose own tests import it.
+func BenchEachMagic[M any](b *testing.B, parse func(string) (M, error), f func(b *testing.B, m M)) {
+	for _, bm := range benchMagics {
+		b.Run(bm.name, func(b *testing.B) {
+			m, err := parse(bm.magic)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f(b, m)
+		})
+	}
+}
+
+// BenchHandshake is the handshake packet of type t that the codec
+// benchmarks decode: a random one with 12 random bytes, written by encode.
+func BenchHandshake(tb testing.TB, t protocol.PacketType, encode func(dst []byte, h *protocol.Handshake) int) []byte {
+	h := RandHandshake(rand.New(rand.NewPCG(1, 1)), t)
+	h.RandomLen = 12
+	pkt := make([]byte, 128)
+	n := encode(pkt, &h)
+	if n == 0 {
+		tb.Fatal("encode failed")
+	}
+	return pkt[:n]
+}
