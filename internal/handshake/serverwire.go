@@ -114,7 +114,7 @@ func decodeRequest(m wire.Magic, b []byte, pw uint64, pb int, q *request) protoc
 	if t >= protocol.NumPacketTypes {
 		return protocol.DropUnknownType
 	}
-	random := pb - body - protocol.TypeBodyBits[t]
+	random := pb - body - t.BodyBits()
 	restart := v&1 != 0
 	if r := wire.CheckShape(t, random, restart); r != protocol.DropNone {
 		return r

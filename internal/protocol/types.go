@@ -54,10 +54,10 @@ func (t PacketType) String() string {
 	return "unknown"
 }
 
-// TypeBodyBits is each known type's body size in bits (docs/protocol.md §3
+// typeBodyBits is each known type's body size in bits (docs/protocol.md §3
 // table). A table, because the size rule is on the path of every handshake
 // packet.
-var TypeBodyBits = [NumPacketTypes]int{
+var typeBodyBits = [NumPacketTypes]int{
 	TypeInitial: 225, TypeChallenge: 225, TypeResponse: 225, TypeAck: 225,
 	TypeRestartHandshake: 0, TypeRestartResponse: 385, TypeVersionUpgrade: 0, TypeDenied: 168,
 }
@@ -65,7 +65,7 @@ var TypeBodyBits = [NumPacketTypes]int{
 // BodyBits is the type's body size in bits, or -1 for an unknown type.
 func (t PacketType) BodyBits() int {
 	if t < NumPacketTypes {
-		return TypeBodyBits[t]
+		return typeBodyBits[t]
 	}
 	return -1
 }
