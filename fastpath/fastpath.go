@@ -102,10 +102,9 @@ const (
 	ActMigrate = handshake.ActMigrate
 	ActConn    = handshake.ActConn
 
-	// The ClientEvents a caller acts on: the attempt's end. A restart's
-	// events (reconnected, restarting, restart_canceled) need no action:
-	// the caller keeps sending what Poll and Receive write.
-	EventNone         = handshake.EventNone
+	// The ClientEvents a caller acts on: the attempt's end. Other events
+	// (a restart's) need no action: the caller keeps sending what Poll and
+	// Receive write.
 	EventConnected    = handshake.EventConnected
 	EventDenied       = handshake.EventDenied
 	EventWrongVersion = handshake.EventWrongVersion
