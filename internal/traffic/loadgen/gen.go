@@ -272,6 +272,10 @@ type RunSpec struct {
 	// (end true) of the window, right before the counters are sampled: the
 	// benchmark harness samples the server's CPU time there.
 	Mark func(end bool)
+	// Until, if not nil, stops the run early, as ending its ctx would,
+	// once it accepts the counters (cumulative since New), which Run
+	// shows it every untilEvery; RunResult.Stopped then says so.
+	Until func(*Counters) bool
 }
 
 // RunResult describes a Run.
@@ -287,6 +291,8 @@ type RunResult struct {
 	Latency Quantiles
 	// Unanswered: requests still outstanding at the end of the drain.
 	Unanswered int
+	// Stopped: RunSpec.Until stopped the run.
+	Stopped bool
 
 	// Messages (Config.Messages; the counts are in Window and Total):
 	// MessageLatency is each echoed message's round trip from its first
@@ -310,6 +316,9 @@ func (r *RunResult) PerSecond() float64 {
 // responseLifetime bounds how long after Connect a ModeResponse run may
 // end: a cookie outlives at least one secret rotation (15 s), not two.
 const responseLifetime = 15 * time.Second
+
+// untilEvery is how often Run shows the counters to RunSpec.Until.
+const untilEvery = 10 * time.Millisecond
 
 // Run sends requests for Warmup + Window and measures the window: answers,
 // losses and latency. It stops by itself at the end of the window, after
@@ -350,17 +359,34 @@ func (g *Generator) Run(ctx context.Context, spec RunSpec) (RunResult, error) {
 	// through the window, mark and sample, stop.
 	var werr error
 	finished := false
+	var until <-chan time.Time
+	if spec.Until != nil {
+		t := time.NewTicker(untilEvery)
+		defer t.Stop()
+		until = t.C
+	}
 	sleep := func(d time.Duration) {
-		if finished {
+		if finished || res.Stopped {
 			return
 		}
 		t := time.NewTimer(d)
 		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		case werr = <-done:
-			finished = true
+		for {
+			select {
+			case <-t.C:
+				return
+			case <-ctx.Done():
+				return
+			case werr = <-done:
+				finished = true
+				return
+			case <-until:
+				if c := g.Counters(); spec.Until(&c) {
+					res.Stopped = true
+					g.stop.Store(true)
+					return
+				}
+			}
 		}
 	}
 	sleep(spec.Warmup)
