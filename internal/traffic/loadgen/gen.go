@@ -186,11 +186,14 @@ type ConnectResult struct {
 }
 
 // PerSecond is the handshake rate: clients connected ÷ AllIn.
-func (r *ConnectResult) PerSecond() float64 {
-	if r.AllIn <= 0 {
+func (r *ConnectResult) PerSecond() float64 { return perSecond(uint64(r.Connected), r.AllIn) }
+
+// perSecond is n ÷ d in seconds, 0 for no time.
+func perSecond(n uint64, d time.Duration) float64 {
+	if d <= 0 {
 		return 0
 	}
-	return float64(r.Connected) / r.AllIn.Seconds()
+	return float64(n) / d.Seconds()
 }
 
 // Connect runs the handshake (Initial, Challenge, Response, Ack) for every
@@ -306,12 +309,7 @@ type RunResult struct {
 }
 
 // PerSecond is the answer rate inside the window.
-func (r *RunResult) PerSecond() float64 {
-	if r.Elapsed <= 0 {
-		return 0
-	}
-	return float64(r.Window.Replies) / r.Elapsed.Seconds()
-}
+func (r *RunResult) PerSecond() float64 { return perSecond(r.Window.Replies, r.Elapsed) }
 
 // responseLifetime bounds how long after Connect a ModeResponse run may
 // end: a cookie outlives at least one secret rotation (15 s), not two.
