@@ -428,15 +428,13 @@ func runOne(ctx context.Context, opt *options, sc scenario, v variant, rep int) 
 	}
 	defer ch.stop()
 	lcfg := loadgen.Config{
-		Server:         ch.addr,
-		Mode:           sc.mode(v.Kind),
-		Clients:        sc.Clients,
-		Sockets:        opt.LoadSockets,
-		Window:         opt.LoadWindow,
-		Batch:          opt.LoadBatch,
-		PacketSize:     sc.requestSize(),
-		PayloadSize:    payloadSize,
-		NetworkVersion: benchNetVersion,
+		Mode:        sc.mode(v.Kind),
+		Clients:     sc.Clients,
+		Sockets:     opt.LoadSockets,
+		Window:      opt.LoadWindow,
+		Batch:       opt.LoadBatch,
+		PacketSize:  sc.requestSize(),
+		PayloadSize: payloadSize,
 		// As the server's (roles.go): no KeepAlive adds packets that are
 		// not answers. With the 1 s default, each of 100k clients idle
 		// between its Data sent one a second (two per Data at data-100k),
@@ -444,7 +442,7 @@ func runOne(ctx context.Context, opt *options, sc scenario, v variant, rep int) 
 		KeepAlive: time.Hour,
 	}
 	keys.apply(&lcfg)
-	gen, err := loadgen.New(lcfg)
+	gen, err := ch.newGen(lcfg)
 	if err != nil {
 		return rec, err
 	}
@@ -510,6 +508,13 @@ func startChild(v variant, defaults bool, life time.Duration, extra ...string) (
 		return nil, fmt.Errorf("server %s: %w", v.Spec, err)
 	}
 	return c, nil
+}
+
+// newGen makes a load generator aimed at the child's server, speaking the
+// network version of the benchmark's servers.
+func (c *child) newGen(cfg loadgen.Config) (*loadgen.Generator, error) {
+	cfg.Server, cfg.NetworkVersion = c.addr, benchNetVersion
+	return loadgen.New(cfg)
 }
 
 // startProcess re-executes this binary with env added, to live at most

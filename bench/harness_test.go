@@ -25,9 +25,14 @@ func TestMain(m *testing.M) {
 
 // runBench runs the harness with args, writing into a new directory, and
 // returns its report, what it printed on standard output, and the
-// directory. It fails the test if the run fails.
-func runBench(t *testing.T, timeout time.Duration, args ...string) (rep report, stdout, dir string) {
+// directory. It fails the test if the run fails. Every run starts servers
+// under load for seconds: with -short the test skips, saying what it
+// would have run (long).
+func runBench(t *testing.T, long string, timeout time.Duration, args ...string) (rep report, stdout, dir string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip(long + "; skipped with -short")
+	}
 	dir = t.TempDir()
 	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -52,10 +57,7 @@ func runBench(t *testing.T, timeout time.Duration, args ...string) (rep report, 
 // packets, CPU figures and the report files, never how fast anything was:
 // speed is for the harness's own tables, not for pass/fail.
 func TestQuickHarness(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the quick harness takes about 35 s (45 s under -race); skipped with -short")
-	}
-	rep, stdout, dir := runBench(t, 5*time.Minute, "-quick")
+	rep, stdout, dir := runBench(t, "the quick harness takes about 35 s (45 s under -race)", 5*time.Minute, "-quick")
 	scs := strings.Split(quickScenarios, ",")
 	vs := strings.Split(defaultServers, ",")
 	if len(rep.Runs) != len(scs)*len(vs) || len(rep.Cells) != len(scs)*len(vs) {

@@ -143,16 +143,14 @@ func runConns(ctx context.Context, opt *options, sc scenario, v variant, rep int
 		return rec, err
 	}
 	rss0, _ := rssBytes(ch.pid)
-	gen, err := loadgen.New(loadgen.Config{
-		Server:         ch.addr,
-		Mode:           loadgen.ModeData,
-		Clients:        sc.Clients,
-		Sockets:        opt.LoadSockets,
-		Window:         opt.LoadWindow,
-		Batch:          opt.LoadBatch,
-		PayloadSize:    payloadSize,
-		Rate:           opt.ConnsRate,
-		NetworkVersion: benchNetVersion,
+	gen, err := ch.newGen(loadgen.Config{
+		Mode:        loadgen.ModeData,
+		Clients:     sc.Clients,
+		Sockets:     opt.LoadSockets,
+		Window:      opt.LoadWindow,
+		Batch:       opt.LoadBatch,
+		PayloadSize: payloadSize,
+		Rate:        opt.ConnsRate,
 		// Data keeps the connections alive (the benchmark server never
 		// times them out): no KeepAlives, which at 1 s per client would
 		// outnumber the Data and cost the generator more than the

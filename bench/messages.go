@@ -825,14 +825,12 @@ func runMsgCPURaw(ctx context.Context, opt *options, sc scenario, v variant, rec
 		return nil, err
 	}
 	defer ch.stop()
-	gen, err := loadgen.New(loadgen.Config{
-		Server:         ch.addr,
-		Mode:           loadgen.ModeEcho,
-		Clients:        sc.Clients,
-		PacketSize:     msgRawSize,
-		Rate:           opt.MsgRate / msgBurst / float64(sc.Clients),
-		NetworkVersion: benchNetVersion,
-		KeepAlive:      time.Hour,
+	gen, err := ch.newGen(loadgen.Config{
+		Mode:       loadgen.ModeEcho,
+		Clients:    sc.Clients,
+		PacketSize: msgRawSize,
+		Rate:       opt.MsgRate / msgBurst / float64(sc.Clients),
+		KeepAlive:  time.Hour,
 	})
 	if err != nil {
 		return nil, err

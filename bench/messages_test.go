@@ -12,10 +12,7 @@ import (
 // delivered its messages and filled its figures and tables; never how fast
 // anything was.
 func TestMessageScenarios(t *testing.T) {
-	if testing.Short() {
-		t.Skip("about 20 s of message servers through a lossy proxy; skipped with -short")
-	}
-	rep, stdout, _ := runBench(t, 2*time.Minute, "-scenarios", "msg-lossy,msg-lossy-20,msg-bulk,msg-cpu-100",
+	rep, stdout, _ := runBench(t, "about 20 s of message servers through a lossy proxy", 2*time.Minute, "-scenarios", "msg-lossy,msg-lossy-20,msg-bulk,msg-cpu-100",
 		"-variants", "udpgate,kcp,rawecho", "-msg-duration", "500ms", "-msg-bulk", "1", "-msg-rate", "8000",
 		"-warmup", "200ms", "-window", "1s")
 	// msg-lossy, msg-lossy-20, msg-bulk: udpgate, kcp; msg-cpu: all three.

@@ -477,29 +477,18 @@ func writeIssueTables(w io.Writer, rep *report) {
 // udpgate variant (the player's goals hold for the default settings and
 // for -overload alike).
 func issueTargets(opt *options, rep *report) []target {
-	isUdpgate := func(spec string) bool {
-		v, err := parseVariant(spec)
-		return err == nil && v.Kind == kindUdpgate
-	}
-	var ts []target
-	for _, c := range rep.Storms {
-		if isUdpgate(c.Variant) {
-			ts = append(ts, stormTargets(c)...)
-		}
-	}
-	for _, c := range rep.RTTs {
-		if isUdpgate(c.Variant) {
-			ts = append(ts, rttTargets(c)...)
-		}
-	}
-	for _, c := range rep.Mems {
-		if isUdpgate(c.Variant) {
-			ts = append(ts, memTargets(c)...)
-		}
-	}
-	for _, c := range rep.Msgs {
-		if isUdpgate(c.Variant) {
-			ts = append(ts, msgTargets(c)...)
+	ts := udpgateTargets(nil, rep.Storms, func(c stormCell) string { return c.Variant }, stormTargets)
+	ts = udpgateTargets(ts, rep.RTTs, func(c rttCell) string { return c.Variant }, rttTargets)
+	ts = udpgateTargets(ts, rep.Mems, func(c memCell) string { return c.Variant }, memTargets)
+	return udpgateTargets(ts, rep.Msgs, func(c msgCell) string { return c.Variant }, msgTargets)
+}
+
+// udpgateTargets appends to ts the goals of each cell whose variant (as
+// variant reads it) is a udpgate server.
+func udpgateTargets[C any](ts []target, cells []C, variant func(C) string, goals func(C) []target) []target {
+	for _, c := range cells {
+		if v, err := parseVariant(variant(c)); err == nil && v.Kind == kindUdpgate {
+			ts = append(ts, goals(c)...)
 		}
 	}
 	return ts

@@ -156,15 +156,13 @@ func runRTT(ctx context.Context, opt *options, sc scenario, v variant, rep int) 
 		return rec, err
 	}
 	defer ch.stop()
-	player, err := loadgen.New(loadgen.Config{
-		Server:         ch.addr,
-		Mode:           loadgen.ModeData,
-		Clients:        1,
-		Sockets:        1,
-		PayloadSize:    payloadSize,
-		Rate:           playerRate,
-		LossTimeout:    playerLossTimeout,
-		NetworkVersion: benchNetVersion,
+	player, err := ch.newGen(loadgen.Config{
+		Mode:        loadgen.ModeData,
+		Clients:     1,
+		Sockets:     1,
+		PayloadSize: payloadSize,
+		Rate:        playerRate,
+		LossTimeout: playerLossTimeout,
 	})
 	if err != nil {
 		return rec, err

@@ -14,10 +14,7 @@ import (
 // checks that each produced its figures and tables; never how fast
 // anything was.
 func TestIssueScenarios(t *testing.T) {
-	if testing.Short() {
-		t.Skip("about 25 s of servers under load; skipped with -short")
-	}
-	rep, stdout, dir := runBench(t, 3*time.Minute, "-scenarios", "storm-1k,low-load,rtt-under-flood,conns-2k",
+	rep, stdout, dir := runBench(t, "about 25 s of servers under load", 3*time.Minute, "-scenarios", "storm-1k,low-load,rtt-under-flood,conns-2k",
 		"-variants", "udpgate,udpgate/overload,rawecho,naive", "-warmup", "100ms", "-window", "400ms")
 	// storm: udpgate, udpgate/overload, naive; low-load: udpgate, rawecho,
 	// naive; rtt: udpgate, udpgate/overload, naive; conns: udpgate, naive.
@@ -139,10 +136,7 @@ func TestSummariseIssue(t *testing.T) {
 // server has no sealed mode), the raw echo's datagrams have the sealed
 // packet's size, and the sealed target is checked; never how fast.
 func TestSealedScenarios(t *testing.T) {
-	if testing.Short() {
-		t.Skip("servers under load; skipped with -short")
-	}
-	rep, _, _ := runBench(t, 2*time.Minute, "-scenarios", "sealed-data-1k,sealed-storm-1k", "-variants", "udpgate,rawecho,naive",
+	rep, _, _ := runBench(t, "servers under load", 2*time.Minute, "-scenarios", "sealed-data-1k,sealed-storm-1k", "-variants", "udpgate,rawecho,naive",
 		"-warmup", "100ms", "-window", "300ms")
 	// sealed-data: udpgate, rawecho; sealed-storm: udpgate.
 	if len(rep.Runs) != 3 || len(rep.Cells) != 2 || len(rep.Storms) != 1 {

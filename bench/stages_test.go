@@ -33,20 +33,13 @@ import (
 //
 //	go test -run '^$' -bench Stages -count 5 ./bench/
 func BenchmarkStages(b *testing.B) {
-	for _, sc := range []struct {
-		name    string
-		kind    string
-		clients int
-	}{
-		{"challenge-1k", scChallenge, 1000},
-		{"ack-1k", scAck, 1000},
-		{"ack-100k", scAck, 100_000},
-		{"data-1k", scData, 1000},
-		{"data-10k", scData, 10_000},
-		{"data-100k", scData, 100_000},
-	} {
-		b.Run("udpgate/"+sc.name, func(b *testing.B) { benchUdpgateStage(b, sc.kind, sc.clients) })
-		b.Run("naive/"+sc.name, func(b *testing.B) { benchNaiveStage(b, sc.kind, sc.clients) })
+	for _, name := range []string{"challenge-1k", "ack-1k", "ack-100k", "data-1k", "data-10k", "data-100k"} {
+		sc, err := parseScenario(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("udpgate/"+name, func(b *testing.B) { benchUdpgateStage(b, sc.Kind, sc.Clients) })
+		b.Run("naive/"+name, func(b *testing.B) { benchNaiveStage(b, sc.Kind, sc.Clients) })
 	}
 }
 

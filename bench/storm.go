@@ -78,12 +78,10 @@ func runStorm(ctx context.Context, opt *options, sc scenario, v variant, rep int
 	// storm needs ModeData: the proof carries sequence numbers, and a
 	// client is in when the server's first sealed packet opens.
 	lcfg := loadgen.Config{
-		Server:         ch.addr,
-		Mode:           loadgen.ModeResponse,
-		Clients:        sc.Clients,
-		Sockets:        opt.LoadSockets,
-		Batch:          opt.LoadBatch,
-		NetworkVersion: benchNetVersion,
+		Mode:    loadgen.ModeResponse,
+		Clients: sc.Clients,
+		Sockets: opt.LoadSockets,
+		Batch:   opt.LoadBatch,
 		// Room for every client's Challenge and Ack at once, so that the
 		// generator, sharing the CPUs with the server, does not drop
 		// replies itself when it falls behind for a moment (LoadDrops
@@ -96,7 +94,7 @@ func runStorm(ctx context.Context, opt *options, sc scenario, v variant, rep int
 		lcfg.KeepAlive = stormTimeout
 		keys.apply(&lcfg)
 	}
-	gen, err := loadgen.New(lcfg)
+	gen, err := ch.newGen(lcfg)
 	if err != nil {
 		return rec, err
 	}

@@ -31,7 +31,6 @@ var errAmplified = errors.New("the server sent a source more bytes than it recei
 
 func runFlood(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("flood", floodSynopsis, stderr)
-	w := addWireFlags(fs)
 	count := fs.Int("count", 100_000, fmt.Sprintf("datagrams to send, at most %d", flood.MaxCount))
 	duration := fs.Duration("duration", flood.DefaultMaxDuration, fmt.Sprintf("stop sending after this long, at most %v", flood.MaxDurationLimit))
 	sources := fs.Int("sources", flood.DefaultSources, fmt.Sprintf("source sockets, at most %d (IPv4: 127.0.2.1 and up; IPv6: ::1 with distinct ports)", flood.MaxSources))
@@ -47,22 +46,12 @@ func runFlood(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	grace := fs.Duration("grace", flood.DefaultGrace, fmt.Sprintf("after sending, wait up to this long for late replies (at most %v)", flood.MaxGrace))
 	top := fs.Int("top", 10, "list this many sources, highest amplification first; -1 lists all")
 	seed := fs.Uint64("seed", 0, "random seed, to repeat the same traffic; 0 picks one")
-	sf := addSealedFlags(fs, "with it the proof kind also sends tokens that open but list another server, and proofs with a forged inner seal")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	key, protocol, err := sf.parse(false)
+	tf := addTrafficFlags(fs, "with it the proof kind also sends tokens that open but list another server, and proofs with a forged inner seal")
+	t, err := tf.parse(fs, args, false)
 	if err != nil {
 		return err
 	}
-	server, err := w.target()
-	if err != nil {
-		return err
-	}
-	wire, err := w.config()
-	if err != nil {
-		return err
-	}
+	key, protocol, server, wire := t.key, t.protocol, t.server, t.wire
 	switch {
 	case *count < 1 || *count > flood.MaxCount:
 		return usagef("-count %d is out of range: use 1..%d", *count, flood.MaxCount)

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -65,13 +64,10 @@ const (
 	loadMaxCount    = 1_000_000_000
 	// loadProgressEvery: how often the live progress line is redrawn.
 	loadProgressEvery = 250 * time.Millisecond
-	// loadGoneEvery: how often Run checks whether any client is left.
-	loadGoneEvery = 50 * time.Millisecond
 )
 
 func runLoad(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("load", loadSynopsis, stderr)
-	w := addWireFlags(fs)
 	clients := fs.Int("clients", 1000, fmt.Sprintf("simulated clients, 1..%d", loadgen.MaxClients))
 	sources := fs.Int("sources", 0, "distinct source `addresses` (127.1.0.1 and up); 0: clients ÷ -sockets. Fewer sources mean more load sockets, one port per client at each address")
 	sockets := fs.Int("sockets", loadgen.DefaultSockets, "load sockets (ignored when -sources is set)")
@@ -88,24 +84,14 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	msgSize := fs.Int("message-size", loadgen.DefaultMessageSize, fmt.Sprintf("with -messages: message `bytes`, at least %d (first-send time and number); reliable ones may span packets", loadgen.MinMessageSize))
 	msgRate := fs.Float64("message-rate", loadgen.DefaultMessageRate, "with -messages: messages per second per client")
 	jsonOut := fs.Bool("json", false, "print the report as one JSON object on standard output (no text, no progress line)")
-	sf := addSealedFlags(fs, "the clients' tokens are made with it")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	key, protocolID, err := sf.parse(true)
+	tf := addTrafficFlags(fs, "the clients' tokens are made with it")
+	t, err := tf.parse(fs, args, true)
 	if err != nil {
 		return err
 	}
-	server, err := w.target()
-	if err != nil {
-		return err
-	}
+	key, protocolID, server, wc := t.key, t.protocol, t.server, t.wire
 	if err := loadgen.CheckServer(server); err != nil {
 		return usagef("-server %v: the load generator needs an IPv4 loopback server (127.0.0.0/8): its many source addresses exist only there", server)
-	}
-	wc, err := w.config()
-	if err != nil {
-		return err
 	}
 	magic, _ := wire.ParseMagic(wc.Magic) // checked by config
 	switch {
@@ -270,33 +256,8 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 // is gone, and reports it.
 func loadRun(ctx context.Context, gen *loadgen.Generator, clients int, duration time.Duration, server fmt.Stringer, text io.Writer, rep *loadReport) error {
 	// gone: every client that connected has ended (closed by the server,
-	// timed out by its silence, or lost in a failed restart). Counters are
-	// safe to read during Run.
-	gone := func() bool {
-		c := gen.Counters()
-		return c.Handshakes <= c.Ended()-c.HandshakeFailures
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var allGone atomic.Bool
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		t := time.NewTicker(loadGoneEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-rctx.Done():
-				return
-			case <-t.C:
-				if gone() {
-					allGone.Store(true)
-					cancel()
-					return
-				}
-			}
-		}
-	}()
+	// timed out by its silence, or lost in a failed restart).
+	gone := func(c *loadgen.Counters) bool { return c.Handshakes <= c.Ended()-c.HandshakeFailures }
 
 	runStart := time.Now()
 	var prev loadgen.Counters
@@ -316,10 +277,8 @@ func loadRun(ctx context.Context, gen *loadgen.Generator, clients int, duration 
 		return fmt.Sprintf("[%5.1fs/%v] %s round trips/s  sent %d  answered %d  lost %d  closed by server %d",
 			now.Sub(runStart).Seconds(), duration, loadThousands(rt), c.Sent, c.Replies, c.Lost, c.Closed)
 	})
-	rres, err := gen.Run(rctx, loadgen.RunSpec{Window: duration})
+	rres, err := gen.Run(ctx, loadgen.RunSpec{Window: duration, Until: gone})
 	live.stop()
-	cancel()
-	<-watched
 	if err != nil {
 		return err
 	}
@@ -330,7 +289,7 @@ func loadRun(ctx context.Context, gen *loadgen.Generator, clients int, duration 
 	}
 	rep.Run = newLoadRunJSON(&rres, msgs)
 	switch {
-	case allGone.Load():
+	case rres.Stopped:
 		fmt.Fprintf(text, "stopped after %v: every client is gone\n", rres.Elapsed.Round(time.Millisecond))
 		rep.Run.StoppedEarly = true
 		return errors.New("every client was gone before the end of -duration")

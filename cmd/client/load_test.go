@@ -138,28 +138,43 @@ func TestLoadRefusesNonLoopback(t *testing.T) {
 	}
 }
 
-func TestLoadFlags(t *testing.T) {
+// TestTrafficFlags: load and flood refuse a setting out of range with a
+// usage error that names it (the cases in the order of the flags).
+func TestTrafficFlags(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"-duration", "11m"}, "-duration"},
-		{[]string{"-duration", "0s"}, "-duration"},
-		{[]string{"-clients", "0"}, "-clients"},
-		{[]string{"-rate", "-1"}, "-rate"},
-		{[]string{"-count", "0"}, "-count"},
-		{[]string{"-payload", "5000"}, "-payload"},
-		{[]string{"-sources", "1", "-clients", "5000"}, "-sources"},
-		{[]string{"-magic", "102"}, "-magic"},
-		{[]string{"stray"}, "unexpected argument"},
+		{[]string{"flood", "-batch", "2000"}, "-batch 2000 is out of range"},
+		{[]string{"load", "-clients", "0"}, "-clients"},
+		{[]string{"flood", "-count", "0"}, "-count 0 is out of range"},
+		{[]string{"flood", "-count", "10000001"}, "-count 10000001 is out of range"},
+		{[]string{"load", "-count", "0"}, "-count"},
+		{[]string{"flood", "-duration", "3m"}, "-duration 3m0s is out of range"},
+		{[]string{"flood", "-duration", "0s"}, "-duration 0s is out of range"},
+		{[]string{"load", "-duration", "11m"}, "-duration"},
+		{[]string{"load", "-duration", "0s"}, "-duration"},
+		{[]string{"flood", "-grace", "1m"}, "-grace 1m0s is out of range"},
+		{[]string{"load", "-magic", "102"}, "-magic"},
+		{[]string{"flood", "-mix", "initial=1,nuke=2"}, `unknown kind "nuke"`},
+		{[]string{"load", "-payload", "5000"}, "-payload"},
+		{[]string{"flood", "-rate", "-5"}, "-rate -5 is negative"},
+		{[]string{"load", "-rate", "-1"}, "-rate"},
+		{[]string{"flood", "-senders", "0"}, "-senders 0 is out of range"},
+		{[]string{"flood", "-sources", "0"}, "-sources 0 is out of range"},
+		{[]string{"flood", "-sources", "2", "-senders", "3"}, "-senders 3 is out of range"},
+		{[]string{"load", "-sources", "1", "-clients", "5000"}, "-sources"},
+		{[]string{"load", "stray"}, "unexpected argument"},
 	} {
-		var out, errb strings.Builder
-		err := runLoad(tc.args, &out, &errb)
-		var ue *usageError
-		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("load %q: %v; want a usage error about %s", tc.args, err, tc.want)
+		code, _, errb := runCmd(t, "", tc.args...)
+		if code != exitUsage || !strings.Contains(errb, "client "+tc.args[0]+": ") || !strings.Contains(errb, tc.want) {
+			t.Errorf("%q: status %d, stderr %q; want a usage error about %q", tc.args, code, errb, tc.want)
 		}
 	}
+}
+
+// TestLoadHelp: -h prints the flags and is no error.
+func TestLoadHelp(t *testing.T) {
 	var out, errb strings.Builder
 	if err := runLoad([]string{"-h"}, &out, &errb); !errors.Is(err, flag.ErrHelp) || !strings.Contains(errb.String(), "-clients") {
 		t.Errorf("-h: %v, %q", err, errb.String())

@@ -186,11 +186,14 @@ type ConnectResult struct {
 }
 
 // PerSecond is the handshake rate: clients connected ÷ AllIn.
-func (r *ConnectResult) PerSecond() float64 {
-	if r.AllIn <= 0 {
+func (r *ConnectResult) PerSecond() float64 { return perSecond(uint64(r.Connected), r.AllIn) }
+
+// perSecond is n ÷ d in seconds, 0 for no time.
+func perSecond(n uint64, d time.Duration) float64 {
+	if d <= 0 {
 		return 0
 	}
-	return float64(r.Connected) / r.AllIn.Seconds()
+	return float64(n) / d.Seconds()
 }
 
 // Connect runs the handshake (Initial, Challenge, Response, Ack) for every
@@ -272,6 +275,10 @@ type RunSpec struct {
 	// (end true) of the window, right before the counters are sampled: the
 	// benchmark harness samples the server's CPU time there.
 	Mark func(end bool)
+	// Until, if not nil, stops the run early, as ending its ctx would,
+	// once it accepts the counters (cumulative since New), which Run
+	// shows it every untilEvery; RunResult.Stopped then says so.
+	Until func(*Counters) bool
 }
 
 // RunResult describes a Run.
@@ -287,6 +294,8 @@ type RunResult struct {
 	Latency Quantiles
 	// Unanswered: requests still outstanding at the end of the drain.
 	Unanswered int
+	// Stopped: RunSpec.Until stopped the run.
+	Stopped bool
 
 	// Messages (Config.Messages; the counts are in Window and Total):
 	// MessageLatency is each echoed message's round trip from its first
@@ -300,16 +309,14 @@ type RunResult struct {
 }
 
 // PerSecond is the answer rate inside the window.
-func (r *RunResult) PerSecond() float64 {
-	if r.Elapsed <= 0 {
-		return 0
-	}
-	return float64(r.Window.Replies) / r.Elapsed.Seconds()
-}
+func (r *RunResult) PerSecond() float64 { return perSecond(r.Window.Replies, r.Elapsed) }
 
 // responseLifetime bounds how long after Connect a ModeResponse run may
 // end: a cookie outlives at least one secret rotation (15 s), not two.
 const responseLifetime = 15 * time.Second
+
+// untilEvery is how often Run shows the counters to RunSpec.Until.
+const untilEvery = 10 * time.Millisecond
 
 // Run sends requests for Warmup + Window and measures the window: answers,
 // losses and latency. It stops by itself at the end of the window, after
@@ -350,17 +357,34 @@ func (g *Generator) Run(ctx context.Context, spec RunSpec) (RunResult, error) {
 	// through the window, mark and sample, stop.
 	var werr error
 	finished := false
+	var until <-chan time.Time
+	if spec.Until != nil {
+		t := time.NewTicker(untilEvery)
+		defer t.Stop()
+		until = t.C
+	}
 	sleep := func(d time.Duration) {
-		if finished {
+		if finished || res.Stopped {
 			return
 		}
 		t := time.NewTimer(d)
 		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		case werr = <-done:
-			finished = true
+		for {
+			select {
+			case <-t.C:
+				return
+			case <-ctx.Done():
+				return
+			case werr = <-done:
+				finished = true
+				return
+			case <-until:
+				if c := g.Counters(); spec.Until(&c) {
+					res.Stopped = true
+					g.stop.Store(true)
+					return
+				}
+			}
 		}
 	}
 	sleep(spec.Warmup)

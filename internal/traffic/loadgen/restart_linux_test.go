@@ -213,17 +213,14 @@ func runRestart(t *testing.T, s *restartServer, clients int, window time.Duratio
 		t.Fatalf("connect: %+v, %v", c, err)
 	}
 	s.restart.Store(true)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	if until != nil {
 		window = restartWait
-		defer stopWhen(ctx, cancel, g, until)()
 	}
-	r, err := g.Run(ctx, RunSpec{Window: window})
+	r, err := g.Run(context.Background(), RunSpec{Window: window, Until: until})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if until != nil && !until(&r.Total) {
+	if until != nil && (!r.Stopped || !until(&r.Total)) {
 		t.Errorf("not done after %v", restartWait)
 	}
 	s.mu.Lock()
@@ -237,30 +234,6 @@ func runRestart(t *testing.T, s *restartServer, clients int, window time.Duratio
 
 // restartWait bounds a runRestart that waits for the counters.
 const restartWait = 20 * time.Second
-
-// stopWhen cancels ctx (with cancel) once done accepts g's counters,
-// checked every 10 ms; the function it returns cancels and waits for the
-// watcher to end.
-func stopWhen(ctx context.Context, cancel context.CancelFunc, g *Generator, done func(*Counters) bool) func() {
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				if c := g.Counters(); done(&c) {
-					cancel()
-					return
-				}
-			}
-		}
-	}()
-	return func() { cancel(); <-watched }
-}
 
 // The client believes a RestartHandshake only after hearing nothing
 // valid from the server for fastpath's RestartSilence (1.5 s by default,
@@ -414,16 +387,14 @@ func TestServerSilent(t *testing.T) {
 	}
 	// The path goes dead: nothing reaches the server or comes back.
 	p.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer stopWhen(ctx, cancel, g, func(c *Counters) bool { return c.Ended() >= clients })()
 	start := time.Now()
-	r, err := g.Run(ctx, RunSpec{Window: restartWait})
+	r, err := g.Run(context.Background(), RunSpec{Window: restartWait, Until: func(c *Counters) bool { return c.Ended() >= clients }})
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tot := g.Counters()
-	if tot.ServerSilent != clients || tot.Ended() != clients || r.Elapsed >= restartWait {
+	if tot.ServerSilent != clients || tot.Ended() != clients || !r.Stopped || r.Elapsed >= restartWait {
 		t.Fatalf("after %v: %d silent, %d ended; want %d, %d, before %v", took, tot.ServerSilent, tot.Ended(), clients, clients, restartWait)
 	}
 	if took < connTimeout {
