@@ -81,27 +81,24 @@ func newEndpoint(nw *Network, g *Group, addr netip.AddrPort) *Endpoint {
 	return ep
 }
 
-type enqueueResult int
-
-const (
-	enqueued enqueueResult = iota
-	queueFull
-	endpointClosed
-)
-
-func (ep *Endpoint) enqueue(from netip.AddrPort, p []byte, limit int) enqueueResult {
+// enqueue queues p for a reader and counts its fate in the network's
+// counters before a reader can see it, so that a reader that has just taken
+// a datagram always finds it counted.
+func (ep *Endpoint) enqueue(from netip.AddrPort, p []byte, limit int) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	if ep.closed {
-		return endpointClosed
+		ep.nw.undeliverable.Add(1)
+		return
 	}
 	if ep.queue.len() >= limit {
 		ep.stats.RxDrops++
-		return queueFull
+		ep.nw.queueDrops.Add(1)
+		return
 	}
+	ep.nw.delivered.Add(1)
 	ep.queue.push(newPacket(from, p))
 	ep.ready.Signal()
-	return enqueued
 }
 
 // LocalAddr is the endpoint's address.

@@ -343,14 +343,7 @@ func (nw *Network) arriveLocked(from, to netip.AddrPort, p []byte) {
 	if len(g.eps) > 1 {
 		ep = g.eps[hashAddr(from)%uint64(len(g.eps))]
 	}
-	switch ep.enqueue(from, p, nw.queueLen()) {
-	case enqueued:
-		nw.delivered.Add(1)
-	case queueFull:
-		nw.queueDrops.Add(1)
-	case endpointClosed:
-		nw.undeliverable.Add(1)
-	}
+	ep.enqueue(from, p, nw.queueLen())
 }
 
 func (nw *Network) queueLen() int {
