@@ -3,6 +3,7 @@ package batchio
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -194,6 +195,22 @@ func TestNoteDrops(t *testing.T) {
 		c.noteDrops(step.cum)
 		if got := c.snapshot().RxDrops; got != step.want {
 			t.Fatalf("after %#x: RxDrops %#x, want %#x", step.cum, got, step.want)
+		}
+	}
+}
+
+// TestEnumNames: Mode and Class print their flag and log names, and a value
+// without a name as its type and number.
+func TestEnumNames(t *testing.T) {
+	for _, tc := range []struct {
+		v    fmt.Stringer
+		want string
+	}{
+		{ModeAuto, "auto"}, {ModeNetpoll, "netpoll"}, {ModeBlocking, "blocking"}, {Mode(7), "Mode(7)"},
+		{ClassAll, "all"}, {ClassBitSet, "bit-set"}, {ClassBitClear, "bit-clear"}, {Class(200), "Class(200)"},
+	} {
+		if got := tc.v.String(); got != tc.want {
+			t.Errorf("%#v.String() = %q, want %q", tc.v, got, tc.want)
 		}
 	}
 }
