@@ -86,10 +86,7 @@ func payload(p []byte, src, seq int) []byte {
 func TestGroupManySources(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			g, err := Listen("127.0.0.1:0", Config{Sockets: 4, Mode: mode})
-			if err != nil {
-				t.Fatal(err)
-			}
+			g := listen(t, "127.0.0.1:0", Config{Sockets: 4, Mode: mode})
 			type key struct {
 				src netip.Addr
 				seq int
@@ -198,11 +195,7 @@ func echoClient(server netip.AddrPort, src netip.Addr, id, n int) error {
 func TestMixedSizesInOneBatch(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			g, err := Listen("127.0.0.1:0", Config{Sockets: 1, Mode: mode})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer g.Close()
+			g := listen(t, "127.0.0.1:0", Config{Sockets: 1, Mode: mode})
 			c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 			if err != nil {
 				t.Fatal(err)
@@ -320,11 +313,7 @@ func TestDualStack(t *testing.T) {
 }
 
 func TestTruncated(t *testing.T) {
-	g, err := Listen("127.0.0.1:0", Config{Sockets: 1, MessageSize: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := listen(t, "127.0.0.1:0", Config{Sockets: 1, MessageSize: 100})
 	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(g.LocalAddr()))
 	if err != nil {
 		t.Fatal(err)
@@ -362,10 +351,7 @@ func TestTruncated(t *testing.T) {
 func TestCloseUnblocksRecv(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			g, err := Listen("127.0.0.1:0", Config{Sockets: 2, Mode: mode})
-			if err != nil {
-				t.Fatal(err)
-			}
+			g := listen(t, "127.0.0.1:0", Config{Sockets: 2, Mode: mode})
 			errs := make(chan error, 2)
 			for _, s := range g.Sockets() {
 				go func() {
@@ -413,19 +399,11 @@ func TestCloseUnblocksRecv(t *testing.T) {
 func TestTinySendBufferNoLoss(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			rx, err := Listen("127.0.0.1:0", Config{Sockets: 1, Mode: ModeNetpoll, RecvBuffer: 64 << 20})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rx.Close()
+			rx := listen(t, "127.0.0.1:0", Config{Sockets: 1, Mode: ModeNetpoll, RecvBuffer: 64 << 20})
 			if len(rx.Warnings()) > 0 {
 				t.Skipf("receiver cannot get a big buffer: %v", rx.Warnings())
 			}
-			tx, err := Listen("127.0.0.1:0", Config{Sockets: 1, Mode: mode, SendBuffer: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Close()
+			tx := listen(t, "127.0.0.1:0", Config{Sockets: 1, Mode: mode, SendBuffer: 1})
 			ts := tx.Sockets()[0]
 			var sndbuf int
 			ts.sys.rc.Control(func(fd uintptr) { sndbuf, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF) })
@@ -503,16 +481,8 @@ func TestTinySendBufferNoLoss(t *testing.T) {
 func TestSendFaultInjection(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			rx, err := Listen("127.0.0.1:0", Config{Sockets: 1, Mode: ModeNetpoll})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rx.Close()
-			tx, err := Listen("127.0.0.1:0", Config{Sockets: 1, Mode: mode})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Close()
+			rx := listen(t, "127.0.0.1:0", Config{Sockets: 1, Mode: ModeNetpoll})
+			tx := listen(t, "127.0.0.1:0", Config{Sockets: 1, Mode: mode})
 
 			const refusedLen = 13
 			var calls int
@@ -593,11 +563,7 @@ func TestSendFaultInjection(t *testing.T) {
 func TestKernelDrops(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			g, err := Listen("127.0.0.1:0", Config{Sockets: 1, Mode: mode, RecvBuffer: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer g.Close()
+			g := listen(t, "127.0.0.1:0", Config{Sockets: 1, Mode: mode, RecvBuffer: 1})
 			for _, w := range g.Warnings() {
 				if strings.Contains(w, "SO_MEMINFO") {
 					t.Fatalf("warning: %s", w)
@@ -826,10 +792,7 @@ func TestControlMessagesIgnored(t *testing.T) {
 func TestConcurrentUse(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			g, err := Listen("127.0.0.1:0", Config{Sockets: 2, Mode: mode})
-			if err != nil {
-				t.Fatal(err)
-			}
+			g := listen(t, "127.0.0.1:0", Config{Sockets: 2, Mode: mode})
 			wait := serve(t, g, nil)
 			c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 			if err != nil {

@@ -75,11 +75,7 @@ func TestResolveListenAddr(t *testing.T) {
 // TestEchoPortable runs on every platform: one echo round trip through a
 // group on 127.0.0.1.
 func TestEchoPortable(t *testing.T) {
-	g, err := Listen("127.0.0.1:0", Config{Sockets: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := listen(t, "127.0.0.1:0", Config{Sockets: 1})
 	s := g.Sockets()[0]
 	done := make(chan error, 1)
 	go func() {
@@ -142,11 +138,7 @@ func TestPortInUse(t *testing.T) {
 // fails, although both set SO_REUSEPORT (which alone would let the second
 // silently share the first one's traffic).
 func TestPortInUseByGroup(t *testing.T) {
-	g1, err := Listen("127.0.0.1:0", Config{Sockets: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g1.Close()
+	g1 := listen(t, "127.0.0.1:0", Config{Sockets: 2})
 	g2, err := Listen(g1.LocalAddr().String(), Config{Sockets: 2})
 	if err == nil {
 		g2.Close()
@@ -158,10 +150,7 @@ func TestPortInUseByGroup(t *testing.T) {
 }
 
 func TestWriteToErrors(t *testing.T) {
-	g, err := Listen("127.0.0.1:0", Config{Sockets: 1, MessageSize: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := listen(t, "127.0.0.1:0", Config{Sockets: 1, MessageSize: 64})
 	s := g.Sockets()[0]
 	if err := s.WriteTo(make([]byte, 65), g.LocalAddr()); err != ErrTooLarge {
 		t.Errorf("oversize WriteTo: %v", err)
@@ -213,4 +202,16 @@ func TestEnumNames(t *testing.T) {
 			t.Errorf("%#v.String() = %q, want %q", tc.v, got, tc.want)
 		}
 	}
+}
+
+// listen returns a group on addr, failing the test if Listen fails, and
+// closes it when the test ends (Close may also be called earlier).
+func listen(t testing.TB, addr string, cfg Config) *Group {
+	t.Helper()
+	g, err := Listen(addr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
 }
