@@ -74,6 +74,18 @@ func testLayer(t testing.TB, mod func(*Config)) *Layer {
 	return l
 }
 
+// releaseAll releases the endpoints of l and fails the test unless l then
+// holds no receive budget: Release returns all of an endpoint's.
+func releaseAll(t testing.TB, l *Layer, es ...*Endpoint) {
+	t.Helper()
+	for _, e := range es {
+		e.Release()
+	}
+	if h := l.Held(); h != 0 {
+		t.Fatalf("held %d after Release", h)
+	}
+}
+
 // TestCheckDropReasons: every malformed or hostile payload is refused
 // whole, with its reason, and counted.
 func TestCheckDropReasons(t *testing.T) {
@@ -132,10 +144,7 @@ func TestCheckDropReasons(t *testing.T) {
 					break
 				}
 			}
-			e.Release()
-			if l.Held() != 0 {
-				t.Fatalf("held %d after Release", l.Held())
-			}
+			releaseAll(t, l, e)
 		})
 	}
 }
