@@ -255,10 +255,7 @@ func TestMixedSizesInOneBatch(t *testing.T) {
 func TestIPv6Loopback(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			g, err := Listen("[::1]:0", Config{Sockets: 2, Mode: mode})
-			if err != nil {
-				t.Skipf("no IPv6 loopback: %v", err)
-			}
+			g := listen(t, "[::1]:0", Config{Sockets: 2, Mode: mode})
 			wait := serve(t, g, func(_ int, m *Message) {
 				if !m.Addr.Addr().Is6() || m.Addr.Addr() != netip.IPv6Loopback() {
 					t.Errorf("source %v, want [::1]", m.Addr)
@@ -278,10 +275,7 @@ func TestIPv6Loopback(t *testing.T) {
 func TestDualStack(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			g, err := Listen("[::]:0", Config{Sockets: 2, Mode: mode})
-			if err != nil {
-				t.Skipf("no IPv6: %v", err)
-			}
+			g := listen(t, "[::]:0", Config{Sockets: 2, Mode: mode})
 			var v4, v6 atomic.Int32
 			wait := serve(t, g, func(_ int, m *Message) {
 				switch {
@@ -692,14 +686,7 @@ func TestSocketOptions(t *testing.T) {
 	} {
 		for _, allow := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/AllowFragmentation=%v", tc.addr, allow), func(t *testing.T) {
-				g, err := Listen(tc.addr, Config{Sockets: 2, AllowFragmentation: allow})
-				if err != nil {
-					if strings.Contains(tc.addr, "[") {
-						t.Skipf("no IPv6: %v", err)
-					}
-					t.Fatal(err)
-				}
-				defer g.Close()
+				g := listen(t, tc.addr, Config{Sockets: 2, AllowFragmentation: allow})
 				if w := g.Warnings(); len(w) > 0 {
 					t.Logf("warnings: %v", w)
 				}
