@@ -180,8 +180,6 @@ func (m *AddrMap[T]) NumShards() int { return len(m.shards) }
 // wait for the whole sweep. RangeShard reports whether fn stopped the sweep.
 func (m *AddrMap[T]) RangeShard(i int, fn func(netip.AddrPort, *T) Action) (stopped bool) {
 	s := &m.shards[i]
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	return s.sweep(&m.zones, fn, func(i int) {
 		s.beginWrite()
 		s.removeAt(i)

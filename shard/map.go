@@ -358,8 +358,6 @@ func (m *Map[T]) NumShards() int { return len(m.addrs) }
 // no other goroutine can change the entry it was given.
 func (m *Map[T]) RangeShard(i int, fn func(netip.AddrPort, *T) Action) (stopped bool) {
 	as := &m.addrs[i]
-	as.mu.Lock()
-	defer as.mu.Unlock()
 	return as.sweep(&m.zones, fn, func(i int) {
 		m.removeBoth(as, i)
 	})

@@ -384,11 +384,13 @@ func (s *shard[T]) removeAt(i int) {
 	s.count--
 }
 
-// sweep calls fn for every entry of address shard s exactly once, in slot
-// order, with its address (zones holds the zone names) and value. If fn
+// sweep locks address shard s and calls fn for every entry exactly once, in
+// slot order, with its address (zones holds the zone names) and value. If fn
 // returns Remove, remove(i) must delete entry i (in a write section);
 // entries never move, so the walk is unaffected.
 func (s *shard[T]) sweep(zones *zoneTable, fn func(netip.AddrPort, *T) Action, remove func(i int)) (stopped bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	t := s.t()
 	for i := range t.slots {
 		if !t.full(i) {
