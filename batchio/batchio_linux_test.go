@@ -790,9 +790,7 @@ func TestConcurrentUse(t *testing.T) {
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
 			for i := range 4 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
+				wg.Go(func() {
 					s := g.Sockets()[i%2]
 					p := []byte("concurrent")
 					for j := 0; j < 2000; j++ {
@@ -807,14 +805,12 @@ func TestConcurrentUse(t *testing.T) {
 							c.WriteToUDPAddrPort(p, g.LocalAddr())
 						}
 					}
-				}()
+				})
 			}
 			// A Stats reader, which also tells when the traffic is well
 			// under way: Close comes in the middle of it.
 			busy := make(chan struct{})
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				tick := time.NewTicker(time.Millisecond)
 				defer tick.Stop()
 				told := false
@@ -829,7 +825,7 @@ func TestConcurrentUse(t *testing.T) {
 						}
 					}
 				}
-			}()
+			})
 			select {
 			case <-busy:
 			case <-time.After(10 * time.Second):

@@ -21,11 +21,9 @@ func runBounded(t *testing.T, n int, f func(g int)) {
 	t.Helper()
 	var wg sync.WaitGroup
 	for g := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			f(g)
-		}()
+		})
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -195,9 +193,7 @@ func TestReadersDuringWrites(t *testing.T) {
 	stop := make(chan struct{})
 	var readers sync.WaitGroup
 	for g := range 2 {
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
+		readers.Go(func() {
 			for n := 0; ; n++ {
 				select {
 				case <-stop:
@@ -219,7 +215,7 @@ func TestReadersDuringWrites(t *testing.T) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	runBounded(t, 1, func(int) {
 		for round := range 3 {
