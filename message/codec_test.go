@@ -59,6 +59,18 @@ func TestCodecEntries(t *testing.T) {
 	}
 }
 
+// releaseAll releases the endpoints of l and fails the test unless l then
+// holds no receive budget: Release returns all of an endpoint's.
+func releaseAll(t testing.TB, l *Layer, es ...*Endpoint) {
+	t.Helper()
+	for _, e := range es {
+		e.Release()
+	}
+	if h := l.Held(); h != 0 {
+		t.Fatalf("held %d after Release", h)
+	}
+}
+
 // testLayer: channels reliable, unreliable, sequenced; 100-byte payloads
 // (fragments of 91 bytes); messages up to 1000 bytes (11 fragments).
 func testLayer(t testing.TB, mod func(*Config)) *Layer {
@@ -72,18 +84,6 @@ func testLayer(t testing.TB, mod func(*Config)) *Layer {
 		t.Fatal(err)
 	}
 	return l
-}
-
-// releaseAll releases the endpoints of l and fails the test unless l then
-// holds no receive budget: Release returns all of an endpoint's.
-func releaseAll(t testing.TB, l *Layer, es ...*Endpoint) {
-	t.Helper()
-	for _, e := range es {
-		e.Release()
-	}
-	if h := l.Held(); h != 0 {
-		t.Fatalf("held %d after Release", h)
-	}
 }
 
 // TestCheckDropReasons: every malformed or hostile payload is refused
