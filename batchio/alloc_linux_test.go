@@ -155,16 +155,14 @@ func BenchmarkWriteTo(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			p := newPair(b, ModeNetpoll, 32, 48)
 			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				rb := p.cli.NewBatch()
 				for {
 					if _, err := p.cli.Sockets()[0].Recv(rb); err != nil {
 						return
 					}
 				}
-			}()
+			})
 			s, dst := p.srv.Sockets()[0], p.cli.LocalAddr()
 			msg := make([]byte, 48)
 			b.ReportAllocs()

@@ -86,10 +86,7 @@ func payload(p []byte, src, seq int) []byte {
 func TestGroupManySources(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			g, err := Listen("127.0.0.1:0", Config{Sockets: 4, Mode: mode})
-			if err != nil {
-				t.Fatal(err)
-			}
+			g := listen(t, "127.0.0.1:0", Config{Sockets: 4, Mode: mode})
 			type key struct {
 				src netip.Addr
 				seq int
@@ -198,11 +195,7 @@ func echoClient(server netip.AddrPort, src netip.Addr, id, n int) error {
 func TestMixedSizesInOneBatch(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			g, err := Listen("127.0.0.1:0", Config{Sockets: 1, Mode: mode})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer g.Close()
+			g := listen(t, "127.0.0.1:0", Config{Sockets: 1, Mode: mode})
 			c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 			if err != nil {
 				t.Fatal(err)
@@ -262,10 +255,7 @@ func TestMixedSizesInOneBatch(t *testing.T) {
 func TestIPv6Loopback(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			g, err := Listen("[::1]:0", Config{Sockets: 2, Mode: mode})
-			if err != nil {
-				t.Skipf("no IPv6 loopback: %v", err)
-			}
+			g := listen(t, "[::1]:0", Config{Sockets: 2, Mode: mode})
 			wait := serve(t, g, func(_ int, m *Message) {
 				if !m.Addr.Addr().Is6() || m.Addr.Addr() != netip.IPv6Loopback() {
 					t.Errorf("source %v, want [::1]", m.Addr)
@@ -285,10 +275,7 @@ func TestIPv6Loopback(t *testing.T) {
 func TestDualStack(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			g, err := Listen("[::]:0", Config{Sockets: 2, Mode: mode})
-			if err != nil {
-				t.Skipf("no IPv6: %v", err)
-			}
+			g := listen(t, "[::]:0", Config{Sockets: 2, Mode: mode})
 			var v4, v6 atomic.Int32
 			wait := serve(t, g, func(_ int, m *Message) {
 				switch {
@@ -320,11 +307,7 @@ func TestDualStack(t *testing.T) {
 }
 
 func TestTruncated(t *testing.T) {
-	g, err := Listen("127.0.0.1:0", Config{Sockets: 1, MessageSize: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := listen(t, "127.0.0.1:0", Config{Sockets: 1, MessageSize: 100})
 	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(g.LocalAddr()))
 	if err != nil {
 		t.Fatal(err)
@@ -362,10 +345,7 @@ func TestTruncated(t *testing.T) {
 func TestCloseUnblocksRecv(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			g, err := Listen("127.0.0.1:0", Config{Sockets: 2, Mode: mode})
-			if err != nil {
-				t.Fatal(err)
-			}
+			g := listen(t, "127.0.0.1:0", Config{Sockets: 2, Mode: mode})
 			errs := make(chan error, 2)
 			for _, s := range g.Sockets() {
 				go func() {
@@ -413,19 +393,11 @@ func TestCloseUnblocksRecv(t *testing.T) {
 func TestTinySendBufferNoLoss(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			rx, err := Listen("127.0.0.1:0", Config{Sockets: 1, Mode: ModeNetpoll, RecvBuffer: 64 << 20})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rx.Close()
+			rx := listen(t, "127.0.0.1:0", Config{Sockets: 1, Mode: ModeNetpoll, RecvBuffer: 64 << 20})
 			if len(rx.Warnings()) > 0 {
 				t.Skipf("receiver cannot get a big buffer: %v", rx.Warnings())
 			}
-			tx, err := Listen("127.0.0.1:0", Config{Sockets: 1, Mode: mode, SendBuffer: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Close()
+			tx := listen(t, "127.0.0.1:0", Config{Sockets: 1, Mode: mode, SendBuffer: 1})
 			ts := tx.Sockets()[0]
 			var sndbuf int
 			ts.sys.rc.Control(func(fd uintptr) { sndbuf, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF) })
@@ -503,16 +475,8 @@ func TestTinySendBufferNoLoss(t *testing.T) {
 func TestSendFaultInjection(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			rx, err := Listen("127.0.0.1:0", Config{Sockets: 1, Mode: ModeNetpoll})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rx.Close()
-			tx, err := Listen("127.0.0.1:0", Config{Sockets: 1, Mode: mode})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Close()
+			rx := listen(t, "127.0.0.1:0", Config{Sockets: 1, Mode: ModeNetpoll})
+			tx := listen(t, "127.0.0.1:0", Config{Sockets: 1, Mode: mode})
 
 			const refusedLen = 13
 			var calls int
@@ -593,11 +557,7 @@ func TestSendFaultInjection(t *testing.T) {
 func TestKernelDrops(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			g, err := Listen("127.0.0.1:0", Config{Sockets: 1, Mode: mode, RecvBuffer: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer g.Close()
+			g := listen(t, "127.0.0.1:0", Config{Sockets: 1, Mode: mode, RecvBuffer: 1})
 			for _, w := range g.Warnings() {
 				if strings.Contains(w, "SO_MEMINFO") {
 					t.Fatalf("warning: %s", w)
@@ -726,14 +686,7 @@ func TestSocketOptions(t *testing.T) {
 	} {
 		for _, allow := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/AllowFragmentation=%v", tc.addr, allow), func(t *testing.T) {
-				g, err := Listen(tc.addr, Config{Sockets: 2, AllowFragmentation: allow})
-				if err != nil {
-					if strings.Contains(tc.addr, "[") {
-						t.Skipf("no IPv6: %v", err)
-					}
-					t.Fatal(err)
-				}
-				defer g.Close()
+				g := listen(t, tc.addr, Config{Sockets: 2, AllowFragmentation: allow})
 				if w := g.Warnings(); len(w) > 0 {
 					t.Logf("warnings: %v", w)
 				}
@@ -826,10 +779,7 @@ func TestControlMessagesIgnored(t *testing.T) {
 func TestConcurrentUse(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			g, err := Listen("127.0.0.1:0", Config{Sockets: 2, Mode: mode})
-			if err != nil {
-				t.Fatal(err)
-			}
+			g := listen(t, "127.0.0.1:0", Config{Sockets: 2, Mode: mode})
 			wait := serve(t, g, nil)
 			c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 			if err != nil {
@@ -840,9 +790,7 @@ func TestConcurrentUse(t *testing.T) {
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
 			for i := range 4 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
+				wg.Go(func() {
 					s := g.Sockets()[i%2]
 					p := []byte("concurrent")
 					for j := 0; j < 2000; j++ {
@@ -857,14 +805,12 @@ func TestConcurrentUse(t *testing.T) {
 							c.WriteToUDPAddrPort(p, g.LocalAddr())
 						}
 					}
-				}()
+				})
 			}
 			// A Stats reader, which also tells when the traffic is well
 			// under way: Close comes in the middle of it.
 			busy := make(chan struct{})
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				tick := time.NewTicker(time.Millisecond)
 				defer tick.Stop()
 				told := false
@@ -879,7 +825,7 @@ func TestConcurrentUse(t *testing.T) {
 						}
 					}
 				}
-			}()
+			})
 			select {
 			case <-busy:
 			case <-time.After(10 * time.Second):

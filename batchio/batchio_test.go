@@ -3,6 +3,7 @@ package batchio
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -74,11 +75,7 @@ func TestResolveListenAddr(t *testing.T) {
 // TestEchoPortable runs on every platform: one echo round trip through a
 // group on 127.0.0.1.
 func TestEchoPortable(t *testing.T) {
-	g, err := Listen("127.0.0.1:0", Config{Sockets: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := listen(t, "127.0.0.1:0", Config{Sockets: 1})
 	s := g.Sockets()[0]
 	done := make(chan error, 1)
 	go func() {
@@ -141,11 +138,7 @@ func TestPortInUse(t *testing.T) {
 // fails, although both set SO_REUSEPORT (which alone would let the second
 // silently share the first one's traffic).
 func TestPortInUseByGroup(t *testing.T) {
-	g1, err := Listen("127.0.0.1:0", Config{Sockets: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g1.Close()
+	g1 := listen(t, "127.0.0.1:0", Config{Sockets: 2})
 	g2, err := Listen(g1.LocalAddr().String(), Config{Sockets: 2})
 	if err == nil {
 		g2.Close()
@@ -157,10 +150,7 @@ func TestPortInUseByGroup(t *testing.T) {
 }
 
 func TestWriteToErrors(t *testing.T) {
-	g, err := Listen("127.0.0.1:0", Config{Sockets: 1, MessageSize: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := listen(t, "127.0.0.1:0", Config{Sockets: 1, MessageSize: 64})
 	s := g.Sockets()[0]
 	if err := s.WriteTo(make([]byte, 65), g.LocalAddr()); err != ErrTooLarge {
 		t.Errorf("oversize WriteTo: %v", err)
@@ -196,4 +186,36 @@ func TestNoteDrops(t *testing.T) {
 			t.Fatalf("after %#x: RxDrops %#x, want %#x", step.cum, got, step.want)
 		}
 	}
+}
+
+// TestEnumNames: Mode and Class print their flag and log names, and a value
+// without a name as its type and number.
+func TestEnumNames(t *testing.T) {
+	for _, tc := range []struct {
+		v    fmt.Stringer
+		want string
+	}{
+		{ModeAuto, "auto"}, {ModeNetpoll, "netpoll"}, {ModeBlocking, "blocking"}, {Mode(7), "Mode(7)"},
+		{ClassAll, "all"}, {ClassBitSet, "bit-set"}, {ClassBitClear, "bit-clear"}, {Class(200), "Class(200)"},
+	} {
+		if got := tc.v.String(); got != tc.want {
+			t.Errorf("%#v.String() = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}
+
+// listen returns a group on addr and closes it when the test ends (Close
+// may also be called earlier). If Listen fails it skips the test for an
+// IPv6 addr (a host without IPv6) and fails it otherwise.
+func listen(t testing.TB, addr string, cfg Config) *Group {
+	t.Helper()
+	g, err := Listen(addr, cfg)
+	if err != nil {
+		if strings.HasPrefix(addr, "[") {
+			t.Skipf("no IPv6: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
 }

@@ -30,15 +30,15 @@ const (
 
 // String returns the mode's name as used in flags and logs.
 func (m Mode) String() string {
-	switch m {
-	case ModeAuto:
-		return "auto"
-	case ModeNetpoll:
-		return "netpoll"
-	case ModeBlocking:
-		return "blocking"
+	return enumName([]string{ModeAuto: "auto", ModeNetpoll: "netpoll", ModeBlocking: "blocking"}, "Mode", uint8(m))
+}
+
+// enumName returns names[v], or type(v) for a value without a name.
+func enumName(names []string, typ string, v uint8) string {
+	if int(v) < len(names) && names[v] != "" {
+		return names[v]
 	}
-	return fmt.Sprintf("Mode(%d)", uint8(m))
+	return fmt.Sprintf("%s(%d)", typ, v)
 }
 
 // Config tunes a Group. The zero value is ready to use: every zero field

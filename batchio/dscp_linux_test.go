@@ -94,14 +94,7 @@ func TestDSCP(t *testing.T) {
 	} {
 		for _, dscp := range []int{0, 46, 63} {
 			t.Run(fmt.Sprintf("%s/dscp%d", tc.addr, dscp), func(t *testing.T) {
-				g, err := Listen(tc.addr, Config{Sockets: 2, DSCP: dscp})
-				if err != nil {
-					if strings.Contains(tc.addr, "[") {
-						t.Skipf("no IPv6: %v", err)
-					}
-					t.Fatal(err)
-				}
-				defer g.Close()
+				g := listen(t, tc.addr, Config{Sockets: 2, DSCP: dscp})
 				if g.Config().DSCP != dscp {
 					t.Errorf("Config().DSCP = %d, want %d", g.Config().DSCP, dscp)
 				}

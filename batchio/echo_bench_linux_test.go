@@ -436,14 +436,12 @@ func runEcho(variant string, dur time.Duration) (echoResult, error) {
 	var wg sync.WaitGroup
 	errs := make(chan error, sources)
 	for i := range sources {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			src := netip.AddrFrom4([4]byte{127, 0, byte((2 + i) >> 8), byte(2 + i)})
 			if err := loadSource(src, server, window, winStart, winEnd, &counted, &lost); err != nil {
 				errs <- err
 			}
-		}()
+		})
 	}
 	// Sample the server's CPU at the window's edges.
 	time.Sleep(time.Until(winStart))

@@ -94,15 +94,7 @@ const (
 
 // String returns the class's name as used in logs.
 func (c Class) String() string {
-	switch c {
-	case ClassAll:
-		return "all"
-	case ClassBitSet:
-		return "bit-set"
-	case ClassBitClear:
-		return "bit-clear"
-	}
-	return fmt.Sprintf("Class(%d)", uint8(c))
+	return enumName([]string{ClassAll: "all", ClassBitSet: "bit-set", ClassBitClear: "bit-clear"}, "Class", uint8(c))
 }
 
 // steerWarning is the warning of a group that could not be steered.

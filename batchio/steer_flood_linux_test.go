@@ -218,11 +218,7 @@ func TestSteerFloodChild(t *testing.T) {
 		for gen := range 2 {
 			var socks []*Socket
 			for range 32 {
-				c, err := Listen(fmt.Sprintf("127.0.1.%d:0", 2+gen), Config{Sockets: 1, Mode: ModeNetpoll, RecvBuffer: -1})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c.Close()
+				c := listen(t, fmt.Sprintf("127.0.1.%d:0", 2+gen), Config{Sockets: 1, Mode: ModeNetpoll, RecvBuffer: -1})
 				socks = append(socks, c.Sockets()[0])
 			}
 			fwg.Go(func() {

@@ -189,10 +189,7 @@ func TestSteer(t *testing.T) {
 	for _, bit := range []int{0 + 5, 1 + 5, 7 + 5, 8 + 5, 13 + 5, 32 + 5, 0, 7, 8} {
 		for _, mode := range modes {
 			t.Run(fmt.Sprintf("bit%d/%v", bit, mode), func(t *testing.T) {
-				g, err := Listen("127.0.0.1:0", Config{Mode: mode, Steer: Steer{Enabled: true, Bit: bit, SetSockets: 2, ClearSockets: 3}})
-				if err != nil {
-					t.Fatal(err)
-				}
+				g := listen(t, "127.0.0.1:0", Config{Mode: mode, Steer: Steer{Enabled: true, Bit: bit, SetSockets: 2, ClearSockets: 3}})
 				if !g.Steered() {
 					g.Close()
 					t.Fatalf("not steered: %v", g.Warnings())
@@ -235,10 +232,7 @@ func TestSteerSpread(t *testing.T) {
 		{"switched-off", true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g, err := Listen("127.0.0.1:0", Config{Steer: Steer{Enabled: true, Bit: 13, SetSockets: 2, ClearSockets: 3, Spread: tc.start}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			g := listen(t, "127.0.0.1:0", Config{Steer: Steer{Enabled: true, Bit: 13, SetSockets: 2, ClearSockets: 3, Spread: tc.start}})
 			if !g.Steered() {
 				g.Close()
 				t.Fatalf("not steered: %v", g.Warnings())
@@ -262,11 +256,7 @@ func TestSteerSpread(t *testing.T) {
 			}
 		})
 	}
-	g, err := Listen("127.0.0.1:0", Config{Sockets: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := listen(t, "127.0.0.1:0", Config{Sockets: 2})
 	if err := g.SetSpread(true); err == nil || g.Spreading() {
 		t.Errorf("SetSpread on an unsteered group: err %v, Spreading %v; want an error and false", err, g.Spreading())
 	}
@@ -305,10 +295,7 @@ func TestSteerIPv6(t *testing.T) {
 // TestSteerDefaults: steering is off unless asked for; when asked, each
 // class has Config.Sockets sockets, within MaxSockets in all.
 func TestSteerDefaults(t *testing.T) {
-	g, err := Listen("127.0.0.1:0", Config{Sockets: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := listen(t, "127.0.0.1:0", Config{Sockets: 2})
 	if g.Steered() || len(g.Sockets()) != 2 {
 		t.Errorf("zero Steer: steered %v with %d sockets, want unsteered with 2", g.Steered(), len(g.Sockets()))
 	}
@@ -323,10 +310,7 @@ func TestSteerDefaults(t *testing.T) {
 		{2, 1, 0, 1, 2},
 		{MaxSockets, 0, 0, MaxSockets / 2, MaxSockets / 2},
 	} {
-		g, err := Listen("127.0.0.1:0", Config{Sockets: tc.sockets, Mode: ModeNetpoll, Steer: Steer{Enabled: true, Bit: 5, SetSockets: tc.set, ClearSockets: tc.clear}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := listen(t, "127.0.0.1:0", Config{Sockets: tc.sockets, Mode: ModeNetpoll, Steer: Steer{Enabled: true, Bit: 5, SetSockets: tc.set, ClearSockets: tc.clear}})
 		st := g.Config().Steer
 		if !g.Steered() || st.SetSockets != tc.wantSet || st.ClearSockets != tc.wantClear || len(g.Sockets()) != tc.wantSet+tc.wantClear {
 			t.Errorf("%+v: steered %v, %d+%d sockets (%d in all), want %d+%d", tc, g.Steered(), st.SetSockets, st.ClearSockets, len(g.Sockets()), tc.wantSet, tc.wantClear)
@@ -397,11 +381,7 @@ func TestSteerFallback(t *testing.T) {
 // an index past the last socket falls back to the kernel's hash over all
 // sockets.
 func TestSteerKernel(t *testing.T) {
-	g, err := Listen("127.0.0.1:0", Config{Sockets: 4, Mode: ModeNetpoll})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := listen(t, "127.0.0.1:0", Config{Sockets: 4, Mode: ModeNetpoll})
 	attach := func(prog []bpf.Instruction) {
 		t.Helper()
 		raw, err := bpf.Assemble(prog)
@@ -505,19 +485,11 @@ func TestSteerZeroAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	srv, err := Listen("127.0.0.1:0", Config{Steer: Steer{Enabled: true, Bit: 5, SetSockets: 1, ClearSockets: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := listen(t, "127.0.0.1:0", Config{Steer: Steer{Enabled: true, Bit: 5, SetSockets: 1, ClearSockets: 1}})
 	if !srv.Steered() {
 		t.Fatalf("not steered: %v", srv.Warnings())
 	}
-	cli, err := Listen("127.0.0.2:0", Config{Sockets: 1, Mode: ModeNetpoll})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := listen(t, "127.0.0.2:0", Config{Sockets: 1, Mode: ModeNetpoll})
 	const n = 32
 	cb := NewBatch(n, 48)
 	for i := range cb.Msgs {

@@ -59,6 +59,18 @@ func TestCodecEntries(t *testing.T) {
 	}
 }
 
+// releaseAll releases the endpoints of l and fails the test unless l then
+// holds no receive budget: Release returns all of an endpoint's.
+func releaseAll(t testing.TB, l *Layer, es ...*Endpoint) {
+	t.Helper()
+	for _, e := range es {
+		e.Release()
+	}
+	if h := l.Held(); h != 0 {
+		t.Fatalf("held %d after Release", h)
+	}
+}
+
 // testLayer: channels reliable, unreliable, sequenced; 100-byte payloads
 // (fragments of 91 bytes); messages up to 1000 bytes (11 fragments).
 func testLayer(t testing.TB, mod func(*Config)) *Layer {
@@ -132,10 +144,7 @@ func TestCheckDropReasons(t *testing.T) {
 					break
 				}
 			}
-			e.Release()
-			if l.Held() != 0 {
-				t.Fatalf("held %d after Release", l.Held())
-			}
+			releaseAll(t, l, e)
 		})
 	}
 }

@@ -144,11 +144,7 @@ func TestReceiveBudgets(t *testing.T) {
 	if l2.Held() != 640 {
 		t.Fatal(l2.Held())
 	}
-	a.Release()
-	b.Release()
-	if l2.Held() != 0 {
-		t.Fatal(l2.Held())
-	}
+	releaseAll(t, l2, a, b)
 }
 
 // TestReceiveForgedFragmentsBudget: a hostile peer sending fragment 0 of
@@ -170,10 +166,7 @@ func TestReceiveForgedFragmentsBudget(t *testing.T) {
 			}
 		}
 	}
-	e.Release()
-	if l.Held() != 0 {
-		t.Fatal(l.Held())
-	}
+	releaseAll(t, l, e)
 }
 
 // TestNextOrderAndLifetime: unreliable and sequenced messages of the last

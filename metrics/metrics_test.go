@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +26,7 @@ import (
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/testkit/conntest"
 	"github.com/udpgate/udpgate/metrics"
+	"github.com/udpgate/udpgate/netsim"
 )
 
 // counter counts the Data payloads a client receives.
@@ -315,9 +318,28 @@ func TestListenError(t *testing.T) {
 }
 
 // TestRTTGauges: the RTT gauges describe the connections open now, so
-// they go down when a connection leaves, and are NaN with none.
+// they go down when a connection leaves, and are NaN with none. It runs on
+// the simulated network in virtual time: a client acks the echo of its ping
+// in its next keepalive, which on a loaded machine could come late enough
+// for real sockets to time out.
 func TestRTTGauges(t *testing.T) {
-	srv := listen(t)
+	synctest.Test(t, testRTTGauges)
+}
+
+func testRTTGauges(t *testing.T) {
+	nw := netsim.New()
+	nw.SetLink(netsim.Link{Latency: 5 * time.Millisecond})
+	quiet := slog.New(slog.DiscardHandler)
+	srv := conntest.Listen(t, conn.Listen, conn.Config{Network: nw, Logger: quiet,
+		Handler: conntest.Echo[*conn.Conn, conn.DisconnectReason]{}, SweepInterval: 10 * time.Millisecond})
+	dialSim := func() *conn.Client {
+		c, err := conn.Dial(context.Background(), srv.Addr().String(), conn.Config{Network: nw, Logger: quiet, Handler: conn.NopHandler{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics.NewCollector(srv))
 	gather := func() families {
@@ -339,15 +361,24 @@ func TestRTTGauges(t *testing.T) {
 	if v := f.value("udpgate_connection_rtt_sampled"); v != 0 {
 		t.Errorf("rtt_sampled with no connections = %v", v)
 	}
-	a, b := dial(t, srv, conn.NopHandler{}), dial(t, srv, conn.NopHandler{})
+	a, b := dialSim(), dialSim()
 	for _, c := range []*conn.Client{a, b} {
 		if _, err := c.Send([]byte("ping")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	conntest.Eventually(t, "both RTTs", func() bool { return gather().value("udpgate_connection_rtt_sampled") == 2 })
+	// Two keepalive periods: each client's next packet acks the echo.
+	time.Sleep(2 * conn.DefaultKeepAlive)
+	synctest.Wait()
+	if v := gather().value("udpgate_connection_rtt_sampled"); v != 2 {
+		t.Fatalf("rtt_sampled = %v with two clients that measured an RTT, want 2", v)
+	}
 	a.Close()
-	conntest.Eventually(t, "one RTT once a client left", func() bool { return gather().value("udpgate_connection_rtt_sampled") == 1 })
+	time.Sleep(time.Second) // the server hears a's Disconnect after 5 ms
+	synctest.Wait()
+	if v := gather().value("udpgate_connection_rtt_sampled"); v != 1 {
+		t.Fatalf("rtt_sampled = %v once a client left, want 1", v)
+	}
 	_ = b
 }
 

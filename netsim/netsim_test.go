@@ -525,3 +525,24 @@ func BenchmarkWriteRead(b *testing.B) {
 		})
 	}
 }
+
+// The package example in a synctest bubble, where the network's delays are
+// virtual: the round trip takes exactly 50 ms of the bubble's clock and no
+// real time.
+func TestVirtualRoundTrip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := netsim.New()
+		nw.SetLink(netsim.Link{Latency: 25 * time.Millisecond})
+		srv, cli := bind(t, nw, srvAddr), bind(t, nw, netip.AddrPort{})
+		go echo(srv)
+		start := time.Now()
+		write(t, cli, []byte("ping"), srvAddr)
+		buf := make([]byte, 1500)
+		if _, _, err := cli.ReadFrom(buf); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != 50*time.Millisecond {
+			t.Fatalf("round trip %v, want exactly 50ms", d)
+		}
+	})
+}

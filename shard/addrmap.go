@@ -180,14 +180,7 @@ func (m *AddrMap[T]) NumShards() int { return len(m.shards) }
 // wait for the whole sweep. RangeShard reports whether fn stopped the sweep.
 func (m *AddrMap[T]) RangeShard(i int, fn func(netip.AddrPort, *T) Action) (stopped bool) {
 	s := &m.shards[i]
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t := s.t()
-	return s.sweep(func(i int) Action {
-		sl := &t.slots[i]
-		k := addrKey{sl.w0.Load(), sl.w1.Load(), sl.meta.Load() &^ addrHashMask}
-		return fn(k.addrPort(&m.zones), sl.val.Load())
-	}, func(i int) {
+	return s.sweep(&m.zones, fn, func(i int) {
 		s.beginWrite()
 		s.removeAt(i)
 		s.endWrite()

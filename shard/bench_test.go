@@ -162,120 +162,111 @@ func getters(s *benchSet) []struct {
 	}
 }
 
-func BenchmarkGet(b *testing.B) {
+// forSets runs bench on the hit and on the miss queries of every size, as
+// the sub-benchmarks hit/1k ... miss/1M.
+func forSets(b *testing.B, bench func(b *testing.B, s *benchSet, miss bool)) {
 	for _, kind := range []string{"hit", "miss"} {
 		b.Run(kind, func(b *testing.B) {
 			for si, size := range benchSizes {
-				b.Run(size.name, func(b *testing.B) {
-					s := getBenchSet(si)
-					q := s.hits
-					if kind == "miss" {
-						q = s.misses
-					}
-					mask := len(q) - 1
-					// Each map's loop is written out, not run through
-					// getter, so the plain map's lookup is inlined as it
-					// would be in real code.
-					b.Run("shard", func(b *testing.B) {
-						b.ReportAllocs()
-						m, j := s.shard, 0
-						for i := 0; b.Loop(); i++ {
-							v, _ := m.Get(q[(i+j)&mask])
-							j += dep(v)
-						}
-						sink.Add(int64(j))
-					})
-					b.Run("map", func(b *testing.B) {
-						b.ReportAllocs()
-						m, j := s.dual, 0
-						for i := 0; b.Loop(); i++ {
-							v, _ := m.Get(q[(i+j)&mask])
-							j += dep(v)
-						}
-						sink.Add(int64(j))
-					})
-					b.Run("plainmap", func(b *testing.B) {
-						b.ReportAllocs()
-						m, j := s.plain, 0
-						for i := 0; b.Loop(); i++ {
-							v := m[q[(i+j)&mask]]
-							j += dep(v)
-						}
-						sink.Add(int64(j))
-					})
-					b.Run("rwmutexmap", func(b *testing.B) {
-						b.ReportAllocs()
-						m, j := s.rw, 0
-						for i := 0; b.Loop(); i++ {
-							v, _ := m.Get(q[(i+j)&mask])
-							j += dep(v)
-						}
-						sink.Add(int64(j))
-					})
-				})
+				b.Run(size.name, func(b *testing.B) { bench(b, getBenchSet(si), kind == "miss") })
 			}
 		})
 	}
+}
+
+func BenchmarkGet(b *testing.B) {
+	forSets(b, func(b *testing.B, s *benchSet, miss bool) {
+		q := s.hits
+		if miss {
+			q = s.misses
+		}
+		mask := len(q) - 1
+		// Each map's loop is written out, not run through getter (nor
+		// a generic helper), so the plain map's lookup is inlined and
+		// the others' Get calls are direct, as in real code.
+		b.Run("shard", func(b *testing.B) {
+			b.ReportAllocs()
+			m, j := s.shard, 0
+			for i := 0; b.Loop(); i++ {
+				v, _ := m.Get(q[(i+j)&mask])
+				j += dep(v)
+			}
+			sink.Add(int64(j))
+		})
+		b.Run("map", func(b *testing.B) {
+			b.ReportAllocs()
+			m, j := s.dual, 0
+			for i := 0; b.Loop(); i++ {
+				v, _ := m.Get(q[(i+j)&mask])
+				j += dep(v)
+			}
+			sink.Add(int64(j))
+		})
+		b.Run("plainmap", func(b *testing.B) {
+			b.ReportAllocs()
+			m, j := s.plain, 0
+			for i := 0; b.Loop(); i++ {
+				v := m[q[(i+j)&mask]]
+				j += dep(v)
+			}
+			sink.Add(int64(j))
+		})
+		b.Run("rwmutexmap", func(b *testing.B) {
+			b.ReportAllocs()
+			m, j := s.rw, 0
+			for i := 0; b.Loop(); i++ {
+				v, _ := m.Get(q[(i+j)&mask])
+				j += dep(v)
+			}
+			sink.Add(int64(j))
+		})
+	})
 }
 
 func BenchmarkGetThroughput(b *testing.B) {
-	for _, kind := range []string{"hit", "miss"} {
-		b.Run(kind, func(b *testing.B) {
-			for si, size := range benchSizes {
-				b.Run(size.name, func(b *testing.B) {
-					s := getBenchSet(si)
-					q := s.hits
-					if kind == "miss" {
-						q = s.misses
-					}
-					mask := len(q) - 1
-					b.Run("shard", func(b *testing.B) {
-						b.ReportAllocs()
-						m, n := s.shard, 0
-						for i := 0; b.Loop(); i++ {
-							if _, ok := m.Get(q[i&mask]); ok {
-								n++
-							}
-						}
-						sink.Add(int64(n))
-					})
-					b.Run("plainmap", func(b *testing.B) {
-						b.ReportAllocs()
-						m, n := s.plain, 0
-						for i := 0; b.Loop(); i++ {
-							if _, ok := m[q[i&mask]]; ok {
-								n++
-							}
-						}
-						sink.Add(int64(n))
-					})
-				})
+	forSets(b, func(b *testing.B, s *benchSet, miss bool) {
+		q := s.hits
+		if miss {
+			q = s.misses
+		}
+		mask := len(q) - 1
+		b.Run("shard", func(b *testing.B) {
+			b.ReportAllocs()
+			m, n := s.shard, 0
+			for i := 0; b.Loop(); i++ {
+				if _, ok := m.Get(q[i&mask]); ok {
+					n++
+				}
 			}
+			sink.Add(int64(n))
 		})
-	}
+		b.Run("plainmap", func(b *testing.B) {
+			b.ReportAllocs()
+			m, n := s.plain, 0
+			for i := 0; b.Loop(); i++ {
+				if _, ok := m[q[i&mask]]; ok {
+					n++
+				}
+			}
+			sink.Add(int64(n))
+		})
+	})
 }
 
 func BenchmarkGetByCookie(b *testing.B) {
-	for _, kind := range []string{"hit", "miss"} {
-		b.Run(kind, func(b *testing.B) {
-			for si, size := range benchSizes {
-				b.Run(size.name, func(b *testing.B) {
-					s := getBenchSet(si)
-					q := s.hitCk
-					if kind == "miss" {
-						q = s.missCk
-					}
-					b.ReportAllocs()
-					m, mask, j := s.dual, len(q)-1, 0
-					for i := 0; b.Loop(); i++ {
-						v, _, _ := m.GetByCookie(&q[(i+j)&mask])
-						j += dep(v)
-					}
-					sink.Add(int64(j))
-				})
-			}
-		})
-	}
+	forSets(b, func(b *testing.B, s *benchSet, miss bool) {
+		q := s.hitCk
+		if miss {
+			q = s.missCk
+		}
+		b.ReportAllocs()
+		m, mask, j := s.dual, len(q)-1, 0
+		for i := 0; b.Loop(); i++ {
+			v, _, _ := m.GetByCookie(&q[(i+j)&mask])
+			j += dep(v)
+		}
+		sink.Add(int64(j))
+	})
 }
 
 // BenchmarkGetParallel runs BenchmarkGet's hit loop on every P at once;

@@ -21,11 +21,9 @@ func runBounded(t *testing.T, n int, f func(g int)) {
 	t.Helper()
 	var wg sync.WaitGroup
 	for g := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			f(g)
-		}()
+		})
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -34,6 +32,27 @@ func runBounded(t *testing.T, n int, f func(g int)) {
 	case <-time.After(2 * time.Minute):
 		buf := make([]byte, 1<<20)
 		t.Fatalf("goroutines still running after 2 minutes (deadlock?):\n%s", buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// addrIndex is what Map and AddrMap have alike, for the deletions both
+// concurrent tests mix in.
+type addrIndex[V any] interface {
+	Get(netip.AddrPort) (*V, bool)
+	Delete(netip.AddrPort) (*V, bool)
+	CompareAndDelete(netip.AddrPort, *V) bool
+}
+
+// deleteOp deletes a from m in one of the two ways both maps have: Delete,
+// or (compare) CompareAndDelete of the value Get has just returned, which a
+// concurrent writer may have replaced meanwhile.
+func deleteOp[V any](m addrIndex[V], a netip.AddrPort, compare bool) {
+	if !compare {
+		m.Delete(a)
+		return
+	}
+	if v, ok := m.Get(a); ok {
+		m.CompareAndDelete(a, v)
 	}
 }
 
@@ -55,7 +74,7 @@ func TestMapConcurrent(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(g), uint64(shards)))
 			for op := range raceIters {
 				a, c := addrs[r.IntN(len(addrs))], cookies[r.IntN(len(cookies))]
-				switch r.IntN(10) {
+				switch k := r.IntN(10); k {
 				case 0:
 					m.Insert(a, c, &tconn{id: op, cookie: c})
 				case 1:
@@ -64,12 +83,8 @@ func TestMapConcurrent(t *testing.T) {
 					if v, _, _, ok := m.Move(&c, a); ok && v.cookie != c {
 						t.Errorf("Move(%x) moved an entry of cookie %x", c[0], v.cookie[0])
 					}
-				case 4:
-					m.Delete(a)
-				case 5:
-					if v, ok := m.Get(a); ok {
-						m.CompareAndDelete(a, v)
-					}
+				case 4, 5:
+					deleteOp(m, a, k == 5)
 				case 6:
 					if v, _, ok := m.DeleteByCookie(&c); ok && v.cookie != c {
 						t.Errorf("DeleteByCookie(%x) removed an entry of cookie %x", c[0], v.cookie[0])
@@ -127,15 +142,11 @@ func TestAddrMapConcurrent(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(g), 44))
 			for range raceIters {
 				a := addrs[r.IntN(len(addrs))]
-				switch r.IntN(6) {
+				switch k := r.IntN(6); k {
 				case 0, 1:
 					m.Set(a, &val{a})
-				case 2:
-					m.Delete(a)
-				case 3:
-					if v, ok := m.Get(a); ok {
-						m.CompareAndDelete(a, v)
-					}
+				case 2, 3:
+					deleteOp(m, a, k == 3)
 				case 4:
 					if v, ok := m.Get(a); ok && v.addr != a {
 						t.Errorf("Get(%v) returned the value of %v", a, v.addr)
@@ -182,9 +193,7 @@ func TestReadersDuringWrites(t *testing.T) {
 	stop := make(chan struct{})
 	var readers sync.WaitGroup
 	for g := range 2 {
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
+		readers.Go(func() {
 			for n := 0; ; n++ {
 				select {
 				case <-stop:
@@ -206,7 +215,7 @@ func TestReadersDuringWrites(t *testing.T) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	runBounded(t, 1, func(int) {
 		for round := range 3 {

@@ -75,8 +75,7 @@ func (m *AddrMap[T]) check() error {
 		s := &m.shards[si]
 		s.mu.Lock()
 		err := checkTable(s, si, len(m.shards), func(i int) uint64 {
-			sl := &s.t().slots[i]
-			k := addrKey{sl.w0.Load(), sl.w1.Load(), sl.meta.Load() &^ addrHashMask}
+			k := s.t().slots[i].addrKey()
 			return hashAddr(m.seed, &k)
 		})
 		s.mu.Unlock()
@@ -99,64 +98,72 @@ func (m *Map[T]) check() error {
 		m.cookies[i].mu.Lock()
 		defer m.cookies[i].mu.Unlock()
 	}
-	na, nc := 0, 0
-	for si := range m.addrs {
-		s := &m.addrs[si]
-		t := s.t()
-		if err := checkTable(s, si, len(m.addrs), func(i int) uint64 {
-			sl := &t.slots[i]
-			k := addrKey{sl.w0.Load(), sl.w1.Load(), sl.meta.Load() &^ addrHashMask}
-			return hashAddr(m.seedA, &k)
-		}); err != nil {
-			return fmt.Errorf("address index: %w", err)
+	na, err := checkIndex("address", m.addrs, func(sl *slot[T]) uint64 {
+		k := sl.addrKey()
+		return hashAddr(m.seedA, &k)
+	}, func(si, i int, t *table[T]) error {
+		sl := &t.slots[i]
+		k := sl.addrKey()
+		cl := m.cookieLoc(t.extAt(i))
+		ic := cl.find()
+		if ic < 0 {
+			return fmt.Errorf("address %v: its cookie is not indexed", k.addrPort(&m.zones))
 		}
-		na += s.count
-		for i := range t.slots {
-			if !t.full(i) {
-				continue
-			}
-			sl := &t.slots[i]
-			k := addrKey{sl.w0.Load(), sl.w1.Load(), sl.meta.Load() &^ addrHashMask}
-			cl := m.cookieLoc(t.extAt(i))
-			ic := cl.find()
-			if ic < 0 {
-				return fmt.Errorf("address %v: its cookie is not indexed", k.addrPort(&m.zones))
-			}
-			if x := cl.s.t().extAt(ic); x != k.words() {
-				return fmt.Errorf("address %v: its cookie points to %v", k.addrPort(&m.zones), keyFromWords(x).addrPort(&m.zones))
-			}
-			if cl.s.t().slots[ic].val.Load() != sl.val.Load() {
-				return fmt.Errorf("address %v: the indexes hold different values", k.addrPort(&m.zones))
-			}
+		if x := cl.s.t().extAt(ic); x != k.words() {
+			return fmt.Errorf("address %v: its cookie points to %v", k.addrPort(&m.zones), keyFromWords(x).addrPort(&m.zones))
 		}
+		if cl.s.t().slots[ic].val.Load() != sl.val.Load() {
+			return fmt.Errorf("address %v: the indexes hold different values", k.addrPort(&m.zones))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	for si := range m.cookies {
-		s := &m.cookies[si]
-		t := s.t()
-		if err := checkTable(s, si, len(m.cookies), func(i int) uint64 {
-			sl := &t.slots[i]
-			return hashCookie(m.seedC, sl.w0.Load(), sl.w1.Load(), sl.meta.Load()>>cookieW2Shift)
-		}); err != nil {
-			return fmt.Errorf("cookie index: %w", err)
+	nc, err := checkIndex("cookie", m.cookies, func(sl *slot[T]) uint64 {
+		return hashCookie(m.seedC, sl.w0.Load(), sl.w1.Load(), sl.meta.Load()>>cookieW2Shift)
+	}, func(si, i int, t *table[T]) error {
+		sl := &t.slots[i]
+		al := m.addrLoc(keyFromWords(t.extAt(i)))
+		ia := al.find()
+		if ia < 0 {
+			return fmt.Errorf("cookie slot %d/%d: its address is not indexed", si, i)
 		}
-		nc += s.count
-		for i := range t.slots {
-			if !t.full(i) {
-				continue
-			}
-			sl := &t.slots[i]
-			al := m.addrLoc(keyFromWords(t.extAt(i)))
-			ia := al.find()
-			if ia < 0 {
-				return fmt.Errorf("cookie slot %d/%d: its address is not indexed", si, i)
-			}
-			if x := al.s.t().extAt(ia); x != [extWords]uint64{sl.w0.Load(), sl.w1.Load(), sl.meta.Load() >> cookieW2Shift} {
-				return fmt.Errorf("cookie slot %d/%d: its address has another cookie", si, i)
-			}
+		if x := al.s.t().extAt(ia); x != [extWords]uint64{sl.w0.Load(), sl.w1.Load(), sl.meta.Load() >> cookieW2Shift} {
+			return fmt.Errorf("cookie slot %d/%d: its address has another cookie", si, i)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if na != nc {
 		return fmt.Errorf("%d addresses, %d cookies", na, nc)
 	}
 	return nil
+}
+
+// checkIndex runs checkTable on every shard of one of a Map's indexes, its
+// entries hashed by hash, and agrees(si, i, table) on every entry i of shard
+// si, which checks it against the other index. It returns the index's entry
+// count.
+func checkIndex[T any](name string, shards []shard[T], hash func(*slot[T]) uint64, agrees func(si, i int, t *table[T]) error) (int, error) {
+	n := 0
+	for si := range shards {
+		s := &shards[si]
+		t := s.t()
+		if err := checkTable(s, si, len(shards), func(i int) uint64 { return hash(&t.slots[i]) }); err != nil {
+			return 0, fmt.Errorf("%s index: %w", name, err)
+		}
+		n += s.count
+		for i := range t.slots {
+			if !t.full(i) {
+				continue
+			}
+			if err := agrees(si, i, t); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return n, nil
 }

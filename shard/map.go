@@ -358,14 +358,7 @@ func (m *Map[T]) NumShards() int { return len(m.addrs) }
 // no other goroutine can change the entry it was given.
 func (m *Map[T]) RangeShard(i int, fn func(netip.AddrPort, *T) Action) (stopped bool) {
 	as := &m.addrs[i]
-	as.mu.Lock()
-	defer as.mu.Unlock()
-	t := as.t()
-	return as.sweep(func(i int) Action {
-		sl := &t.slots[i]
-		k := addrKey{sl.w0.Load(), sl.w1.Load(), sl.meta.Load() &^ addrHashMask}
-		return fn(k.addrPort(&m.zones), sl.val.Load())
-	}, func(i int) {
+	return as.sweep(&m.zones, fn, func(i int) {
 		m.removeBoth(as, i)
 	})
 }

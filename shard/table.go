@@ -2,6 +2,7 @@ package shard
 
 import (
 	"math/bits"
+	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -82,6 +83,11 @@ type slot[T any] struct {
 	meta   atomic.Uint64 // key bits and hash bits; see addrMeta, cookieMeta
 	w0, w1 atomic.Uint64 // the key's words
 	val    atomic.Pointer[T]
+}
+
+// addrKey returns the key that slot sl of an address index holds.
+func (sl *slot[T]) addrKey() addrKey {
+	return addrKey{sl.w0.Load(), sl.w1.Load(), sl.meta.Load() &^ addrHashMask}
 }
 
 // table is one shard's hash table. Its size never changes; growing builds a
@@ -378,16 +384,20 @@ func (s *shard[T]) removeAt(i int) {
 	s.count--
 }
 
-// sweep calls visit for the index of every entry exactly once, in slot
-// order. If visit returns Remove, remove(i) must delete entry i (in a write
-// section); entries never move, so the walk is unaffected.
-func (s *shard[T]) sweep(visit func(i int) Action, remove func(i int)) (stopped bool) {
+// sweep locks address shard s and calls fn for every entry exactly once, in
+// slot order, with its address (zones holds the zone names) and value. If fn
+// returns Remove, remove(i) must delete entry i (in a write section);
+// entries never move, so the walk is unaffected.
+func (s *shard[T]) sweep(zones *zoneTable, fn func(netip.AddrPort, *T) Action, remove func(i int)) (stopped bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	t := s.t()
 	for i := range t.slots {
 		if !t.full(i) {
 			continue
 		}
-		act := visit(i)
+		sl := &t.slots[i]
+		act := fn(sl.addrKey().addrPort(zones), sl.val.Load())
 		if act&Remove != 0 {
 			remove(i)
 		}

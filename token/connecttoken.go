@@ -38,11 +38,7 @@ func (t *ConnectToken) AppendBinary(b []byte) ([]byte, error) {
 	if err := checkAddrs("public", t.ServerAddresses); err != nil {
 		return b, err
 	}
-	start := len(b)
-	b = append(b, make([]byte, TokenBytes)...)
-	d := b[start:]
-	copy(d[tokVersion:], VersionInfo)
-	binary.LittleEndian.PutUint64(d[tokProtocol:], t.ProtocolID)
+	b, d := appendHead(b, TokenBytes, t.ProtocolID)
 	binary.LittleEndian.PutUint64(d[tokCreate:], t.CreateTimestamp)
 	binary.LittleEndian.PutUint64(d[tokExpire:], t.ExpireTimestamp)
 	copy(d[tokNonce:], t.Nonce[:])

@@ -65,6 +65,19 @@ const (
 	reqSealed   = reqNonce + NonceBytes
 )
 
+// appendHead appends size zero bytes to b and writes into them the head a
+// token and a request share (tokVersion = reqVersion, tokProtocol =
+// reqProtocol): the version info and the protocol id. It returns the grown b
+// and the appended part.
+func appendHead(b []byte, size int, protocolID uint64) (grown, d []byte) {
+	start := len(b)
+	b = append(b, make([]byte, size)...)
+	d = b[start:]
+	copy(d[tokVersion:], VersionInfo)
+	binary.LittleEndian.PutUint64(d[tokProtocol:], protocolID)
+	return b, d
+}
+
 // associatedBytes is the AEAD associated data of the private part: version
 // info ‖ protocol id ‖ expire timestamp. The clear protocol id and expire
 // timestamp are thereby authenticated.

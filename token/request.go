@@ -20,11 +20,7 @@ type Request struct {
 
 // AppendBinary appends the RequestBytes bytes of r to b.
 func (r *Request) AppendBinary(b []byte) ([]byte, error) {
-	start := len(b)
-	b = append(b, make([]byte, RequestBytes)...)
-	d := b[start:]
-	copy(d[reqVersion:], VersionInfo)
-	binary.LittleEndian.PutUint64(d[reqProtocol:], r.ProtocolID)
+	b, d := appendHead(b, RequestBytes, r.ProtocolID)
 	binary.LittleEndian.PutUint64(d[reqExpire:], r.ExpireTimestamp)
 	copy(d[reqNonce:], r.Nonce[:])
 	copy(d[reqSealed:], r.SealedPrivate[:])

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/udpgate/udpgate/cmd/internal/sealflag"
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/token"
 )
@@ -55,13 +55,14 @@ func startSealed(t *testing.T, public []netip.AddrPort) (*conn.Server, *sealedSe
 	return srv, h
 }
 
+// testPrivateKey returns testKeyHex read as the client reads a key.
 func testPrivateKey(t *testing.T) *[token.KeyBytes]byte {
 	t.Helper()
-	var k [token.KeyBytes]byte
-	if _, err := hex.Decode(k[:], []byte(testKeyHex)); err != nil {
+	k, err := sealflag.ParseKey(testKeyHex)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return &k
+	return k
 }
 
 // makeToken runs client token with the test key and protocol id for

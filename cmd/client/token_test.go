@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/hex"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -70,17 +69,14 @@ func TestTokenWritesToken(t *testing.T) {
 		t.Errorf("token file mode %v (%v), want 0600", fi.Mode(), err)
 	}
 
-	var key [token.KeyBytes]byte
-	if _, err := hex.Decode(key[:], []byte(testKeyHex)); err != nil {
-		t.Fatal(err)
-	}
+	key := testPrivateKey(t)
 	req := tok.Request()
 	body, err := req.AppendBinary(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var priv token.Private
-	if err := token.NewOpener(&key, 0x1122334455667788).OpenRequest(&priv, body, time.Now()); err != nil {
+	if err := token.NewOpener(key, 0x1122334455667788).OpenRequest(&priv, body, time.Now()); err != nil {
 		t.Fatalf("the server cannot open the token: %v", err)
 	}
 	if priv.ClientID != 42 || priv.TimeoutSeconds != 7 || !bytes.Equal(priv.UserData[:4], []byte{0, 0xff, 0x7b, 0}) ||
@@ -88,7 +84,7 @@ func TestTokenWritesToken(t *testing.T) {
 		t.Errorf("private part %+v", priv)
 	}
 	// Under another protocol id it does not open.
-	if err := token.NewOpener(&key, 0x1122334455667789).OpenRequest(&priv, body, time.Now()); err == nil {
+	if err := token.NewOpener(key, 0x1122334455667789).OpenRequest(&priv, body, time.Now()); err == nil {
 		t.Error("the token opens for another protocol id")
 	}
 

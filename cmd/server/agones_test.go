@@ -61,7 +61,7 @@ func dialSealed(t *testing.T, addr netip.AddrPort) (*conn.Client, *echoes, error
 // protocol.
 func dialSealedProtocol(t *testing.T, addr netip.AddrPort, protocol uint64) (*conn.Client, *echoes, error) {
 	t.Helper()
-	tok, err := token.Generate(testKey(t), &token.Params{ProtocolID: protocol, ClientID: 9,
+	tok, err := token.Generate(testKey, &token.Params{ProtocolID: protocol, ClientID: 9,
 		ServerAddresses: []netip.AddrPort{addr}, Expire: 30 * time.Second, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"io"
 	"net/netip"
@@ -15,21 +14,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/udpgate/udpgate/cmd/internal/sealflag"
 	"github.com/udpgate/udpgate/conn"
-	"github.com/udpgate/udpgate/token"
 )
 
-// testKeyHex is a private key for tests, as a key file holds it.
+// testKeyHex is a private key for tests, as a key file holds it; testKey
+// is the key, read as the server reads it (nil, failing every test that
+// uses it, if it could not be).
 const testKeyHex = "8f3c2a61d0b94e7581aa20c3f6d45e9b07e1c8a2b3d4f5061728394a5b6c7d8e"
 
-func testKey(t *testing.T) *[token.KeyBytes]byte {
-	t.Helper()
-	var k [token.KeyBytes]byte
-	if _, err := hex.Decode(k[:], []byte(testKeyHex)); err != nil {
-		t.Fatal(err)
-	}
-	return &k
-}
+var testKey, _ = sealflag.ParseKey(testKeyHex)
 
 // writeKey writes a key file into the test's directory.
 func writeKey(t *testing.T, content string, mode os.FileMode) string {
@@ -73,7 +67,7 @@ func TestSealedSettings(t *testing.T) {
 			want: []string{"-private-key-file", "is 60 hex characters, want 64"}},
 		{name: "key file not hex", args: []string{"-private-key-file", writeKey(t, "z"+testKeyHex[1:], 0o600), "-protocol-id", "1"},
 			want: []string{"-private-key-file", `"z" at character 1, which is not a hex digit`}},
-		{name: "key file raw bytes", args: []string{"-private-key-file", writeKey(t, string(testKey(t)[:]), 0o600), "-protocol-id", "1"},
+		{name: "key file raw bytes", args: []string{"-private-key-file", writeKey(t, string(testKey[:]), 0o600), "-protocol-id", "1"},
 			want: []string{"raw bytes, not hex text", "xxd -p -c 64"}},
 		{name: "environment key bad", env: []string{"UDPGATE_PRIVATE_KEY", testKeyHex[:63], "UDPGATE_PROTOCOL_ID", "1"},
 			want: []string{"environment UDPGATE_PRIVATE_KEY: the private key is 63 hex characters, want 64", "unset the variable to run unsealed"}},
@@ -114,7 +108,7 @@ func TestSealedSettings(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if o.privateKey == nil || *o.privateKey != *testKey(t) {
+				if o.privateKey == nil || *o.privateKey != *testKey {
 					t.Errorf("private key %v, want the test key", o.privateKey)
 				}
 				if uint64(o.protocolID) != c.id {

@@ -103,28 +103,28 @@ func TestNetworkLossAndQueue(t *testing.T) {
 	}
 }
 
-// Close wakes a blocked Recv, and the address is free again.
+// Close wakes a blocked Recv, and the address is free again. In a synctest
+// bubble the Recv is known to be blocked before Close, and one that Close
+// did not wake would fail the test as a deadlock.
 func TestNetworkCloseWakesRecv(t *testing.T) {
-	nw := NewNetwork()
-	g := nw.Listen(srvAddr, 1)
-	done := make(chan error)
-	go func() {
-		_, err := g.Endpoints()[0].Recv(batchio.NewBatch(1, 8))
-		done <- err
-	}()
-	g.Close()
-	select {
-	case err := <-done:
-		if !errors.Is(err, net.ErrClosed) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := NewNetwork()
+		g := nw.Listen(srvAddr, 1)
+		done := make(chan error)
+		go func() {
+			_, err := g.Endpoints()[0].Recv(batchio.NewBatch(1, 8))
+			done <- err
+		}()
+		synctest.Wait()
+		g.Close()
+		if err := <-done; !errors.Is(err, net.ErrClosed) {
 			t.Fatalf("Recv after Close: %v", err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Recv still blocked after Close")
-	}
-	if err := g.Endpoints()[0].WriteTo([]byte{1}, cliAddr); !errors.Is(err, net.ErrClosed) {
-		t.Fatalf("WriteTo after Close: %v", err)
-	}
-	nw.Listen(srvAddr, 1) // no panic: the address was unbound
+		if err := g.Endpoints()[0].WriteTo([]byte{1}, cliAddr); !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("WriteTo after Close: %v", err)
+		}
+		nw.Listen(srvAddr, 1).Close() // no panic: the address was unbound
+	})
 }
 
 func TestClock(t *testing.T) {
