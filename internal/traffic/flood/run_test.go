@@ -178,10 +178,11 @@ func TestFloodStopsByTime(t *testing.T) {
 	if rep.Stopped != StopDuration {
 		t.Errorf("stopped: %v; want %v", rep.Stopped, StopDuration)
 	}
-	// About 2000/s for about 1.5 s minus the probe: allow wide margins
-	// for a shared machine.
-	if n := rep.Sent.Datagrams; n < 500 || n > 4000 {
-		t.Errorf("sent %d datagrams at 2000/s in ~1.5 s", n)
+	// The pacing caps what 1.5 s at 2000/s can send; how much of that a
+	// loaded machine lets the generator send is not this test's business,
+	// only that it sent at all.
+	if n := rep.Sent.Datagrams; n == 0 || n > 4000 {
+		t.Errorf("sent %d datagrams at 2000/s in ~1.5 s, want 1 to 4000", n)
 	}
 }
 
