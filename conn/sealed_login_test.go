@@ -414,16 +414,7 @@ func TestSimTokenTimeout(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				synctest.Wait()
-				sc, ok := srv.Conn(cli.LocalAddr())
-				if !ok {
-					t.Fatal("the server has no connection")
-				}
-				nw.SetPath(cli.LocalAddr(), netip.AddrPort{}, netsim.Link{Loss: 1})
-				if r := <-gone; r != ReasonTimedOut {
-					t.Fatalf("server ended the connection with %v", r)
-				}
-				d := time.Since(time.Unix(0, sc.lastRecv.Load()))
+				d := time.Since(simSilenceClient(t, nw, srv, cli, gone))
 				if d < tc.want || d > tc.want+sweep {
 					t.Fatalf("server timed out %v after the last packet, want %v", d, tc.want)
 				}
