@@ -79,11 +79,9 @@ func echoes(t *testing.T, cli *Client, got chan string, n int) int {
 // clear (a Disconnect with the connection's Tag, a RestartResponse).
 func TestSealedObserverCannotReplace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netsim.New()
 		const oneWay = 16 * time.Millisecond
-		nw.SetLink(netsim.Link{Latency: oneWay})
 		app := &identityApp{}
-		srv := simListen(t, nw, Config{Handler: app, PrivateKey: &testKey, ProtocolID: testProtocolID})
+		nw, srv := simSealed(t, oneWay, Config{Handler: app})
 		tok := makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{simServerAddr}})
 		got := make(chan string, 64)
 		cli, err := simDial(t, nw, Config{Handler: simRecorder{got: got}, Token: tok})
@@ -159,10 +157,8 @@ func TestSealedObserverCannotReplace(t *testing.T) {
 // clear, reason 11, and the client's Err matches ErrTokenRequired.
 func TestSimTokenRequired(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netsim.New()
 		const oneWay = 20 * time.Millisecond
-		nw.SetLink(netsim.Link{Latency: oneWay})
-		srv := simListen(t, nw, Config{Handler: simEcho{}, PrivateKey: &testKey, ProtocolID: testProtocolID})
+		nw, srv := simSealed(t, oneWay, Config{Handler: simEcho{}})
 		start := time.Now()
 		cli, err := simDial(t, nw, Config{})
 		if err != nil {
@@ -190,10 +186,8 @@ func TestSimTokenRequired(t *testing.T) {
 // (burst 8, then 4 a second); the server keeps nothing for any of them.
 func TestSimTokenRequiredNoAmplification(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netsim.New()
 		const oneWay = 5 * time.Millisecond
-		nw.SetLink(netsim.Link{Latency: oneWay})
-		srv := simListen(t, nw, Config{Handler: simEcho{}, PrivateKey: &testKey, ProtocolID: testProtocolID})
+		nw, srv := simSealed(t, oneWay, Config{Handler: simEcho{}})
 		var toClient, fromClient, bytesTo, bytesFrom int
 		var mu sync.Mutex
 		// The client's own first packet is lost: the test sends the
@@ -267,10 +261,8 @@ func TestSimTokenRequiredNoAmplification(t *testing.T) {
 // during the flood.
 func TestSimProofFlood(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netsim.New()
 		const oneWay = 10 * time.Millisecond
-		nw.SetLink(netsim.Link{Latency: oneWay})
-		srv := simListen(t, nw, Config{Handler: simEcho{}, PrivateKey: &testKey, ProtocolID: testProtocolID})
+		nw, srv := simSealed(t, oneWay, Config{Handler: simEcho{}})
 		mk := func(id uint64) *token.ConnectToken {
 			return makeToken(t, nil, token.Params{ClientID: id, ServerAddresses: []netip.AddrPort{simServerAddr}})
 		}
@@ -404,11 +396,8 @@ func TestSimTokenTimeout(t *testing.T) {
 		t.Run(tc.token.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const sweep = 10 * time.Millisecond
-				nw := netsim.New()
-				nw.SetLink(netsim.Link{Latency: 10 * time.Millisecond})
 				gone := make(chan DisconnectReason, 1)
-				srv := simListen(t, nw, Config{Handler: simEcho{gone: gone}, SweepInterval: sweep, Timeout: 7 * time.Second,
-					PrivateKey: &testKey, ProtocolID: testProtocolID})
+				nw, srv := simSealed(t, 10*time.Millisecond, Config{Handler: simEcho{gone: gone}, SweepInterval: sweep, Timeout: 7 * time.Second})
 				tok := makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{simServerAddr}, Timeout: tc.token})
 				cli, err := simDial(t, nw, Config{Token: tok, Timeout: 20 * time.Second})
 				if err != nil {
@@ -432,10 +421,7 @@ func TestSimTokenTimeout(t *testing.T) {
 // which its Dial reports as the handshake's Denied(3).
 func TestSimTokenlessTakesNoAddressPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netsim.New()
-		nw.SetLink(netsim.Link{Latency: 5 * time.Millisecond})
-		srv := simListen(t, nw, Config{Handler: simEcho{}, PrivateKey: &testKey, ProtocolID: testProtocolID,
-			MaxClientsPerIP: 2, MaxClientsPerPrefix: -1})
+		nw, srv := simSealed(t, 5*time.Millisecond, Config{Handler: simEcho{}, MaxClientsPerIP: 2, MaxClientsPerPrefix: -1})
 		for range 6 {
 			cli, err := simDial(t, nw, Config{})
 			if err != nil {

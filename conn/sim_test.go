@@ -62,6 +62,16 @@ func simListen(t *testing.T, nw *netsim.Network, cfg Config) *Server {
 	return s
 }
 
+// simSealed listens with cfg, sealed with the test key, on a new simulated
+// network whose every path has a one-way latency of oneWay.
+func simSealed(t *testing.T, oneWay time.Duration, cfg Config) (*netsim.Network, *Server) {
+	t.Helper()
+	nw := netsim.New()
+	nw.SetLink(netsim.Link{Latency: oneWay})
+	cfg.PrivateKey, cfg.ProtocolID = &testKey, testProtocolID
+	return nw, simListen(t, nw, cfg)
+}
+
 func simDial(t *testing.T, nw *netsim.Network, cfg Config) (*Client, error) {
 	t.Helper()
 	cfg.Network = nw
