@@ -274,13 +274,9 @@ func startFloodServer(t *testing.T, sealed bool) *floodServer {
 	}
 	t.Cleanup(func() {
 		fmt.Fprintln(in, "quit")
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-		}
+		kill := time.AfterFunc(10*time.Second, func() { cmd.Process.Kill() })
+		cmd.Wait()
+		kill.Stop()
 	})
 	s := &floodServer{t: t, in: in, out: bufio.NewScanner(out)}
 	s.out.Buffer(make([]byte, 1<<20), 1<<20)
