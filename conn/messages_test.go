@@ -337,6 +337,7 @@ func TestHandlerOrder(t *testing.T) {
 	select {
 	case <-waiting:
 	case <-time.After(10 * time.Second):
+		close(app.release) // or the server's Close would wait for OnConnect
 		t.Fatal("no packet waited for OnConnect")
 	}
 	close(app.release)
