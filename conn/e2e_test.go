@@ -161,57 +161,60 @@ func recvOne(t *testing.T, ch chan []byte) []byte {
 	}
 }
 
+// eachClient runs client(i) for each i below n, on a goroutine of its own,
+// and reports the errors they return.
+func eachClient(t *testing.T, n int, client func(i int) error) {
+	t.Helper()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = client(i) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 func TestEcho200Clients(t *testing.T) {
 	onBoth(t, func(t *testing.T, n *testNet) {
 		srv := newRecorder(true)
 		s := n.listen(Config{Handler: srv})
 		const clients = 200
-		var wg sync.WaitGroup
-		errs := make(chan error, clients)
-		for i := range clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				defer cancel()
-				rec := &clientRecorder{ch: make(chan []byte, 16)}
-				c, err := Dial(ctx, s.Addr().String(), n.config(Config{Handler: rec, LocalAddr: fmt.Sprintf("127.0.%d.%d:0", 1+i/250, 1+i%250)}))
-				if err != nil {
-					errs <- err
-					return
-				}
-				defer c.Close()
-				for j := range 5 {
-					msg := fmt.Sprintf("client %d message %d", i, j)
-					// Unreliable transport: resend until the echo comes back.
-					for try := 0; ; try++ {
-						if _, err := c.Send([]byte(msg)); err != nil {
-							errs <- err
-							return
-						}
-						select {
-						case p := <-rec.ch:
-							if string(p) != msg {
-								errs <- fmt.Errorf("client %d: echo %q, want %q", i, p, msg)
-								return
-							}
-						case <-time.After(time.Second):
-							if try < 3 {
-								continue
-							}
-							errs <- fmt.Errorf("client %d: no echo for %q", i, msg)
-							return
-						}
-						break
+		eachClient(t, clients, func(i int) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			rec := &clientRecorder{ch: make(chan []byte, 16)}
+			c, err := Dial(ctx, s.Addr().String(), n.config(Config{Handler: rec, LocalAddr: fmt.Sprintf("127.0.%d.%d:0", 1+i/250, 1+i%250)}))
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			for j := range 5 {
+				msg := fmt.Sprintf("client %d message %d", i, j)
+				// Unreliable transport: resend until the echo comes back.
+				for try := 0; ; try++ {
+					if _, err := c.Send([]byte(msg)); err != nil {
+						return err
 					}
+					select {
+					case p := <-rec.ch:
+						if string(p) != msg {
+							return fmt.Errorf("client %d: echo %q, want %q", i, p, msg)
+						}
+					case <-time.After(time.Second):
+						if try < 3 {
+							continue
+						}
+						return fmt.Errorf("client %d: no echo for %q", i, msg)
+					}
+					break
 				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Error(err)
-		}
+			}
+			return nil
+		})
 		if got := srv.connects(); got != clients {
 			t.Errorf("server saw %d connects, want %d", got, clients)
 		}

@@ -121,64 +121,51 @@ func floodWithClients(t *testing.T, sealed bool) {
 	}
 
 	const clients, packets = 100, 20
-	errs := make(chan error, clients)
 	var dialMu sync.Mutex
 	var dials []time.Duration
-	var wg sync.WaitGroup
-	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			dctx, dcancel := context.WithTimeout(ctx, 30*time.Second)
-			defer dcancel()
-			echoes := &clientRecorder{ch: make(chan []byte, packets)}
-			cfg := Config{Handler: echoes, LocalAddr: fmt.Sprintf("127.0.1.%d:0", 1+i)}
-			if sealed {
-				tok, err := token.Generate(&floodKey, &token.Params{ProtocolID: floodProtocol, ClientID: uint64(i),
-					ServerAddresses: []netip.AddrPort{srv.addr}, Expire: time.Minute, Timeout: 5 * time.Second})
-				if err != nil {
-					errs <- err
-					return
-				}
-				cfg.Token = tok
-			}
-			start := time.Now()
-			c, err := Dial(dctx, srv.addr.String(), cfg)
-			dialMu.Lock()
-			dials = append(dials, time.Since(start))
-			dialMu.Unlock()
+	eachClient(t, clients, func(i int) error {
+		dctx, dcancel := context.WithTimeout(ctx, 30*time.Second)
+		defer dcancel()
+		echoes := &clientRecorder{ch: make(chan []byte, packets)}
+		cfg := Config{Handler: echoes, LocalAddr: fmt.Sprintf("127.0.1.%d:0", 1+i)}
+		if sealed {
+			tok, err := token.Generate(&floodKey, &token.Params{ProtocolID: floodProtocol, ClientID: uint64(i),
+				ServerAddresses: []netip.AddrPort{srv.addr}, Expire: time.Minute, Timeout: 5 * time.Second})
 			if err != nil {
-				errs <- fmt.Errorf("client %d: %v", i, err)
-				return
+				return err
 			}
-			defer c.Close()
-			pace := time.NewTicker(5 * time.Millisecond) // 200 packets/s
-			defer pace.Stop()
-			for k := range packets {
-				if _, err := c.Send(fmt.Appendf(nil, "client %d packet %d", i, k)); err != nil {
-					errs <- err
-					return
-				}
-				<-pace.C
+			cfg.Token = tok
+		}
+		start := time.Now()
+		c, err := Dial(dctx, srv.addr.String(), cfg)
+		dialMu.Lock()
+		dials = append(dials, time.Since(start))
+		dialMu.Unlock()
+		if err != nil {
+			return fmt.Errorf("client %d: %v", i, err)
+		}
+		defer c.Close()
+		pace := time.NewTicker(5 * time.Millisecond) // 200 packets/s
+		defer pace.Stop()
+		for k := range packets {
+			if _, err := c.Send(fmt.Appendf(nil, "client %d packet %d", i, k)); err != nil {
+				return err
 			}
-			// The server application counts each Data before it echoes
-			// it: wait for the echoes before closing, and for at most 5 s
-			// for those the kernel dropped (which the check below allows).
-			timeout := time.After(5 * time.Second)
-			for range packets {
-				select {
-				case <-echoes.ch:
-				case <-timeout:
-					return
-				}
+			<-pace.C
+		}
+		// The server application counts each Data before it echoes
+		// it: wait for the echoes before closing, and for at most 5 s
+		// for those the kernel dropped (which the check below allows).
+		timeout := time.After(5 * time.Second)
+		for range packets {
+			select {
+			case <-echoes.ch:
+			case <-timeout:
+				return nil
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+		}
+		return nil
+	})
 	slices.Sort(dials)
 	if len(dials) > 0 {
 		t.Logf("players' dials under the flood: p50 %v, p90 %v, max %v", dials[len(dials)/2].Round(time.Millisecond),
@@ -287,13 +274,9 @@ func startFloodServer(t *testing.T, sealed bool) *floodServer {
 	}
 	t.Cleanup(func() {
 		fmt.Fprintln(in, "quit")
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-		}
+		kill := time.AfterFunc(10*time.Second, func() { cmd.Process.Kill() })
+		cmd.Wait()
+		kill.Stop()
 	})
 	s := &floodServer{t: t, in: in, out: bufio.NewScanner(out)}
 	s.out.Buffer(make([]byte, 1<<20), 1<<20)

@@ -17,9 +17,7 @@ import (
 // A full handshake: Initial → Challenge → Response → promotion → Ack, and
 // then a Data packet echoed from the handler inside the loop's batch.
 func TestMemHandshake(t *testing.T) {
-	rec := newRecorder(true)
-	m := newMemServer(t, Config{Handler: rec})
-	c := m.client("10.0.0.2:5000", 3)
+	rec, m, c := newMemPair(t, true, 3)
 
 	c.start()
 	m.step()
@@ -66,9 +64,7 @@ func TestMemHandshake(t *testing.T) {
 // with its cookie. The same Response from another address is a replay:
 // no answer, no connection.
 func TestMemDuplicateResponses(t *testing.T) {
-	rec := newRecorder(false)
-	m := newMemServer(t, Config{Handler: rec})
-	c := m.client("10.0.0.2:5000", 2)
+	rec, m, c := newMemPair(t, false, 2)
 	c.start()
 	m.step()
 	c.pump() // Challenge: the client sends its Response
@@ -108,9 +104,7 @@ func TestMemDuplicateResponses(t *testing.T) {
 // moves the connection, sequence state and all, and Ack comes back at the
 // new address.
 func TestMemMigration(t *testing.T) {
-	rec := newRecorder(true)
-	m := newMemServer(t, Config{Handler: rec})
-	c := m.client("10.0.0.2:5000", 5)
+	rec, m, c := newMemPair(t, true, 5)
 	c.connect()
 	old := c.addr()
 	sc, _ := m.Conn(old)
@@ -162,9 +156,7 @@ func TestMemMigration(t *testing.T) {
 // it has been silent for two intervals, and after Timeout the server closes
 // the connection and tells the client with Disconnect.
 func TestMemTimeout(t *testing.T) {
-	rec := newRecorder(false)
-	m := newMemServer(t, Config{Handler: rec})
-	c := m.client("10.0.0.2:5000", 1)
+	rec, m, c := newMemPair(t, false, 1)
 	c.connect()
 	sc, _ := m.Conn(c.addr())
 

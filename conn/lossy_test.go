@@ -85,60 +85,50 @@ func lossyNetwork(t *testing.T, n *testNet) {
 		seq     uint16
 		payload string
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, clients)
 	logs := make([]*deliveryLog, clients)
-	sents := make([][]sent, clients)
-	for i := range clients {
+	for i := range logs {
 		logs[i] = &deliveryLog{reports: map[uint16][]bool{}}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			// Dial fails with ErrTimedOut if the handshake ever goes a
-			// connect timeout without progress: success is the check.
-			// At 25% loss each way a round trip fails with p = 0.44, so
-			// ten in a row (the default 10 s timeout) happen to one of
-			// 100 clients in ~5% of runs; with 20 s, in ~1e-5.
-			c, err := Dial(ctx, s.Addr().String(), n.config(Config{Handler: logs[i], LocalAddr: fmt.Sprintf("127.0.1.%d:0", 1+i),
-				ConnectTimeout: 20 * time.Second, Timeout: 30 * time.Second}))
+	}
+	sents := make([][]sent, clients)
+	eachClient(t, clients, func(i int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		// Dial fails with ErrTimedOut if the handshake ever goes a
+		// connect timeout without progress: success is the check.
+		// At 25% loss each way a round trip fails with p = 0.44, so
+		// ten in a row (the default 10 s timeout) happen to one of
+		// 100 clients in ~5% of runs; with 20 s, in ~1e-5.
+		c, err := Dial(ctx, s.Addr().String(), n.config(Config{Handler: logs[i], LocalAddr: fmt.Sprintf("127.0.1.%d:0", 1+i),
+			ConnectTimeout: 20 * time.Second, Timeout: 30 * time.Second}))
+		if err != nil {
+			return fmt.Errorf("client %d: %v", i, err)
+		}
+		defer c.Close()
+		pace := time.NewTicker(2 * time.Millisecond) // 500 packets/s
+		defer pace.Stop()
+		for k := range checked + filler {
+			msg := fmt.Sprintf("c%d-%d", i, k)
+			seq, err := c.Send([]byte(msg))
 			if err != nil {
-				errs <- fmt.Errorf("client %d: %v", i, err)
-				return
+				return err
 			}
-			defer c.Close()
-			pace := time.NewTicker(2 * time.Millisecond) // 500 packets/s
-			defer pace.Stop()
-			for k := range checked + filler {
-				msg := fmt.Sprintf("c%d-%d", i, k)
-				seq, err := c.Send([]byte(msg))
-				if err != nil {
-					errs <- err
-					return
-				}
-				if k < checked {
-					sents[i] = append(sents[i], sent{seq, msg})
-				}
-				<-pace.C
+			if k < checked {
+				sents[i] = append(sents[i], sent{seq, msg})
 			}
-			// Wait until every checked packet is reported (the filler
-			// pushes the window past them); keepalives carry late acks.
-			logs[i].ev.Await(15*time.Second, func() bool {
-				for _, p := range sents[i] {
-					if len(logs[i].get(p.seq)) == 0 {
-						return false
-					}
+			<-pace.C
+		}
+		// Wait until every checked packet is reported (the filler
+		// pushes the window past them); keepalives carry late acks.
+		logs[i].ev.Await(15*time.Second, func() bool {
+			for _, p := range sents[i] {
+				if len(logs[i].get(p.seq)) == 0 {
+					return false
 				}
-				return true
-			})
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+			}
+			return true
+		})
+		return nil
+	})
 	if t.Failed() {
 		return
 	}

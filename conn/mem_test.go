@@ -140,6 +140,14 @@ type memClient struct {
 	rep       seqwin.AckReport
 }
 
+// newMemPair is a memServer whose Handler is a recorder (echoing Data or
+// not) and a client of it at 10.0.0.2:5000, not started.
+func newMemPair(t *testing.T, echo bool, clientID uint8) (*recorder, *memServer, *memClient) {
+	rec := newRecorder(echo)
+	m := newMemServer(t, Config{Handler: rec})
+	return rec, m, m.client("10.0.0.2:5000", clientID)
+}
+
 func (m *memServer) client(addr string, clientID uint8) *memClient {
 	return &memClient{
 		t:  m.t,

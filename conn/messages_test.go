@@ -321,6 +321,9 @@ func (a *orderApp) OnDisconnect(c *Conn, _ DisconnectReason, _ bool) {
 // does not count as durably blocked, so a bubble could not wait for it.
 func TestHandlerOrder(t *testing.T) {
 	app := &orderApp{release: make(chan struct{}), ready: map[*Conn]bool{}, gone: map[*Conn]bool{}}
+	waiting := make(chan struct{})
+	var once sync.Once
+	onAwaitReady(t, func(*Conn) { once.Do(func() { close(waiting) }) })
 	s := listen(t, Config{Handler: app, Messages: testChannels, Sockets: 1})
 	cli := dial(t, s, Config{Messages: testChannels})
 	if _, err := cli.Send([]byte("first")); err != nil {
@@ -329,9 +332,14 @@ func TestHandlerOrder(t *testing.T) {
 	if err := cli.Conn().SendMessage(0, []byte("message")); err != nil {
 		t.Fatal(err)
 	}
-	// Wait until the server's socket has taken the client's first Data
-	// (after Initial and Response), then let OnConnect return.
-	conntest.Eventually(t, "the client's first packet", func() bool { return s.Stats().Sockets.RxPackets >= 3 })
+	// Wait until the server's loop has taken the client's first Data and
+	// is about to wait for OnConnect, then let OnConnect return.
+	select {
+	case <-waiting:
+	case <-time.After(10 * time.Second):
+		close(app.release) // or the server's Close would wait for OnConnect
+		t.Fatal("no packet waited for OnConnect")
+	}
 	close(app.release)
 	if !app.ev.Await(10*time.Second, func() bool { return app.received.Load() >= 2 }) {
 		t.Fatalf("%d deliveries, want both", app.received.Load())

@@ -79,11 +79,9 @@ func echoes(t *testing.T, cli *Client, got chan string, n int) int {
 // clear (a Disconnect with the connection's Tag, a RestartResponse).
 func TestSealedObserverCannotReplace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netsim.New()
 		const oneWay = 16 * time.Millisecond
-		nw.SetLink(netsim.Link{Latency: oneWay})
 		app := &identityApp{}
-		srv := simListen(t, nw, Config{Handler: app, PrivateKey: &testKey, ProtocolID: testProtocolID})
+		nw, srv := simSealed(t, oneWay, Config{Handler: app})
 		tok := makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{simServerAddr}})
 		got := make(chan string, 64)
 		cli, err := simDial(t, nw, Config{Handler: simRecorder{got: got}, Token: tok})
@@ -159,10 +157,8 @@ func TestSealedObserverCannotReplace(t *testing.T) {
 // clear, reason 11, and the client's Err matches ErrTokenRequired.
 func TestSimTokenRequired(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netsim.New()
 		const oneWay = 20 * time.Millisecond
-		nw.SetLink(netsim.Link{Latency: oneWay})
-		srv := simListen(t, nw, Config{Handler: simEcho{}, PrivateKey: &testKey, ProtocolID: testProtocolID})
+		nw, srv := simSealed(t, oneWay, Config{Handler: simEcho{}})
 		start := time.Now()
 		cli, err := simDial(t, nw, Config{})
 		if err != nil {
@@ -190,10 +186,8 @@ func TestSimTokenRequired(t *testing.T) {
 // (burst 8, then 4 a second); the server keeps nothing for any of them.
 func TestSimTokenRequiredNoAmplification(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netsim.New()
 		const oneWay = 5 * time.Millisecond
-		nw.SetLink(netsim.Link{Latency: oneWay})
-		srv := simListen(t, nw, Config{Handler: simEcho{}, PrivateKey: &testKey, ProtocolID: testProtocolID})
+		nw, srv := simSealed(t, oneWay, Config{Handler: simEcho{}})
 		var toClient, fromClient, bytesTo, bytesFrom int
 		var mu sync.Mutex
 		// The client's own first packet is lost: the test sends the
@@ -267,10 +261,8 @@ func TestSimTokenRequiredNoAmplification(t *testing.T) {
 // during the flood.
 func TestSimProofFlood(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netsim.New()
 		const oneWay = 10 * time.Millisecond
-		nw.SetLink(netsim.Link{Latency: oneWay})
-		srv := simListen(t, nw, Config{Handler: simEcho{}, PrivateKey: &testKey, ProtocolID: testProtocolID})
+		nw, srv := simSealed(t, oneWay, Config{Handler: simEcho{}})
 		mk := func(id uint64) *token.ConnectToken {
 			return makeToken(t, nil, token.Params{ClientID: id, ServerAddresses: []netip.AddrPort{simServerAddr}})
 		}
@@ -404,26 +396,14 @@ func TestSimTokenTimeout(t *testing.T) {
 		t.Run(tc.token.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const sweep = 10 * time.Millisecond
-				nw := netsim.New()
-				nw.SetLink(netsim.Link{Latency: 10 * time.Millisecond})
 				gone := make(chan DisconnectReason, 1)
-				srv := simListen(t, nw, Config{Handler: simEcho{gone: gone}, SweepInterval: sweep, Timeout: 7 * time.Second,
-					PrivateKey: &testKey, ProtocolID: testProtocolID})
+				nw, srv := simSealed(t, 10*time.Millisecond, Config{Handler: simEcho{gone: gone}, SweepInterval: sweep, Timeout: 7 * time.Second})
 				tok := makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{simServerAddr}, Timeout: tc.token})
 				cli, err := simDial(t, nw, Config{Token: tok, Timeout: 20 * time.Second})
 				if err != nil {
 					t.Fatal(err)
 				}
-				synctest.Wait()
-				sc, ok := srv.Conn(cli.LocalAddr())
-				if !ok {
-					t.Fatal("the server has no connection")
-				}
-				nw.SetPath(cli.LocalAddr(), netip.AddrPort{}, netsim.Link{Loss: 1})
-				if r := <-gone; r != ReasonTimedOut {
-					t.Fatalf("server ended the connection with %v", r)
-				}
-				d := time.Since(time.Unix(0, sc.lastRecv.Load()))
+				d := time.Since(simSilenceClient(t, nw, srv, cli, gone))
 				if d < tc.want || d > tc.want+sweep {
 					t.Fatalf("server timed out %v after the last packet, want %v", d, tc.want)
 				}
@@ -441,10 +421,7 @@ func TestSimTokenTimeout(t *testing.T) {
 // which its Dial reports as the handshake's Denied(3).
 func TestSimTokenlessTakesNoAddressPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netsim.New()
-		nw.SetLink(netsim.Link{Latency: 5 * time.Millisecond})
-		srv := simListen(t, nw, Config{Handler: simEcho{}, PrivateKey: &testKey, ProtocolID: testProtocolID,
-			MaxClientsPerIP: 2, MaxClientsPerPrefix: -1})
+		nw, srv := simSealed(t, 5*time.Millisecond, Config{Handler: simEcho{}, MaxClientsPerIP: 2, MaxClientsPerPrefix: -1})
 		for range 6 {
 			cli, err := simDial(t, nw, Config{})
 			if err != nil {
@@ -608,18 +585,41 @@ func TestSimTokenlessHandshakeFlood(t *testing.T) {
 // from callgrind's inclusive counts of the receive loop's handle and the
 // promotion workers' promoteBatch (tuning.md, sealed mode).
 func BenchmarkSimLogin(b *testing.B) {
-	for _, sealed := range []bool{false, true} {
-		b.Run(map[bool]string{false: "unsealed", true: "sealed"}[sealed], func(b *testing.B) {
-			nw := netsim.New()
-			cfg := Config{Handler: simEcho{}, Network: nw, Logger: quiet(), Sockets: 1, MaxClientsPerIP: -1, MaxClientsPerPrefix: -1, ChallengeRate: -1}
-			if sealed {
-				cfg.PrivateKey, cfg.ProtocolID = &testKey, testProtocolID
+	cfg := Config{Handler: simEcho{}, Logger: quiet(), Sockets: 1, MaxClientsPerIP: -1, MaxClientsPerPrefix: -1, ChallengeRate: -1}
+	benchLogins(b, cfg, func(b *testing.B, nw *netsim.Network, _ *Server, toks []*token.ConnectToken) {
+		b.ResetTimer()
+		for i := range b.N {
+			c := Config{Network: nw, Logger: quiet()}
+			if toks != nil {
+				c.Token = toks[i]
 			}
-			srv, err := Listen(simServerAddr.String(), cfg)
+			cli, err := Dial(context.Background(), simServerAddr.String(), c)
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer srv.Close()
+			cli.Close()
+		}
+	})
+}
+
+// benchLogins runs body as two sub-benchmarks, unsealed and sealed, each
+// with a server of cfg listening on a netsim network of its own (with the
+// test key when sealed) and, sealed, b.N connect tokens for it (nil
+// unsealed).
+func benchLogins(b *testing.B, cfg Config, body func(b *testing.B, nw *netsim.Network, s *Server, toks []*token.ConnectToken)) {
+	for _, sealed := range []bool{false, true} {
+		b.Run(map[bool]string{false: "unsealed", true: "sealed"}[sealed], func(b *testing.B) {
+			nw := netsim.New()
+			cfg := cfg
+			cfg.Network = nw
+			if sealed {
+				cfg.PrivateKey, cfg.ProtocolID = &testKey, testProtocolID
+			}
+			s, err := Listen(simServerAddr.String(), cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
 			var toks []*token.ConnectToken
 			if sealed {
 				for i := range b.N {
@@ -627,18 +627,7 @@ func BenchmarkSimLogin(b *testing.B) {
 						ServerAddresses: []netip.AddrPort{simServerAddr}, Expire: time.Hour}))
 				}
 			}
-			b.ResetTimer()
-			for i := range b.N {
-				c := Config{Network: nw, Logger: quiet()}
-				if sealed {
-					c.Token = toks[i]
-				}
-				cli, err := Dial(context.Background(), simServerAddr.String(), c)
-				if err != nil {
-					b.Fatal(err)
-				}
-				cli.Close()
-			}
+			body(b, nw, s, toks)
 		})
 	}
 }
@@ -651,78 +640,58 @@ func BenchmarkSimLogin(b *testing.B) {
 // loginServerSide runs with the timer on, so callgrind can count it alone
 // (--toggle-collect='*conn.loginServerSide').
 func BenchmarkLoopLogin(b *testing.B) {
-	for _, sealed := range []bool{false, true} {
-		b.Run(map[bool]string{false: "unsealed", true: "sealed"}[sealed], func(b *testing.B) {
-			nw := netsim.New()
-			cfg := Config{Network: nw, Logger: quiet(), Sockets: 1, ChallengeRate: -1, MaxClients: 1 << 20}
-			if sealed {
-				cfg.PrivateKey, cfg.ProtocolID = &testKey, testProtocolID
-			}
-			s, err := Listen(simServerAddr.String(), cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			now := time.Now()
-			l := newLoop(s, 0, s.socks[0], 1, seconds(now))
-			pb := newPromoBatch()
-			pb.sock = s.socks[0]
-			var toks []*token.ConnectToken
-			if sealed {
-				for i := range b.N {
-					toks = append(toks, makeToken(b, nil, token.Params{ClientID: uint64(i),
-						ServerAddresses: []netip.AddrPort{simServerAddr}, Expire: time.Hour}))
-				}
-			}
-			in := &l.rb.Msgs[0]
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range b.N {
-				b.StopTimer()
-				addr := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)}), uint16(1000+i>>16))
-				ini := protocol.Handshake{Type: protocol.TypeInitial, ClientID: 1, MinVersion: 3, CurVersion: 4,
-					NetworkVersion: s.st.NetworkVersion, RandomLen: 16}
-				in.N, in.Addr = wire.EncodeHandshake(in.Buf, s.st.magic, &ini), addr
-				b.StartTimer()
-				loginServerSide(l, pb, now)
-				b.StopTimer()
-				var ch protocol.Handshake
-				if wire.DecodeHandshake(s.st.magic, l.sb.Msgs[0].Buf[:l.sb.Msgs[0].N], &ch) != protocol.DropNone || ch.Type != protocol.TypeChallenge {
-					b.Fatal("no Challenge")
-				}
-				l.out = 0
-				if !sealed {
-					resp := protocol.Handshake{Type: protocol.TypeResponse, SessionID: ch.SessionID, ClientID: 1, MinVersion: 3, CurVersion: 4,
-						NetworkVersion: s.st.NetworkVersion, RandomLen: 16, SecretID: ch.SecretID, Timestamp: ch.Timestamp, Cookie: ch.Cookie}
-					in.N = wire.EncodeHandshake(in.Buf, s.st.magic, &resp)
-					b.StartTimer()
-					loginServerSide(l, pb, now)
-					b.StopTimer()
-					l.out = 0
-				} else {
-					pc := wire.ProofCookie{SecretID: ch.SecretID, Timestamp: ch.Timestamp, Cookie: ch.Cookie}
-					salt := (*[seal.SaltBytes]byte)(ch.Cookie[:seal.SaltBytes])
-					var tx seal.Sealer
-					tx.Init(&toks[i].ClientToServerKey, salt)
-					serverSeq, clientSeq := cookie.Sequences(&ch.Cookie)
-					h := protocol.ConnHeader{SessionID: ch.SessionID, ClientID: 1, Tag: cookie.SessionTag(&ch.Cookie), Seq: clientSeq,
-						Ack: (serverSeq + protocol.SeqModulus - 1) % protocol.SeqModulus, Kind: protocol.KindKeepAlive}
-					req := toks[i].Request()
-					body, _ := req.AppendBinary(nil)
-					in.N = wire.SealProof(in.Buf, s.st.magic, &h, &pc, body, &tx)
-					b.StartTimer()
-					loginServerSide(l, pb, now)
-					b.StopTimer()
-					l.out = 0
-				}
-				b.StartTimer()
-			}
+	cfg := Config{Logger: quiet(), Sockets: 1, ChallengeRate: -1, MaxClients: 1 << 20}
+	benchLogins(b, cfg, func(b *testing.B, _ *netsim.Network, s *Server, toks []*token.ConnectToken) {
+		sealed := toks != nil
+		now := time.Now()
+		l := newLoop(s, 0, s.socks[0], 1, seconds(now))
+		pb := newPromoBatch()
+		pb.sock = s.socks[0]
+		in := &l.rb.Msgs[0]
+		serve := func() { // the only timed part
+			b.StartTimer()
+			loginServerSide(l, pb, now)
 			b.StopTimer()
-			if n := s.tab.count.Load(); n != int64(b.N) {
-				b.Fatalf("%d connections for %d logins", n, b.N)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range b.N {
+			b.StopTimer()
+			addr := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)}), uint16(1000+i>>16))
+			ini := protocol.Handshake{Type: protocol.TypeInitial, ClientID: 1, MinVersion: 3, CurVersion: 4,
+				NetworkVersion: s.st.NetworkVersion, RandomLen: 16}
+			in.N, in.Addr = wire.EncodeHandshake(in.Buf, s.st.magic, &ini), addr
+			serve()
+			var ch protocol.Handshake
+			if wire.DecodeHandshake(s.st.magic, l.sb.Msgs[0].Buf[:l.sb.Msgs[0].N], &ch) != protocol.DropNone || ch.Type != protocol.TypeChallenge {
+				b.Fatal("no Challenge")
 			}
-		})
-	}
+			l.out = 0
+			if !sealed {
+				resp := protocol.Handshake{Type: protocol.TypeResponse, SessionID: ch.SessionID, ClientID: 1, MinVersion: 3, CurVersion: 4,
+					NetworkVersion: s.st.NetworkVersion, RandomLen: 16, SecretID: ch.SecretID, Timestamp: ch.Timestamp, Cookie: ch.Cookie}
+				in.N = wire.EncodeHandshake(in.Buf, s.st.magic, &resp)
+			} else {
+				pc := wire.ProofCookie{SecretID: ch.SecretID, Timestamp: ch.Timestamp, Cookie: ch.Cookie}
+				salt := (*[seal.SaltBytes]byte)(ch.Cookie[:seal.SaltBytes])
+				var tx seal.Sealer
+				tx.Init(&toks[i].ClientToServerKey, salt)
+				serverSeq, clientSeq := cookie.Sequences(&ch.Cookie)
+				h := protocol.ConnHeader{SessionID: ch.SessionID, ClientID: 1, Tag: cookie.SessionTag(&ch.Cookie), Seq: clientSeq,
+					Ack: (serverSeq + protocol.SeqModulus - 1) % protocol.SeqModulus, Kind: protocol.KindKeepAlive}
+				req := toks[i].Request()
+				body, _ := req.AppendBinary(nil)
+				in.N = wire.SealProof(in.Buf, s.st.magic, &h, &pc, body, &tx)
+			}
+			serve()
+			l.out = 0
+			b.StartTimer()
+		}
+		b.StopTimer()
+		if n := s.tab.count.Load(); n != int64(b.N) {
+			b.Fatalf("%d connections for %d logins", n, b.N)
+		}
+	})
 }
 
 // loginServerSide is BenchmarkLoopLogin's server work for the datagram in

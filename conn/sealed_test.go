@@ -18,7 +18,6 @@ import (
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seal"
-	"github.com/udpgate/udpgate/internal/testkit/conntest"
 	"github.com/udpgate/udpgate/internal/traffic/loadgen"
 	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/netsim"
@@ -487,8 +486,13 @@ func TestFloodTokenlessHandshakes(t *testing.T) {
 		defer cancel()
 		_, _ = g.Connect(ctx)
 	}()
-	// Connect while the flood is under way.
-	conntest.Eventually(t, "the flood", func() bool { return s.Stats().HandshakeOut[protocol.TypeAck] > 2000 })
+	// Connect while the flood is under way: once its clients have heard
+	// 2,000 Acks.
+	actx, acancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer acancel()
+	if !g.Await(actx, func(c *loadgen.Counters) bool { return c.Handshakes >= 2000 }) {
+		t.Fatalf("the flood's clients heard %d Acks, want 2,000", g.Counters().Handshakes)
+	}
 	tok := makeToken(t, nil, token.Params{ClientID: 1, ServerAddresses: []netip.AddrPort{s.Addr()}})
 	c, err := dialToken(t, s.Addr(), tok, Config{LocalAddr: "127.0.0.9:0"})
 	if err != nil {

@@ -188,10 +188,8 @@ func TestSealedAcceptAtProof(t *testing.T) {
 // them it took three.
 func TestSimSealedLoginRoundTrips(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netsim.New()
 		const oneWay = 20 * time.Millisecond
-		nw.SetLink(netsim.Link{Latency: oneWay})
-		simListen(t, nw, Config{Handler: simEcho{}, PrivateKey: &testKey, ProtocolID: testProtocolID})
+		nw, _ := simSealed(t, oneWay, Config{Handler: simEcho{}})
 		tok := makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{simServerAddr}, Expire: time.Hour})
 		start := time.Now()
 		cli, err := simDial(t, nw, Config{Token: tok})

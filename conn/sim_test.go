@@ -62,6 +62,16 @@ func simListen(t *testing.T, nw *netsim.Network, cfg Config) *Server {
 	return s
 }
 
+// simSealed listens with cfg, sealed with the test key, on a new simulated
+// network whose every path has a one-way latency of oneWay.
+func simSealed(t *testing.T, oneWay time.Duration, cfg Config) (*netsim.Network, *Server) {
+	t.Helper()
+	nw := netsim.New()
+	nw.SetLink(netsim.Link{Latency: oneWay})
+	cfg.PrivateKey, cfg.ProtocolID = &testKey, testProtocolID
+	return nw, simListen(t, nw, cfg)
+}
+
 func simDial(t *testing.T, nw *netsim.Network, cfg Config) (*Client, error) {
 	t.Helper()
 	cfg.Network = nw
@@ -147,6 +157,24 @@ func TestSimExactTimes(t *testing.T) {
 	})
 }
 
+// simSilenceClient loses every packet cli sends from now on, once srv
+// holds its connection, and returns when srv has ended that connection with
+// ReasonTimedOut (its Handler reports on gone): the instant of the last
+// packet the server received from cli.
+func simSilenceClient(t *testing.T, nw *netsim.Network, srv *Server, cli *Client, gone <-chan DisconnectReason) time.Time {
+	t.Helper()
+	synctest.Wait()
+	sc, ok := srv.Conn(cli.LocalAddr())
+	if !ok {
+		t.Fatal("the server has no connection")
+	}
+	nw.SetPath(cli.LocalAddr(), netip.AddrPort{}, netsim.Link{Loss: 1})
+	if r := <-gone; r != ReasonTimedOut {
+		t.Fatalf("server ended the connection with %v", r)
+	}
+	return time.Unix(0, sc.lastRecv.Load())
+}
+
 // The server times a silent client out Timeout after its last packet, late
 // by less than one SweepInterval (its timer wheel's slot): exactly Timeout
 // here, where every arrival falls on a slot boundary.
@@ -165,17 +193,7 @@ func TestSimServerTimesOut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		synctest.Wait()
-		sc, ok := srv.Conn(cli.LocalAddr())
-		if !ok {
-			t.Fatal("the server has no connection")
-		}
-		// Silence the client.
-		nw.SetPath(cli.LocalAddr(), netip.AddrPort{}, netsim.Link{Loss: 1})
-		if r := <-gone; r != ReasonTimedOut {
-			t.Fatalf("server ended the connection with %v", r)
-		}
-		last := time.Unix(0, sc.lastRecv.Load())
+		last := simSilenceClient(t, nw, srv, cli, gone)
 		if d := time.Since(last); d != timeout {
 			t.Fatalf("server timed out %v after the last packet, want exactly %v", d, timeout)
 		}

@@ -323,13 +323,21 @@ type counters struct {
 	_    [64]byte
 	pub  [nCounters]atomic.Uint64
 	_    [64]byte
+
+	// watch is Generator.Await's (watch.go) while one waits.
+	watch atomic.Pointer[watch]
 }
 
 func (c *counters) publish() {
+	changed := false
 	for i, v := range c.loc {
 		if v != c.done[i] {
 			c.pub[i].Store(v)
 			c.done[i] = v
+			changed = true
 		}
+	}
+	if changed {
+		c.watch.Load().fire()
 	}
 }
