@@ -332,17 +332,6 @@ func TestEchoCompare(t *testing.T) {
 			results[v] = append(results[v], r)
 		}
 	}
-	median := func(xs []float64) float64 {
-		if len(xs) == 0 {
-			return 0
-		}
-		xs = slices.Clone(xs)
-		slices.Sort(xs)
-		if len(xs)%2 == 1 {
-			return xs[len(xs)/2]
-		}
-		return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
-	}
 	t.Logf("medians over runs with acct ≥ %.2f; ratios to %s within a repetition (range)", minAcct, base)
 	t.Logf("%-16s %9s %22s %18s %18s %6s %5s", "variant", "echoes/s", "server ns/pkt (range)", "ns/pkt ÷ base", "echoes/s ÷ base", "util", "runs")
 	for _, v := range variants {
@@ -367,10 +356,10 @@ func TestEchoCompare(t *testing.T) {
 			if len(xs) == 0 {
 				return "-"
 			}
-			return fmt.Sprintf("%.3f (%.2f–%.2f)", median(xs), slices.Min(xs), slices.Max(xs))
+			return fmt.Sprintf("%.3f (%.2f–%.2f)", procstat.Median(xs), slices.Min(xs), slices.Max(xs))
 		}
-		t.Logf("%-16s %9.0f %6.0f (%5.0f–%5.0f) %18s %18s %6.2f %5d", v, median(pps), median(ns), slices.Min(ns), slices.Max(ns),
-			ratioString(ratio), ratioString(ppsRatio), median(util), len(ns))
+		t.Logf("%-16s %9.0f %6.0f (%5.0f–%5.0f) %18s %18s %6.2f %5d", v, procstat.Median(pps), procstat.Median(ns), slices.Min(ns), slices.Max(ns),
+			ratioString(ratio), ratioString(ppsRatio), procstat.Median(util), len(ns))
 	}
 }
 

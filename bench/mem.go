@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/udpgate/udpgate/internal/testkit/procstat"
 	"github.com/udpgate/udpgate/internal/traffic/loadgen"
 )
 
@@ -273,10 +274,10 @@ func summariseMem(rs []runRecord) memCell {
 			c.Flagged++
 		}
 	}
-	c.HeapPerConn, c.RSSPerConn, c.HeapAfter = median(heap), median(rss), median(after)
-	c.GCCycleCPUms, c.GCCycleWallms = median(cyc), median(wall)
-	c.PPS, c.ServerUtil, c.GCCycles = median(pps), median(util), median(cycles)
-	c.GCShare, c.GCFloor, c.AllocPerReply = median(share), median(floor), median(alloc)
+	c.HeapPerConn, c.RSSPerConn, c.HeapAfter = procstat.Median(heap), procstat.Median(rss), procstat.Median(after)
+	c.GCCycleCPUms, c.GCCycleWallms = procstat.Median(cyc), procstat.Median(wall)
+	c.PPS, c.ServerUtil, c.GCCycles = procstat.Median(pps), procstat.Median(util), procstat.Median(cycles)
+	c.GCShare, c.GCFloor, c.AllocPerReply = procstat.Median(share), procstat.Median(floor), procstat.Median(alloc)
 	return c
 }
 

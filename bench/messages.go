@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/internal/testkit/netem"
+	"github.com/udpgate/udpgate/internal/testkit/procstat"
 	"github.com/udpgate/udpgate/internal/traffic/loadgen"
 )
 
@@ -692,7 +693,7 @@ func runMsgBulk(ctx context.Context, opt *options, sc scenario, v variant, rep i
 	}
 	w1 := lr.mark()
 	lr.wire(m, w0, w1, uint64(n)*msgBulkSize)
-	m.BulkMedian = median(m.BulkSeconds)
+	m.BulkMedian = procstat.Median(m.BulkSeconds)
 	if w0.s.err == nil && w1.s.err == nil {
 		rec.Acct = acct(w0.s, w1.s)
 		m.Util = float64(w1.s.server.Sched-w0.s.server.Sched) / float64(w1.s.at.Sub(w0.s.at))
@@ -933,7 +934,7 @@ func summariseMsg(sc scenario, rs []runRecord, kcpRuns, rawRuns map[int]runRecor
 	if math.IsInf(c.BulkMin, 1) {
 		c.BulkMin = 0
 	}
-	g := func(k string) float64 { return median(f[k]) }
+	g := func(k string) float64 { return procstat.Median(f[k]) }
 	c.Sent, c.Delivered, c.OutOfOrder, c.Duplicated = g("sent"), g("delivered"), g("ooo"), g("dup")
 	c.P50ms, c.P99ms, c.WirePerByte, c.WireIPPerByte, c.Resent = g("p50"), g("p99"), g("wire"), g("wireip"), g("resent")
 	c.BulkMedian, c.PerSec, c.CPUNs, c.Util = g("bulk"), g("persec"), g("cpu"), g("util")

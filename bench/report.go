@@ -9,9 +9,10 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/udpgate/udpgate/internal/testkit/procstat"
 )
 
 // cell summarises one variant under one scenario over the repetitions.
@@ -67,18 +68,6 @@ type report struct {
 	Msgs    []msgCell   `json:"messages,omitempty"`
 	Targets []target    `json:"targets"`
 	Runs    []runRecord `json:"runs"`
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	xs = slices.Clone(xs)
-	slices.Sort(xs)
-	if len(xs)%2 == 1 {
-		return xs[len(xs)/2]
-	}
-	return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
 }
 
 // baseline returns the first variant of kind, the reference for ratios.
@@ -177,10 +166,10 @@ func summarise(opt *options, recs []runRecord) *report {
 					csec = append(csec, r.Connect.Seconds)
 				}
 			}
-			c.PPS, c.CPUNs, c.SchedNs, c.Util = median(pps), median(cpu), median(sched), median(util)
-			c.LoadNs, c.Acct, c.P50us, c.P99us = median(load), median(acct), median(p50), median(p99)
-			c.VsEcho, c.VsNaive, c.VsCEcho = median(vsEcho), median(vsNaive), median(vsC)
-			c.ConnectPerSec, c.ConnectP50us, c.ConnectP99us, c.ConnectSec = median(cps), median(cp50), median(cp99), median(csec)
+			c.PPS, c.CPUNs, c.SchedNs, c.Util = procstat.Median(pps), procstat.Median(cpu), procstat.Median(sched), procstat.Median(util)
+			c.LoadNs, c.Acct, c.P50us, c.P99us = procstat.Median(load), procstat.Median(acct), procstat.Median(p50), procstat.Median(p99)
+			c.VsEcho, c.VsNaive, c.VsCEcho = procstat.Median(vsEcho), procstat.Median(vsNaive), procstat.Median(vsC)
+			c.ConnectPerSec, c.ConnectP50us, c.ConnectP99us, c.ConnectSec = procstat.Median(cps), procstat.Median(cp50), procstat.Median(cp99), procstat.Median(csec)
 			rep.Cells = append(rep.Cells, c)
 		}
 	}
@@ -258,7 +247,7 @@ func scaleRatio(recs []runRecord, lo, hi, v string) float64 {
 			xs = append(xs, r.CPUNs/at[r.Rep])
 		}
 	}
-	return median(xs)
+	return procstat.Median(xs)
 }
 
 // machineLine describes the machine: CPU count and model, kernel, Go.

@@ -255,7 +255,7 @@ func medianPhase(ps []rttPhase) rttPhase {
 		for i := range ps {
 			xs = append(xs, f(&ps[i]))
 		}
-		return median(xs)
+		return procstat.Median(xs)
 	}
 	return rttPhase{
 		Sent:    uint64(get(func(p *rttPhase) float64 { return float64(p.Sent) })),
@@ -288,8 +288,8 @@ func summariseRTT(rs []runRecord) rttCell {
 		}
 	}
 	c.Idle, c.Flood = medianPhase(idle), medianPhase(fl)
-	c.P50Ratio, c.P99Ratio = median(r50), median(r99)
-	c.FloodRate, c.KernelDrops, c.ServerUtil = median(rate), median(drops), median(util)
+	c.P50Ratio, c.P99Ratio = procstat.Median(r50), procstat.Median(r99)
+	c.FloodRate, c.KernelDrops, c.ServerUtil = procstat.Median(rate), procstat.Median(drops), procstat.Median(util)
 	return c
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/udpgate/udpgate/internal/testkit/procstat"
 	"github.com/udpgate/udpgate/internal/traffic/loadgen"
 )
 
@@ -194,8 +195,8 @@ func summariseStorm(rs []runRecord, naive map[int]runRecord) stormCell {
 			c.Flagged++
 		}
 	}
-	c.PerSecond, c.AllInSec, c.P50ms, c.P99ms = median(pps), median(allIn), median(p50), median(p99)
-	c.ServerCPUus, c.KernelDrops, c.VsNaive = median(cpu), median(drops), median(vs)
+	c.PerSecond, c.AllInSec, c.P50ms, c.P99ms = procstat.Median(pps), procstat.Median(allIn), procstat.Median(p50), procstat.Median(p99)
+	c.ServerCPUus, c.KernelDrops, c.VsNaive = procstat.Median(cpu), procstat.Median(drops), procstat.Median(vs)
 	return c
 }
 

@@ -8,6 +8,7 @@ package procstat
 import (
 	"context"
 	"runtime"
+	"slices"
 	"time"
 )
 
@@ -40,4 +41,19 @@ func WaitQuiet(ctx context.Context, max time.Duration) bool {
 		time.Sleep(500 * time.Millisecond)
 	}
 	return false
+}
+
+// Median is the median of xs (the mean of the middle two for an even
+// count; 0 for none), the figure both harnesses report over repetitions.
+// xs is not reordered.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	if len(xs)%2 == 1 {
+		return xs[len(xs)/2]
+	}
+	return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
 }

@@ -2,6 +2,7 @@ package procstat
 
 import (
 	"os"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -52,4 +53,16 @@ func TestProcessCPU(t *testing.T) {
 		t.Error("no error for a missing process")
 	}
 	_ = x
+}
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		xs   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		in := slices.Clone(c.xs)
+		if got := Median(c.xs); got != c.want || !slices.Equal(in, c.xs) {
+			t.Errorf("Median(%v) = %v, want %v, input unchanged", in, got, c.want)
+		}
+	}
 }
