@@ -275,6 +275,13 @@ func (nw *Network) Bind(addr netip.AddrPort) (*Endpoint, error) {
 // returns.
 func (nw *Network) Deliver(from, to netip.AddrPort, p []byte) { nw.send(from, to, p) }
 
+// Balanced reports whether every datagram sent and every duplicate made is
+// accounted for exactly once (the sum in the package documentation): a
+// test of a simulation checks it after its traffic.
+func (s Stats) Balanced() bool {
+	return s.Sent+s.Duplicated == s.Dropped+s.Lost+s.Delivered+s.Undeliverable+s.QueueDrops+s.InFlight
+}
+
 // Stats returns the network's counters.
 func (nw *Network) Stats() Stats {
 	return Stats{
