@@ -287,6 +287,12 @@ func (c *Conn) receive(h *protocol.ConnHeader, payload []byte, now time.Time, re
 		return protocol.DropUnknownConnection
 	}
 	c.mu.Lock()
+	return c.receiveLocked(h, payload, now, rep, l)
+}
+
+// receiveLocked is receive from the sequence window on, called with c.mu
+// held (which it releases) by a path that took it already and found c open.
+func (c *Conn) receiveLocked(h *protocol.ConnHeader, payload []byte, now time.Time, rep *seqwin.AckReport, l *loop) protocol.DropReason {
 	var e *message.Endpoint
 	if h.Kind == protocol.KindMessages {
 		// The message layer checks a Messages packet before the sequence
