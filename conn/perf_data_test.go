@@ -53,27 +53,44 @@ func BenchmarkFloorData(b *testing.B) {
 			floorVariants(b, func(b *testing.B, fillOnly bool) {
 				s := listenBench(b, n)
 				now := time.Now()
-				rng := rand.New(rand.NewPCG(1, 2))
-				clients := benchConns(b, s, s.socks[0], n, now, rng)
-				l := newLoop(s, 0, s.socks[0], 64, seconds(now))
-				payload := make([]byte, 32)
-				fill := func() {
-					for i := range l.rb.Msgs {
-						cl := &clients[rng.IntN(n)]
-						m := &l.rb.Msgs[i]
-						m.N = wire.EncodeConn(m.Buf, s.st.magic, &cl.hdr, payload)
-						m.Addr = cl.addr
-						cl.hdr.Seq = (cl.hdr.Seq + 1) % protocol.SeqModulus
-						cl.hdr.Ack = (cl.hdr.Ack + 1) % protocol.SeqModulus
-						cl.hdr.AckBits = ^uint64(0)
-					}
+				bc := benchConns(b, s, s.socks[0], n, now, rand.New(rand.NewPCG(1, 2)))
+				clients := make([]floorClient, n)
+				for i := range clients {
+					clients[i].addr, clients[i].hdr = bc[i].addr, bc[i].hdr
 				}
+				l := newLoop(s, 0, s.socks[0], 64, seconds(now))
+				fill := floorFill(l, clients, false)
 				floorRun(b, l, fill, fillOnly, now)
 				if got := l.cnt.local[cConnIn]; !fillOnly && got < uint64(b.N) {
 					b.Fatalf("only %d of %d packets accepted", got, b.N)
 				}
 			})
 		})
+	}
+}
+
+// floorFill returns a fill that puts a Data packet from a random client into
+// every message of l's receive batch, 32 bytes of payload sealed or not, and
+// moves the client on as the load generator's SeqState does: the next
+// sequence number, and an ack of every echo so far.
+func floorFill(l *loop, clients []floorClient, sealed bool) func() {
+	rng := rand.New(rand.NewPCG(5, 6))
+	payload := make([]byte, 32)
+	magic := l.s.st.magic
+	return func() {
+		for i := range l.rb.Msgs {
+			cl := &clients[rng.IntN(len(clients))]
+			m := &l.rb.Msgs[i]
+			if sealed {
+				m.N = wire.SealConn(m.Buf, magic, &cl.hdr, payload, &cl.tx)
+			} else {
+				m.N = wire.EncodeConn(m.Buf, magic, &cl.hdr, payload)
+			}
+			m.Addr = cl.addr
+			cl.hdr.Seq = (cl.hdr.Seq + 1) % protocol.SeqModulus
+			cl.hdr.Ack = (cl.hdr.Ack + 1) % protocol.SeqModulus
+			cl.hdr.AckBits = ^uint64(0)
+		}
 	}
 }
 
@@ -107,9 +124,9 @@ func BenchmarkFloorChallenge(b *testing.B) {
 	})
 }
 
-// sealedClient is a client of a sealed benchmark server: its address, the
-// header of its next Data packet and its sealer.
-type sealedClient struct {
+// floorClient is a client of a Floor benchmark's server: its address, the
+// header of its next Data packet and, on a sealed server, its sealer.
+type floorClient struct {
 	addr netip.AddrPort
 	hdr  protocol.ConnHeader
 	tx   seal.Sealer
@@ -131,19 +148,7 @@ func BenchmarkFloorSealedData(b *testing.B) {
 		now := time.Now()
 		clients := sealedLogins(b, s, n, now)
 		l := newLoop(s, 0, s.socks[0], 64, seconds(now))
-		rng := rand.New(rand.NewPCG(1, 2))
-		payload := make([]byte, 32)
-		fill := func() {
-			for i := range l.rb.Msgs {
-				cl := &clients[rng.IntN(n)]
-				m := &l.rb.Msgs[i]
-				m.N = wire.SealConn(m.Buf, s.st.magic, &cl.hdr, payload, &cl.tx)
-				m.Addr = cl.addr
-				cl.hdr.Seq = (cl.hdr.Seq + 1) % protocol.SeqModulus
-				cl.hdr.Ack = (cl.hdr.Ack + 1) % protocol.SeqModulus
-				cl.hdr.AckBits = ^uint64(0)
-			}
-		}
+		fill := floorFill(l, clients, true)
 		floorRun(b, l, fill, fillOnly, now)
 		if got := l.cnt.local[cConnIn]; !fillOnly && got < uint64(b.N) {
 			b.Fatalf("only %d of %d packets accepted", got, b.N)
@@ -153,13 +158,13 @@ func BenchmarkFloorSealedData(b *testing.B) {
 
 // sealedLogins logs n sealed clients into s through a loop of its own, as
 // BenchmarkLoopLogin does, and returns them ready to send Data.
-func sealedLogins(b *testing.B, s *Server, n int, now time.Time) []sealedClient {
+func sealedLogins(b *testing.B, s *Server, n int, now time.Time) []floorClient {
 	b.Helper()
 	l := newLoop(s, 0, s.socks[0], 1, seconds(now))
 	pb := newPromoBatch()
 	pb.sock = s.socks[0]
 	in := &l.rb.Msgs[0]
-	clients := make([]sealedClient, n)
+	clients := make([]floorClient, n)
 	for i := range clients {
 		cl := &clients[i]
 		tok := makeToken(b, nil, token.Params{ClientID: uint64(i),
