@@ -303,7 +303,15 @@ func (c *Conn) receiveLocked(h *protocol.ConnHeader, payload []byte, now time.Ti
 			return protocol.DropMessageRefused
 		}
 	}
-	sec, ns := l.clock(now)
+	// The batch's conversions of now on a loop (now is then l.now), its
+	// own otherwise.
+	var sec float64
+	var ns int64
+	if l != nil {
+		sec, ns = l.nowSec, l.nowNs
+	} else {
+		sec, ns = seconds(now), now.UnixNano()
+	}
 	r := c.seq.Receive(h.Seq, h.Ack, h.AckBits, sec, rep)
 	if r != protocol.DropNone {
 		c.mu.Unlock()

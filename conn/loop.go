@@ -274,15 +274,6 @@ func (l *loop) handle(m *batchio.Message, c *Conn, now time.Time) {
 	}
 }
 
-// clock returns now in seconds and in nanoseconds: the batch's conversions
-// when l is set (now is then l.now), now's own otherwise.
-func (l *loop) clock(now time.Time) (float64, int64) {
-	if l == nil {
-		return seconds(now), now.UnixNano()
-	}
-	return l.nowSec, l.nowNs
-}
-
 // slot is the next free message of the send batch, flushing it first when
 // full (Sends from handlers can add more than one message per datagram).
 func (l *loop) slot() *batchio.Message {
