@@ -205,16 +205,17 @@ func (c *Conn) send(kind protocol.Kind, payload []byte, sealed bool) (uint16, er
 	}
 	c.mu.Lock()
 	l := c.inLoop
-	var now time.Time
+	var sec float64
+	var ns int64
 	if l != nil {
-		now = l.now // the batch's clock reading: one per batch, not per Send
+		sec, ns = l.nowSec, l.nowNs // the batch's clock reading: one per batch, not per Send
 	} else {
-		now = c.st.Now()
+		now := c.st.Now()
+		sec, ns = seconds(now), now.UnixNano()
 	}
-	seq, ack, bits, lost, evicted := c.seq.Send(seconds(now))
+	seq, ack, bits, lost, evicted := c.seq.Send(sec)
 	var scratch *[protocol.MaxDatagramLimit]byte
 	if e := c.endpoint(); e != nil {
-		ns := now.UnixNano()
 		if evicted {
 			e.Lost(lost.Seq, ns)
 		}
@@ -241,7 +242,7 @@ func (c *Conn) send(kind protocol.Kind, payload []byte, sealed bool) (uint16, er
 			if scratch != nil {
 				sendBufs.Put(scratch)
 			}
-			c.lastSend.Store(now.UnixNano())
+			c.lastSend.Store(ns)
 			if evicted {
 				c.notifyLost(lost.Seq)
 			}
@@ -255,7 +256,7 @@ func (c *Conn) send(kind protocol.Kind, payload []byte, sealed bool) (uint16, er
 	if scratch != nil {
 		sendBufs.Put(scratch)
 	}
-	c.lastSend.Store(now.UnixNano())
+	c.lastSend.Store(ns)
 	err := lk.write(buf[:n], addr)
 	sendBufs.Put(buf)
 	if evicted {
@@ -286,6 +287,12 @@ func (c *Conn) receive(h *protocol.ConnHeader, payload []byte, now time.Time, re
 		return protocol.DropUnknownConnection
 	}
 	c.mu.Lock()
+	return c.receiveLocked(h, payload, now, rep, l)
+}
+
+// receiveLocked is receive from the sequence window on, called with c.mu
+// held (which it releases) by a path that took it already and found c open.
+func (c *Conn) receiveLocked(h *protocol.ConnHeader, payload []byte, now time.Time, rep *seqwin.AckReport, l *loop) protocol.DropReason {
 	var e *message.Endpoint
 	if h.Kind == protocol.KindMessages {
 		// The message layer checks a Messages packet before the sequence
@@ -296,13 +303,21 @@ func (c *Conn) receive(h *protocol.ConnHeader, payload []byte, now time.Time, re
 			return protocol.DropMessageRefused
 		}
 	}
-	r := c.seq.Receive(h.Seq, h.Ack, h.AckBits, seconds(now), rep)
+	// The batch's conversions of now on a loop (now is then l.now), its
+	// own otherwise.
+	var sec float64
+	var ns int64
+	if l != nil {
+		sec, ns = l.nowSec, l.nowNs
+	} else {
+		sec, ns = seconds(now), now.UnixNano()
+	}
+	r := c.seq.Receive(h.Seq, h.Ack, h.AckBits, sec, rep)
 	if r != protocol.DropNone {
 		c.mu.Unlock()
 		return r
 	}
 	if m := c.endpoint(); m != nil {
-		ns := now.UnixNano()
 		for _, p := range rep.DeliveredPackets() {
 			m.Acked(p.Seq, ns)
 		}
@@ -323,28 +338,34 @@ func (c *Conn) receive(h *protocol.ConnHeader, payload []byte, now time.Time, re
 	// With messages, the Handler's SendMessage calls only queue until
 	// the callbacks return (one flush below); set in this critical
 	// section, so the packet path takes no lock for it.
-	hold := c.st.msgs != nil && h.Kind != protocol.KindDisconnect
+	hold := false
 	if c.st.msgs != nil {
+		hold = h.Kind != protocol.KindDisconnect
 		c.holdFlush = hold // without messages it stays false, its line untouched
 	}
 	c.mu.Unlock()
-	c.lastRecv.Store(now.UnixNano())
-	if l != nil {
-		defer c.leaveLoop()
-	}
-	c.awaitReady()
+	c.lastRecv.Store(ns)
+	// With l set, every return below ends the window in which Send
+	// appends to l's batch (leaveLoop): by hand, as a defer costs more.
 	if h.Kind == protocol.KindDisconnect {
+		c.awaitReady()
 		reason := ReasonClosed
 		if len(payload) == 1 && payload[0] >= 1 && payload[0] < protocol.NumDisconnectReasons {
 			reason = DisconnectReason(payload[0])
 		}
 		c.shutdown(reason, true)
+		if l != nil {
+			c.leaveLoop()
+		}
 		return protocol.DropNone
 	}
-	if !c.enter() {
+	if !c.enter() { // enter waits for OnConnect first, as awaitReady
+		if l != nil {
+			c.leaveLoop()
+		}
 		return protocol.DropNone // closed: the hold no longer matters
 	}
-	if rep.NumDelivered+rep.NumLost > 0 && c.st.delivery != nil {
+	if c.st.delivery != nil && rep.NumDelivered+rep.NumLost > 0 {
 		c.notify(rep)
 	}
 	switch h.Kind {
@@ -361,6 +382,9 @@ func (c *Conn) receive(h *protocol.ConnHeader, payload []byte, now time.Time, re
 		_ = c.Flush()
 	}
 	c.exit()
+	if l != nil {
+		c.leaveLoop()
+	}
 	return protocol.DropNone
 }
 

@@ -29,10 +29,13 @@ type loop struct {
 	sb   *batchio.Batch
 	rnd  wire.Rand
 	// now is the batch's clock reading, which Sends from handlers on this
-	// loop reuse.
-	now time.Time
-	d   handshake.Decision
-	rep seqwin.AckReport
+	// loop reuse; nowSec and nowNs are it in seconds and in nanoseconds,
+	// converted once per batch rather than per packet.
+	now    time.Time
+	nowSec float64
+	nowNs  int64
+	d      handshake.Decision
+	rep    seqwin.AckReport
 	// out counts the send batch's messages so far (replies, and Sends
 	// from handlers running on this loop).
 	out int
@@ -132,7 +135,7 @@ func (l *loop) batch(n int, now time.Time) {
 // wait in the send batch for flush.
 func (l *loop) process(n int, now time.Time) {
 	s := l.s
-	l.now = now
+	l.now, l.nowSec, l.nowNs = now, seconds(now), now.UnixNano()
 	if fc, g, ok := s.liveConfig(l.gen); ok {
 		l.fp = handshake.NewServer(fc, s.secrets, 0, seconds(now))
 		l.gen = g
@@ -164,9 +167,10 @@ func (l *loop) process(n int, now time.Time) {
 		}
 	}
 	l.sink = sink
+	maxLen := s.st.MaxDatagram
 	for i, c := range conns {
 		m := &l.rb.Msgs[i]
-		if m.Truncated || m.N > s.st.MaxDatagram {
+		if m.Truncated || m.N > maxLen {
 			l.cnt.add(cDrop+int(protocol.DropTooLarge), 1)
 			continue
 		}
@@ -226,7 +230,7 @@ func (l *loop) handle(m *batchio.Message, c *Conn, now time.Time) {
 		peer.Cookie = c.cookie
 	}
 	dst := l.slot()
-	l.fp.Handle(d, m.Addr, m.Buf[:m.N], seconds(now), &peer, dst.Buf[:cap(dst.Buf)])
+	l.fp.Handle(d, m.Addr, m.Buf[:m.N], l.nowSec, &peer, dst.Buf[:cap(dst.Buf)])
 	if d.Handshake {
 		l.cnt.add(cRequest+int(d.Request), 1)
 	}

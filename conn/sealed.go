@@ -381,11 +381,18 @@ func (l *loop) sealed(m *batchio.Message, c *Conn, now time.Time) {
 		return
 	}
 	pkt := m.Buf[:m.N]
+	// One critical section opens the packet and runs the sequence window
+	// (receiveLocked releases it): one lock per packet, not two.
 	c.mu.Lock()
 	payload, _, r := wire.OpenConn(l.s.st.magic, pkt, &d.Conn, &c.sec.rx)
-	c.mu.Unlock()
-	if r == protocol.DropNone {
-		r = c.receive(&d.Conn, payload, now, &l.rep, l)
+	switch {
+	case r != protocol.DropNone:
+		c.mu.Unlock()
+	case c.closed.Load():
+		c.mu.Unlock()
+		r = protocol.DropUnknownConnection
+	default:
+		r = c.receiveLocked(&d.Conn, payload, now, &l.rep, l)
 	}
 	l.connIn(r)
 }

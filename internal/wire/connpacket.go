@@ -79,15 +79,18 @@ func EncodeConn(dst []byte, m Magic, h *protocol.ConnHeader, payload []byte) int
 	// The prefix is at most 38 bits and n ≥ 19, so one 8-byte store writes
 	// it and its zero padding; the header then overwrites from offset o.
 	binary.LittleEndian.PutUint64(dst, uint64(m.bits)|PrefixWord(h.SessionID, h.ClientID, false)<<m.n)
+	// Through a slice of the header's fixed length, so the stores need no
+	// bounds checks of their own: Tag, Seq and Ack are one 8-byte store.
 	o := ConnHeaderOffset(m)
-	binary.LittleEndian.PutUint32(dst[o:], h.Tag)
-	binary.LittleEndian.PutUint16(dst[o+4:], h.Seq)
-	binary.LittleEndian.PutUint16(dst[o+6:], h.Ack)
-	binary.LittleEndian.PutUint64(dst[o+8:], h.AckBits)
-	dst[o+16] = byte(h.Kind)
+	hdr := dst[o : o+protocol.ConnHeaderBytes]
+	binary.LittleEndian.PutUint64(hdr, uint64(h.Tag)|uint64(h.Seq)<<32|uint64(h.Ack)<<48)
+	binary.LittleEndian.PutUint64(hdr[8:], h.AckBits)
+	hdr[16] = byte(h.Kind)
 	p := o + protocol.ConnHeaderBytes
 	p += copy(dst[p:], payload)
-	clear(dst[p : n-1]) // KeepAlive padding; empty otherwise
+	if p < n-1 {
+		clear(dst[p : n-1]) // KeepAlive padding
+	}
 	dst[n-1] = 0x01
 	return n
 }

@@ -160,8 +160,8 @@ func putSealedPrefix(dst []byte, m Magic, h *protocol.ConnHeader) {
 }
 
 func putSealedBody(b []byte, h *protocol.ConnHeader) {
-	binary.LittleEndian.PutUint16(b, h.Seq)
-	binary.LittleEndian.PutUint16(b[2:], h.Ack)
+	b = b[:sealedBodyBytes] // one bounds check for the stores below
+	binary.LittleEndian.PutUint32(b, uint32(h.Seq)|uint32(h.Ack)<<16)
 	binary.LittleEndian.PutUint64(b[4:], h.AckBits)
 	b[12] = byte(h.Kind)
 }
