@@ -85,8 +85,8 @@ func (s *Server) enqueue(q *promoQueue, items []promotion) (dropped int) {
 	q.mu.Lock()
 	n := min(len(items), promotionQueue-q.waiting())
 	q.items = append(q.items, items[:n]...)
-	// One task per promotionBatch waiting, up to the loop's share of the
-	// pool: one is enough unless the Accept hook is slow.
+	// One task per promotionBatch waiting, up to s.drainers (one unless
+	// an Accept hook may make tasks wait).
 	start := q.running < s.drainers && q.waiting() > q.running*promotionBatch
 	if start {
 		q.running++
