@@ -190,7 +190,7 @@ func (l *loop) process(n int, now time.Time) {
 func (l *loop) handOff() {
 	s := l.s
 	if len(l.pending) > 0 {
-		if n := s.enqueue(&l.queue, l.pending); n > 0 {
+		if n := s.enqueue(&l.queue, l.pending, l.now); n > 0 {
 			l.cnt.add(cDrop+int(protocol.DropPromotionFull), uint64(n))
 			s.ev.promotionRejected.Add(uint64(n))
 		}

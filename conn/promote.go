@@ -51,6 +51,10 @@ type promoQueue struct {
 	head  int
 	// running counts the pool tasks draining this queue.
 	running int
+	// took is when a task last took a batch (the server's clock, Unix ns):
+	// with no Accept hook, a second task starts only when none took one
+	// for drainStall (enqueue).
+	took int64
 }
 
 // waiting is the queue's depth; the caller holds mu.
@@ -81,13 +85,18 @@ func (q *promoQueue) take(dst []promotion) []promotion {
 
 // enqueue adds a loop's proven clients to its queue and starts a drain task
 // if the queue needs one more. It reports how many did not fit.
-func (s *Server) enqueue(q *promoQueue, items []promotion) (dropped int) {
+// now is the loop's batch time.
+func (s *Server) enqueue(q *promoQueue, items []promotion, now time.Time) (dropped int) {
 	q.mu.Lock()
 	n := min(len(items), promotionQueue-q.waiting())
 	q.items = append(q.items, items[:n]...)
-	// One task per promotionBatch waiting, up to s.drainers (one unless
-	// an Accept hook may make tasks wait).
-	start := q.running < s.drainers && q.waiting() > q.running*promotionBatch
+	// One task per promotionBatch waiting, up to the loop's share of the
+	// pool. Without an Accept hook a task never waits for the application
+	// unless OnConnect blocks, so a second one starts only when the
+	// running ones took no batch for drainStall; otherwise it could only
+	// take a core from the receive loops (docs/decisions.md).
+	start := q.running < s.drainers && q.waiting() > q.running*promotionBatch &&
+		(q.running == 0 || s.st.Accept != nil || now.UnixNano()-q.took > int64(drainStall))
 	if start {
 		q.running++
 	}
@@ -109,6 +118,7 @@ func (s *Server) drain(q *promoQueue) {
 	pb := s.promos.Get().(*promoBatch)
 	pb.sock = q.sock
 	for {
+		now := s.st.Now().UnixNano()
 		q.mu.Lock()
 		if s.closing.Load() {
 			q.items, q.head = nil, 0
@@ -119,6 +129,7 @@ func (s *Server) drain(q *promoQueue) {
 			break
 		}
 		pb.items = q.take(pb.items)
+		q.took = now
 		q.mu.Unlock()
 		s.promoteBatch(pb)
 	}

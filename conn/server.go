@@ -42,9 +42,8 @@ type Server struct {
 	// socket a handshake flood keeps busy.
 	connSocks []transport
 	pool      *ants.PoolWithFuncGeneric[*promoQueue]
-	// drainers: pool tasks one loop's queue may have running at once:
-	// the loop's share of the pool with an Accept hook, which may wait;
-	// one without, whose task never waits (docs/decisions.md).
+	// drainers: pool tasks one loop's queue may have running at once
+	// (enqueue starts them).
 	drainers  int
 	promos    sync.Pool
 	seedCount atomic.Uint64
@@ -188,9 +187,6 @@ func newServer(st settings, now time.Time, secrets *cookie.Secrets, group transp
 	s.timers.init(st.SweepInterval, now)
 	s.promos.New = func() any { return newPromoBatch() }
 	s.drainers = max(1, st.PromotionWorkers/len(socks))
-	if st.Accept == nil {
-		s.drainers = 1
-	}
 	s.pool, err = ants.NewPoolWithFuncGeneric(max(st.PromotionWorkers, len(socks)), s.drain,
 		ants.WithNonblocking(true),
 		ants.WithPanicHandler(func(p any) {
