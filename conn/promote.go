@@ -51,9 +51,8 @@ type promoQueue struct {
 	head  int
 	// running counts the pool tasks draining this queue.
 	running int
-	// took is when a task last took a batch (the server's clock, Unix ns):
-	// with no Accept hook, a second task starts only when none took one
-	// for drainStall (enqueue).
+	// took is when a task last took a batch (the server's clock, Unix
+	// ns): see enqueue.
 	took int64
 }
 
@@ -85,18 +84,19 @@ func (q *promoQueue) take(dst []promotion) []promotion {
 
 // enqueue adds a loop's proven clients to its queue and starts a drain task
 // if the queue needs one more. It reports how many did not fit.
-// now is the loop's batch time.
-func (s *Server) enqueue(q *promoQueue, items []promotion, now time.Time) (dropped int) {
+// now is the loop's batch time; behind tells that its last receive filled
+// the batch (more datagrams wait in its socket).
+func (s *Server) enqueue(q *promoQueue, items []promotion, now time.Time, behind bool) (dropped int) {
 	q.mu.Lock()
 	n := min(len(items), promotionQueue-q.waiting())
 	q.items = append(q.items, items[:n]...)
 	// One task per promotionBatch waiting, up to the loop's share of the
-	// pool. Without an Accept hook a task never waits for the application
-	// unless OnConnect blocks, so a second one starts only when the
-	// running ones took no batch for drainStall; otherwise it could only
-	// take a core from the receive loops (docs/decisions.md).
+	// pool. Without an Accept hook a task waits for nothing unless
+	// OnConnect blocks: while the loop is behind, a second task would
+	// only take the core the loop needs, so it starts only when the
+	// running ones took no batch for drainStall (docs/decisions.md).
 	start := q.running < s.drainers && q.waiting() > q.running*promotionBatch &&
-		(q.running == 0 || s.st.Accept != nil || now.UnixNano()-q.took > int64(drainStall))
+		(q.running == 0 || s.st.Accept != nil || !behind || now.UnixNano()-q.took > int64(drainStall))
 	if start {
 		q.running++
 	}
