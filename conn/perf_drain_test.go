@@ -1,9 +1,12 @@
 package conn
 
 import (
+	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/udpgate/udpgate/internal/protocol"
 )
@@ -61,6 +64,46 @@ func TestDrainBlockedOnConnectGetsAnotherTask(t *testing.T) {
 		}
 		if st := s.Stats(); st.PromotionRejected != 0 {
 			t.Fatalf("promotion refused %d clients", st.PromotionRejected)
+		}
+	})
+}
+
+// While its loop is behind, a queue without an Accept hook runs one drain
+// task: a second would take the core the loop needs. Once the loop has
+// caught up, the queue gets another task for its backlog as before. The
+// first task stays in OnConnect throughout, so the connections made tell
+// whether a second one ran.
+func TestDrainTasksWhileLoopBehind(t *testing.T) {
+	onSim(t, func(t *testing.T, n *testNet) {
+		h := &blockingConnect{entered: make(chan struct{}), release: make(chan struct{})}
+		s := n.listen(Config{Sockets: 1, PromotionWorkers: 8, Handler: h,
+			MaxClientsPerIP: -1, MaxClientsPerPrefix: -1})
+		defer close(h.release)
+		q := &promoQueue{sock: s.socks[0]}
+		next := 0
+		clients := func(k int) []promotion {
+			ps := make([]promotion, k)
+			for i := range ps {
+				next++
+				ps[i].addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(next >> 16), byte(next >> 8), byte(next)}), 4000)
+				binary.LittleEndian.PutUint64(ps[i].cookie[:], uint64(next))
+				ps[i].to.ClientID = 1
+				ps[i].ts = seconds(s.st.Now())
+			}
+			return ps
+		}
+		now := s.st.Now() // the bubble's clock stands still: no task stalls
+		s.enqueue(q, clients(1), now, true)
+		<-h.entered
+		s.enqueue(q, clients(2*promotionBatch), now, true)
+		synctest.Wait()
+		if got := s.Len(); got != 1 {
+			t.Fatalf("%d connections while the loop is behind, want the first task's 1", got)
+		}
+		s.enqueue(q, clients(1), now, false)
+		synctest.Wait()
+		if got, want := s.Len(), 2*promotionBatch+2; got != want {
+			t.Fatalf("%d connections once the loop caught up, want %d", got, want)
 		}
 	})
 }
