@@ -31,10 +31,8 @@ type loop struct {
 	// now is the batch's clock reading, which Sends from handlers on this
 	// loop reuse.
 	now time.Time
-	// behind: the batch's receive filled it, so more datagrams wait.
-	behind bool
-	d      handshake.Decision
-	rep    seqwin.AckReport
+	d   handshake.Decision
+	rep seqwin.AckReport
 	// out counts the send batch's messages so far (replies, and Sends
 	// from handlers running on this loop).
 	out int
@@ -121,7 +119,6 @@ func (l *loop) run() {
 // them, and overload control sheds only the connectionless rest.
 func (l *loop) batch(n int, now time.Time) {
 	in := l.cnt.local[cConnIn]
-	l.behind = n == len(l.rb.Msgs)
 	l.process(n, now)
 	if sp := l.s.spread; sp != nil {
 		sp.observe(l.idx, n, int(l.cnt.local[cConnIn]-in), len(l.rb.Msgs), now)
@@ -193,7 +190,7 @@ func (l *loop) process(n int, now time.Time) {
 func (l *loop) handOff() {
 	s := l.s
 	if len(l.pending) > 0 {
-		if n := s.enqueue(&l.queue, l.pending, l.now, l.behind); n > 0 {
+		if n := s.enqueue(&l.queue, l.pending); n > 0 {
 			l.cnt.add(cDrop+int(protocol.DropPromotionFull), uint64(n))
 			s.ev.promotionRejected.Add(uint64(n))
 		}

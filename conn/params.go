@@ -88,10 +88,6 @@ const (
 	// promotionBatch bounds the proven clients one worker promotes between
 	// two sendmmsg calls of their replies.
 	promotionBatch = 256
-	// drainStall: without an Accept hook, a queue whose loop is behind
-	// gets a second drain task only once its tasks took no batch for this
-	// long (a blocking OnConnect); a batch takes under a millisecond.
-	drainStall = 10 * time.Millisecond
 	// promotionQueue bounds the proven clients waiting in one loop's queue.
 	// Only a client that answered a Challenge from its own address gets
 	// there, so this is a login storm's depth, not an attacker's: a

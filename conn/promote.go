@@ -51,9 +51,6 @@ type promoQueue struct {
 	head  int
 	// running counts the pool tasks draining this queue.
 	running int
-	// took is when a task last took a batch (the server's clock, Unix
-	// ns): see enqueue.
-	took int64
 }
 
 // waiting is the queue's depth; the caller holds mu.
@@ -84,19 +81,13 @@ func (q *promoQueue) take(dst []promotion) []promotion {
 
 // enqueue adds a loop's proven clients to its queue and starts a drain task
 // if the queue needs one more. It reports how many did not fit.
-// now is the loop's batch time; behind tells that its last receive filled
-// the batch (more datagrams wait in its socket).
-func (s *Server) enqueue(q *promoQueue, items []promotion, now time.Time, behind bool) (dropped int) {
+func (s *Server) enqueue(q *promoQueue, items []promotion) (dropped int) {
 	q.mu.Lock()
 	n := min(len(items), promotionQueue-q.waiting())
 	q.items = append(q.items, items[:n]...)
 	// One task per promotionBatch waiting, up to the loop's share of the
-	// pool. Without an Accept hook a task waits for nothing unless
-	// OnConnect blocks: while the loop is behind, a second task would
-	// only take the core the loop needs, so it starts only when the
-	// running ones took no batch for drainStall (docs/decisions.md).
-	start := q.running < s.drainers && q.waiting() > q.running*promotionBatch &&
-		(q.running == 0 || s.st.Accept != nil || !behind || now.UnixNano()-q.took > int64(drainStall))
+	// pool: one is enough unless the Accept hook is slow.
+	start := q.running < s.drainers && q.waiting() > q.running*promotionBatch
 	if start {
 		q.running++
 	}
@@ -118,7 +109,6 @@ func (s *Server) drain(q *promoQueue) {
 	pb := s.promos.Get().(*promoBatch)
 	pb.sock = q.sock
 	for {
-		now := s.st.Now().UnixNano()
 		q.mu.Lock()
 		if s.closing.Load() {
 			q.items, q.head = nil, 0
@@ -129,7 +119,6 @@ func (s *Server) drain(q *promoQueue) {
 			break
 		}
 		pb.items = q.take(pb.items)
-		q.took = now
 		q.mu.Unlock()
 		s.promoteBatch(pb)
 	}

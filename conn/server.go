@@ -42,8 +42,7 @@ type Server struct {
 	// socket a handshake flood keeps busy.
 	connSocks []transport
 	pool      *ants.PoolWithFuncGeneric[*promoQueue]
-	// drainers: pool tasks one loop's queue may have running at once
-	// (enqueue starts them).
+	// drainers: pool tasks one loop's queue may have running at once.
 	drainers  int
 	promos    sync.Pool
 	seedCount atomic.Uint64
