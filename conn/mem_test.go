@@ -3,7 +3,6 @@ package conn
 import (
 	"bytes"
 	"net/netip"
-	"runtime"
 	"testing"
 	"time"
 
@@ -30,6 +29,8 @@ type memServer struct {
 	clk *conntest.Clock
 	eps []*conntest.Endpoint
 	hk  []*Conn
+	// drainedSig fires at the end of each drain task.
+	drainedSig conntest.Signal
 }
 
 // newMemServer makes a server with cfg (one socket unless cfg says more)
@@ -61,7 +62,9 @@ func newMemServer(t *testing.T, cfg Config) *memServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return &memServer{Server: s, t: t, nw: nw, clk: clk, eps: g.Endpoints()}
+	m := &memServer{Server: s, t: t, nw: nw, clk: clk, eps: g.Endpoints()}
+	s.drained = m.drainedSig.Fire
+	return m
 }
 
 // step runs each loop over the datagrams queued for it, a batch at a time,
@@ -82,25 +85,24 @@ func (m *memServer) step() {
 }
 
 // waitPromotions waits for every loop's promotion queue to be drained by
-// the pool. A worker takes the queue's lock to finish, after it has sent
-// its replies and told the Handler, so an idle queue under the lock means
-// the promotions are done.
+// the pool, checking at each drain task's end (Server.drained). A task
+// ends after it has sent its replies and told the Handler, so an idle
+// queue under the lock means the promotions are done.
 func (m *memServer) waitPromotions() {
 	m.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for _, l := range m.loops {
-		for {
+	idle := func() bool {
+		for _, l := range m.loops {
 			l.queue.mu.Lock()
-			idle := l.queue.running == 0 && l.queue.waiting() == 0
+			busy := l.queue.running != 0 || l.queue.waiting() != 0
 			l.queue.mu.Unlock()
-			if idle {
-				break
+			if busy {
+				return false
 			}
-			if time.Now().After(deadline) {
-				m.t.Fatal("promotions still running after 10 s")
-			}
-			runtime.Gosched()
 		}
+		return true
+	}
+	if !m.drainedSig.Await(10*time.Second, idle) {
+		m.t.Fatal("promotions still running after 10 s")
 	}
 }
 

@@ -116,6 +116,9 @@ func (s *Server) drain(q *promoQueue) {
 		if q.waiting() == 0 {
 			q.running--
 			q.mu.Unlock()
+			if s.drained != nil {
+				s.drained()
+			}
 			break
 		}
 		pb.items = q.take(pb.items)

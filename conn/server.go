@@ -43,8 +43,11 @@ type Server struct {
 	connSocks []transport
 	pool      *ants.PoolWithFuncGeneric[*promoQueue]
 	// drainers: pool tasks one loop's queue may have running at once.
-	drainers  int
-	promos    sync.Pool
+	drainers int
+	promos   sync.Pool
+	// drained, set by tests only, is called each time a drain task ends
+	// (the promotions it took are done: Acks sent, Handler told).
+	drained   func()
 	seedCount atomic.Uint64
 
 	// Live settings (admin.go).
