@@ -277,7 +277,9 @@ type RunSpec struct {
 	Mark func(end bool)
 	// Until, if not nil, stops the run early, as ending its ctx would,
 	// once it accepts the counters (cumulative since New), which Run
-	// shows it every untilEvery; RunResult.Stopped then says so.
+	// shows it at its start and at each publish of changed counters (as
+	// Await does, so no other Await may run beside it); RunResult.Stopped
+	// then says so.
 	Until func(*Counters) bool
 }
 
@@ -315,9 +317,6 @@ func (r *RunResult) PerSecond() float64 { return perSecond(r.Window.Replies, r.E
 // end: a cookie outlives at least one secret rotation (15 s), not two.
 const responseLifetime = 15 * time.Second
 
-// untilEvery is how often Run shows the counters to RunSpec.Until.
-const untilEvery = 10 * time.Millisecond
-
 // Run sends requests for Warmup + Window and measures the window: answers,
 // losses and latency. It stops by itself at the end of the window, after
 // MaxPackets requests, or when ctx ends; then it waits up to LossTimeout
@@ -341,6 +340,33 @@ func (g *Generator) Run(ctx context.Context, spec RunSpec) (RunResult, error) {
 		return res, err
 	}
 	defer end()
+	// RunSpec.Until: Await shows it the counters; once it accepts them the
+	// workers stop as at ctx's end, and met wakes the coordinator.
+	var met chan struct{}
+	stopUntil := func() bool { return false }
+	if spec.Until != nil {
+		wctx, cancel := context.WithCancel(ctx)
+		met = make(chan struct{})
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			if g.Await(wctx, spec.Until) {
+				g.stop.Store(true)
+				close(met)
+			}
+		}()
+		stopUntil = func() bool {
+			cancel()
+			<-watched
+			select {
+			case <-met:
+				return true
+			default:
+				return false
+			}
+		}
+		defer stopUntil() // before end: no stop is stored after the phase
+	}
 	for _, w := range g.workers {
 		w.hist.Reset()
 	}
@@ -357,34 +383,18 @@ func (g *Generator) Run(ctx context.Context, spec RunSpec) (RunResult, error) {
 	// through the window, mark and sample, stop.
 	var werr error
 	finished := false
-	var until <-chan time.Time
-	if spec.Until != nil {
-		t := time.NewTicker(untilEvery)
-		defer t.Stop()
-		until = t.C
-	}
 	sleep := func(d time.Duration) {
-		if finished || res.Stopped {
+		if finished {
 			return
 		}
 		t := time.NewTimer(d)
 		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				return
-			case <-ctx.Done():
-				return
-			case werr = <-done:
-				finished = true
-				return
-			case <-until:
-				if c := g.Counters(); spec.Until(&c) {
-					res.Stopped = true
-					g.stop.Store(true)
-					return
-				}
-			}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		case <-met:
+		case werr = <-done:
+			finished = true
 		}
 	}
 	sleep(spec.Warmup)
@@ -402,6 +412,7 @@ func (g *Generator) Run(ctx context.Context, spec RunSpec) (RunResult, error) {
 	if !finished {
 		werr = <-done
 	}
+	res.Stopped = stopUntil()
 	res.Elapsed = time.Duration(t1 - t0)
 	res.Window = c1.Sub(c0)
 	res.Total = g.Counters().Sub(first)
