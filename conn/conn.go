@@ -414,17 +414,15 @@ func (c *Conn) enter() bool {
 // that raced its connection's promotion.
 func (c *Conn) awaitReady() {
 	if !c.ready.Load() {
-		if h := awaitReadyHook.Load(); h != nil {
-			(*h)(c)
+		if c.srv != nil {
+			if h := c.srv.awaitingReady.Load(); h != nil {
+				(*h)(c)
+			}
 		}
 		c.gate.Lock()
 		c.gate.Unlock() //nolint:staticcheck // a barrier: OnConnect has returned
 	}
 }
-
-// awaitReadyHook, set by tests only (export_test.go), is called when a
-// packet is about to wait for its connection's OnConnect to return.
-var awaitReadyHook atomic.Pointer[func(*Conn)]
 
 // exit ends a callback admitted by enter; the last one out after the
 // connection closed tells the Handler.

@@ -323,8 +323,8 @@ func TestHandlerOrder(t *testing.T) {
 	app := &orderApp{release: make(chan struct{}), ready: map[*Conn]bool{}, gone: map[*Conn]bool{}}
 	waiting := make(chan struct{})
 	var once sync.Once
-	onAwaitReady(t, func(*Conn) { once.Do(func() { close(waiting) }) })
 	s := listen(t, Config{Handler: app, Messages: testChannels, Sockets: 1})
+	onAwaitReady(s, func(*Conn) { once.Do(func() { close(waiting) }) })
 	cli := dial(t, s, Config{Messages: testChannels})
 	if _, err := cli.Send([]byte("first")); err != nil {
 		t.Fatal(err)

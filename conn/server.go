@@ -45,10 +45,14 @@ type Server struct {
 	// drainers: pool tasks one loop's queue may have running at once.
 	drainers int
 	promos   sync.Pool
-	// drained, set by tests only, is called each time a drain task ends
-	// (the promotions it took are done: Acks sent, Handler told).
-	drained   func()
-	seedCount atomic.Uint64
+	// Test hooks, set by tests only (nil otherwise, each checked on a
+	// cold path): drained is called each time a drain task ends (the
+	// promotions it took are done: Acks sent, Handler told);
+	// awaitingReady when a packet is about to wait for its connection's
+	// OnConnect to return (awaitReady).
+	drained       func()
+	awaitingReady atomic.Pointer[func(*Conn)]
+	seedCount     atomic.Uint64
 
 	// Live settings (admin.go).
 	draining atomic.Bool
