@@ -49,8 +49,15 @@ type batchSys struct {
 	// pointed them at other memory); Recv restores them.
 	dirty int
 
-	recvFn func(fd uintptr) bool
-	sendFn func(fd uintptr) bool
+	recvFn    func(fd uintptr) bool
+	sendFn    func(fd uintptr) bool
+	tryFn     func(fd uintptr)
+	pollFn    func(fd uintptr)
+	pollLowFn func(fd uintptr)
+	pfd       [2]unix.PollFd
+	low       *Socket // RecvPrefer's second socket, during its wait
+	vlen      int     // headers the next recvmmsg may fill
+	dontwait  bool    // the next recvmmsg must not sleep (RecvPrefer)
 
 	// State of the current call.
 	sock   *Socket
@@ -70,6 +77,9 @@ func (bs *batchSys) init(b *Batch) {
 	bs.dirty = size
 	bs.recvFn = b.recvmmsg
 	bs.sendFn = b.sendmmsg
+	bs.tryFn = b.tryRecvmmsg
+	bs.pollFn = b.pollPrefer
+	bs.pollLowFn = b.pollPreferLow
 }
 
 // resetRecv restores the receive layout of the entries a previous call
@@ -100,7 +110,7 @@ func (b *Batch) resetRecv() {
 func (s *Socket) Recv(b *Batch) (int, error) {
 	b.resetRecv()
 	bs := &b.sys
-	bs.sock = s
+	bs.sock, bs.vlen, bs.dontwait = s, len(bs.hdrs), false
 	for {
 		if s.closed.Load() {
 			return 0, net.ErrClosed
@@ -133,6 +143,13 @@ func (s *Socket) Recv(b *Batch) (int, error) {
 			s.ctr.rxErrors.Add(1)
 		}
 	}
+	return s.received(b), nil
+}
+
+// received decodes the headers of the batch recvmmsg just filled into
+// b.Msgs and counts it on s.
+func (s *Socket) received(b *Batch) int {
+	bs := &b.sys
 	n := bs.rn
 	bs.dirty = n
 	var rx rxBatch
@@ -149,7 +166,101 @@ func (s *Socket) Recv(b *Batch) (int, error) {
 	}
 	rx.packets = uint64(n)
 	s.ctr.publishRx(rx)
-	return n, nil
+	return n
+}
+
+// RecvPrefer receives like Recv from two sockets, s first: it returns a
+// batch from s whenever s has datagrams queued, and only when s has none
+// up to lowMax datagrams from low, which must be a socket of the same
+// Group. It blocks until either has one, and returns the socket the batch
+// came from. Each Socket can have several receivers at once, so low's own
+// loop may receive from it too; every datagram goes to one of them.
+//
+// udpgate's connection loops use it to take a login storm's handshakes
+// while their players leave them idle: their players' datagrams never wait
+// behind more than one batch of lowMax.
+//
+// Both sockets must be in ModeBlocking (Linux's default); otherwise, or
+// once low is closed, it is Recv on s. It returns net.ErrClosed once s is
+// closed, and allocates nothing.
+func (s *Socket) RecvPrefer(b *Batch, low *Socket, lowMax int) (int, *Socket, error) {
+	if low == nil || low == s || !s.sys.blocking || !low.sys.blocking || lowMax <= 0 {
+		n, err := s.Recv(b)
+		return n, s, err
+	}
+	b.resetRecv()
+	bs := &b.sys
+	for {
+		if low.closed.Load() {
+			n, err := s.Recv(b)
+			return n, s, err
+		}
+		n, err := s.tryRecv(b, len(bs.hdrs))
+		if n > 0 || err != nil {
+			return n, s, err
+		}
+		if n, _ = low.tryRecv(b, min(lowMax, len(bs.hdrs))); n > 0 {
+			return n, low, nil
+		}
+		// Neither has a datagram: sleep until one does. A Close shuts
+		// s down, which wakes the poll; the timeout is the same safety
+		// net as a blocking Recv's.
+		bs.low = low
+		if err := s.sys.rc.Control(bs.pollFn); err != nil {
+			if s.closed.Load() {
+				return 0, s, net.ErrClosed
+			}
+			return 0, s, err
+		}
+	}
+}
+
+// tryRecv takes up to max datagrams queued on s without sleeping: 0 when
+// none is.
+func (s *Socket) tryRecv(b *Batch, max int) (int, error) {
+	bs := &b.sys
+	bs.sock, bs.vlen, bs.dontwait = s, max, true
+	if s.closed.Load() {
+		return 0, net.ErrClosed
+	}
+	// Control, not Read: Read holds the descriptor's read lock, which a
+	// blocking Recv by the socket's own loop keeps while it sleeps.
+	err := s.sys.rc.Control(bs.tryFn)
+	if s.closed.Load() {
+		return 0, net.ErrClosed
+	}
+	if err != nil {
+		return 0, err
+	}
+	if bs.rn > 0 {
+		return s.received(b), nil
+	}
+	switch bs.rerr {
+	case 0:
+	case unix.EBADF, unix.ENOTSOCK, unix.EFAULT, unix.EINVAL:
+		return 0, os.NewSyscallError("recvmmsg", bs.rerr)
+	default:
+		s.ctr.rxErrors.Add(1)
+	}
+	return 0, nil
+}
+
+// tryRecvmmsg is tryRecv's call, which cannot sleep.
+func (b *Batch) tryRecvmmsg(fd uintptr) { b.recvmmsg(fd) }
+
+// pollPrefer and pollPreferLow are RecvPrefer's wait, run inside both
+// sockets' RawConn.Control so that neither descriptor can be closed and
+// reused during the poll.
+func (b *Batch) pollPrefer(fd uintptr) {
+	bs := &b.sys
+	bs.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	_ = bs.low.sys.rc.Control(bs.pollLowFn)
+}
+
+func (b *Batch) pollPreferLow(fd uintptr) {
+	bs := &b.sys
+	bs.pfd[1] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	_, _ = unix.Poll(bs.pfd[:], int(blockingWakeInterval.Milliseconds()))
 }
 
 // recvmmsg is the RawConn.Read callback. Returning false asks the netpoller
@@ -160,14 +271,17 @@ func (b *Batch) recvmmsg(fd uintptr) bool {
 	for {
 		var r uintptr
 		var errno syscall.Errno
-		p, n := uintptr(unsafe.Pointer(&bs.hdrs[0])), uintptr(len(bs.hdrs))
+		p, n := uintptr(unsafe.Pointer(&bs.hdrs[0])), uintptr(bs.vlen)
 		// Blocking: sleep until one datagram arrives, then take what
 		// else is queued without sleeping again. Non-blocking: take
 		// what is queued. Syscall, not RawSyscall, even when the call
 		// cannot block: RawSyscall keeps the P through the call, and
 		// with it sources stalled in the echo harness (params.go).
 		flags := uintptr(0)
-		if blocking {
+		switch {
+		case bs.dontwait:
+			flags = unix.MSG_DONTWAIT
+		case blocking:
 			flags = unix.MSG_WAITFORONE
 		}
 		r, _, errno = unix.Syscall6(unix.SYS_RECVMMSG, fd, p, n, flags, 0, 0)
@@ -178,10 +292,10 @@ func (b *Batch) recvmmsg(fd uintptr) bool {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
-			if !blocking {
+			if !blocking && !bs.dontwait {
 				return false
 			}
-			bs.rn, bs.rerr = 0, 0 // SO_RCVTIMEO expired
+			bs.rn, bs.rerr = 0, 0 // SO_RCVTIMEO expired, or nothing queued
 			return true
 		default:
 			bs.rn, bs.rerr = 0, errno

@@ -123,6 +123,13 @@ func (s *Socket) Recv(b *Batch) (int, error) {
 	}
 }
 
+// RecvPrefer is Recv on s: the portable fallback has no way to wait on
+// two sockets at once (see the Linux version).
+func (s *Socket) RecvPrefer(b *Batch, low *Socket, lowMax int) (int, *Socket, error) {
+	n, err := s.Recv(b)
+	return n, s, err
+}
+
 // isMsgSize reports Windows' error for a datagram larger than the buffer.
 func isMsgSize(err error) bool {
 	return runtime.GOOS == "windows" && errors.Is(err, syscall.Errno(10040)) // WSAEMSGSIZE

@@ -62,6 +62,10 @@ type loop struct {
 	// challenges is the overload Challenge budget, which fp.Shed points
 	// to: kept here so that it survives fp being rebuilt.
 	challenges ratelimit.Bucket
+	// own and shared are set on a steered server's connection loops: own
+	// is sock as a socket, shared the handshake socket whose backlog the
+	// loop takes while the classes are apart and its own socket is empty.
+	own, shared *batchio.Socket
 }
 
 func newLoop(s *Server, idx int, sock transport, size int, now float64) *loop {
@@ -99,7 +103,21 @@ func newLoop(s *Server, idx int, sock transport, size int, now float64) *loop {
 func (l *loop) run() {
 	defer l.s.wg.Done()
 	for {
-		n, err := l.sock.Recv(l.rb)
+		var n int
+		var err error
+		if l.shared != nil && !l.s.spread.g.Spreading() {
+			// Apart (a handshake backlog, or the start): players first,
+			// then at most shareBatch of the backlog at a time
+			// (docs/decisions.md, "Connection loops share a handshake
+			// backlog").
+			var from *batchio.Socket
+			n, from, err = l.own.RecvPrefer(l.rb, l.shared, shareBatch)
+			if from == l.shared && n > 0 {
+				l.cnt.add(cShared, uint64(n))
+			}
+		} else {
+			n, err = l.sock.Recv(l.rb)
+		}
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || l.s.closing.Load() {
 				if !l.s.closing.Load() {
@@ -388,7 +406,7 @@ func (l *loop) move(c *Conn, addr netip.AddrPort) bool {
 
 // Loop counter layout: drops by reason, handshake packets received by type,
 // replies sent by type, connection packets accepted, datagrams from
-// unconnected addresses. Every size comes from protocol's tables, so a new
+// unconnected addresses, datagrams taken from another loop's socket. Every size comes from protocol's tables, so a new
 // drop reason or packet type is counted without an edit here.
 const (
 	cDrop     = 0
@@ -396,7 +414,8 @@ const (
 	cReply    = cRequest + int(protocol.NumPacketTypes)
 	cConnIn   = cReply + int(protocol.NumPacketTypes)
 	cConnless = cConnIn + 1
-	nCounters = cConnless + 1
+	cShared   = cConnless + 1
+	nCounters = cShared + 1
 )
 
 // loopCounters are written by one loop and read by Stats. Increments go to

@@ -72,6 +72,13 @@ const (
 	// resend. The memory is the kernel's, used only while datagrams wait.
 	handshakeQueue = 32 << 20
 
+	// shareBatch is how many handshake datagrams a steered server's
+	// connection loop takes from a handshake socket at a time, when its
+	// own socket is empty while the classes are apart (loop.run): its
+	// players' next datagrams wait behind at most that many (tuning.md,
+	// "Issue 21, round 6").
+	shareBatch = 16
+
 	// DefaultMaxClientsPerIP and DefaultMaxClientsPerPrefix bound the
 	// connections of one IP and of one /24 (IPv4) or /64 (IPv6) network,
 	// so that one host or network cannot take every slot. They admit a

@@ -84,6 +84,16 @@ type Server struct {
 // are endpoints of that simulated network, bound at addr there (an IP
 // address, not a host name; ":7777" and "0.0.0.0:7777" bind 127.0.0.1).
 func Listen(addr string, cfg Config) (*Server, error) {
+	s, err := listenStopped(addr, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.start(s.loops)
+	return s, nil
+}
+
+// listenStopped is Listen up to start: the sockets bound, nothing running.
+func listenStopped(addr string, cfg Config) (*Server, error) {
 	st, err := cfg.settings()
 	if err != nil {
 		return nil, err
@@ -115,12 +125,7 @@ func Listen(addr string, cfg Config) (*Server, error) {
 		if batchSize == 0 {
 			batchSize = batchio.DefaultBatchSize
 		}
-		s, err := newServer(st, now, secrets, g, socks, batchSize)
-		if err != nil {
-			return nil, err
-		}
-		s.start()
-		return s, nil
+		return newServer(st, now, secrets, g, socks, batchSize)
 	}
 	steer := batchio.Steer{Enabled: !st.NoSteering, Bit: st.magic.Len() + protocol.IDBits}
 	if steer.Enabled {
@@ -158,12 +163,7 @@ func Listen(addr string, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := newServer(st, now, secrets, group, socketTransports(group), group.Config().BatchSize)
-	if err != nil {
-		return nil, err
-	}
-	s.start()
-	return s, nil
+	return newServer(st, now, secrets, group, socketTransports(group), group.Config().BatchSize)
 }
 
 // newServer makes a server over its transports, whose loops read batches
@@ -225,6 +225,7 @@ func newServer(st settings, now time.Time, secrets *cookie.Secrets, group transp
 			// passes without a backlog of handshakes (spread.go).
 			s.spread = &spreader{g: g, loops: s.handshakeLoops(), log: st.Logger}
 			s.spread.lastFlood.Store(now.UnixNano())
+			s.shareBacklog()
 		}
 	}
 	if !cookie.Accelerated() {
@@ -233,10 +234,11 @@ func newServer(st settings, now time.Time, secrets *cookie.Secrets, group transp
 	return s, nil
 }
 
-// start runs the receive loops and housekeeping.
-func (s *Server) start() {
-	s.wg.Add(len(s.loops) + 1)
-	for _, l := range s.loops {
+// start runs the receive loops (all of s.loops but in tests) and
+// housekeeping.
+func (s *Server) start(loops []*loop) {
+	s.wg.Add(len(loops) + 1)
+	for _, l := range loops {
 		go l.run()
 	}
 	go s.housekeeping()
@@ -398,6 +400,29 @@ func (s *Server) handshakeLoops() int {
 		return len(s.socks)
 	}
 	return len(s.socks) - len(s.connSocks)
+}
+
+// shareBacklog gives each connection loop of a steered group of sockets a
+// handshake socket whose backlog it takes while its own socket is empty
+// and the classes are apart: without it a login storm waits on the
+// handshake loops' cores while the connection loops' cores idle.
+func (s *Server) shareBacklog() {
+	var hs []*batchio.Socket
+	for _, l := range s.loops {
+		if so, ok := l.sock.(*batchio.Socket); ok && so.Class() == batchio.ClassBitSet {
+			hs = append(hs, so)
+		}
+	}
+	if len(hs) == 0 {
+		return
+	}
+	k := 0
+	for _, l := range s.loops {
+		if so, ok := l.sock.(*batchio.Socket); ok && so.Class() == batchio.ClassBitClear {
+			l.own, l.shared = so, hs[k%len(hs)]
+			k++
+		}
+	}
 }
 
 // sendSocket is the socket a connection at addr sends from: sock, the one
