@@ -105,6 +105,7 @@ func (l *loop) run() {
 	for {
 		var n int
 		var err error
+		shared := false
 		if l.shared != nil && !l.s.spread.g.Spreading() {
 			// Apart (a handshake backlog, or the start): players first,
 			// then at most shareBatch of the backlog at a time
@@ -112,9 +113,7 @@ func (l *loop) run() {
 			// backlog").
 			var from *batchio.Socket
 			n, from, err = l.own.RecvPrefer(l.rb, l.shared, shareBatch)
-			if from == l.shared && n > 0 {
-				l.cnt.add(cShared, uint64(n))
-			}
+			shared = from == l.shared && n > 0
 		} else {
 			n, err = l.sock.Recv(l.rb)
 		}
@@ -130,7 +129,17 @@ func (l *loop) run() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		l.batch(n, l.s.st.Now())
+		now := l.s.st.Now()
+		if shared {
+			l.cnt.add(cShared, uint64(n))
+			if n == shareBatch {
+				// A full share: the backlog is still there, though the
+				// handshake loops' own batches may no longer fill now
+				// that they have help.
+				l.s.spread.backlog(now)
+			}
+		}
+		l.batch(n, now)
 	}
 }
 

@@ -55,6 +55,12 @@ func (sp *spreader) observe(idx, n, accepted, size int, now time.Time) {
 	if idx >= sp.loops || 2*n < size || 2*accepted >= n {
 		return
 	}
+	sp.backlog(now)
+}
+
+// backlog records a backlog of handshake packets seen at now, and keeps
+// connection packets to the connection sockets.
+func (sp *spreader) backlog(now time.Time) {
 	sp.lastFlood.Store(now.UnixNano())
 	if sp.g.Spreading() && !sp.broken.Load() {
 		sp.set(false, "a backlog of handshake packets: connection packets kept to the connection sockets")
