@@ -46,6 +46,16 @@ type table struct {
 	adm [limitShards]admitLock
 }
 
+// connShards is the connection map's shard count. A promotion locks two of
+// its shards (address and cookie), and a shard's lock is held while its
+// table is rebuilt (1/connShards of the connections copied): at the
+// default 64, two promoting workers waited for the map's locks often
+// enough to leave a core idle (tuning.md, "Issue 21, round 6"). The price
+// is an empty map's 256 one-group tables per index, about 240 KiB more per
+// server than at 64, and a sweep of leftovers that takes 256 housekeeping
+// ticks to go round.
+const connShards = 256
+
 // admitLock is one admission lock, alone on its cache line.
 type admitLock struct {
 	sync.Mutex
@@ -66,7 +76,7 @@ type recentClose struct {
 
 func newTable(st *settings) *table {
 	t := &table{
-		conns:  shard.NewMap[Conn](0),
+		conns:  shard.NewMap[Conn](connShards),
 		limits: newAddrLimits(st.MaxClientsPerIP, st.MaxClientsPerPrefix),
 		recent: shard.NewAddrMap[recentClose](0),
 		clock:  st.Now,
