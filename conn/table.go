@@ -27,10 +27,7 @@ import (
 // A sealed server has no connection before its client's proof checked
 // out (loop.prove): every entry is a proven connection.
 type table struct {
-	conns *shard.Map[Conn]
-	// count is the map's number of entries, plus the admissions under way
-	// that reserved one (reserve).
-	count  atomic.Int64
+	conns  *shard.Map[Conn]
 	limits *addrLimits
 	// recent: per address whose connection closed, until when its stray
 	// packets get no RestartHandshake and which cookies are spent.
@@ -41,6 +38,14 @@ type table struct {
 	// clock reads the server's clock (for when a closed address is
 	// forgotten).
 	clock func() time.Time
+
+	// count is the map's number of entries, plus the admissions under way
+	// that reserved one (reserve). Every promotion writes it: it has a
+	// cache line of its own, so that the fields every promotion only reads
+	// (max, nRecent, the maps) do not move between cores with it.
+	_     [64]byte
+	count atomic.Int64
+	_     [56]byte
 
 	// adm[i] serialises the admissions of the prefixes in limits' shard i.
 	adm [limitShards]admitLock
