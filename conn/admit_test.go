@@ -4,8 +4,11 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/udpgate/udpgate/internal/protocol"
 )
 
 // Admissions of different networks run in parallel (one admission lock
@@ -70,5 +73,54 @@ func TestAdmitParallelCapsExact(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A full server refuses exactly at MaxClients however many workers promote
+// at once through the whole promotion path (promoteBatch: the lock-free
+// full check, the count's reservation, the admission, the replies): every
+// client gets one reply, MaxClients of them an Ack and a connection, the
+// rest Denied (server full).
+func TestPromoteParallelMaxClientsExact(t *testing.T) {
+	const max, clients, workers = 1000, 1600, 4
+	s := listen(t, Config{Sockets: 1, MaxClients: max, KeepAlive: time.Hour, Timeout: 2 * time.Hour})
+	now := s.st.Now()
+	to := benchReplyTo(t, s, now)
+	var next atomic.Uint64
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			pb := newPromoBatch()
+			sock := &replaySock{}
+			pb.sock = sock
+			for {
+				i := next.Add(1)
+				if i > clients {
+					break
+				}
+				// Every client in a /24 of its own: only MaxClients
+				// refuses.
+				var p promotion
+				p.addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, byte(i >> 8), byte(i), 1}), 5000)
+				binary.LittleEndian.PutUint64(p.cookie[:], i*0x9e3779b97f4a7c15+1)
+				p.to, p.ts = to, seconds(now)
+				pb.items = append(pb.items, p)
+				// Small batches, so that the workers' batches interleave.
+				if len(pb.items) == 16 {
+					s.promoteBatch(pb)
+				}
+			}
+			if len(pb.items) > 0 {
+				s.promoteBatch(pb)
+			}
+			sent.Add(int64(sock.sent))
+		})
+	}
+	wg.Wait()
+	acks, full := s.ev.acks.Load(), s.ev.denied[protocol.DeniedServerFull].Load()
+	if s.Len() != max || acks != max || full != clients-max || sent.Load() != clients {
+		t.Fatalf("%d connections, %d Acks, %d Denied (full), %d replies; want %d, %d, %d, %d",
+			s.Len(), acks, full, sent.Load(), max, max, clients-max, clients)
 	}
 }

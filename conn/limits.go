@@ -37,9 +37,12 @@ type addrLimits struct {
 }
 
 // limitShards is how many shards the counts, and the table's admission
-// locks, are split into: a power of two, several times the cores a
-// promotion storm keeps busy.
-const limitShards = 64
+// locks, are split into: a power of two, many times the cores a promotion
+// storm keeps busy. An admission holds its lock for most of a promotion,
+// so two workers meet on one about once in limitShards promotions, and the
+// one that waits parks: at 64 that still cost two workers a measurable part
+// of their rate (tuning.md, "Issue 21, round 6").
+const limitShards = 256
 
 // limitShard holds the counts of the prefixes that hash to it, and of
 // every IP in them.

@@ -93,7 +93,7 @@ func BenchmarkPromoteParallel(b *testing.B) {
 // benchReplyTo is what a Response of the handshake's usual shape (ClientID
 // 1, 16 bytes of RandomData) lets the server's replies to it carry: the
 // loop's decision on an Initial of that shape.
-func benchReplyTo(b *testing.B, s *Server, now time.Time) handshake.ReplyTo {
+func benchReplyTo(b testing.TB, s *Server, now time.Time) handshake.ReplyTo {
 	l := newLoop(s, 0, s.socks[0], 1, seconds(now))
 	h := protocol.Handshake{Type: protocol.TypeInitial, ClientID: 1, MinVersion: protocol.MinHandshakeVersion,
 		CurVersion: protocol.CurHandshakeVersion, NetworkVersion: s.st.NetworkVersion, RandomLen: 16}

@@ -371,7 +371,7 @@ func (s *Server) checkOverload(now time.Time) {
 // sweep runs the timers that are due and, one shard of each map per call,
 // drops leftovers: connections closed while a migration moved them (see
 // migrate) and expired recently-disconnected entries. A full pass over the
-// shards takes NumShards sweeps (6.4 s at the defaults), well inside the
+// shards takes NumShards sweeps (25.6 s at the defaults), well inside the
 // 120 s an entry lives; isRecent checks expiry itself.
 func (s *Server) sweep(now time.Time, batch []*Conn) []*Conn {
 	s.timers.advance(now)

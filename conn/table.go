@@ -27,10 +27,7 @@ import (
 // A sealed server has no connection before its client's proof checked
 // out (loop.prove): every entry is a proven connection.
 type table struct {
-	conns *shard.Map[Conn]
-	// count is the map's number of entries, plus the admissions under way
-	// that reserved one (reserve).
-	count  atomic.Int64
+	conns  *shard.Map[Conn]
 	limits *addrLimits
 	// recent: per address whose connection closed, until when its stray
 	// packets get no RestartHandshake and which cookies are spent.
@@ -42,9 +39,27 @@ type table struct {
 	// forgotten).
 	clock func() time.Time
 
+	// count is the map's number of entries, plus the admissions under way
+	// that reserved one (reserve). Every promotion writes it: it has a
+	// cache line of its own, so that the fields every promotion only reads
+	// (max, nRecent, the maps) do not move between cores with it.
+	_     [64]byte
+	count atomic.Int64
+	_     [56]byte
+
 	// adm[i] serialises the admissions of the prefixes in limits' shard i.
 	adm [limitShards]admitLock
 }
+
+// connShards is the connection map's shard count. A promotion locks two of
+// its shards (address and cookie), and a shard's lock is held while its
+// table is rebuilt (1/connShards of the connections copied): at the
+// default 64, two promoting workers waited for the map's locks often
+// enough to leave a core idle (tuning.md, "Issue 21, round 6"). The price
+// is an empty map's 256 one-group tables per index, about 240 KiB more per
+// server than at 64, and a sweep of leftovers that takes 256 housekeeping
+// ticks to go round.
+const connShards = 256
 
 // admitLock is one admission lock, alone on its cache line.
 type admitLock struct {
@@ -66,7 +81,7 @@ type recentClose struct {
 
 func newTable(st *settings) *table {
 	t := &table{
-		conns:  shard.NewMap[Conn](0),
+		conns:  shard.NewMap[Conn](connShards),
 		limits: newAddrLimits(st.MaxClientsPerIP, st.MaxClientsPerPrefix),
 		recent: shard.NewAddrMap[recentClose](0),
 		clock:  st.Now,
