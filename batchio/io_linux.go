@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -54,6 +55,8 @@ type batchSys struct {
 	tryFn     func(fd uintptr)
 	pollFn    func(fd uintptr)
 	pollLowFn func(fd uintptr)
+	pollOneFn func(fd uintptr)
+	waitMs    int // RecvWithin's wait
 	pfd       [2]unix.PollFd
 	low       *Socket // RecvPrefer's second socket, during its wait
 	vlen      int     // headers the next recvmmsg may fill
@@ -79,6 +82,7 @@ func (bs *batchSys) init(b *Batch) {
 	bs.sendFn = b.sendmmsg
 	bs.tryFn = b.tryRecvmmsg
 	bs.pollFn = b.pollPrefer
+	bs.pollOneFn = b.pollOne
 	bs.pollLowFn = b.pollPreferLow
 }
 
@@ -215,6 +219,29 @@ func (s *Socket) RecvPrefer(b *Batch, low *Socket, lowMax int) (int, *Socket, er
 	}
 }
 
+// RecvWithin is Recv that gives up after about d (rounded up to a
+// millisecond): it returns 0 when nothing arrived on s by then. udpgate's
+// connection loops use it to look at the server's state every few
+// milliseconds while a handshake flood lasts. In ModeNetpoll it is Recv.
+func (s *Socket) RecvWithin(b *Batch, d time.Duration) (int, error) {
+	if !s.sys.blocking {
+		return s.Recv(b)
+	}
+	b.resetRecv()
+	bs := &b.sys
+	if n, err := s.tryRecv(b, len(bs.hdrs)); n > 0 || err != nil {
+		return n, err
+	}
+	bs.waitMs = int((d + time.Millisecond - 1) / time.Millisecond)
+	if err := s.sys.rc.Control(bs.pollOneFn); err != nil {
+		if s.closed.Load() {
+			return 0, net.ErrClosed
+		}
+		return 0, err
+	}
+	return s.tryRecv(b, len(bs.hdrs))
+}
+
 // tryRecv takes up to max datagrams queued on s without sleeping: 0 when
 // none is.
 func (s *Socket) tryRecv(b *Batch, max int) (int, error) {
@@ -247,6 +274,13 @@ func (s *Socket) tryRecv(b *Batch, max int) (int, error) {
 
 // tryRecvmmsg is tryRecv's call, which cannot sleep.
 func (b *Batch) tryRecvmmsg(fd uintptr) { b.recvmmsg(fd) }
+
+// pollOne is RecvWithin's wait.
+func (b *Batch) pollOne(fd uintptr) {
+	bs := &b.sys
+	bs.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	_, _ = unix.Poll(bs.pfd[:1], bs.waitMs)
+}
 
 // pollPrefer and pollPreferLow are RecvPrefer's wait, run inside both
 // sockets' RawConn.Control so that neither descriptor can be closed and

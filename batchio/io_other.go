@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"runtime"
 	"syscall"
+	"time"
 )
 
 // This is the portable fallback: one socket (SO_REUSEPORT does not spread
@@ -129,6 +130,9 @@ func (s *Socket) RecvPrefer(b *Batch, low *Socket, lowMax int) (int, *Socket, er
 	n, err := s.Recv(b)
 	return n, s, err
 }
+
+// RecvWithin is Recv on s: see the Linux version.
+func (s *Socket) RecvWithin(b *Batch, d time.Duration) (int, error) { return s.Recv(b) }
 
 // isMsgSize reports Windows' error for a datagram larger than the buffer.
 func isMsgSize(err error) bool {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -221,5 +222,47 @@ func TestRecvPreferBesideLowsLoop(t *testing.T) {
 	}
 	p.low.close()
 	for range took {
+	}
+}
+
+// TestRecvWithin: with nothing queued RecvWithin returns 0 once its wait
+// is over; it returns a datagram that is queued or arrives, and
+// net.ErrClosed after Close; and it allocates nothing.
+func TestRecvWithin(t *testing.T) {
+	p := newPreferPair(t)
+	b := NewBatch(64, 8)
+	if n, err := p.high.RecvWithin(b, time.Millisecond); n != 0 || err != nil {
+		t.Fatalf("nothing sent: %d datagrams, %v; want 0, nil", n, err)
+	}
+	p.send(t, 0, 3)
+	for got := 0; got < 3; {
+		n, err := p.high.RecvWithin(b, time.Hour)
+		if err != nil || n == 0 {
+			t.Fatalf("3 sent, %d received: then %d, %v", got, n, err)
+		}
+		got += n
+	}
+	if !raceEnabled {
+		round := func() {
+			p.send(t, 0, 1)
+			if n, err := p.high.RecvWithin(b, time.Hour); n != 1 || err != nil {
+				t.Fatalf("%d, %v", n, err)
+			}
+			if n, err := p.high.RecvWithin(b, 0); n != 0 || err != nil {
+				t.Fatalf("nothing queued, no wait: %d, %v", n, err)
+			}
+		}
+		if a := testing.AllocsPerRun(100, round); a != 0 {
+			t.Errorf("RecvWithin: %v allocs per round, want 0", a)
+		}
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := p.high.RecvWithin(NewBatch(8, 8), time.Hour)
+		errc <- err
+	}()
+	p.high.close()
+	if err := <-errc; !errors.Is(err, net.ErrClosed) {
+		t.Errorf("RecvWithin after Close: %v, want net.ErrClosed", err)
 	}
 }

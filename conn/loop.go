@@ -66,6 +66,10 @@ type loop struct {
 	// is sock as a socket, shared the handshake socket whose backlog the
 	// loop takes while the classes are apart and its own socket is empty.
 	own, shared *batchio.Socket
+	// sharedBatch: the batch in hand came from shared; proofs: the
+	// sealed clients it proved (the unsealed ones are in pending).
+	sharedBatch bool
+	proofs      int
 }
 
 func newLoop(s *Server, idx int, sock transport, size int, now float64) *loop {
@@ -105,16 +109,23 @@ func (l *loop) run() {
 	for {
 		var n int
 		var err error
-		shared := false
-		if l.shared != nil && !l.s.spread.g.Spreading() {
-			// Apart (a handshake backlog, or the start): players first,
-			// then at most shareBatch of the backlog at a time
-			// (docs/decisions.md, "Connection loops share a handshake
-			// backlog").
+		l.sharedBatch = false
+		switch sp := l.s.spread; {
+		case l.shared == nil:
+			n, err = l.sock.Recv(l.rb)
+		case sp.sharing(l.s.st.Now()):
+			// A login storm backs up the handshake sockets: players
+			// first, then at most shareBatch of the backlog at a time
+			// (docs/decisions.md, "Connection loops share a login
+			// storm").
 			var from *batchio.Socket
 			n, from, err = l.own.RecvPrefer(l.rb, l.shared, shareBatch)
-			shared = from == l.shared && n > 0
-		} else {
+			l.sharedBatch = from == l.shared && n > 0
+		case !sp.g.Spreading():
+			// A backlog that is not a storm's (yet): look again for one
+			// every shareCheck.
+			n, err = l.own.RecvWithin(l.rb, shareCheck)
+		default:
 			n, err = l.sock.Recv(l.rb)
 		}
 		if err != nil {
@@ -129,17 +140,13 @@ func (l *loop) run() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		now := l.s.st.Now()
-		if shared {
-			l.cnt.add(cShared, uint64(n))
-			if n == shareBatch {
-				// A full share: the backlog is still there, though the
-				// handshake loops' own batches may no longer fill now
-				// that they have help.
-				l.s.spread.backlog(now)
-			}
+		if n == 0 {
+			continue
 		}
-		l.batch(n, now)
+		if l.sharedBatch {
+			l.cnt.add(cShared, uint64(n))
+		}
+		l.batch(n, l.s.st.Now())
 	}
 }
 
@@ -149,9 +156,16 @@ func (l *loop) run() {
 // them, and overload control sheds only the connectionless rest.
 func (l *loop) batch(n int, now time.Time) {
 	in := l.cnt.local[cConnIn]
+	l.proofs = 0
 	l.process(n, now)
 	if sp := l.s.spread; sp != nil {
-		sp.observe(l.idx, n, int(l.cnt.local[cConnIn]-in), len(l.rb.Msgs), now)
+		// A shared batch came from a handshake socket, and is full at
+		// shareBatch.
+		hs, size := l.idx < sp.loops || l.sharedBatch, len(l.rb.Msgs)
+		if l.sharedBatch {
+			size = shareBatch
+		}
+		sp.observe(hs, n, int(l.cnt.local[cConnIn]-in), len(l.pending)+l.proofs, size, now)
 	}
 	l.flush()
 	l.handOff()

@@ -78,6 +78,11 @@ const (
 	// players' next datagrams wait behind at most that many (tuning.md,
 	// "Issue 21, round 6").
 	shareBatch = 16
+	// shareCheck is how often a connection loop with no player datagrams
+	// looks whether a handshake backlog has become a login storm's, which
+	// it then shares: its wake-ups cost nothing measurable, and a storm
+	// waits at most this long for the second core.
+	shareCheck = 10 * time.Millisecond
 
 	// DefaultMaxClientsPerIP and DefaultMaxClientsPerPrefix bound the
 	// connections of one IP and of one /24 (IPv4) or /64 (IPv6) network,

@@ -543,6 +543,7 @@ func (l *loop) prove(m *batchio.Message, at *Conn, now time.Time) {
 	}
 	s.ev.accepted.Add(1)
 	s.ev.proofs.Add(1)
+	l.proofs++
 	l.cnt.add(cConnIn, 1)
 	// The first sealed packet tells the client it is in; OnConnect's
 	// greetings follow it in the same batch.

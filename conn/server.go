@@ -225,6 +225,7 @@ func newServer(st settings, now time.Time, secrets *cookie.Secrets, group transp
 			// passes without a backlog of handshakes (spread.go).
 			s.spread = &spreader{g: g, loops: s.handshakeLoops(), log: st.Logger}
 			s.spread.lastFlood.Store(now.UnixNano())
+			s.spread.lastStorm.Store(now.UnixNano())
 			s.shareBacklog()
 		}
 	}

@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// TestConnLoopSharesHandshakes: while the classes are apart, a steered
-// server's connection loop takes handshake datagrams from the handshake
-// socket whenever its own socket is empty. Only the connection loop runs
+// TestConnLoopSharesHandshakes: while a login storm keeps the classes
+// apart, a steered server's connection loop takes handshake datagrams from
+// the handshake socket whenever its own socket is empty. Only the connection loop runs
 // here, so every login goes through it: without the sharing no client
 // would get a Challenge.
 func TestConnLoopSharesHandshakes(t *testing.T) {
@@ -21,8 +21,10 @@ func TestConnLoopSharesHandshakes(t *testing.T) {
 		t.Skip("kernel steering is not available here")
 	}
 	// Housekeeping spreads connection packets once spreadHold has passed
-	// without a backlog since lastFlood: never, here.
+	// without a backlog since lastFlood, and sharing ends spreadHold after
+	// lastStorm: never, here.
 	s.spread.lastFlood.Store(math.MaxInt64 / 2)
+	s.spread.lastStorm.Store(math.MaxInt64 / 2)
 	var run []*loop
 	for _, l := range s.loops {
 		if l.shared != nil {

@@ -10,6 +10,13 @@ import (
 // of handshake packets before connection packets spread over them again.
 const spreadHold = 500 * time.Millisecond
 
+// stormShare: a batch from a handshake socket is a login storm's, not a
+// flood's, when at least one in stormShare of its datagrams proves a client
+// (in a storm about one in two does: each client sends an Initial and a
+// Response, or a proof). Only a storm's backlog is shared with the
+// connection loops (loop.run).
+const stormShare = 8
+
 // spreadGroup is the part of a steered *batchio.Group the spreader moves.
 type spreadGroup interface {
 	SetSpread(on bool) error
@@ -41,21 +48,38 @@ type spreader struct {
 	// loops: the handshake sockets' loops are loops[:loops].
 	loops int
 	log   *slog.Logger
-	// lastFlood is when a handshake loop last saw a backlog (Unix ns).
+	// lastFlood is when a handshake loop last saw a backlog (Unix ns),
+	// lastStorm when a batch from a handshake socket last proved at least
+	// one client in stormShare of its datagrams.
 	lastFlood atomic.Int64
+	lastStorm atomic.Int64
 	// broken is set when the kernel refused a switch: the group then
 	// stays as it is, and the refusal is logged once.
 	broken atomic.Bool
 }
 
-// observe is called by loop idx after each batch of n datagrams, of which
-// accepted were connection packets accepted for a connection, in a batch of
-// size slots.
-func (sp *spreader) observe(idx, n, accepted, size int, now time.Time) {
-	if idx >= sp.loops || 2*n < size || 2*accepted >= n {
+// observe is called by a loop after each batch of n datagrams, of which
+// accepted were connection packets accepted for a connection and proven
+// clients proven (each a connection to make), in a batch of size slots;
+// hs says whether the batch came from a handshake socket.
+func (sp *spreader) observe(hs bool, n, accepted, proven, size int, now time.Time) {
+	if !hs {
+		return
+	}
+	if proven > 0 && proven*stormShare >= n {
+		sp.lastStorm.Store(now.UnixNano())
+	}
+	if 2*n < size || 2*accepted >= n {
 		return
 	}
 	sp.backlog(now)
+}
+
+// sharing reports whether connection loops take handshakes from the
+// handshake sockets at now: while the classes are apart, until spreadHold
+// after the last batch of a login storm.
+func (sp *spreader) sharing(now time.Time) bool {
+	return !sp.g.Spreading() && now.UnixNano()-sp.lastStorm.Load() < int64(spreadHold)
 }
 
 // backlog records a backlog of handshake packets seen at now, and keeps

@@ -47,12 +47,12 @@ func TestSpreader(t *testing.T) {
 		{0, 64, 32}, // half of it players
 		{0, 64, 64}, // all players
 	} {
-		sp.observe(tc.idx, tc.n, tc.accepted, 64, t0)
+		sp.observe(tc.idx == 0, tc.n, tc.accepted, 0, 64, t0)
 		if !g.on {
 			t.Fatalf("loop %d, %d datagrams, %d accepted: spreading stopped", tc.idx, tc.n, tc.accepted)
 		}
 	}
-	sp.observe(0, 32, 15, 64, t0)
+	sp.observe(true, 32, 15, 0, 64, t0)
 	if g.on {
 		t.Fatal("a half-full batch, 15 of 32 accepted: still spreading")
 	}
@@ -60,7 +60,7 @@ func TestSpreader(t *testing.T) {
 	if g.on {
 		t.Fatal("spreading again before spreadHold passed")
 	}
-	sp.observe(0, 64, 0, 64, t0.Add(spreadHold/2)) // the flood goes on
+	sp.observe(true, 64, 0, 0, 64, t0.Add(spreadHold/2)) // the flood goes on
 	sp.check(t0.Add(spreadHold + time.Millisecond))
 	if g.on {
 		t.Fatal("spreading again spreadHold after the first backlog, though the flood went on")
@@ -70,10 +70,47 @@ func TestSpreader(t *testing.T) {
 		t.Fatalf("spreading %v after %d switches, want true after 2", g.on, g.switches)
 	}
 	g.err = errors.New("refused")
-	sp.observe(0, 64, 0, 64, t0.Add(3*spreadHold))
-	sp.observe(0, 64, 0, 64, t0.Add(3*spreadHold))
+	sp.observe(true, 64, 0, 0, 64, t0.Add(3*spreadHold))
+	sp.observe(true, 64, 0, 0, 64, t0.Add(3*spreadHold))
 	if !sp.broken.Load() || !g.on {
 		t.Fatalf("after a refused switch: broken %v, spreading %v; want true, true", sp.broken.Load(), g.on)
+	}
+}
+
+// TestSpreaderStorm: connection loops share the handshake sockets' backlog
+// only while the classes are apart and, within spreadHold, a batch from a
+// handshake socket proved a client in at least one of stormShare of its
+// datagrams: a login storm's, not a flood's.
+func TestSpreaderStorm(t *testing.T) {
+	g := &fakeSpread{}
+	sp := &spreader{g: g, loops: 1, log: slog.New(slog.DiscardHandler)}
+	t0 := time.Unix(1000, 0)
+	sp.lastStorm.Store(t0.Add(-spreadHold).UnixNano())
+	for _, tc := range []struct {
+		hs        bool
+		n, proven int
+		want      bool
+		what      string
+	}{
+		{true, 64, 0, false, "a flood of Initials"},
+		{true, 64, 64/stormShare - 1, false, "a flood with a few logins in it"},
+		{false, 64, 32, false, "a batch from a connection socket"},
+		{true, 64, 64 / stormShare, true, "logins in one of stormShare datagrams"},
+	} {
+		sp.observe(tc.hs, tc.n, 0, tc.proven, 64, t0)
+		if got := sp.sharing(t0); got != tc.want {
+			t.Fatalf("%s: sharing %v, want %v", tc.what, got, tc.want)
+		}
+	}
+	if !sp.sharing(t0.Add(spreadHold - time.Nanosecond)) {
+		t.Fatal("sharing ended before spreadHold passed")
+	}
+	if sp.sharing(t0.Add(spreadHold)) {
+		t.Fatal("still sharing spreadHold after the storm's last batch")
+	}
+	g.on = true
+	if sp.sharing(t0) {
+		t.Fatal("sharing while connection packets are spread")
 	}
 }
 
