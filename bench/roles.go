@@ -378,10 +378,10 @@ func udpgateServer(s *conn.Server) *server {
 		for _, d := range st.Drops {
 			drops += d
 		}
-		return fmt.Sprintf("conns=%d accepted=%d conn_in=%d drops=%d promotion_full=%d denied_full=%d overload_changes=%d rx=%d fill=%.1f rx_drops=%d tx=%d tx_calls=%d sockets=%d proofs=%d sealed_forged=%d",
+		return fmt.Sprintf("conns=%d accepted=%d conn_in=%d drops=%d promotion_full=%d denied_full=%d overload_changes=%d rx=%d fill=%.1f rx_drops=%d tx=%d tx_calls=%d sockets=%d proofs=%d sealed_forged=%d shared=%d",
 			st.Connections, st.Accepted, st.ConnPacketsIn, drops, st.Drops[protocol.DropPromotionFull],
 			st.DeniedFull, st.OverloadChanges, so.RxPackets, float64(so.RxPackets)/float64(max(so.RxBatches, 1)),
 			so.RxDrops, so.TxPackets, so.TxCalls, len(s.SocketStats()),
-			st.Proofs, st.Drops[protocol.DropSealedForged])
+			st.Proofs, st.Drops[protocol.DropSealedForged], st.Shared)
 	}}
 }

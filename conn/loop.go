@@ -111,9 +111,9 @@ func (l *loop) run() {
 		var err error
 		l.sharedBatch = false
 		switch sp := l.s.spread; {
-		case l.shared == nil:
+		case l.shared == nil || sp.g.Spreading():
 			n, err = l.sock.Recv(l.rb)
-		case sp.sharing(l.s.st.Now()):
+		case sp.storming(l.s.st.Now()):
 			// A login storm backs up the handshake sockets: players
 			// first, then at most shareBatch of the backlog at a time
 			// (docs/decisions.md, "Connection loops share a login
@@ -121,12 +121,10 @@ func (l *loop) run() {
 			var from *batchio.Socket
 			n, from, err = l.own.RecvPrefer(l.rb, l.shared, shareBatch)
 			l.sharedBatch = from == l.shared && n > 0
-		case !sp.g.Spreading():
+		default:
 			// A backlog that is not a storm's (yet): look again for one
 			// every shareCheck.
 			n, err = l.own.RecvWithin(l.rb, shareCheck)
-		default:
-			n, err = l.sock.Recv(l.rb)
 		}
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || l.s.closing.Load() {

@@ -75,11 +75,11 @@ func (sp *spreader) observe(hs bool, n, accepted, proven, size int, now time.Tim
 	sp.backlog(now)
 }
 
-// sharing reports whether connection loops take handshakes from the
-// handshake sockets at now: while the classes are apart, until spreadHold
-// after the last batch of a login storm.
-func (sp *spreader) sharing(now time.Time) bool {
-	return !sp.g.Spreading() && now.UnixNano()-sp.lastStorm.Load() < int64(spreadHold)
+// storming reports whether a login storm is on at now: until spreadHold
+// after its last batch. Connection loops take handshakes from the
+// handshake sockets while one is and the classes are apart (loop.run).
+func (sp *spreader) storming(now time.Time) bool {
+	return now.UnixNano()-sp.lastStorm.Load() < int64(spreadHold)
 }
 
 // backlog records a backlog of handshake packets seen at now, and keeps

@@ -77,10 +77,10 @@ func TestSpreader(t *testing.T) {
 	}
 }
 
-// TestSpreaderStorm: connection loops share the handshake sockets' backlog
-// only while the classes are apart and, within spreadHold, a batch from a
-// handshake socket proved a client in at least one of stormShare of its
-// datagrams: a login storm's, not a flood's.
+// TestSpreaderStorm: a login storm is on (and connection loops share the
+// handshake sockets' backlog while the classes are apart) for spreadHold
+// after a batch from a handshake socket proved a client in at least one of
+// stormShare of its datagrams: a storm's batch, not a flood's.
 func TestSpreaderStorm(t *testing.T) {
 	g := &fakeSpread{}
 	sp := &spreader{g: g, loops: 1, log: slog.New(slog.DiscardHandler)}
@@ -98,19 +98,15 @@ func TestSpreaderStorm(t *testing.T) {
 		{true, 64, 64 / stormShare, true, "logins in one of stormShare datagrams"},
 	} {
 		sp.observe(tc.hs, tc.n, 0, tc.proven, 64, t0)
-		if got := sp.sharing(t0); got != tc.want {
-			t.Fatalf("%s: sharing %v, want %v", tc.what, got, tc.want)
+		if got := sp.storming(t0); got != tc.want {
+			t.Fatalf("%s: storming %v, want %v", tc.what, got, tc.want)
 		}
 	}
-	if !sp.sharing(t0.Add(spreadHold - time.Nanosecond)) {
-		t.Fatal("sharing ended before spreadHold passed")
+	if !sp.storming(t0.Add(spreadHold - time.Nanosecond)) {
+		t.Fatal("the storm ended before spreadHold passed")
 	}
-	if sp.sharing(t0.Add(spreadHold)) {
-		t.Fatal("still sharing spreadHold after the storm's last batch")
-	}
-	g.on = true
-	if sp.sharing(t0) {
-		t.Fatal("sharing while connection packets are spread")
+	if sp.storming(t0.Add(spreadHold)) {
+		t.Fatal("still storming spreadHold after the storm's last batch")
 	}
 }
 
