@@ -53,14 +53,11 @@ type batchSys struct {
 	recvFn    func(fd uintptr) bool
 	sendFn    func(fd uintptr) bool
 	tryFn     func(fd uintptr)
-	pollFn    func(fd uintptr)
-	pollLowFn func(fd uintptr)
 	pollOneFn func(fd uintptr)
 	waitMs    int // RecvWithin's wait
-	pfd       [2]unix.PollFd
-	low       *Socket // RecvPrefer's second socket, during its wait
-	vlen      int     // headers the next recvmmsg may fill
-	dontwait  bool    // the next recvmmsg must not sleep (RecvPrefer)
+	pfd       [1]unix.PollFd
+	vlen      int  // headers the next recvmmsg may fill
+	dontwait  bool // the next recvmmsg must not sleep (TryRecv, RecvWithin)
 
 	// State of the current call.
 	sock   *Socket
@@ -81,9 +78,7 @@ func (bs *batchSys) init(b *Batch) {
 	bs.recvFn = b.recvmmsg
 	bs.sendFn = b.sendmmsg
 	bs.tryFn = b.tryRecvmmsg
-	bs.pollFn = b.pollPrefer
 	bs.pollOneFn = b.pollOne
-	bs.pollLowFn = b.pollPreferLow
 }
 
 // resetRecv restores the receive layout of the entries a previous call
@@ -173,63 +168,18 @@ func (s *Socket) received(b *Batch) int {
 	return n
 }
 
-// RecvPrefer receives like Recv from two sockets, s first: it returns a
-// batch from s whenever s has datagrams queued, and only when s has none
-// up to lowMax datagrams from low, which must be a socket of the same
-// Group. It blocks until either has one, and returns the socket the batch
-// came from. Each Socket can have several receivers at once, so low's own
-// loop may receive from it too; every datagram goes to one of them.
-//
-// udpgate's connection loops use it to take a login storm's handshakes
-// while their players leave them idle: their players' datagrams never wait
-// behind more than one batch of lowMax.
-//
-// Both sockets must be in ModeBlocking (Linux's default); otherwise, or
-// once low is closed, it is Recv on s. It returns net.ErrClosed once s is
-// closed, and allocates nothing.
-func (s *Socket) RecvPrefer(b *Batch, low *Socket, lowMax int) (int, *Socket, error) {
-	if low == nil || low == s || !s.sys.blocking || !low.sys.blocking || lowMax <= 0 {
-		n, err := s.Recv(b)
-		return n, s, err
-	}
-	b.resetRecv()
-	bs := &b.sys
-	for {
-		if low.closed.Load() {
-			n, err := s.Recv(b)
-			return n, s, err
-		}
-		n, err := s.tryRecv(b, len(bs.hdrs))
-		if n > 0 || err != nil {
-			return n, s, err
-		}
-		if n, _ = low.tryRecv(b, min(lowMax, len(bs.hdrs))); n > 0 {
-			return n, low, nil
-		}
-		// Neither has a datagram: sleep until one does. A Close shuts
-		// s down, which wakes the poll; the timeout is the same safety
-		// net as a blocking Recv's.
-		bs.low = low
-		if err := s.sys.rc.Control(bs.pollFn); err != nil {
-			if s.closed.Load() {
-				return 0, s, net.ErrClosed
-			}
-			return 0, s, err
-		}
-	}
-}
-
 // RecvWithin is Recv that gives up after about d (rounded up to a
-// millisecond): it returns 0 when nothing arrived on s by then. udpgate's
-// connection loops use it to look at the server's state every few
-// milliseconds while a handshake flood lasts. In ModeNetpoll it is Recv.
+// millisecond): it returns 0 when nothing arrived on s by then; with d ≤ 0
+// it only takes what is queued. udpgate's connection loops use it to look
+// at the server's state every few milliseconds while a handshake backlog
+// lasts. In ModeNetpoll it is Recv.
 func (s *Socket) RecvWithin(b *Batch, d time.Duration) (int, error) {
 	if !s.sys.blocking {
 		return s.Recv(b)
 	}
 	b.resetRecv()
 	bs := &b.sys
-	if n, err := s.tryRecv(b, len(bs.hdrs)); n > 0 || err != nil {
+	if n, err := s.tryRecv(b, len(bs.hdrs)); n > 0 || err != nil || d <= 0 {
 		return n, err
 	}
 	bs.waitMs = int((d + time.Millisecond - 1) / time.Millisecond)
@@ -240,6 +190,21 @@ func (s *Socket) RecvWithin(b *Batch, d time.Duration) (int, error) {
 		return 0, err
 	}
 	return s.tryRecv(b, len(bs.hdrs))
+}
+
+// TryRecv takes up to max datagrams queued on s, never sleeping: it
+// returns 0 when none is. A socket may have several receivers at once and
+// the kernel gives each datagram to one of them, so another goroutine can
+// take datagrams with TryRecv while the socket's own loop sleeps in Recv:
+// udpgate's connection loops take a login storm's handshakes so. It
+// returns net.ErrClosed once s is closed, and allocates nothing. In
+// ModeNetpoll it is Recv.
+func (s *Socket) TryRecv(b *Batch, max int) (int, error) {
+	if !s.sys.blocking {
+		return s.Recv(b)
+	}
+	b.resetRecv()
+	return s.tryRecv(b, min(max, len(b.sys.hdrs)))
 }
 
 // tryRecv takes up to max datagrams queued on s without sleeping: 0 when
@@ -279,22 +244,7 @@ func (b *Batch) tryRecvmmsg(fd uintptr) { b.recvmmsg(fd) }
 func (b *Batch) pollOne(fd uintptr) {
 	bs := &b.sys
 	bs.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
-	_, _ = unix.Poll(bs.pfd[:1], bs.waitMs)
-}
-
-// pollPrefer and pollPreferLow are RecvPrefer's wait, run inside both
-// sockets' RawConn.Control so that neither descriptor can be closed and
-// reused during the poll.
-func (b *Batch) pollPrefer(fd uintptr) {
-	bs := &b.sys
-	bs.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
-	_ = bs.low.sys.rc.Control(bs.pollLowFn)
-}
-
-func (b *Batch) pollPreferLow(fd uintptr) {
-	bs := &b.sys
-	bs.pfd[1] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
-	_, _ = unix.Poll(bs.pfd[:], int(blockingWakeInterval.Milliseconds()))
+	_, _ = unix.Poll(bs.pfd[:], bs.waitMs)
 }
 
 // recvmmsg is the RawConn.Read callback. Returning false asks the netpoller

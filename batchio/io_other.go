@@ -124,15 +124,11 @@ func (s *Socket) Recv(b *Batch) (int, error) {
 	}
 }
 
-// RecvPrefer is Recv on s: the portable fallback has no way to wait on
-// two sockets at once (see the Linux version).
-func (s *Socket) RecvPrefer(b *Batch, low *Socket, lowMax int) (int, *Socket, error) {
-	n, err := s.Recv(b)
-	return n, s, err
-}
-
-// RecvWithin is Recv on s: see the Linux version.
+// RecvWithin and TryRecv are Recv on s in the portable fallback: see the
+// Linux versions.
 func (s *Socket) RecvWithin(b *Batch, d time.Duration) (int, error) { return s.Recv(b) }
+
+func (s *Socket) TryRecv(b *Batch, max int) (int, error) { return s.Recv(b) }
 
 // isMsgSize reports Windows' error for a datagram larger than the buffer.
 func isMsgSize(err error) bool {

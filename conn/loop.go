@@ -66,10 +66,13 @@ type loop struct {
 	// is sock as a socket, shared the handshake socket whose backlog the
 	// loop takes while the classes are apart and its own socket is empty.
 	own, shared *batchio.Socket
-	// sharedBatch: the batch in hand came from shared; proofs: the
-	// sealed clients it proved (the unsealed ones are in pending).
-	sharedBatch bool
-	proofs      int
+	// sharedBatch: the batch in hand came from shared; shareFull: the
+	// last one filled shareBatch; lastLook: when the loop last found its
+	// own socket empty and looked at shared; proofs: the sealed clients
+	// the batch proved (the unsealed ones are in pending).
+	sharedBatch, shareFull bool
+	lastLook               time.Time
+	proofs                 int
 }
 
 func newLoop(s *Server, idx int, sock transport, size int, now float64) *loop {
@@ -110,21 +113,24 @@ func (l *loop) run() {
 		var n int
 		var err error
 		l.sharedBatch = false
-		switch sp := l.s.spread; {
-		case l.shared == nil || sp.g.Spreading():
+		if sp := l.s.spread; l.shared == nil || sp.g.Spreading() || !sp.storming(l.s.st.Now()) {
 			n, err = l.sock.Recv(l.rb)
-		case sp.storming(l.s.st.Now()):
-			// A login storm backs up the handshake sockets: players
-			// first, then at most shareBatch of the backlog at a time
-			// (docs/decisions.md, "Connection loops share a login
-			// storm").
-			var from *batchio.Socket
-			n, from, err = l.own.RecvPrefer(l.rb, l.shared, shareBatch)
-			l.sharedBatch = from == l.shared && n > 0
-		default:
-			// A backlog that is not a storm's (yet): look again for one
-			// every shareCheck.
-			n, err = l.own.RecvWithin(l.rb, shareCheck)
+		} else {
+			// A login storm backs up the handshake sockets. Players
+			// first; then shareBatch of the backlog at once while it
+			// fills whole shares, and a look every shareCheck while it
+			// does not (docs/decisions.md, "Connection loops share a
+			// login storm").
+			wait := time.Duration(0)
+			if !l.shareFull {
+				wait = l.lastLook.Add(shareCheck).Sub(l.s.st.Now())
+			}
+			n, err = l.own.RecvWithin(l.rb, wait)
+			if n == 0 && err == nil {
+				l.lastLook = l.s.st.Now()
+				n, err = l.shared.TryRecv(l.rb, shareBatch)
+				l.sharedBatch, l.shareFull = n > 0, n == shareBatch
+			}
 		}
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || l.s.closing.Load() {

@@ -78,10 +78,10 @@ const (
 	// players' next datagrams wait behind at most that many (tuning.md,
 	// "Issue 21, round 6").
 	shareBatch = 16
-	// shareCheck is how often a connection loop with no player datagrams
-	// looks whether a handshake backlog has become a login storm's, which
-	// it then shares: its wake-ups cost nothing measurable, and a storm
-	// waits at most this long for the second core.
+	// shareCheck is how often a connection loop looks at a login storm's
+	// backlog while the backlog does not fill a share: the handshake loop
+	// keeps up with it, and a hundred looks a second cost nothing
+	// measurable.
 	shareCheck = 10 * time.Millisecond
 
 	// DefaultMaxClientsPerIP and DefaultMaxClientsPerPrefix bound the
