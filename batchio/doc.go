@@ -15,7 +15,11 @@
 // ModeNetpoll parks an idle receiver in Go's netpoller; ModeBlocking lets it
 // sleep in recvmmsg(MSG_WAITFORONE) on a blocking socket, which avoids the
 // scheduler's work around every wake-up and measured fastest (params.go).
-// Close wakes a blocked Recv at once in both modes.
+// Close wakes a blocked Recv at once in both modes. RecvWithin is Recv with
+// a bound on the wait, and TryRecv takes what is queued without sleeping,
+// even while the socket's own loop sleeps in Recv: udpgate's connection
+// loops use the two to take a login storm's handshakes off the handshake
+// sockets.
 //
 // # Concurrency
 //
