@@ -114,35 +114,42 @@ func (s *Socket) Recv(b *Batch) (int, error) {
 		if s.closed.Load() {
 			return 0, net.ErrClosed
 		}
-		err := s.sys.rc.Read(bs.recvFn)
-		// After Close, shutdown(2) makes a blocked recvmmsg return
-		// empty "datagrams" (a read of 0 at end of stream), which must
-		// not reach the caller; the closed flag tells them apart.
-		if s.closed.Load() {
-			return 0, net.ErrClosed
-		}
-		if err != nil {
-			return 0, err
-		}
-		if bs.rn > 0 {
-			break
-		}
-		switch bs.rerr {
-		case 0:
-			// Blocking mode woke without data: SO_RCVTIMEO expired or
-			// Close shut the socket down. Check for Close and go on.
-		case unix.EBADF, unix.ENOTSOCK, unix.EFAULT, unix.EINVAL:
-			if s.closed.Load() {
-				return 0, net.ErrClosed
-			}
-			return 0, os.NewSyscallError("recvmmsg", bs.rerr)
-		default:
-			// A pending socket error (such as an ICMP report) is
-			// returned once by the kernel; count it and receive on.
-			s.ctr.rxErrors.Add(1)
+		// Nothing received (SO_RCVTIMEO expired, or a socket error
+		// counted) goes round again.
+		if n, err := s.recvResult(b, s.sys.rc.Read(bs.recvFn)); n > 0 || err != nil {
+			return n, err
 		}
 	}
-	return s.received(b), nil
+}
+
+// recvResult turns what a recvmmsg call left in b, and the RawConn's err,
+// into a receive's result: the count of a batch that got datagrams, an
+// error when the socket cannot receive, and 0 with no error when the call
+// got nothing (a timeout, nothing queued, or a pending socket error, such
+// as an ICMP report, which the kernel returns once and which is counted
+// here).
+func (s *Socket) recvResult(b *Batch, err error) (int, error) {
+	bs := &b.sys
+	// After Close, shutdown(2) makes a blocked recvmmsg return empty
+	// "datagrams" (a read of 0 at end of stream), which must not reach
+	// the caller; the closed flag tells them apart.
+	if s.closed.Load() {
+		return 0, net.ErrClosed
+	}
+	if err != nil {
+		return 0, err
+	}
+	if bs.rn > 0 {
+		return s.received(b), nil
+	}
+	switch bs.rerr {
+	case 0:
+	case unix.EBADF, unix.ENOTSOCK, unix.EFAULT, unix.EINVAL:
+		return 0, os.NewSyscallError("recvmmsg", bs.rerr)
+	default:
+		s.ctr.rxErrors.Add(1)
+	}
+	return 0, nil
 }
 
 // received decodes the headers of the batch recvmmsg just filled into
@@ -217,24 +224,7 @@ func (s *Socket) tryRecv(b *Batch, max int) (int, error) {
 	}
 	// Control, not Read: Read holds the descriptor's read lock, which a
 	// blocking Recv by the socket's own loop keeps while it sleeps.
-	err := s.sys.rc.Control(bs.tryFn)
-	if s.closed.Load() {
-		return 0, net.ErrClosed
-	}
-	if err != nil {
-		return 0, err
-	}
-	if bs.rn > 0 {
-		return s.received(b), nil
-	}
-	switch bs.rerr {
-	case 0:
-	case unix.EBADF, unix.ENOTSOCK, unix.EFAULT, unix.EINVAL:
-		return 0, os.NewSyscallError("recvmmsg", bs.rerr)
-	default:
-		s.ctr.rxErrors.Add(1)
-	}
-	return 0, nil
+	return s.recvResult(b, s.sys.rc.Control(bs.tryFn))
 }
 
 // tryRecvmmsg is tryRecv's call, which cannot sleep.
