@@ -128,8 +128,9 @@ func (l *loop) run() {
 			n, err = l.own.RecvWithin(l.rb, wait)
 			if n == 0 && err == nil {
 				l.lastLook = l.s.st.Now()
-				n, err = l.shared.TryRecv(l.rb, shareBatch)
-				l.sharedBatch, l.shareFull = n > 0, n == shareBatch
+				share := min(shareBatch, len(l.rb.Msgs))
+				n, err = l.shared.TryRecv(l.rb, share)
+				l.sharedBatch, l.shareFull = n > 0, n == share
 			}
 		}
 		if err != nil {
@@ -167,7 +168,7 @@ func (l *loop) batch(n int, now time.Time) {
 		// shareBatch.
 		hs, size := l.idx < sp.loops || l.sharedBatch, len(l.rb.Msgs)
 		if l.sharedBatch {
-			size = shareBatch
+			size = min(shareBatch, size)
 		}
 		sp.observe(hs, n, int(l.cnt.local[cConnIn]-in), len(l.pending)+l.proofs, size, now)
 	}

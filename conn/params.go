@@ -73,11 +73,12 @@ const (
 	handshakeQueue = 32 << 20
 
 	// shareBatch is how many handshake datagrams a steered server's
-	// connection loop takes from a handshake socket at a time, when its
-	// own socket is empty while the classes are apart (loop.run): its
-	// players' next datagrams wait behind at most that many (tuning.md,
-	// "Issue 21, round 6").
-	shareBatch = 16
+	// connection loop takes from a handshake socket at a time during a
+	// login storm, when its own socket is empty (loop.run): a whole
+	// batch, as the handshake loop takes, since smaller shares cost a
+	// storm's handshakes more system calls; its players' next datagrams
+	// wait behind at most that many (tuning.md, "Issue 21, round 6").
+	shareBatch = 64
 	// shareCheck is how often a connection loop looks at a login storm's
 	// backlog while the backlog does not fill a share: the handshake loop
 	// keeps up with it, and a hundred looks a second cost nothing
