@@ -179,11 +179,8 @@ func (s *Socket) received(b *Batch) int {
 // millisecond): it returns 0 when nothing arrived on s by then; with d ≤ 0
 // it only takes what is queued. udpgate's connection loops use it to look
 // at the server's state every few milliseconds while a handshake backlog
-// lasts. In ModeNetpoll it is Recv.
+// lasts. It sleeps in poll(2) in either Mode.
 func (s *Socket) RecvWithin(b *Batch, d time.Duration) (int, error) {
-	if !s.sys.blocking {
-		return s.Recv(b)
-	}
 	b.resetRecv()
 	bs := &b.sys
 	if n, err := s.tryRecv(b, len(bs.hdrs)); n > 0 || err != nil || d <= 0 {
@@ -204,12 +201,8 @@ func (s *Socket) RecvWithin(b *Batch, d time.Duration) (int, error) {
 // the kernel gives each datagram to one of them, so another goroutine can
 // take datagrams with TryRecv while the socket's own loop sleeps in Recv:
 // udpgate's connection loops take a login storm's handshakes so. It
-// returns net.ErrClosed once s is closed, and allocates nothing. In
-// ModeNetpoll it is Recv.
+// returns net.ErrClosed once s is closed, and allocates nothing.
 func (s *Socket) TryRecv(b *Batch, max int) (int, error) {
-	if !s.sys.blocking {
-		return s.Recv(b)
-	}
 	b.resetRecv()
 	return s.tryRecv(b, min(max, len(b.sys.hdrs)))
 }

@@ -3,6 +3,7 @@ package batchio
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ type steerPair struct {
 	high, low *Socket // the bit-clear and the bit-set socket
 	cli       *Socket
 	cb        *Batch
-	dst       Message
+	dst       netip.AddrPort
 }
 
 func newSteerPair(t *testing.T) *steerPair {
@@ -27,7 +28,7 @@ func newSteerPair(t *testing.T) *steerPair {
 	}
 	cli := listen(t, "127.0.0.2:0", Config{Sockets: 1})
 	p := &steerPair{high: srv.Sockets()[1], low: srv.Sockets()[0], cli: cli.Sockets()[0], cb: NewBatch(64, 8)}
-	p.dst.Addr = srv.LocalAddr()
+	p.dst = srv.LocalAddr()
 	return p
 }
 
@@ -43,7 +44,7 @@ func (p *steerPair) send(t *testing.T, nLow, nHigh int) {
 func (p *steerPair) sendErr(nLow, nHigh int) error {
 	for i := range nLow + nHigh {
 		m := &p.cb.Msgs[i]
-		m.N, m.Addr = 2, p.dst.Addr
+		m.N, m.Addr = 2, p.dst
 		m.Buf[0], m.Buf[1] = 0, byte(i)
 		if i < nLow {
 			m.Buf[0] = 1 << 5

@@ -434,8 +434,9 @@ func (l *loop) move(c *Conn, addr netip.AddrPort) bool {
 
 // Loop counter layout: drops by reason, handshake packets received by type,
 // replies sent by type, connection packets accepted, datagrams from
-// unconnected addresses, datagrams taken from another loop's socket. Every size comes from protocol's tables, so a new
-// drop reason or packet type is counted without an edit here.
+// unconnected addresses, datagrams taken from another loop's socket. Every
+// size comes from protocol's tables, so a new drop reason or packet type is
+// counted without an edit here.
 const (
 	cDrop     = 0
 	cRequest  = cDrop + int(protocol.NumDropReasons)
