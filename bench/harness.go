@@ -33,6 +33,9 @@ const (
 	// scRTTFlood: one player's Data RTT, idle and under an Initial flood
 	// (rtt.go), written "rtt-under-flood".
 	scRTTFlood = "rtt-under-flood"
+	// scRTTStorm: the same player, idle and beside a login storm
+	// (rttstorm.go), written "rtt-under-storm" or "rtt-under-storm-N".
+	scRTTStorm = "rtt-under-storm"
 	// scConns: live heap and GC cost of established connections (mem.go).
 	scConns = "conns"
 	// sealedPrefix marks a sealed-mode scenario (docs/protocol.md §11):
@@ -46,8 +49,9 @@ const (
 const lowLoadClients = 8
 
 // scenario is a kind of traffic at a number of simulated clients, written
-// kind-clients, e.g. "data-100k", or one of the fixed names "low-load" and
-// "rtt-under-flood".
+// kind-clients, e.g. "data-100k", or one of the fixed names "low-load",
+// "rtt-under-flood" and "rtt-under-storm" (its Clients are the storm's;
+// "rtt-under-storm-N" sets them).
 type scenario struct {
 	Name    string `json:"name"`
 	Kind    string `json:"kind"`
@@ -61,6 +65,15 @@ func parseScenario(s string) (scenario, error) {
 		return scenario{Name: s, Kind: scLowLoad, Clients: lowLoadClients}, nil
 	case scRTTFlood:
 		return scenario{Name: s, Kind: scRTTFlood, Clients: 1}, nil
+	case scRTTStorm:
+		return scenario{Name: s, Kind: scRTTStorm, Clients: rttStormClients}, nil
+	}
+	if n, ok := strings.CutPrefix(s, scRTTStorm+"-"); ok {
+		c, err := parseCount(n)
+		if err != nil || c < 1 || c > loadgen.MaxClients {
+			return scenario{}, fmt.Errorf("scenario %q: storm client count %q: want 1 to %d, k or M suffix allowed", s, n, loadgen.MaxClients)
+		}
+		return scenario{Name: s, Kind: scRTTStorm, Clients: c}, nil
 	}
 	if sc, ok, err := parseMsgScenario(s); ok {
 		return sc, err
@@ -68,12 +81,12 @@ func parseScenario(s string) (scenario, error) {
 	rest, sealed := strings.CutPrefix(s, sealedPrefix)
 	kind, n, ok := strings.Cut(rest, "-")
 	if !ok {
-		return scenario{}, fmt.Errorf("scenario %q: want kind-clients, e.g. data-100k, or low-load or rtt-under-flood", s)
+		return scenario{}, fmt.Errorf("scenario %q: want kind-clients, e.g. data-100k, or low-load, rtt-under-flood or rtt-under-storm", s)
 	}
 	switch kind {
 	case scChallenge, scAck, scData, scStorm, scConns:
 	default:
-		return scenario{}, fmt.Errorf("scenario %q: unknown kind %q (challenge, ack, data, storm or conns, and sealed-data or sealed-storm; or low-load, rtt-under-flood)", s, kind)
+		return scenario{}, fmt.Errorf("scenario %q: unknown kind %q (challenge, ack, data, storm or conns, and sealed-data or sealed-storm; or low-load, rtt-under-flood, rtt-under-storm)", s, kind)
 	}
 	if sealed && kind != scData && kind != scStorm {
 		return scenario{}, fmt.Errorf("scenario %q: sealed mode has data and storm scenarios (sealed-data-N, sealed-storm-N)", s)
@@ -117,7 +130,7 @@ func (sc scenario) runs(v variant) bool {
 	case v.Kind == kindRawEcho:
 		return sc.packets()
 	case v.Overload:
-		return sc.Kind == scStorm || sc.Kind == scRTTFlood
+		return sc.Kind == scStorm || sc.Kind == scRTTFlood || sc.Kind == scRTTStorm
 	}
 	return true
 }
@@ -249,7 +262,7 @@ type runRecord struct {
 	P99us      float64 `json:"rtt_p99_us"`
 
 	Connect *connectRecord `json:"connect,omitempty"`
-	// The storm, rtt-under-flood and conns scenarios' own figures.
+	// The storm, rtt-under-flood/-storm and conns scenarios' own figures.
 	Storm       *stormRecord `json:"storm,omitempty"`
 	RTT         *rttRecord   `json:"rtt,omitempty"`
 	Mem         *memRecord   `json:"mem,omitempty"`
@@ -314,6 +327,13 @@ func logRun(w io.Writer, r *runRecord) {
 		fmt.Fprintf(w, "rep %d %-11s %-16s %d/%d in %.3fs: %8.0f handshakes/s  p50 %.0fms p99 %.0fms  resent %d denied %d timed out %d  server %.1f µs/handshake  kernel drops %d promotion_full %d  generator drops %d  acct %.2f\n",
 			r.Rep, r.Scenario, r.Variant, st.Connected, st.Clients, st.AllInSec, st.PerSecond, st.P50ms, st.P99ms,
 			st.Resent, st.Denied, st.TimedOut, st.ServerCPUus, st.KernelDrops, st.PromotionFull, st.LoadDrops, r.Acct)
+		return
+	case r.RTT != nil && r.RTT.Storm != nil:
+		t, st := r.RTT, r.RTT.Storm
+		fmt.Fprintf(w, "rep %d %-11s %-16s idle p50 %.0fµs p99 %.0fµs p999 %.0fµs loss %.2f%% | storm %d/%d in %.3fs, %.0f handshakes/s, resent %d: p50 %.0fµs p99 %.0fµs p999 %.0fµs loss %.2f%% (×%.1f p50, ×%.1f p99)  kernel drops %d  acct %.2f\n",
+			r.Rep, r.Scenario, r.Variant, t.Idle.P50us, t.Idle.P99us, t.Idle.P999us, t.Idle.LossPct,
+			st.Connected, st.Clients, st.AllInSec, st.PerSecond, st.Resent,
+			t.Flood.P50us, t.Flood.P99us, t.Flood.P999us, t.Flood.LossPct, t.P50Ratio, t.P99Ratio, t.KernelDrops, r.Acct)
 		return
 	case r.RTT != nil:
 		t := r.RTT
@@ -409,7 +429,7 @@ func runOne(ctx context.Context, opt *options, sc scenario, v variant, rep int) 
 	switch sc.Kind {
 	case scStorm:
 		return runStorm(ctx, opt, sc, v, rep)
-	case scRTTFlood:
+	case scRTTFlood, scRTTStorm:
 		return runRTT(ctx, opt, sc, v, rep)
 	case scConns:
 		return runConns(ctx, opt, sc, v, rep)

@@ -145,23 +145,25 @@ func TestParseVariant(t *testing.T) {
 
 func TestParseScenario(t *testing.T) {
 	for in, want := range map[string]scenario{
-		"data-100k":       {Name: "data-100k", Kind: scData, Clients: 100000},
-		"challenge-1k":    {Name: "challenge-1k", Kind: scChallenge, Clients: 1000},
-		"ack-250":         {Name: "ack-250", Kind: scAck, Clients: 250},
-		"data-1M":         {Name: "data-1M", Kind: scData, Clients: 1000000},
-		"storm-10k":       {Name: "storm-10k", Kind: scStorm, Clients: 10000},
-		"conns-100k":      {Name: "conns-100k", Kind: scConns, Clients: 100000},
-		"low-load":        {Name: "low-load", Kind: scLowLoad, Clients: lowLoadClients},
-		"rtt-under-flood": {Name: "rtt-under-flood", Kind: scRTTFlood, Clients: 1},
-		"sealed-data-1k":  {Name: "sealed-data-1k", Kind: scData, Clients: 1000, Sealed: true},
-		"sealed-storm-2":  {Name: "sealed-storm-2", Kind: scStorm, Clients: 2, Sealed: true},
+		"data-100k":          {Name: "data-100k", Kind: scData, Clients: 100000},
+		"challenge-1k":       {Name: "challenge-1k", Kind: scChallenge, Clients: 1000},
+		"ack-250":            {Name: "ack-250", Kind: scAck, Clients: 250},
+		"data-1M":            {Name: "data-1M", Kind: scData, Clients: 1000000},
+		"storm-10k":          {Name: "storm-10k", Kind: scStorm, Clients: 10000},
+		"conns-100k":         {Name: "conns-100k", Kind: scConns, Clients: 100000},
+		"low-load":           {Name: "low-load", Kind: scLowLoad, Clients: lowLoadClients},
+		"rtt-under-flood":    {Name: "rtt-under-flood", Kind: scRTTFlood, Clients: 1},
+		"rtt-under-storm":    {Name: "rtt-under-storm", Kind: scRTTStorm, Clients: rttStormClients},
+		"rtt-under-storm-2k": {Name: "rtt-under-storm-2k", Kind: scRTTStorm, Clients: 2000},
+		"sealed-data-1k":     {Name: "sealed-data-1k", Kind: scData, Clients: 1000, Sealed: true},
+		"sealed-storm-2":     {Name: "sealed-storm-2", Kind: scStorm, Clients: 2, Sealed: true},
 	} {
 		got, err := parseScenario(in)
 		if err != nil || got != want {
 			t.Errorf("parseScenario(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"data", "data-", "data-0", "data-2M", "flood-1k", "data-1x", "conns-1M", "storm-0", "low-load-8", "rtt",
+	for _, bad := range []string{"data", "data-", "data-0", "data-2M", "flood-1k", "data-1x", "conns-1M", "storm-0", "low-load-8", "rtt", "rtt-under-storm-0", "rtt-under-storm-", "rtt-under-storm-2x", "rtt-under-flood-1k",
 		"sealed-ack-1k", "sealed-conns-1k", "sealed-low-load", "sealed-data", "sealed-"} {
 		if _, err := parseScenario(bad); err == nil {
 			t.Errorf("parseScenario(%q) accepted", bad)

@@ -24,6 +24,7 @@
 //	go run ./bench -scenarios data-1k -variants udpgate/b8,udpgate/b32,udpgate/b64,rawecho -reps 3
 //	go run ./bench -scenarios storm-1k,storm-10k,storm-100k -variants udpgate,naive -reps 5
 //	go run ./bench -scenarios rtt-under-flood -variants udpgate,udpgate/overload,naive -reps 5
+//	go run ./bench -scenarios rtt-under-storm -variants udpgate,udpgate/nosteer,naive -reps 5
 //	go run ./bench -scenarios sealed-data-1k,sealed-data-100k,data-1k,sealed-storm-10k -variants udpgate,rawecho
 //	go run ./bench -scenarios msg-lossy,msg-lossy-20,msg-bulk,msg-cpu-1k -variants udpgate,kcp,rawecho -reps 3
 //
@@ -32,7 +33,7 @@
 // data (Data echoed on an established connection), and low-load (Initial
 // → Challenge from 8 clients with one request in flight each, nothing to
 // batch; its target is the ratio to the raw echo in the same shape).
-// Three more kinds have tables of their own:
+// Four more kinds have tables of their own:
 //
 //   - storm-N: N clients start at once and each runs the whole handshake,
 //     promotion included, with the client's 1 s resends: handshakes per
@@ -43,6 +44,11 @@
 //     idle and then under an open-loop Initial flood from another process
 //     (internal/traffic/flood, -flood-sources ports): RTT p50/p99/p99.9 and loss,
 //     flood ÷ idle. udpgate runs with cmd/server's defaults here (rtt.go).
+//   - rtt-under-storm and rtt-under-storm-N: the same player, idle and then
+//     while N clients (100k) log in at once from another process, the
+//     window lasting until the last is in: RTT, loss, storm ÷ idle, and the
+//     storm's own figures; the servers run with the storm scenarios'
+//     settings (rttstorm.go).
 //   - conns-N: N connections; the server's live heap per connection after
 //     a GC and its GC share of CPU with Data flowing at -conns-rate
 //     (mem.go).
@@ -72,7 +78,7 @@
 // /defaults (cmd/server's default limits and timers) and /nosteer (no
 // kernel steering of handshakes and connection packets). A variant runs only
 // in the scenarios it applies to: rawecho in the packet-rate ones and
-// msg-cpu-N, udpgate/overload in storms and rtt-under-flood, kcp in the
+// msg-cpu-N, udpgate/overload in storms and the player's scenarios, kcp in the
 // message scenarios. Ratios use the first
 // rawecho and naive variants; each run starts a fresh server, so
 // repetitions are independent.

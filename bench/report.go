@@ -64,10 +64,12 @@ type report struct {
 	Cells   []cell      `json:"cells"`
 	Storms  []stormCell `json:"storms,omitempty"`
 	RTTs    []rttCell   `json:"rtt_under_flood,omitempty"`
-	Mems    []memCell   `json:"memory,omitempty"`
-	Msgs    []msgCell   `json:"messages,omitempty"`
-	Targets []target    `json:"targets"`
-	Runs    []runRecord `json:"runs"`
+	// StormRTTs: rtt-under-storm's cells.
+	StormRTTs []rttCell   `json:"rtt_under_storm,omitempty"`
+	Mems      []memCell   `json:"memory,omitempty"`
+	Msgs      []msgCell   `json:"messages,omitempty"`
+	Targets   []target    `json:"targets"`
+	Runs      []runRecord `json:"runs"`
 }
 
 // baseline returns the first variant of kind, the reference for ratios.
@@ -118,6 +120,9 @@ func summarise(opt *options, recs []runRecord) *report {
 				continue
 			case scRTTFlood:
 				rep.RTTs = append(rep.RTTs, summariseRTT(rs))
+				continue
+			case scRTTStorm:
+				rep.StormRTTs = append(rep.StormRTTs, summariseRTT(rs))
 				continue
 			case scConns:
 				rep.Mems = append(rep.Mems, summariseMem(rs))
@@ -445,14 +450,17 @@ func writeReports(dir string, rep *report, stdout io.Writer) ([]string, error) {
 	return paths, nil
 }
 
-// writeIssueTables writes the tables of the storm, rtt-under-flood and
-// conns scenarios, those that ran.
+// writeIssueTables writes the tables of the storm, rtt-under-flood,
+// rtt-under-storm, conns and message scenarios, those that ran.
 func writeIssueTables(w io.Writer, rep *report) {
 	if len(rep.Storms) > 0 {
 		writeStorms(w, rep.Storms)
 	}
 	if len(rep.RTTs) > 0 {
 		writeRTTs(w, rep.RTTs, rep.Options)
+	}
+	if len(rep.StormRTTs) > 0 {
+		writeRTTStorms(w, rep.StormRTTs)
 	}
 	if len(rep.Mems) > 0 {
 		writeMems(w, rep.Mems, rep.Options.ConnsRate)
@@ -468,6 +476,7 @@ func writeIssueTables(w io.Writer, rep *report) {
 func issueTargets(opt *options, rep *report) []target {
 	ts := udpgateTargets(nil, rep.Storms, func(c stormCell) string { return c.Variant }, stormTargets)
 	ts = udpgateTargets(ts, rep.RTTs, func(c rttCell) string { return c.Variant }, rttTargets)
+	ts = udpgateTargets(ts, rep.StormRTTs, func(c rttCell) string { return c.Variant }, rttStormTargets)
 	ts = udpgateTargets(ts, rep.Mems, func(c memCell) string { return c.Variant }, memTargets)
 	return udpgateTargets(ts, rep.Msgs, func(c msgCell) string { return c.Variant }, msgTargets)
 }

@@ -296,8 +296,11 @@ func startServer(v variant, defaults bool, keys *sealedKeys) (*server, error) {
 // garbage, then report the heap, mem.go) and "GCSTAT" (the runtime's GC
 // counters, without collecting).
 func childMain(spec string, stdin io.Reader, stdout io.Writer) int {
-	if spec == floodRole {
+	switch spec {
+	case floodRole:
 		return floodMain(stdin, stdout)
+	case stormRole:
+		return stormMain(stdin, stdout)
 	}
 	maxDur := 10 * time.Minute
 	if d, err := time.ParseDuration(os.Getenv(maxDurEnv)); err == nil && d > 0 && d < maxDur {

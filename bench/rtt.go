@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -128,9 +129,11 @@ func phaseOf(r *loadgen.RunResult) rttPhase {
 	return p
 }
 
-// rttRecord is one rtt-under-flood run.
+// rttRecord is one rtt-under-flood or rtt-under-storm run.
 type rttRecord struct {
-	Idle  rttPhase `json:"idle"`
+	Idle rttPhase `json:"idle"`
+	// Flood is the player's second window: under the flood, or in
+	// rtt-under-storm during the storm.
 	Flood rttPhase `json:"flood"`
 	// Flood ÷ idle, this run.
 	P50Ratio float64 `json:"p50_ratio"`
@@ -145,13 +148,22 @@ type rttRecord struct {
 	KernelDrops uint64  `json:"kernel_drops"`
 	ServerUtil  float64 `json:"server_util"`
 	FloodStats  string  `json:"flood_stats"`
+	// Storm is rtt-under-storm's storm, as its clients saw it (the flood's
+	// fields above are then zero).
+	Storm *stormRecord `json:"storm,omitempty"`
 }
 
-// runRTT measures variant v under rtt-under-flood.
+// runRTT measures variant v under rtt-under-flood or rtt-under-storm.
 func runRTT(ctx context.Context, opt *options, sc scenario, v variant, rep int) (runRecord, error) {
 	rec := runRecord{Rep: rep, Scenario: sc.Name, Variant: v.Spec}
+	storm := sc.Kind == scRTTStorm
 	phase := opt.Warmup + opt.Window + playerLossTimeout
-	ch, err := startChild(v, true, 2*phase+connectBudget+30*time.Second)
+	if storm {
+		phase = opt.Warmup + stormTimeout + playerLossTimeout
+	}
+	// A flood meets the settings a new user gets; a storm the storm
+	// scenarios' (no per-source limits).
+	ch, err := startChild(v, !storm, 2*phase+connectBudget+30*time.Second)
 	if err != nil {
 		return rec, err
 	}
@@ -180,36 +192,74 @@ func runRTT(ctx context.Context, opt *options, sc scenario, v variant, rep int) 
 		return rec, fmt.Errorf("idle: %w", err)
 	}
 
-	spec, _ := json.Marshal(floodSpec{Server: ch.addr, Sources: opt.FloodSources, Senders: opt.FloodSenders, MaxDuration: phase + 5*time.Second})
-	fl, err := startProcess(phase+30*time.Second, roleEnv+"="+floodRole, floodEnv+"="+string(spec))
-	if err != nil {
-		return rec, fmt.Errorf("flood: %w", err)
+	var load *child
+	if storm {
+		load, err = startStorm(opt, ch.addr, sc.Clients, phase+30*time.Second)
+	} else {
+		spec, _ := json.Marshal(floodSpec{Server: ch.addr, Sources: opt.FloodSources, Senders: opt.FloodSenders, MaxDuration: phase + 5*time.Second})
+		load, err = startProcess(phase+30*time.Second, roleEnv+"="+floodRole, floodEnv+"="+string(spec))
+		if err != nil {
+			err = fmt.Errorf("flood: %w", err)
+		}
 	}
-	defer fl.stop()
+	if err != nil {
+		return rec, err
+	}
+	defer load.stop()
 	var s0, s1 sample
 	var f0, f1 procstat.CPU
 	var d0, d1 uint64
 	var derr error
-	under, err := player.Run(ctx, loadgen.RunSpec{
-		Warmup: opt.Warmup,
-		Window: opt.Window,
-		Mark: func(end bool) {
-			d, e := udpDrops(ch.addr.Port())
-			f, _ := procstat.Process(fl.pid)
-			if e != nil {
-				derr = e
-			}
-			if end {
-				s1, f1, d1 = takeSample(ch.pid), f, d
-			} else {
-				s0, f0, d0 = takeSample(ch.pid), f, d
-			}
-		},
-	})
-	rec.RTT = &rttRecord{FloodStats: fl.stop()}
+	spec := loadgen.RunSpec{Warmup: opt.Warmup, Window: opt.Window}
+	// The storm runs from the window's start to its last client's Ack,
+	// and the window with it.
+	type answer struct {
+		line string
+		err  error
+	}
+	stormDone := make(chan answer, 1)
+	stormAsked := false
+	if storm {
+		spec.Window = stormTimeout
+		spec.Until = func(*loadgen.Counters) bool { return len(stormDone) > 0 }
+	}
+	spec.Mark = func(end bool) {
+		d, e := udpDrops(ch.addr.Port())
+		f, _ := procstat.Process(load.pid)
+		if e != nil {
+			derr = e
+		}
+		if end {
+			s1, f1, d1 = takeSample(ch.pid), f, d
+			return
+		}
+		s0, f0, d0 = takeSample(ch.pid), f, d
+		if storm {
+			stormAsked = true
+			go func() {
+				l, err := load.ask(stormRequest, stormTimeout+10*time.Second)
+				stormDone <- answer{l, err}
+			}()
+		}
+	}
+	under, err := player.Run(ctx, spec)
+	var st *stormRecord
+	if stormAsked {
+		a := <-stormDone
+		if a.err == nil {
+			st, a.err = stormAnswer(a.line)
+		}
+		if err == nil && a.err != nil {
+			err = fmt.Errorf("storm: %w", a.err)
+		}
+	}
+	rec.RTT = &rttRecord{FloodStats: load.stop(), Storm: st}
 	rec.ServerStats = ch.stop()
 	if err != nil {
-		return rec, fmt.Errorf("under flood: %w", err)
+		return rec, fmt.Errorf("under load: %w", err)
+	}
+	if storm && st == nil {
+		return rec, errors.New("the player's window ended before the storm began")
 	}
 	if s0.err != nil || s1.err != nil || derr != nil {
 		return rec, fmt.Errorf("reading the server's CPU time or drops: %v %v %v", s0.err, s1.err, derr)
@@ -219,9 +269,16 @@ func runRTT(ctx context.Context, opt *options, sc scenario, v variant, rep int) 
 	if r.Idle.P50us > 0 && r.Idle.P99us > 0 {
 		r.P50Ratio, r.P99Ratio = r.Flood.P50us/r.Idle.P50us, r.Flood.P99us/r.Idle.P99us
 	}
-	fs := parseKV(r.FloodStats)
-	r.FloodRate, r.FloodSent, r.FloodReplies = fs["rate"], uint64(fs["sent"]), uint64(fs["received"])
+	if storm {
+		r.FloodStats = ""
+	} else {
+		fs := parseKV(r.FloodStats)
+		r.FloodRate, r.FloodSent, r.FloodReplies = fs["rate"], uint64(fs["sent"]), uint64(fs["received"])
+	}
 	r.KernelDrops = d1 - d0
+	if st != nil {
+		st.KernelDrops = r.KernelDrops
+	}
 	if wall := s1.at.Sub(s0.at); wall > 0 {
 		r.ServerUtil = float64(s1.server.Sched-s0.server.Sched) / float64(wall)
 	}
@@ -244,9 +301,14 @@ type rttCell struct {
 	FloodRate   float64  `json:"flood_rate"`
 	KernelDrops float64  `json:"kernel_drops"`
 	ServerUtil  float64  `json:"server_util"`
-	// MaxLossPct is the worst run's loss under the flood.
+	// MaxLossPct is the worst run's loss under the flood (or storm).
 	MaxLossPct float64 `json:"max_flood_loss_pct"`
 	Flagged    int     `json:"flagged,omitempty"`
+	// rtt-under-storm: the storm's medians (Resent the worst run's), and
+	// the handshake datagrams udpgate's connection loops took over a run
+	// (its shared counter; -1 for a server without one).
+	Storm  *stormRecord `json:"storm,omitempty"`
+	Shared float64      `json:"shared,omitempty"`
 }
 
 func medianPhase(ps []rttPhase) rttPhase {
@@ -273,11 +335,23 @@ func medianPhase(ps []rttPhase) rttPhase {
 func summariseRTT(rs []runRecord) rttCell {
 	c := rttCell{Scenario: rs[0].Scenario, Variant: rs[0].Variant, Runs: len(rs)}
 	var idle, fl []rttPhase
-	var r50, r99, rate, drops, util []float64
+	var r50, r99, rate, drops, util, hs, allIn, shared []float64
 	for _, r := range rs {
 		t := r.RTT
 		if t == nil {
 			continue
+		}
+		if s := t.Storm; s != nil {
+			if c.Storm == nil {
+				c.Storm = &stormRecord{Clients: s.Clients, PromotionFull: -1}
+			}
+			hs, allIn = append(hs, s.PerSecond), append(allIn, s.AllInSec)
+			c.Storm.Resent = max(c.Storm.Resent, s.Resent)
+			n, ok := parseKV(r.ServerStats)["shared"]
+			if !ok {
+				n = -1
+			}
+			shared = append(shared, n)
 		}
 		idle, fl = append(idle, t.Idle), append(fl, t.Flood)
 		r50, r99 = append(r50, t.P50Ratio), append(r99, t.P99Ratio)
@@ -290,6 +364,9 @@ func summariseRTT(rs []runRecord) rttCell {
 	c.Idle, c.Flood = medianPhase(idle), medianPhase(fl)
 	c.P50Ratio, c.P99Ratio = procstat.Median(r50), procstat.Median(r99)
 	c.FloodRate, c.KernelDrops, c.ServerUtil = procstat.Median(rate), procstat.Median(drops), procstat.Median(util)
+	if c.Storm != nil {
+		c.Storm.PerSecond, c.Storm.AllInSec, c.Shared = procstat.Median(hs), procstat.Median(allIn), procstat.Median(shared)
+	}
 	return c
 }
 

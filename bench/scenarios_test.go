@@ -14,12 +14,14 @@ import (
 // checks that each produced its figures and tables; never how fast
 // anything was.
 func TestIssueScenarios(t *testing.T) {
-	rep, stdout, dir := runBench(t, "about 25 s of servers under load", 3*time.Minute, "-scenarios", "storm-1k,low-load,rtt-under-flood,conns-2k",
+	rep, stdout, dir := runBench(t, "about 30 s of servers under load", 3*time.Minute, "-scenarios", "storm-1k,low-load,rtt-under-flood,rtt-under-storm-2k,conns-2k",
 		"-variants", "udpgate,udpgate/overload,rawecho,naive", "-warmup", "100ms", "-window", "400ms")
 	// storm: udpgate, udpgate/overload, naive; low-load: udpgate, rawecho,
-	// naive; rtt: udpgate, udpgate/overload, naive; conns: udpgate, naive.
-	if len(rep.Runs) != 11 || len(rep.Storms) != 3 || len(rep.RTTs) != 3 || len(rep.Mems) != 2 || len(rep.Cells) != 3 {
-		t.Fatalf("%d runs, %d storm, %d rtt, %d memory and %d packet cells", len(rep.Runs), len(rep.Storms), len(rep.RTTs), len(rep.Mems), len(rep.Cells))
+	// naive; both rtt: udpgate, udpgate/overload, naive; conns: udpgate,
+	// naive.
+	if len(rep.Runs) != 14 || len(rep.Storms) != 3 || len(rep.RTTs) != 3 || len(rep.StormRTTs) != 3 || len(rep.Mems) != 2 || len(rep.Cells) != 3 {
+		t.Fatalf("%d runs, %d storm, %d rtt, %d rtt-under-storm, %d memory and %d packet cells",
+			len(rep.Runs), len(rep.Storms), len(rep.RTTs), len(rep.StormRTTs), len(rep.Mems), len(rep.Cells))
 	}
 	for _, r := range rep.Runs {
 		switch {
@@ -41,6 +43,13 @@ func TestIssueScenarios(t *testing.T) {
 			} else if x.P99Ratio == 0 {
 				t.Logf("%s %s: no player answer inside the flood window (%+v)", r.Scenario, r.Variant, x.Flood)
 			}
+		case r.Scenario == "rtt-under-storm-2k":
+			// The storm's window holds the whole storm: every client got
+			// in, and the player's packets of that window were counted.
+			if x := r.RTT; x == nil || x.Idle.Replies == 0 || x.Flood.Sent == 0 || x.Storm == nil ||
+				x.Storm.Connected != 2000 || x.Storm.PerSecond <= 0 || x.Storm.AllInSec <= 0 || x.FloodSent != 0 {
+				t.Errorf("%s %s: %+v", r.Scenario, r.Variant, r.RTT)
+			}
 		case r.Scenario == "conns-2k":
 			if m := r.Mem; m == nil || m.Conns != 2000 || m.HeapPerConn <= 0 || m.HeapAfter <= m.HeapBase || m.GCCycleWallms <= 0 || m.PPS <= 0 {
 				t.Errorf("%s %s: %+v", r.Scenario, r.Variant, r.Mem)
@@ -59,6 +68,7 @@ func TestIssueScenarios(t *testing.T) {
 		"storm-1k (udpgate): handshakes/s ÷ naive",
 		"storm-1k (udpgate/overload): promotion_full drops (worst run)",
 		"rtt-under-flood (udpgate/overload): player p99 flood ÷ idle",
+		"rtt-under-storm-2k (udpgate): player p99 storm ÷ idle",
 		"low-load: server CPU per Challenge ÷ raw echo (8 clients × 1 in flight)",
 		"conns-2k (udpgate): GC share of server CPU with Data flowing (measured, or the forced-GC floor), %",
 	} {
@@ -66,7 +76,7 @@ func TestIssueScenarios(t *testing.T) {
 			t.Errorf("target %q missing", want)
 		}
 	}
-	for _, section := range []string{"## Login storms", "## A player under an Initial flood", "## Memory and GC per connection", "| low-load | rawecho |"} {
+	for _, section := range []string{"## Login storms", "## A player under an Initial flood", "## A player beside a login storm", "## Memory and GC per connection", "| low-load | rawecho |"} {
 		if !strings.Contains(stdout, section) {
 			t.Errorf("report lacks %q", section)
 		}
