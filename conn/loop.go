@@ -69,10 +69,15 @@ type loop struct {
 	// sharedBatch: the batch in hand came from shared; shareFull: the
 	// last one filled shareBatch; lastLook: when the loop last found its
 	// own socket empty and looked at shared; proofs: the sealed clients
-	// the batch proved (the unsealed ones are in pending).
-	sharedBatch, shareFull bool
-	lastLook               time.Time
-	proofs                 int
+	// the batch proved (the unsealed ones are in pending); played: the
+	// batch brought a packet from a player (playerAge), and lastPlay is
+	// when one last did, which keeps the loop to its own socket for
+	// spreadHold; stormSec is the spreader's stormSince in seconds, read
+	// once a batch.
+	sharedBatch, shareFull, played bool
+	lastLook, lastPlay             time.Time
+	proofs                         int
+	stormSec                       float64
 }
 
 func newLoop(s *Server, idx int, sock transport, size int, now float64) *loop {
@@ -113,14 +118,14 @@ func (l *loop) run() {
 		var n int
 		var err error
 		l.sharedBatch = false
-		if sp := l.s.spread; l.shared == nil || sp.g.Spreading() || !sp.storming(l.s.st.Now()) {
+		if !l.sharing() {
 			n, err = l.sock.Recv(l.rb)
 		} else {
-			// A login storm backs up the handshake sockets. Players
-			// first; then shareBatch of the backlog at once while it
-			// fills whole shares, and a look every shareCheck while it
-			// does not (docs/decisions.md, "Connection loops share a
-			// login storm").
+			// A login storm backs up the handshake sockets and nobody
+			// plays on this loop. Its own socket first; then shareBatch
+			// of the backlog at once while it fills whole shares, and a
+			// look every shareCheck while it does not (docs/decisions.md,
+			// "Connection loops share a login storm").
 			wait := time.Duration(0)
 			if !l.shareFull {
 				wait = l.lastLook.Add(shareCheck).Sub(l.s.st.Now())
@@ -155,14 +160,50 @@ func (l *loop) run() {
 	}
 }
 
+// connIn counts a connection packet for c, accepted or dropped for r, and
+// notes whether a player sent it.
+func (l *loop) connIn(r protocol.DropReason, c *Conn) {
+	if r != protocol.DropNone {
+		l.cnt.add(cDrop+int(r), 1)
+		return
+	}
+	l.cnt.add(cConnIn, 1)
+	if c.cookieTS < l.stormSec || l.nowSec-c.cookieTS >= playerAge.Seconds() {
+		l.played = true
+	}
+}
+
+// sharing reports whether the loop takes a share of a handshake socket's
+// backlog: it is a steered server's connection loop, the classes are
+// apart, a login storm is on, and no player (a connection from before the
+// storm, or playerAge past its handshake) has sent a packet to it for
+// spreadHold. A loop that
+// shares is never asleep for long, and where its core is contended (the
+// storm's promotions, the collector, other processes) its players' packets
+// wait for the time slices of everything else that runs (docs/decisions.md,
+// "Connection loops share a login storm").
+func (l *loop) sharing() bool {
+	if l.shared == nil {
+		return false
+	}
+	sp, now := l.s.spread, l.s.st.Now()
+	return !sp.g.Spreading() && sp.storming(now) && now.Sub(l.lastPlay) >= spreadHold
+}
+
 // batch runs the fast path over one received batch: one clock read, one
 // sendmmsg for every reply, one promotion hand-off. Datagrams from connected
 // addresses are handled first, so an attack in the same batch cannot delay
 // them, and overload control sheds only the connectionless rest.
 func (l *loop) batch(n int, now time.Time) {
 	in := l.cnt.local[cConnIn]
-	l.proofs = 0
+	l.proofs, l.played = 0, false
+	if sp := l.s.spread; sp != nil {
+		l.stormSec = float64(sp.stormSince.Load()) / 1e9
+	}
 	l.process(n, now)
+	if l.played {
+		l.lastPlay = now
+	}
 	if sp := l.s.spread; sp != nil {
 		// A shared batch came from a handshake socket, and is full at
 		// shareBatch.
@@ -284,11 +325,7 @@ func (l *loop) handle(m *batchio.Message, c *Conn, now time.Time) {
 	case handshake.ActReply:
 		l.reply(d.ReplyLen, d.Reply, m.Addr)
 	case handshake.ActConn:
-		if r := c.receive(&d.Conn, d.Payload, now, &l.rep, l); r != protocol.DropNone {
-			l.cnt.add(cDrop+int(r), 1)
-		} else {
-			l.cnt.add(cConnIn, 1)
-		}
+		l.connIn(c.receive(&d.Conn, d.Payload, now, &l.rep, l), c)
 	case handshake.ActPromote:
 		if s.closing.Load() {
 			l.cnt.add(cDrop+int(protocol.DropOverload), 1)

@@ -76,9 +76,15 @@ const (
 	// connection loop takes from a handshake socket at a time during a
 	// login storm, when its own socket is empty (loop.run): a whole
 	// batch, as the handshake loop takes, since smaller shares cost a
-	// storm's handshakes more system calls; its players' next datagrams
-	// wait behind at most that many (tuning.md, "Issue 21, round 6").
+	// storm's handshakes more system calls (tuning.md, "Issue 21, round
+	// 6").
 	shareBatch = 64
+	// playerAge: a connection made before the storm on began, or this
+	// long ago, is a player, and a connection loop whose socket brings a
+	// player's packet takes no share of a storm for spreadHold
+	// (loop.sharing). The others are the storm's own clients: a storm of
+	// 100k takes 1–3 s here.
+	playerAge = 5 * time.Second
 	// shareCheck is how often a connection loop looks at a login storm's
 	// backlog while the backlog does not fill a share: the handshake loop
 	// keeps up with it, and a hundred looks a second cost nothing

@@ -394,15 +394,7 @@ func (l *loop) sealed(m *batchio.Message, c *Conn, now time.Time) {
 	default:
 		r = c.receiveLocked(&d.Conn, payload, now, &l.rep, l)
 	}
-	l.connIn(r)
-}
-
-func (l *loop) connIn(r protocol.DropReason) {
-	if r != protocol.DropNone {
-		l.cnt.add(cDrop+int(r), 1)
-	} else {
-		l.cnt.add(cConnIn, 1)
-	}
+	l.connIn(r, c)
 }
 
 // prove checks the proof packet in m (§11.3) in the protocol's order and
@@ -651,6 +643,7 @@ func (l *loop) sealedMove(m *batchio.Message, now time.Time) {
 	ls.cands = s.sealed.candidates(d.Conn.Tag, ls.cands[:0])
 	pkt := m.Buf[:m.N]
 	r := protocol.DropUnknownConnection
+	var from *Conn
 	for i, c := range ls.cands {
 		if c.clientID != d.Conn.ClientID || c.closed.Load() || !c.sec.proven() {
 			continue
@@ -671,11 +664,11 @@ func (l *loop) sealedMove(m *batchio.Message, now time.Time) {
 		if newest {
 			l.move(c, m.Addr)
 		}
-		r = c.receive(&h, payload, now, &l.rep, l)
+		r, from = c.receive(&h, payload, now, &l.rep, l), c
 		break
 	}
 	clear(ls.cands)
-	l.connIn(r)
+	l.connIn(r, from)
 }
 
 // ---- Sending ----

@@ -226,6 +226,7 @@ func newServer(st settings, now time.Time, secrets *cookie.Secrets, group transp
 			s.spread = &spreader{g: g, loops: s.handshakeLoops(), log: st.Logger}
 			s.spread.lastFlood.Store(now.UnixNano())
 			s.spread.lastStorm.Store(now.UnixNano())
+			s.spread.stormSince.Store(now.UnixNano())
 			s.shareBacklog()
 		}
 	}

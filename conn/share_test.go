@@ -2,8 +2,11 @@ package conn
 
 import (
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/udpgate/udpgate/internal/protocol"
 )
 
 // TestConnLoopSharesHandshakes: while a login storm keeps the classes
@@ -12,7 +15,11 @@ import (
 // here, so every login goes through it: without the sharing no client
 // would get a Challenge.
 func TestConnLoopSharesHandshakes(t *testing.T) {
-	s, err := listenStopped("127.0.0.1:0", Config{Sockets: 2, SweepInterval: 10 * time.Millisecond})
+	// The server's clock stands still, so that however slow the machine
+	// the clients stay newcomers, not players (playerAge).
+	t0 := time.Now()
+	s, err := listenStopped("127.0.0.1:0", Config{Sockets: 2, SweepInterval: 10 * time.Millisecond,
+		Now: func() time.Time { return t0 }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,5 +54,105 @@ func TestConnLoopSharesHandshakes(t *testing.T) {
 	}
 	if s.spread.g.Spreading() {
 		t.Fatal("the classes were spread during the test")
+	}
+}
+
+// TestConnLoopWithPlayersKeepsToItsSocket: a connection loop takes no
+// share of a login storm for spreadHold after its socket brings a player's
+// packet, so that players' packets never wait for its time slice behind a
+// storm's; the storm's own clients, younger than playerAge, are no
+// players. The server's clock moves only when the test moves it.
+func TestConnLoopWithPlayersKeepsToItsSocket(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	rec := newRecorder(false)
+	s, err := listenStopped("127.0.0.1:0", Config{Sockets: 2, Handler: rec,
+		KeepAlive: time.Hour, Timeout: 2 * time.Hour,
+		Now: func() time.Time { return time.Unix(0, clock.Load()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if s.spread == nil {
+		t.Skip("kernel steering is not available here")
+	}
+	s.spread.lastFlood.Store(math.MaxInt64 / 2)
+	s.spread.lastStorm.Store(math.MaxInt64 / 2)
+	var l *loop
+	for _, x := range s.loops {
+		if x.shared != nil {
+			l = x
+		}
+	}
+	if l == nil {
+		t.Fatal("no connection loop shares a handshake socket")
+	}
+	s.start([]*loop{l})
+	// Only the connection loop runs: each handshake goes through a share.
+	sent := func(c *Client, n int) {
+		t.Helper()
+		if _, err := c.Send([]byte("move")); err != nil {
+			t.Fatal(err)
+		}
+		rec.await(t, "the client's packet", func() bool {
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			return len(rec.pkts) >= n
+		})
+	}
+	first := dial(t, s, Config{})
+	sent(first, 1)
+	// A newcomer's packet leaves the loop sharing: the next client gets
+	// in through it.
+	dial(t, s, Config{})
+	// playerAge later the first client is a player. (The logins set
+	// lastStorm to the clock's time: the storm goes on.)
+	clock.Add(int64(playerAge))
+	s.spread.lastStorm.Store(math.MaxInt64 / 2)
+	sent(first, 2)
+	s.Close() // the loop has finished its batch: its fields are ours
+	if s.spread.g.Spreading() || !s.spread.storming(s.st.Now()) {
+		t.Fatal("the storm ended or the classes spread during the test")
+	}
+	if l.sharing() {
+		t.Fatal("a loop whose socket has just brought a player's packet shares the storm")
+	}
+	l.lastPlay = l.lastPlay.Add(-spreadHold)
+	if !l.sharing() {
+		t.Fatal("spreadHold after its last player's packet the loop does not share the storm")
+	}
+}
+
+// TestPlayerPackets: which accepted connection packets are a player's
+// (loop.connIn): a connection's from before the storm began, or from
+// playerAge after its handshake; never a dropped packet.
+func TestPlayerPackets(t *testing.T) {
+	s, err := listenStopped("127.0.0.1:0", Config{Sockets: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	l := s.loops[0]
+	age := playerAge.Seconds()
+	for _, tc := range []struct {
+		handshake, stormBegan, now float64
+		dropped                    bool
+		want                       bool
+	}{
+		{100, 99, 100.1, false, false},       // the storm's own client
+		{100, 100.5, 100.6, false, true},     // connected before the storm
+		{100, 99, 100 + age, false, true},    // playerAge after its handshake
+		{100, 100.5, 100 + age, true, false}, // a dropped packet
+		{100, 99, 100 + age - 0.01, false, false},
+	} {
+		l.played, l.stormSec, l.nowSec = false, tc.stormBegan, tc.now
+		r := protocol.DropNone
+		if tc.dropped {
+			r = protocol.DropBadSize
+		}
+		l.connIn(r, &Conn{cookieTS: tc.handshake})
+		if l.played != tc.want {
+			t.Errorf("%+v: a player's packet %v, want %v", tc, l.played, tc.want)
+		}
 	}
 }

@@ -53,6 +53,10 @@ type spreader struct {
 	// one client in stormShare of its datagrams.
 	lastFlood atomic.Int64
 	lastStorm atomic.Int64
+	// stormSince is when the storm on (or the last one) began: its
+	// first batch after spreadHold without one, or the server's start.
+	// Connections from before it are its players (loop.connIn).
+	stormSince atomic.Int64
 	// broken is set when the kernel refused a switch: the group then
 	// stays as it is, and the refusal is logged once.
 	broken atomic.Bool
@@ -67,7 +71,9 @@ func (sp *spreader) observe(hs bool, n, accepted, proven, size int, now time.Tim
 		return
 	}
 	if proven > 0 && proven*stormShare >= n {
-		sp.lastStorm.Store(now.UnixNano())
+		if t := now.UnixNano(); t-sp.lastStorm.Swap(t) >= int64(spreadHold) {
+			sp.stormSince.Store(t)
+		}
 	}
 	if 2*n < size || 2*accepted >= n {
 		return

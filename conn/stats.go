@@ -79,8 +79,8 @@ type Stats struct {
 	Connectionless uint64 `metric:"connectionless_received_total" help:"Datagrams from addresses that hold no connection (handshakes, strays, attacks): what overload control watches."`
 	// Shared: handshake datagrams that a steered server's connection
 	// loops took from the handshake sockets during a login storm, while
-	// their own were empty.
-	Shared uint64 `metric:"shared_received_total" help:"Steered server: handshake-socket datagrams taken by connection loops with no player datagram waiting (a login storm shared across cores)."`
+	// their own were empty and had no players.
+	Shared uint64 `metric:"shared_received_total" help:"Steered server: handshake-socket datagrams taken by connection loops without players of their own (a login storm shared across cores)."`
 	// Sealed mode: Proofs counts tokens proven, each one a connection
 	// created (there is no connection before its proof).
 	Proofs uint64 `metric:"token_proofs_total" help:"Sealed mode: connect tokens proven (connections admitted)."`
