@@ -72,12 +72,13 @@ type loop struct {
 	// the batch proved (the unsealed ones are in pending); played: the
 	// batch brought a packet from a player (playerAge), and lastPlay is
 	// when one last did, which keeps the loop to its own socket for
-	// spreadHold; stormSec is the spreader's stormSince in seconds, read
-	// once a batch.
-	sharedBatch, shareFull, played bool
-	lastLook, lastPlay             time.Time
-	proofs                         int
-	stormSec                       float64
+	// spreadHold. Only a loop that may share, during a storm, watches
+	// (watch), since cookieTS is on a connection's cold lines; stormSec
+	// is the spreader's stormSince in seconds, read once a batch.
+	sharedBatch, shareFull, played, watch bool
+	lastLook, lastPlay                    time.Time
+	proofs                                int
+	stormSec                              float64
 }
 
 func newLoop(s *Server, idx int, sock transport, size int, now float64) *loop {
@@ -168,7 +169,7 @@ func (l *loop) connIn(r protocol.DropReason, c *Conn) {
 		return
 	}
 	l.cnt.add(cConnIn, 1)
-	if c.cookieTS < l.stormSec || l.nowSec-c.cookieTS >= playerAge.Seconds() {
+	if l.watch && (c.cookieTS < l.stormSec || l.nowSec-c.cookieTS >= playerAge.Seconds()) {
 		l.played = true
 	}
 }
@@ -196,9 +197,9 @@ func (l *loop) sharing() bool {
 // them, and overload control sheds only the connectionless rest.
 func (l *loop) batch(n int, now time.Time) {
 	in := l.cnt.local[cConnIn]
-	l.proofs, l.played = 0, false
-	if sp := l.s.spread; sp != nil {
-		l.stormSec = float64(sp.stormSince.Load()) / 1e9
+	l.proofs, l.played, l.watch = 0, false, false
+	if sp := l.s.spread; l.shared != nil && sp.storming(now) {
+		l.watch, l.stormSec = true, float64(sp.stormSince.Load())/1e9
 	}
 	l.process(n, now)
 	if l.played {

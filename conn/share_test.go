@@ -125,7 +125,8 @@ func TestConnLoopWithPlayersKeepsToItsSocket(t *testing.T) {
 
 // TestPlayerPackets: which accepted connection packets are a player's
 // (loop.connIn): a connection's from before the storm began, or from
-// playerAge after its handshake; never a dropped packet.
+// playerAge after its handshake; never a dropped packet, and none while
+// the loop does not watch (it cannot share, or no storm is on).
 func TestPlayerPackets(t *testing.T) {
 	s, err := listenStopped("127.0.0.1:0", Config{Sockets: 1})
 	if err != nil {
@@ -136,16 +137,17 @@ func TestPlayerPackets(t *testing.T) {
 	age := playerAge.Seconds()
 	for _, tc := range []struct {
 		handshake, stormBegan, now float64
-		dropped                    bool
+		dropped, unwatched         bool
 		want                       bool
 	}{
-		{100, 99, 100.1, false, false},       // the storm's own client
-		{100, 100.5, 100.6, false, true},     // connected before the storm
-		{100, 99, 100 + age, false, true},    // playerAge after its handshake
-		{100, 100.5, 100 + age, true, false}, // a dropped packet
-		{100, 99, 100 + age - 0.01, false, false},
+		{100, 99, 100.1, false, false, false},       // the storm's own client
+		{100, 100.5, 100.6, false, false, true},     // connected before the storm
+		{100, 99, 100 + age, false, false, true},    // playerAge after its handshake
+		{100, 100.5, 100 + age, true, false, false}, // a dropped packet
+		{100, 99, 100 + age - 0.01, false, false, false},
+		{100, 100.5, 100 + age, false, true, false}, // not watching
 	} {
-		l.played, l.stormSec, l.nowSec = false, tc.stormBegan, tc.now
+		l.played, l.watch, l.stormSec, l.nowSec = false, !tc.unwatched, tc.stormBegan, tc.now
 		r := protocol.DropNone
 		if tc.dropped {
 			r = protocol.DropBadSize
