@@ -18,30 +18,8 @@ func TestConnLoopSharesHandshakes(t *testing.T) {
 	// The server's clock stands still, so that however slow the machine
 	// the clients stay newcomers, not players (playerAge).
 	t0 := time.Now()
-	s, err := listenStopped("127.0.0.1:0", Config{Sockets: 2, SweepInterval: 10 * time.Millisecond,
-		Now: func() time.Time { return t0 }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if s.spread == nil {
-		t.Skip("kernel steering is not available here")
-	}
-	// Housekeeping spreads connection packets once spreadHold has passed
-	// without a backlog since lastFlood, and sharing ends spreadHold after
-	// lastStorm: never, here.
-	s.spread.lastFlood.Store(math.MaxInt64 / 2)
-	s.spread.lastStorm.Store(math.MaxInt64 / 2)
-	var run []*loop
-	for _, l := range s.loops {
-		if l.shared != nil {
-			run = append(run, l)
-		}
-	}
-	if len(run) != 1 {
-		t.Fatalf("%d loops share a handshake socket, want the one connection loop", len(run))
-	}
-	s.start(run)
+	s, l := stormingServer(t, Config{SweepInterval: 10 * time.Millisecond, Now: func() time.Time { return t0 }})
+	s.start([]*loop{l})
 	const clients = 3
 	for range clients {
 		c := dial(t, s, Config{})
@@ -66,27 +44,8 @@ func TestConnLoopWithPlayersKeepsToItsSocket(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(time.Now().UnixNano())
 	rec := newRecorder(false)
-	s, err := listenStopped("127.0.0.1:0", Config{Sockets: 2, Handler: rec,
-		KeepAlive: time.Hour, Timeout: 2 * time.Hour,
+	s, l := stormingServer(t, Config{Handler: rec, KeepAlive: time.Hour, Timeout: 2 * time.Hour,
 		Now: func() time.Time { return time.Unix(0, clock.Load()) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if s.spread == nil {
-		t.Skip("kernel steering is not available here")
-	}
-	s.spread.lastFlood.Store(math.MaxInt64 / 2)
-	s.spread.lastStorm.Store(math.MaxInt64 / 2)
-	var l *loop
-	for _, x := range s.loops {
-		if x.shared != nil {
-			l = x
-		}
-	}
-	if l == nil {
-		t.Fatal("no connection loop shares a handshake socket")
-	}
 	s.start([]*loop{l})
 	// Only the connection loop runs: each handshake goes through a share.
 	sent := func(c *Client, n int) {
@@ -157,4 +116,33 @@ func TestPlayerPackets(t *testing.T) {
 			t.Errorf("%+v: a player's packet %v, want %v", tc, l.played, tc.want)
 		}
 	}
+}
+
+// stormingServer starts a steered server of two sockets with cfg, its loops
+// not running, in a login storm that never ends unless the test says so
+// (lastStorm), with the classes kept apart (lastFlood); it returns the
+// server and its one connection loop, which shares the handshake socket.
+func stormingServer(t *testing.T, cfg Config) (*Server, *loop) {
+	t.Helper()
+	cfg.Sockets = 2
+	s, err := listenStopped("127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if s.spread == nil {
+		t.Skip("kernel steering is not available here")
+	}
+	s.spread.lastFlood.Store(math.MaxInt64 / 2)
+	s.spread.lastStorm.Store(math.MaxInt64 / 2)
+	var run []*loop
+	for _, l := range s.loops {
+		if l.shared != nil {
+			run = append(run, l)
+		}
+	}
+	if len(run) != 1 {
+		t.Fatalf("%d loops share a handshake socket, want the one connection loop", len(run))
+	}
+	return s, run[0]
 }
