@@ -67,7 +67,9 @@ func addrMeta(k *addrKey, h uint64) uint64 {
 //
 // Lookups take no lock and write nothing shared: they read optimistically
 // and validate with the shard's sequence number (see shard), so they scale
-// across cores and never wait for a RangeShard sweep or a table rebuild.
+// across cores and never wait for a RangeShard sweep or a table rebuild;
+// only a write section that outlasts a short spin makes one wait, on the
+// shard's lock (shard.waitWrite).
 // Writers take the shard's lock. Because a lookup loads the value in one
 // atomic operation, values are pointers (*T); nil values are not allowed, so
 // a nil result always means "none".

@@ -34,7 +34,10 @@
 // but never leaves the table's memory. For that, values are pointers (*T): a
 // reader must load a value in one atomic operation, which an arbitrary V
 // cannot be. Lookups do not wait for sweeps or rebuilds, and under parallel
-// load no cache line bounces between cores for a read.
+// load no cache line bounces between cores for a read. A lookup that
+// overlaps a write section spins briefly; if the section outlasts the spin
+// (its writer was descheduled in it), the lookup waits on the shard's mutex,
+// which parks it and leaves its core to the writer.
 //
 // Two indexes. A Map entry is in both indexes, and each index's slot carries
 // the entry's key in the other, so either finds its twin without a search.

@@ -3,7 +3,6 @@ package shard
 import (
 	"math/bits"
 	"net/netip"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -334,8 +333,15 @@ func (s *shard[T]) get(want, w0, w1 uint64, ext bool) (v *T, x [extWords]uint64,
 
 // waitWrite waits, after a read was overlapped by a write, until a retry can
 // succeed: at once if the write that changed seq is over, else until seq
-// moves. Write sections are a few dozen atomic stores long; yielding covers
-// a writer descheduled in the middle of one.
+// moves. Write sections are a few dozen atomic stores long, so a short spin
+// sees most of them end. One that outlasts it has a writer descheduled in
+// the middle, by Go's scheduler or by the kernel: the reader then waits for
+// mu, which the writer holds through its write section and which parks the
+// reader, so that its core goes to the writer. Yielding instead
+// (runtime.Gosched) kept a core spinning that a writer descheduled by the
+// kernel needed: readers waited up to a tick of the kernel's clock, 4 ms
+// here, during login storms (tuning.md, "A player beside a login storm").
+// No write section takes a lock, so a writer in one never waits for a reader.
 //
 //go:noinline
 func (s *shard[T]) waitWrite(seq uint64) {
@@ -344,7 +350,8 @@ func (s *shard[T]) waitWrite(seq uint64) {
 	}
 	for n := 1; s.seq.Load() == seq; n++ {
 		if n%64 == 0 {
-			runtime.Gosched()
+			s.mu.Lock()
+			s.mu.Unlock()
 		}
 	}
 }
