@@ -838,3 +838,45 @@ func TestConcurrentUse(t *testing.T) {
 		})
 	}
 }
+
+// TestSendersOverlap: two goroutines sending on one blocking socket are in
+// sendmmsg at the same time. Send does not hold the descriptor's write lock
+// through the call, so a receive loop's replies do not wait behind a
+// promotion worker's batch of Acks on the same socket.
+func TestSendersOverlap(t *testing.T) {
+	rx := listen(t, "127.0.0.1:0", Config{Sockets: 1})
+	tx := listen(t, "127.0.0.1:0", Config{Sockets: 1, Mode: ModeBlocking})
+	entered, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	sendmmsgHook = func(fd uintptr, hdrs []unix.Mmsghdr) (int, syscall.Errno) {
+		if first.CompareAndSwap(false, true) {
+			close(entered)
+			<-release
+		}
+		return len(hdrs), 0
+	}
+	defer func() { sendmmsgHook = nil }()
+	s := tx.Sockets()[0]
+	send := func(res chan<- error) {
+		b := NewBatch(1, 8)
+		b.Msgs[0].N, b.Msgs[0].Addr = 1, rx.LocalAddr()
+		res <- s.Send(b, 1)
+	}
+	firstDone, secondDone := make(chan error, 1), make(chan error, 1)
+	go send(firstDone)
+	<-entered
+	go send(secondDone)
+	select {
+	case err := <-secondDone:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("a second Send waited for the first one's sendmmsg to end")
+	}
+	close(release)
+	if err := <-firstDone; err != nil {
+		t.Fatal(err)
+	}
+}

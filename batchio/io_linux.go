@@ -52,6 +52,7 @@ type batchSys struct {
 
 	recvFn    func(fd uintptr) bool
 	sendFn    func(fd uintptr) bool
+	ctlSendFn func(fd uintptr) // sendFn for RawConn.Control (Send)
 	tryFn     func(fd uintptr)
 	pollOneFn func(fd uintptr)
 	waitMs    int // RecvWithin's wait
@@ -77,6 +78,7 @@ func (bs *batchSys) init(b *Batch) {
 	bs.dirty = size
 	bs.recvFn = b.recvmmsg
 	bs.sendFn = b.sendmmsg
+	bs.ctlSendFn = func(fd uintptr) { b.sendmmsg(fd) }
 	bs.tryFn = b.tryRecvmmsg
 	bs.pollOneFn = b.pollOne
 }
@@ -281,6 +283,11 @@ func (b *Batch) recvmmsg(fd uintptr) bool {
 // sent. Send returns an error only if the socket cannot send at all:
 // net.ErrClosed after Close.
 //
+// Several goroutines may Send on one socket at once, each with its own
+// batch. On a blocking socket (ModeBlocking) their sendmmsg calls overlap,
+// the kernel ordering them a datagram at a time; on a netpoll socket they
+// take turns a call at a time.
+//
 // Send changes nothing in b.Msgs. It allocates nothing.
 func (s *Socket) Send(b *Batch, n int) error {
 	if n <= 0 {
@@ -292,7 +299,18 @@ func (s *Socket) Send(b *Batch, n int) error {
 	bs.soff, bs.scount, bs.serr = 0, count, 0
 	bs.tx = txBatch{errors: bad}
 	var err error
-	if count > 0 {
+	switch {
+	case count == 0:
+	case s.sys.blocking:
+		// Control, not Write: Write holds the descriptor's write lock
+		// through the whole sendmmsg, so a receive loop and the
+		// promotion workers sending on its socket took turns a batch at
+		// a time (a storm's handshake loop waited behind hundreds of
+		// Acks); the kernel takes its own socket lock a datagram at a
+		// time. A blocking sendmmsg needs no poller (EAGAIN comes only
+		// with a send timeout, which sendmmsg waits out itself).
+		err = s.sys.rc.Control(bs.ctlSendFn)
+	default:
 		err = s.sys.rc.Write(bs.sendFn)
 	}
 	s.ctr.publishTx(bs.tx)
