@@ -73,12 +73,13 @@ type loop struct {
 	// batch brought a packet from a player (playerAge), and lastPlay is
 	// when one last did, which keeps the loop to its own socket for
 	// spreadHold. Only a loop that may share, during a storm, watches
-	// (watch), since cookieTS is on a connection's cold lines; stormSec
-	// is the spreader's stormSince in seconds, read once a batch.
+	// (watch), since cookieTS is on a connection's cold lines; playedBy is
+	// the spreader's busySince less spreadHold, in seconds, read once a
+	// batch: a connection challenged before it is a player.
 	sharedBatch, shareFull, played, watch bool
 	lastLook, lastPlay                    time.Time
 	proofs                                int
-	stormSec                              float64
+	playedBy                              float64
 }
 
 func newLoop(s *Server, idx int, sock transport, size int, now float64) *loop {
@@ -169,7 +170,7 @@ func (l *loop) connIn(r protocol.DropReason, c *Conn) {
 		return
 	}
 	l.cnt.add(cConnIn, 1)
-	if l.watch && (c.cookieTS < l.stormSec || l.nowSec-c.cookieTS >= playerAge.Seconds()) {
+	if l.watch && (c.cookieTS < l.playedBy || l.nowSec-c.cookieTS >= playerAge.Seconds()) {
 		l.played = true
 	}
 }
@@ -199,7 +200,7 @@ func (l *loop) batch(n int, now time.Time) {
 	in := l.cnt.local[cConnIn]
 	l.proofs, l.played, l.watch = 0, false, false
 	if sp := l.s.spread; l.shared != nil && sp.storming(now) {
-		l.watch, l.stormSec = true, float64(sp.stormSince.Load())/1e9
+		l.watch, l.playedBy = true, float64(sp.busySince.Load())/1e9-spreadHold.Seconds()
 	}
 	l.process(n, now)
 	if l.played {

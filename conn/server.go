@@ -226,7 +226,8 @@ func newServer(st settings, now time.Time, secrets *cookie.Secrets, group transp
 			s.spread = &spreader{g: g, loops: s.handshakeLoops(), log: st.Logger}
 			s.spread.lastFlood.Store(now.UnixNano())
 			s.spread.lastStorm.Store(now.UnixNano())
-			s.spread.stormSince.Store(now.UnixNano())
+			s.spread.busySince.Store(now.UnixNano())
+			s.spread.lastBusy.Store(now.UnixNano())
 			s.shareBacklog()
 		}
 	}

@@ -83,9 +83,11 @@ func TestConnLoopWithPlayersKeepsToItsSocket(t *testing.T) {
 }
 
 // TestPlayerPackets: which accepted connection packets are a player's
-// (loop.connIn): a connection's from before the storm began, or from
-// playerAge after its handshake; never a dropped packet, and none while
-// the loop does not watch (it cannot share, or no storm is on).
+// (loop.connIn): a connection's challenged spreadHold or more before the
+// busy spell began, or playerAge after its handshake; not one challenged in
+// the spell's first spreadHold (a storm's first small batches), never a
+// dropped packet, and none while the loop does not watch (it cannot share,
+// or no storm is on).
 func TestPlayerPackets(t *testing.T) {
 	s, err := listenStopped("127.0.0.1:0", Config{Sockets: 1})
 	if err != nil {
@@ -93,27 +95,29 @@ func TestPlayerPackets(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	l := s.loops[0]
-	age := playerAge.Seconds()
+	age, hold := playerAge.Seconds(), spreadHold.Seconds()
 	for _, tc := range []struct {
-		handshake, stormBegan, now float64
-		dropped, unwatched         bool
-		want                       bool
+		what                  string
+		challenged, busy, now float64
+		dropped, unwatched    bool
+		want                  bool
 	}{
-		{100, 99, 100.1, false, false, false},       // the storm's own client
-		{100, 100.5, 100.6, false, false, true},     // connected before the storm
-		{100, 99, 100 + age, false, false, true},    // playerAge after its handshake
-		{100, 100.5, 100 + age, true, false, false}, // a dropped packet
-		{100, 99, 100 + age - 0.01, false, false, false},
-		{100, 100.5, 100 + age, false, true, false}, // not watching
+		{"the storm's own client", 100, 99, 100.1, false, false, false},
+		{"challenged before the storm", 100, 100 + hold + 0.01, 101, false, false, true},
+		{"challenged in the storm's first batches", 100, 100 + hold - 0.01, 101, false, false, false},
+		{"playerAge after its handshake", 100, 99, 100 + age, false, false, true},
+		{"not yet playerAge after it", 100, 99, 100 + age - 0.01, false, false, false},
+		{"a dropped packet", 100, 102, 100 + age, true, false, false},
+		{"a loop that does not watch", 100, 102, 100 + age, false, true, false},
 	} {
-		l.played, l.watch, l.stormSec, l.nowSec = false, !tc.unwatched, tc.stormBegan, tc.now
+		l.played, l.watch, l.playedBy, l.nowSec = false, !tc.unwatched, tc.busy-hold, tc.now
 		r := protocol.DropNone
 		if tc.dropped {
 			r = protocol.DropBadSize
 		}
-		l.connIn(r, &Conn{cookieTS: tc.handshake})
+		l.connIn(r, &Conn{cookieTS: tc.challenged})
 		if l.played != tc.want {
-			t.Errorf("%+v: a player's packet %v, want %v", tc, l.played, tc.want)
+			t.Errorf("%s: a player's packet %v, want %v", tc.what, l.played, tc.want)
 		}
 	}
 }

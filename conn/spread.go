@@ -53,10 +53,14 @@ type spreader struct {
 	// one client in stormShare of its datagrams.
 	lastFlood atomic.Int64
 	lastStorm atomic.Int64
-	// stormSince is when the storm on (or the last one) began: its
-	// first batch after spreadHold without one, or the server's start.
-	// Connections from before it are its players (loop.connIn).
-	stormSince atomic.Int64
+	// busySince is when the handshake sockets' current (or last) busy
+	// spell began: the first batch of a storm or a backlog after
+	// spreadHold without one, or the server's start; lastBusy is when the
+	// last such batch came. Connections whose Challenge came spreadHold
+	// or more before busySince are its players (loop.connIn): the margin
+	// takes in the first small batches of a storm's Initials.
+	busySince atomic.Int64
+	lastBusy  atomic.Int64
 	// broken is set when the kernel refused a switch: the group then
 	// stays as it is, and the refusal is logged once.
 	broken atomic.Bool
@@ -70,12 +74,17 @@ func (sp *spreader) observe(hs bool, n, accepted, proven, size int, now time.Tim
 	if !hs {
 		return
 	}
-	if proven > 0 && proven*stormShare >= n {
-		if t := now.UnixNano(); t-sp.lastStorm.Swap(t) >= int64(spreadHold) {
-			sp.stormSince.Store(t)
+	storm := proven > 0 && proven*stormShare >= n
+	if storm {
+		sp.lastStorm.Store(now.UnixNano())
+	}
+	backlog := 2*n >= size && 2*accepted < n
+	if storm || backlog {
+		if t := now.UnixNano(); t-sp.lastBusy.Swap(t) >= int64(spreadHold) {
+			sp.busySince.Store(t)
 		}
 	}
-	if 2*n < size || 2*accepted >= n {
+	if !backlog {
 		return
 	}
 	sp.backlog(now)

@@ -108,20 +108,26 @@ func TestSpreaderStorm(t *testing.T) {
 	if sp.storming(t0.Add(spreadHold)) {
 		t.Fatal("still storming spreadHold after the storm's last batch")
 	}
-	// The storm began with its first batch; one within spreadHold of the
-	// last goes on with it, and one after starts another.
-	if got := sp.stormSince.Load(); got != t0.UnixNano() {
-		t.Fatalf("the storm began at %d, want %d", got, t0.UnixNano())
+	// The busy spell began with the first batch, the flood's; a storm's
+	// batch within spreadHold of the last goes on with it, a small batch
+	// that proves no one is no part of it, and a storm's batch after
+	// spreadHold begins another.
+	if got := sp.busySince.Load(); got != t0.UnixNano() {
+		t.Fatalf("the spell began at %d, want %d", got, t0.UnixNano())
 	}
 	t1 := t0.Add(spreadHold - time.Nanosecond)
 	sp.observe(true, 64, 0, 32, 64, t1)
-	if got := sp.stormSince.Load(); got != t0.UnixNano() {
-		t.Fatalf("a batch within spreadHold of the last began a storm at %d", got)
+	if got := sp.busySince.Load(); got != t0.UnixNano() {
+		t.Fatalf("a batch within spreadHold of the last began a spell at %d", got)
 	}
 	t2 := t1.Add(spreadHold)
+	sp.observe(true, 4, 0, 0, 64, t2)
+	if got := sp.busySince.Load(); got != t0.UnixNano() {
+		t.Fatalf("a small batch that proves no one began a spell at %d", got)
+	}
 	sp.observe(true, 64, 0, 32, 64, t2)
-	if got := sp.stormSince.Load(); got != t2.UnixNano() {
-		t.Fatalf("a batch spreadHold after the last: the storm began at %d, want %d", got, t2.UnixNano())
+	if got := sp.busySince.Load(); got != t2.UnixNano() {
+		t.Fatalf("a storm's batch spreadHold after the last: the spell began at %d, want %d", got, t2.UnixNano())
 	}
 }
 
