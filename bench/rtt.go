@@ -253,7 +253,11 @@ func runRTT(ctx context.Context, opt *options, sc scenario, v variant, rep int) 
 			err = fmt.Errorf("storm: %w", a.err)
 		}
 	}
-	rec.RTT = &rttRecord{FloodStats: load.stop(), Storm: st}
+	loadStats := load.stop()
+	rec.RTT = &rttRecord{Storm: st}
+	if !storm {
+		rec.RTT.FloodStats = loadStats
+	}
 	rec.ServerStats = ch.stop()
 	if err != nil {
 		return rec, fmt.Errorf("under load: %w", err)
@@ -269,9 +273,7 @@ func runRTT(ctx context.Context, opt *options, sc scenario, v variant, rep int) 
 	if r.Idle.P50us > 0 && r.Idle.P99us > 0 {
 		r.P50Ratio, r.P99Ratio = r.Flood.P50us/r.Idle.P50us, r.Flood.P99us/r.Idle.P99us
 	}
-	if storm {
-		r.FloodStats = ""
-	} else {
+	if !storm {
 		fs := parseKV(r.FloodStats)
 		r.FloodRate, r.FloodSent, r.FloodReplies = fs["rate"], uint64(fs["sent"]), uint64(fs["received"])
 	}

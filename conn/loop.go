@@ -177,13 +177,12 @@ func (l *loop) connIn(r protocol.DropReason, c *Conn) {
 
 // sharing reports whether the loop takes a share of a handshake socket's
 // backlog: it is a steered server's connection loop, the classes are
-// apart, a login storm is on, and no player (a connection from before the
-// storm, or playerAge past its handshake) has sent a packet to it for
-// spreadHold. A loop that
-// shares is never asleep for long, and where its core is contended (the
-// storm's promotions, the collector, other processes) its players' packets
-// wait for the time slices of everything else that runs (docs/decisions.md,
-// "Connection loops share a login storm").
+// apart, a login storm is on, and no player (playerAge) has sent a packet
+// to it for spreadHold. A loop that shares is never asleep for long, and
+// where its core is contended (the storm's promotions, the collector,
+// other processes) its players' packets wait for the time slices of
+// everything else that runs (docs/decisions.md, "Connection loops share a
+// login storm").
 func (l *loop) sharing() bool {
 	if l.shared == nil {
 		return false

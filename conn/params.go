@@ -79,12 +79,12 @@ const (
 	// storm's handshakes more system calls (tuning.md, "Issue 21, round
 	// 6").
 	shareBatch = 64
-	// playerAge: a connection made before the storm on began (with
-	// spreadHold to spare: spreader.busySince), or this long ago, is a
-	// player, and a connection loop whose socket brings a
-	// player's packet takes no share of a storm for spreadHold
-	// (loop.sharing). The others are the storm's own clients: a storm of
-	// 100k takes 1–3 s here.
+	// playerAge: a connection challenged this long ago, or spreadHold
+	// before the handshake sockets' busy spell began (spreader.busySince),
+	// is a player, and a connection loop whose socket brings a player's
+	// packet takes no share of a storm for spreadHold (loop.sharing). The
+	// others are the storm's own clients: a storm of 100k takes 1–3 s
+	// here.
 	playerAge = 5 * time.Second
 	// shareCheck is how often a connection loop looks at a login storm's
 	// backlog while the backlog does not fill a share: the handshake loop

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -242,5 +243,48 @@ func TestReadersDuringWrites(t *testing.T) {
 	}
 	if err := m.check(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReaderParksOnLongWrite: a lookup that overlaps a write section which
+// outlasts its spin (the writer descheduled in it) waits on the shard's
+// lock, parked, instead of spinning or yielding on a core the writer
+// needs; it returns once the writer leaves.
+func TestReaderParksOnLongWrite(t *testing.T) {
+	m := NewAddrMap[int](1)
+	a := netip.MustParseAddrPort("127.0.0.1:9")
+	v := 7
+	m.Set(a, &v)
+	s := &m.shards[0]
+	s.mu.Lock()
+	s.beginWrite()
+	got := make(chan *int)
+	go func() {
+		p, _ := m.Get(a)
+		got <- p
+	}()
+	// Wait until the reader is parked on the lock.
+	parked := func() bool {
+		buf := make([]byte, 1<<20)
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, ").waitWrite(") && strings.Contains(g, "sync.(*Mutex).Lock") {
+				return true
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !parked() {
+		if time.Now().After(deadline) {
+			s.endWrite()
+			s.mu.Unlock()
+			t.Fatal("the reader did not park on the shard's lock during a long write section")
+		}
+		runtime.Gosched()
+	}
+	s.endWrite()
+	s.mu.Unlock()
+	if p := <-got; p == nil || *p != 7 {
+		t.Fatalf("Get after the write: %v", p)
 	}
 }
