@@ -29,6 +29,12 @@ type ChannelConfig struct {
 	// sending (queued plus unacknowledged); Send beyond it returns
 	// ErrQueueFull. 0: DefaultMaxQueued (at least MaxMessageSize).
 	MaxQueued int
+	// Bulk marks a channel whose messages may wait for the game's: every
+	// packet carries the entries of the other channels first, and a bulk
+	// channel's new units go only while the congestion window has room,
+	// so a level download fills the path without delaying the game's
+	// messages (docs/protocol.md §14.4). Both sides need not agree on it.
+	Bulk bool
 }
 
 // Config configures the message layer of every connection of one side.

@@ -401,15 +401,26 @@ func (e *Endpoint) WritePayload(dst []byte, seq uint16, now int64) int {
 	eStart := r.eTail
 	spec, full := e.resendInterval()
 	n := 0
-	for i := 0; i < nch && len(dst)-n >= 4; i++ {
-		c := (start + i) % nch
-		if e.sendMask&(1<<c) == 0 {
-			continue
+	// The game's channels first, then the bulk ones, each in turn from
+	// start.
+	for pass := 0; pass < 2; pass++ {
+		want := uint32(0)
+		if pass == 1 {
+			want = l.bulk
 		}
-		if l.kinds[c] == ReliableOrdered {
-			n = e.writeReliable(dst, n, c, now, spec, full)
-		} else {
-			n = e.writeUnreliable(dst, n, c)
+		for i := 0; i < nch && len(dst)-n >= 4; i++ {
+			c := (start + i) % nch
+			if e.sendMask&(1<<c) == 0 || l.bulk&(1<<c) != want&(1<<c) {
+				continue
+			}
+			if l.kinds[c] == ReliableOrdered {
+				n = e.writeReliable(dst, n, c, now, spec, full)
+			} else {
+				n = e.writeUnreliable(dst, n, c)
+			}
+		}
+		if l.bulk == 0 {
+			break
 		}
 	}
 	if r.eTail != eStart {

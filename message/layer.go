@@ -18,6 +18,7 @@ const numClasses = 10
 type Layer struct {
 	kinds      []Kind
 	maxQueued  []int
+	bulk       uint32 // channels declared bulk (ChannelConfig.Bulk)
 	maxPayload int
 	fragSize   int // data bytes of one fragment: maxPayload − fragHeader
 	maxCount   int // most fragments of one message
@@ -112,6 +113,9 @@ func NewLayer(cfg Config, maxPayload int) (*Layer, error) {
 			q = max(q, l.maxCount*l.top)
 		} else {
 			q = max(q, l.top)
+		}
+		if c.Bulk {
+			l.bulk |= 1 << i
 		}
 		l.kinds = append(l.kinds, c.Kind)
 		l.maxQueued = append(l.maxQueued, q)

@@ -24,8 +24,12 @@ const (
 	// Sequenced is channel 2: unreliable, and a message older than the
 	// newest delivered is dropped.
 	Sequenced = 2
+	// Bulk is channel 3: reliable-ordered and declared bulk
+	// (message.ChannelConfig.Bulk): its messages yield to the other
+	// channels' in every packet and wait for the congestion window.
+	Bulk = 3
 	// NumChannels is how many channels the layout has.
-	NumChannels = 3
+	NumChannels = 4
 )
 
 // Channels returns the layout's channels (a new slice each call).
@@ -34,6 +38,7 @@ func Channels() []message.ChannelConfig {
 		Reliable:   {Kind: message.ReliableOrdered},
 		Unreliable: {Kind: message.Unreliable},
 		Sequenced:  {Kind: message.Sequenced},
+		Bulk:       {Kind: message.ReliableOrdered, Bulk: true},
 	}
 }
 
@@ -53,6 +58,8 @@ func ChannelName(ch int) string {
 		return "unreliable"
 	case Sequenced:
 		return "sequenced"
+	case Bulk:
+		return "bulk"
 	}
 	return "unknown"
 }
