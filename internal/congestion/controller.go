@@ -61,8 +61,8 @@ type Controller struct {
 	// window's rate.
 	delivered, delivAt, deliveryRate int64
 
-	maxRate   int64 // the largest delivery rate seen in slow start
-	velocity  int64 // packets per round trip the window may grow by
+	maxRate   int64  // the largest delivery rate seen in slow start
+	velocity  int64  // packets per round trip the window may grow by
 	events    uint64 // congestion events
 	ups       uint8  // rounds of growth in a row
 	grew      bool   // the window grew in this round
