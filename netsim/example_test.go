@@ -28,7 +28,7 @@ func Example() {
 	fmt.Printf("%+v\n", nw.Stats())
 	// Output:
 	// ping 10.0.0.1:7777 <nil>
-	// {Sent:2 Dropped:0 Lost:0 Duplicated:0 Reordered:0 Delivered:2 Undeliverable:0 QueueDrops:0 InFlight:0}
+	// {Sent:2 Dropped:0 Lost:0 Duplicated:0 Reordered:0 Delivered:2 Undeliverable:0 QueueDrops:0 BottleneckDrops:0 InFlight:0}
 }
 
 // echo sends every datagram ep receives back to its sender, until ep is
