@@ -383,11 +383,13 @@ func TestAckDueAndStall(t *testing.T) {
 	}
 }
 
-// TestSendRate: the token bucket bounds the bytes written.
+// TestSendRate: the ceiling (SendRate) bounds the bytes written when the
+// congestion controller would allow more.
 func TestSendRate(t *testing.T) {
 	const rate = 100_000
 	l := testLayer(t, func(c *Config) { c.SendRate = rate; c.Channels[0].MaxQueued = 1 << 20 })
 	e := l.NewEndpoint()
+	e.SetRTT(time.Millisecond) // a window of 10 packets a millisecond: far above the ceiling
 	buf := make([]byte, 100)
 	total := 0
 	for now := t0; now < t0+time.Second.Nanoseconds(); now += ms {

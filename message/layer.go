@@ -24,7 +24,6 @@ type Layer struct {
 	maxCount   int // most fragments of one message
 	maxMsg     int
 	sendRate   int64 // bytes per second
-	burst      int64 // token bucket depth, bytes
 	ackDelay   int64 // ns
 	resendF    float64
 	minResend  int64
@@ -68,7 +67,6 @@ func NewLayer(cfg Config, maxPayload int) (*Layer, error) {
 		return nil, fmt.Errorf("message: negative Config field")
 	}
 	l.sendRate = int64(or(cfg.SendRate, DefaultSendRate))
-	l.burst = max(l.sendRate/100, 2*int64(maxPayload))
 	l.ackDelay = int64(orDur(cfg.AckDelay, DefaultAckDelay))
 	l.resendF = cfg.ResendFactor
 	if l.resendF == 0 {
@@ -140,7 +138,7 @@ func orDur(v, def time.Duration) time.Duration {
 // NewEndpoint returns a new connection's message state. It allocates its
 // per-channel state only when a channel is first used.
 func (l *Layer) NewEndpoint() *Endpoint {
-	return &Endpoint{l: l, rtt: int64(defaultRTT), rttVar: int64(defaultRTT) / 2, progress: -1}
+	return &Endpoint{l: l, progress: -1}
 }
 
 // Drops returns the counts of dropped packets (Check) and entries

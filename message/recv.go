@@ -192,8 +192,13 @@ func (e *Endpoint) Receive(payload []byte, now int64) {
 	if other {
 		e.pkt, e.pktOff = payload, 0
 	}
-	if reliable && !e.ackDue {
-		e.ackDue, e.ackAt = true, now
+	if reliable {
+		if !e.ackDue {
+			e.ackDue, e.ackAt = true, now
+		}
+		if e.rxUnacked < ackEvery {
+			e.rxUnacked++
+		}
 	}
 }
 
@@ -372,7 +377,7 @@ func (e *Endpoint) Release() {
 	}
 	l.held.Add(-e.held)
 	e.held = 0
-	e.ch, e.recs, e.pkt = nil, nil, nil
-	e.sendMask, e.fragOut, e.ready, e.progress, e.progHeld, e.ackDue = 0, 0, 0, -1, 0, false
+	e.ch, e.recs, e.pkt, e.cc = nil, nil, nil, nil
+	e.sendMask, e.fragOut, e.ready, e.progress, e.progHeld, e.ackDue, e.rxUnacked = 0, 0, 0, -1, 0, false, 0
 	e.stats.InFlight = 0
 }

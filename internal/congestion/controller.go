@@ -20,12 +20,18 @@ const (
 	// is the base round trip: a path that really got longer is learnt
 	// within two buckets.
 	baseBucket = int64(30 * time.Second)
-	// heavyLoss: a round in which more than 1/heavyLoss of the packets
-	// (and at least two) were lost is congestion whatever the delay (a
-	// queue shallower than the target overflows before it shows).
-	heavyLoss = 5
+	// heavyLoss: when more than 1/heavyLoss of the packets of the rounds
+	// that reported at least heavyRound packets were lost, that is
+	// congestion whatever the delay (a queue shallower than the target
+	// overflows before it shows); fewer are the path's noise.
+	heavyLoss  = 4
+	heavyRound = 16
 	// maxVelocity bounds the window's growth, packets per round trip.
 	maxVelocity = 16
+	// standSamples: a standing-RTT window holds at least this many
+	// samples, so that at a few packets a round trip one sample's
+	// jitter is not taken for a queue.
+	standSamples = 4
 	// minStandWindow bounds the standing-RTT window from below.
 	minStandWindow = int64(2 * time.Millisecond)
 )
@@ -48,6 +54,7 @@ type Controller struct {
 	// standing: the smallest sample of the current window (standCur,
 	// from standAt) and of the last one (standPrev).
 	standCur, standPrev, standAt int64
+	standN                       int64 // samples in the current window
 	latest                       int64
 
 	// Rounds: a round ends when a packet sent after roundStart is
@@ -130,10 +137,14 @@ func (c *Controller) OnAcked(n int, sent, now, srtt int64) {
 			c.slowStart, c.ssthresh = false, 0
 		}
 	case qd <= TargetDelay && limited:
-		// velocity packets per round trip at most, in proportion to
-		// the room left below the target. Decreases are decided once
-		// a round (round).
-		c.cwnd += c.velocity * c.mss * b * (TargetDelay - qd) / TargetDelay / c.cwnd
+		// velocity packets per round trip, half that in the upper
+		// half of the target. Decreases are decided once a round
+		// (round).
+		inc := c.velocity * c.mss * b / c.cwnd
+		if qd > TargetDelay/2 {
+			inc /= 2
+		}
+		c.cwnd += inc
 		c.grew = true
 	}
 	c.cwnd = min(max(c.cwnd, MinWindow*c.mss), MaxWindow)
@@ -157,8 +168,20 @@ func (c *Controller) exitSlowStart() {
 func (c *Controller) OnLost(n int, sent, now int64) {
 	c.inflight = max(c.inflight-int64(n), 0)
 	c.round(sent, now, true)
-	if sent >= c.recoveryUntil && c.QueueDelay() > TargetDelay {
-		c.congestion(now) // the queue overflowed
+	if sent >= c.recoveryUntil && c.QueueDelay() > 2*TargetDelay {
+		// Far above the target: the queue overflows. Nearer it, a loss
+		// is as likely the path's noise, and the delay rule acts.
+		c.congestion(now)
+	}
+}
+
+// OnLateAck reports that a packet sent at sent, reported lost before
+// (OnLost), was acknowledged at now after all: its loss is not counted.
+func (c *Controller) OnLateAck(sent, now, srtt int64) {
+	c.sample(now-sent, now, srtt)
+	if c.roundLost > 0 {
+		c.roundLost--
+		c.roundAcked++
 	}
 }
 
@@ -178,14 +201,22 @@ func (c *Controller) round(sent, now int64, lost bool) {
 	if sent < c.roundStart {
 		return
 	}
-	if c.roundLost >= 2 && c.roundLost*heavyLoss > c.roundLost+c.roundAcked && sent >= c.recoveryUntil {
+	heavy := false
+	if n := c.roundLost + c.roundAcked; n >= heavyRound {
+		heavy = c.roundLost*heavyLoss > n && sent >= c.recoveryUntil
+		c.roundAcked, c.roundLost = 0, 0
+	}
+	if qd := c.QueueDelay(); heavy {
 		c.congestion(now)
-	} else if qd := c.QueueDelay(); !c.slowStart && c.drainUntil == 0 && qd > TargetDelay {
-		// Above the target: up to half the window, in proportion to
-		// the excess. Once a round, because the delay that says so
-		// lags the window by a round trip.
-		excess := min(qd-TargetDelay, TargetDelay)
-		c.cwnd = max(c.cwnd-c.cwnd*excess/(2*TargetDelay), MinWindow*c.mss)
+	} else if !c.slowStart && c.drainUntil == 0 && qd > TargetDelay {
+		// Above the target: a cut in proportion to the excess, at
+		// least 1/16 and at most half the window. Once a round,
+		// because the delay that says so lags the window by a round
+		// trip. Every connection through the queue sees the same
+		// delay and cuts the same fraction: with the constant growth
+		// below the target, that is AIMD, and the shares converge.
+		cut := max(min(qd-TargetDelay, TargetDelay)*c.cwnd/(2*TargetDelay), c.cwnd/16)
+		c.cwnd = max(c.cwnd-cut, MinWindow*c.mss)
 		c.velocity, c.ups = 1, 0
 	} else if c.grew {
 		// Three rounds of growth in a row double the velocity: a
@@ -196,7 +227,7 @@ func (c *Controller) round(sent, now int64, lost bool) {
 		}
 	}
 	c.grew = false
-	c.roundStart, c.roundAcked, c.roundLost = now, 0, 0
+	c.roundStart = now
 }
 
 // congestion cuts the window once per round trip of losses.
@@ -229,8 +260,9 @@ func (c *Controller) sample(s, now, srtt int64) {
 	if c.standCur == 0 || s < c.standCur {
 		c.standCur = s
 	}
-	if now-c.standAt >= max(srtt/2, minStandWindow) {
-		c.standPrev, c.standCur, c.standAt = c.standCur, 0, now
+	c.standN++
+	if now-c.standAt >= max(srtt/2, minStandWindow) && c.standN >= standSamples {
+		c.standPrev, c.standCur, c.standAt, c.standN = c.standCur, 0, now, 0
 	}
 }
 
