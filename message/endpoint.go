@@ -24,23 +24,23 @@ type Endpoint struct {
 	// the smoothed round trip of SetRTT's samples, for the resend timers
 	// and the pacing rate; cc: the congestion controller, made with the
 	// first packet that carries reliable units.
-	pace congestion.Pacer
-	rtt  congestion.RTTStats
-	cc   *congestion.Controller
-	ackAt       int64
-	held        int64 // receive storage, counted in the Layer too
+	pace  congestion.Pacer
+	rtt   congestion.RTTStats
+	cc    *congestion.Controller
+	ackAt int64
+	held  int64 // receive storage, counted in the Layer too
 	// progHeld: the part of held that belongs to the reassembly in
 	// progress (channel progress), which may use the reserve.
 	progHeld int64
 	stats    Stats
 
-	sendMask   uint32 // channels with something queued or unacknowledged
-	fragOut    uint32 // channels with fragments sent and unacknowledged, or a fragmented message part sent (midMessage)
-	ready      uint32 // reliable channels with a unit at next
-	progress   int8   // the channel whose reassembly may use the reserve; -1: none
-	rr         uint8  // the channel WritePayload starts with
-	rxUnacked  uint8 // packets with reliable units received since our last packet
-	ackDue     bool
+	sendMask  uint32 // channels with something queued or unacknowledged
+	fragOut   uint32 // channels with fragments sent and unacknowledged, or a fragmented message part sent (midMessage)
+	ready     uint32 // reliable channels with a unit at next
+	progress  int8   // the channel whose reassembly may use the reserve; -1: none
+	rr        uint8  // the channel WritePayload starts with
+	rxUnacked uint8  // packets with reliable units received since our last packet
+	ackDue    bool
 }
 
 // channel is one channel's send and receive state.
@@ -53,7 +53,7 @@ type channel struct {
 	seqOut   uint16
 	queued   int  // storage bytes held for sending
 	bulk     bool // declared bulk (ChannelConfig.Bulk)
-	fragsOut int // fragments sent and unacknowledged
+	fragsOut int  // fragments sent and unacknowledged
 	// Unreliable and sequenced send queue (ring).
 	pq             []*[]byte
 	pendHead, pend int

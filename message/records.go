@@ -27,7 +27,7 @@ type records struct {
 	eHead, eTail uint32
 	// aged: records before it are reported or gone (Endpoint.age).
 	aged uint32
-	live         int // records not yet reported
+	live int // records not yet reported
 }
 
 func (r *records) pushEntry(ch uint8, id uint16) {
