@@ -35,6 +35,8 @@ type Endpoint struct {
 	stats    Stats
 
 	sendMask  uint32 // channels with something queued or unacknowledged
+	blocked   uint32 // channels whose Send returned ErrQueueFull since they last drained to half
+	sendable  uint32 // blocked channels that drained to half, for TakeSendable
 	fragOut   uint32 // channels with fragments sent and unacknowledged, or a fragmented message part sent (midMessage)
 	ready     uint32 // reliable channels with a unit at next
 	progress  int8   // the channel whose reassembly may use the reserve; -1: none
@@ -156,6 +158,7 @@ func (e *Endpoint) Send(ch int, msg []byte, now int64) error {
 		}
 		cost := int(l.chunkCost(len(msg)))
 		if c.queued+cost > l.maxQueued[ch] {
+			e.blocked |= 1 << ch
 			return ErrQueueFull
 		}
 		c.pushPend(l.get(msg))
@@ -172,6 +175,7 @@ func (e *Endpoint) Send(ch int, msg []byte, now int64) error {
 	c := e.chanFor(ch)
 	inUse := int(c.nextID - c.ua)
 	if int64(c.queued)+cost > int64(l.maxQueued[ch]) || inUse+n > 0x8000 {
+		e.blocked |= 1 << ch
 		return ErrQueueFull
 	}
 	c.growUnits(inUse + n)
@@ -393,18 +397,23 @@ func (e *Endpoint) fragWaiting(i int) bool {
 	return false
 }
 
-// nextResend is the earliest time a sent, unacknowledged unit is due;
-// with bulk false, among the game's units only (bulkUnit).
+// nextResend is the earliest time a sent, unacknowledged unit is due
+// (bulk units at twice iv, as writeReliable sends them); with bulk false,
+// among the game's units only (bulkUnit).
 func (c *channel) nextResend(iv int64, bulk bool) (int64, bool) {
 	var t int64
 	ok := false
 	mask := uint16(len(c.units) - 1)
 	for id := c.ua; id != c.sendNext; id++ {
 		u := &c.units[id&mask]
-		if u.flags&uAcked != 0 || !bulk && (c.bulk || u.cnt != 0) {
+		isBulk := c.bulk || u.cnt != 0
+		if u.flags&uAcked != 0 || !bulk && isBulk {
 			continue
 		}
 		d := u.due(iv)
+		if isBulk {
+			d = u.due(2 * iv) // writeReliable's timeout for bulk units
+		}
 		if !ok || d < t {
 			t, ok = d, true
 		}
@@ -490,8 +499,14 @@ func (e *Endpoint) writeReliable(dst []byte, n, ci int, now, spec, full int64, b
 		// A copy of a game unit rides along every spec interval; only
 		// a resend at the full timeout (which may have needed a packet
 		// of its own) counts toward the backoff. Bulk units go again
-		// only when lost or at the full timeout.
-		timed := u.due(full) <= now
+		// when lost (due), or at twice the timeout: a window's packets
+		// wait in the bottleneck's queue, and a bulk unit resent early
+		// takes the place of new data.
+		iv := full
+		if bulk {
+			iv = 2 * full
+		}
+		timed := u.due(iv) <= now
 		if !timed && u.flags&uDue == 0 && (bulk || now-u.last < spec) {
 			continue
 		}
@@ -699,6 +714,10 @@ func (e *Endpoint) ackUnit(ci int, id uint16) {
 	}
 	c.queued -= int(e.l.put(u.buf))
 	u.buf = nil
+	if bit := uint32(1) << ci; e.blocked&bit != 0 && c.queued <= e.l.maxQueued[ci]/2 {
+		e.blocked &^= bit
+		e.sendable |= bit
+	}
 	for c.ua != c.sendNext {
 		u := &c.units[c.ua&mask]
 		if u.flags&uAcked == 0 {
@@ -787,6 +806,40 @@ func (e *Endpoint) Stalled(now int64) bool {
 		}
 	}
 	return false
+}
+
+// Queued is the storage bytes channel ch holds for sending: messages
+// queued and reliable ones not yet acknowledged (what ChannelConfig.
+// MaxQueued bounds); 0 for a channel that does not exist.
+func (e *Endpoint) Queued(ch int) int {
+	if ch < 0 || ch >= len(e.l.kinds) {
+		return 0
+	}
+	if c := e.chanIf(ch); c != nil {
+		return c.queued
+	}
+	return 0
+}
+
+// TakeSendable returns the channels (bit i: channel i) on which Send
+// returned ErrQueueFull and that have since drained to half their
+// MaxQueued, and forgets them: a sender that filled a channel learns
+// when to queue more.
+func (e *Endpoint) TakeSendable() uint32 {
+	s := e.sendable
+	e.sendable = 0
+	return s
+}
+
+// Path returns what the congestion controller knows of the path.
+func (e *Endpoint) Path() PathStats {
+	p := PathStats{RTT: time.Duration(e.rtt.Smoothed()), PacingRate: e.rate()}
+	if e.cc != nil {
+		st := e.cc.Stats()
+		p.BaseRTT, p.QueueDelay, p.Window, p.InFlight = st.BaseRTT, st.QueueDelay, int(st.Window), int(st.InFlight)
+		p.DeliveryRate, p.SlowStart, p.CongestionEvents = st.DeliveryRate, st.SlowStart, st.Events
+	}
+	return p
 }
 
 // Stats returns the endpoint's counters. Acked counts whole messages

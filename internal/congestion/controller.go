@@ -140,7 +140,10 @@ func (c *Controller) OnAcked(n int, sent, now, srtt int64) {
 		// velocity packets per round trip, half that in the upper
 		// half of the target. Decreases are decided once a round
 		// (round).
-		inc := c.velocity * c.mss * b / c.cwnd
+		// The velocity is at most an eighth of the window, so that a
+		// small window (a slow link) grows gently past its queue.
+		v := min(c.velocity, max(1, c.cwnd/(8*c.mss)))
+		inc := v * c.mss * b / c.cwnd
 		if qd > TargetDelay/2 {
 			inc /= 2
 		}
