@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -204,4 +205,221 @@ func TestSimBandwidthBottleneck(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Target 3: random loss is not congestion. Through a 10 Mbit/s link that
+// also loses 5 % of the datagrams each way at random, the bulk keeps ≥ 70 %
+// of the link (a loss-based controller halves its window at every loss).
+func TestSimBandwidthRandomLoss(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const rate = 10e6 / 8
+		nw := netsim.New()
+		up, down := netsim.NewBottleneck(rate, 256<<10), netsim.NewBottleneck(rate, 256<<10)
+		nw.SetPath(bwClientAddr, simServerAddr, netsim.Link{Latency: 25 * time.Millisecond, Loss: 0.05, Seed: 1, Bottleneck: up})
+		nw.SetPath(simServerAddr, bwClientAddr, netsim.Link{Latency: 25 * time.Millisecond, Loss: 0.05, Seed: 2, Bottleneck: down})
+		g := bwBulk(t, nw, bwClientAddr, 1)
+		time.Sleep(2 * time.Second)
+		a0 := g.acked()
+		time.Sleep(8 * time.Second)
+		goodput := float64(g.acked()-a0) / 8 / rate
+		t.Logf("goodput %.1f %% of the link at 5 %% loss each way; path %+v", 100*goodput, g.c.PathStats())
+		if goodput < 0.70 {
+			t.Errorf("goodput %.1f %% of the link, want ≥ 70 %%", 100*goodput)
+		}
+	})
+}
+
+// Target 4 (between udpgate connections): two connections through one
+// bottleneck each get 0.75–1.33 × an equal share after 5 s, the second
+// starting a second after the first.
+func TestSimBandwidthFair(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const rate = 10e6 / 8
+		nw := netsim.New()
+		up, down := netsim.NewBottleneck(rate, 256<<10), netsim.NewBottleneck(rate, 256<<10)
+		second := netip.MustParseAddrPort("10.0.0.3:50000")
+		for _, a := range []netip.AddrPort{bwClientAddr, second} {
+			nw.SetPath(a, simServerAddr, netsim.Link{Latency: 25 * time.Millisecond, Bottleneck: up})
+			nw.SetPath(simServerAddr, a, netsim.Link{Latency: 25 * time.Millisecond, Bottleneck: down})
+		}
+		g1 := bwBulk(t, nw, bwClientAddr, 1)
+		time.Sleep(time.Second)
+		g2 := bwBulk(t, nw, second, 0)
+		time.Sleep(5 * time.Second)
+		a1, a2 := g1.acked(), g2.acked()
+		time.Sleep(10 * time.Second)
+		s1, s2 := float64(g1.acked()-a1)/10/rate, float64(g2.acked()-a2)/10/rate
+		t.Logf("shares of the link %.2f and %.2f (× an equal share: %.2f, %.2f); drops %d of %d",
+			s1, s2, 2*s1, 2*s2, up.Stats().Dropped, up.Stats().Offered)
+		for i, s := range []float64{s1, s2} {
+			if 2*s < 0.75 || 2*s > 1.33 {
+				t.Errorf("connection %d got %.2f × an equal share, want 0.75–1.33", i+1, 2*s)
+			}
+		}
+	})
+}
+
+// bwGen keeps a connection's bulk channel fed with 1 MiB messages from a
+// goroutine of the bubble, and counts the bulk bytes acknowledged.
+type bwGen struct {
+	c      *Conn
+	mu     sync.Mutex
+	queued int64 // storage queued in all
+	cost   int64 // storage of one message
+	big    []byte
+}
+
+func (g *bwGen) acked() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.cost == 0 {
+		return 0
+	}
+	return (g.queued - int64(g.c.QueuedBytes(msgcfg.Bulk))) * int64(len(g.big)) / g.cost
+}
+
+// bwBulk dials from addr (a server is started too when withServer is 1)
+// and feeds bulk until the test ends.
+func bwBulk(t *testing.T, nw *netsim.Network, addr netip.AddrPort, withServer int) *bwGen {
+	mc := message.Config{Channels: msgcfg.Channels(), MaxMessageSize: 1 << 20, SendRate: 1 << 30}
+	if withServer == 1 {
+		simListen(t, nw, Config{Handler: &bwServer{}, Messages: mc, Timeout: time.Minute})
+	}
+	cli, err := simDial(t, nw, Config{Handler: &bwClient{}, Messages: mc, Timeout: time.Minute, LocalAddr: addr.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &bwGen{c: cli.Conn(), big: make([]byte, 1<<20)}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	t.Cleanup(func() { close(done); <-stopped; _ = cli.CloseNow() })
+	go func() {
+		defer close(stopped)
+		tk := time.NewTicker(10 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tk.C:
+			}
+			g.mu.Lock()
+			for g.c.QueuedBytes(msgcfg.Bulk) <= len(g.big) {
+				q := g.c.QueuedBytes(msgcfg.Bulk)
+				if err := g.c.SendMessage(msgcfg.Bulk, g.big); err != nil {
+					break
+				}
+				g.cost = int64(g.c.QueuedBytes(msgcfg.Bulk) - q)
+				g.queued += g.cost
+			}
+			g.mu.Unlock()
+		}
+	}()
+	return g
+}
+
+// Target 7: a 256 KiB message sent just before Close, through 5 % loss
+// each way, arrives whole, and Close returns once it is acknowledged,
+// before the linger; with the path cut, Close gives up at exactly the
+// linger and says so.
+func TestSimCloseLingers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := netsim.New()
+		nw.SetLink(netsim.Link{Latency: 25 * time.Millisecond, Loss: 0.05, Seed: 3})
+		got := make(chan []byte, 1)
+		simListen(t, nw, Config{Messages: testChannels, Handler: messageFunc(func(_ *Conn, ch int, msg []byte) {
+			got <- append([]byte(nil), msg...)
+		})})
+		cli, err := simDial(t, nw, Config{Messages: testChannels, Linger: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := numbered(7, 256<<10)
+		if err := cli.Conn().SendMessage(0, msg); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := cli.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		took := time.Since(start)
+		select {
+		case m := <-got:
+			if !bytes.Equal(m, msg) {
+				t.Fatal("the message arrived corrupt")
+			}
+		default:
+			t.Fatal("Close returned before the message arrived")
+		}
+		t.Logf("Close took %v for 256 KiB at 5 %% loss, 50 ms round trip", took)
+		if took >= 10*time.Second {
+			t.Errorf("Close took the whole linger (%v)", took)
+		}
+
+		// The path cut: Close waits exactly the linger, then reports.
+		cli2, err := simDial(t, nw, Config{Messages: testChannels, Linger: 300 * time.Millisecond, LocalAddr: "10.0.0.9:50000"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nw.SetPath(netip.MustParseAddrPort("10.0.0.9:50000"), simServerAddr, netsim.Link{Loss: 1, Seed: 4})
+		if err := cli2.Conn().SendMessage(0, []byte("never")); err != nil {
+			t.Fatal(err)
+		}
+		start = time.Now()
+		err = cli2.Close()
+		if took := time.Since(start); !errors.Is(err, ErrUndelivered) || took != 300*time.Millisecond {
+			t.Fatalf("Close over a cut path: %v after %v, want ErrUndelivered after exactly 300ms", err, took)
+		}
+		if err := cli2.Conn().SendMessage(0, []byte("late")); !errors.Is(err, ErrClosed) {
+			t.Fatalf("SendMessage after Close: %v, want ErrClosed", err)
+		}
+	})
+}
+
+// sendableLog records OnSendable calls.
+type sendableLog struct {
+	NopHandler
+	ch chan int
+}
+
+func (s *sendableLog) OnSendable(_ *Conn, ch int) { s.ch <- ch }
+
+// A sender that filled a channel (ErrQueueFull) is told once it drained to
+// half its MaxQueued, and not before.
+func TestSimOnSendable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := netsim.New()
+		nw.SetLink(netsim.Link{Latency: 25 * time.Millisecond})
+		mc := message.Config{MaxMessageSize: 16 << 10, Channels: []message.ChannelConfig{{Kind: message.ReliableOrdered, MaxQueued: 64 << 10, Bulk: true}}}
+		simListen(t, nw, Config{Messages: mc, Handler: &msgEcho{}})
+		h := &sendableLog{ch: make(chan int, 4)}
+		cli, err := simDial(t, nw, Config{Messages: mc, Handler: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := cli.Conn()
+		n := 0
+		for ; ; n++ {
+			if err := c.QueueMessage(0, make([]byte, 1000)); err != nil {
+				if !errors.Is(err, message.ErrQueueFull) {
+					t.Fatal(err)
+				}
+				break
+			}
+		}
+		_ = c.Flush()
+		select {
+		case ch := <-h.ch:
+			if q := c.QueuedBytes(0); ch != 0 || q > 32<<10 {
+				t.Fatalf("OnSendable(%d) with %d bytes queued, want channel 0 at ≤ 32 KiB", ch, q)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no OnSendable after %d messages filled the channel", n)
+		}
+		select {
+		case <-h.ch:
+			t.Fatal("OnSendable twice for one ErrQueueFull")
+		case <-time.After(2 * time.Second):
+		}
+	})
 }
