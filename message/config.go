@@ -45,8 +45,11 @@ type Config struct {
 	// MaxMessageSize: the largest reliable message (0: DefaultMaxMessageSize,
 	// at most MaxMessageSizeLimit).
 	MaxMessageSize int
-	// SendRate: bytes of message entries per second one connection may
-	// send, resends and fragments included (0: DefaultSendRate).
+	// SendRate: the most bytes of message entries per second one
+	// connection sends, resends and fragments included (0:
+	// DefaultSendRate): a ceiling an operator sets for a host's NIC or
+	// bill. Below it each connection's congestion controller paces at
+	// the rate its path carries (PathStats).
 	SendRate int
 	// AckDelay: a side that received reliable messages and has sent no
 	// packet for this long sends an ack-only packet (0: DefaultAckDelay).

@@ -10,8 +10,11 @@ const (
 	DefaultMaxMessageSize = 256 << 10
 	// MaxMessageSizeLimit is the largest Config.MaxMessageSize.
 	MaxMessageSizeLimit = 8 << 20
-	// DefaultSendRate is Config.SendRate's default, bytes per second.
-	DefaultSendRate = 4 << 20
+	// DefaultSendRate is Config.SendRate's default, bytes per second: the
+	// ceiling of one connection's pacing rate (256 Mbit/s), above what a
+	// player's path carries; the congestion controller finds the rate
+	// below it.
+	DefaultSendRate = 32 << 20
 	// DefaultAckDelay is Config.AckDelay's default.
 	DefaultAckDelay = 5 * time.Millisecond
 	// DefaultResendFactor is Config.ResendFactor's default: copies of an

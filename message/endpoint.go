@@ -163,6 +163,7 @@ func (e *Endpoint) Send(ch int, msg []byte, now int64) error {
 		}
 		c.pushPend(l.get(msg))
 		c.queued += cost
+		l.queued.Add(int64(cost))
 		e.sendMask |= 1 << ch
 		e.stats.Sent++
 		return nil
@@ -170,7 +171,9 @@ func (e *Endpoint) Send(ch int, msg []byte, now int64) error {
 	n, cost := 1, l.chunkCost(len(msg))
 	if len(msg) > l.singleMax() {
 		n = (len(msg) + l.fragSize - 1) / l.fragSize
-		cost = int64(n) * int64(l.top)
+		// Each fragment's chunk, as ackUnit frees them: the last one's
+		// may be smaller.
+		cost = int64(n-1)*int64(l.top) + l.chunkCost(len(msg)-(n-1)*l.fragSize)
 	}
 	c := e.chanFor(ch)
 	inUse := int(c.nextID - c.ua)
@@ -191,6 +194,7 @@ func (e *Endpoint) Send(ch int, msg []byte, now int64) error {
 		}
 	}
 	c.queued += int(cost)
+	l.queued.Add(cost)
 	e.sendMask |= 1 << ch
 	e.stats.Sent++
 	e.stats.InFlight++
@@ -225,7 +229,9 @@ func (c *channel) popPend(l *Layer) {
 	q[c.pendHead] = nil
 	c.pendHead = (c.pendHead + 1) & (len(q) - 1)
 	c.pend--
-	c.queued -= int(l.put(p))
+	n := l.put(p)
+	c.queued -= int(n)
+	l.queued.Add(-n)
 }
 
 // SetRTT gives the endpoint a round-trip sample from the packet layer (the
@@ -473,6 +479,7 @@ func (e *Endpoint) WritePayload(dst []byte, seq uint16, now int64) int {
 		if e.cc == nil {
 			e.cc = new(congestion.Controller)
 			e.cc.Init(l.top, l.sendRate, now)
+			e.cc.CountEvents(&l.ccEvents)
 		}
 		e.cc.OnSent(n, now)
 	}
@@ -712,7 +719,9 @@ func (e *Endpoint) ackUnit(ci int, id uint16) {
 			e.fragOut &^= 1 << ci
 		}
 	}
-	c.queued -= int(e.l.put(u.buf))
+	freed := e.l.put(u.buf)
+	c.queued -= int(freed)
+	e.l.queued.Add(-freed)
 	u.buf = nil
 	if bit := uint32(1) << ci; e.blocked&bit != 0 && c.queued <= e.l.maxQueued[ci]/2 {
 		e.blocked &^= bit

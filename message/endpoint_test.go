@@ -465,3 +465,38 @@ func TestResendBackoff(t *testing.T) {
 		t.Fatalf("after 100 ms samples: intervals %d, %d ms", spec/ms, full/ms)
 	}
 }
+
+// TestLayerQueued: the layer's count of send storage follows its
+// endpoints' queues: up with Send, down with acks and with Release.
+func TestLayerQueued(t *testing.T) {
+	l := testLayer(t, nil)
+	e := l.NewEndpoint()
+	e.SetRTT(time.Millisecond)
+	for i := range 3 {
+		if err := e.Send(0, make([]byte, 500), t0); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Send(1, make([]byte, 20), t0); err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	if q := l.Queued(); q != int64(e.Queued(0)+e.Queued(1)) || q == 0 {
+		t.Fatalf("layer queued %d, endpoint %d+%d", q, e.Queued(0), e.Queued(1))
+	}
+	now := t0
+	for seq := uint16(1); seq < 1000 && l.Queued() > 0; seq++ {
+		now += ms
+		if e.WantsSend(now) {
+			writeOne(t, e, seq, now)
+			e.Acked(seq, now+ms)
+		}
+	}
+	if q := l.Queued(); q != 0 || e.Queued(0) != 0 {
+		t.Fatalf("after every ack: layer %d, channel 0 %d", q, e.Queued(0))
+	}
+	e.Send(0, make([]byte, 5000), t0)
+	e.Release()
+	if q := l.Queued(); q != 0 {
+		t.Fatalf("after Release: layer %d", q)
+	}
+}

@@ -37,8 +37,10 @@ type Layer struct {
 	classes  [numClasses]int
 	pools    [numClasses]sync.Pool
 
-	held  atomic.Int64
-	drops [NumDropReasons]atomic.Uint64
+	held     atomic.Int64
+	queued   atomic.Int64  // send storage of all endpoints (channel.queued)
+	ccEvents atomic.Uint64 // congestion events of all endpoints
+	drops    [NumDropReasons]atomic.Uint64
 }
 
 // NewLayer validates cfg and returns the layer. maxPayload is the bytes
@@ -154,6 +156,14 @@ func (l *Layer) Drops() [NumDropReasons]uint64 {
 // Held is the bytes all endpoints hold for out-of-order and partly
 // reassembled messages.
 func (l *Layer) Held() int64 { return l.held.Load() }
+
+// Queued is the bytes all endpoints hold for sending: messages queued and
+// reliable ones not yet acknowledged.
+func (l *Layer) Queued() int64 { return l.queued.Load() }
+
+// CongestionEvents counts the congestion controllers' window cuts for
+// loss over all endpoints (PathStats.CongestionEvents).
+func (l *Layer) CongestionEvents() uint64 { return l.ccEvents.Load() }
 
 // Enabled reports whether at least one channel is configured.
 func (l *Layer) Enabled() bool { return len(l.kinds) > 0 }

@@ -361,7 +361,9 @@ func (e *Endpoint) Release() {
 		}
 		for j := range c.units {
 			if c.units[j].buf != nil {
-				l.put(c.units[j].buf)
+				n := l.put(c.units[j].buf)
+				c.queued -= int(n)
+				l.queued.Add(-n)
 			}
 		}
 		for c.pend > 0 {

@@ -1,6 +1,9 @@
 package congestion
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Parameters (docs/decisions.md, "Congestion control"; tuning.md,
 // "Bandwidth").
@@ -68,11 +71,12 @@ type Controller struct {
 	// window's rate.
 	delivered, delivAt, deliveryRate int64
 
-	maxRate   int64  // the largest delivery rate seen in slow start
-	velocity  int64  // packets per round trip the window may grow by
-	events    uint64 // congestion events
-	ups       uint8  // rounds of growth in a row
-	grew      bool   // the window grew in this round
+	maxRate   int64          // the largest delivery rate seen in slow start
+	velocity  int64          // packets per round trip the window may grow by
+	events    uint64         // congestion events
+	sink      *atomic.Uint64 // counts them too, when set (CountEvents)
+	ups       uint8          // rounds of growth in a row
+	grew      bool           // the window grew in this round
 	slowStart bool
 }
 
@@ -233,9 +237,16 @@ func (c *Controller) round(sent, now int64, lost bool) {
 	c.roundStart = now
 }
 
+// CountEvents makes the controller add its congestion events to p too
+// (a server's total, for its metrics).
+func (c *Controller) CountEvents(p *atomic.Uint64) { c.sink = p }
+
 // congestion cuts the window once per round trip of losses.
 func (c *Controller) congestion(now int64) {
 	c.events++
+	if c.sink != nil {
+		c.sink.Add(1)
+	}
 	c.slowStart, c.ssthresh = false, 0
 	c.cwnd = max(c.cwnd*7/10, MinWindow*c.mss)
 	c.recoveryUntil = now
