@@ -226,7 +226,7 @@ func (c *Client) Rebind() error {
 // Close ends the connection as Conn.Close does: it waits up to
 // Config.Linger for queued reliable messages to be acknowledged, then
 // tells the server with Disconnect packets. The error wraps
-// ErrUndelivered when messages were left unacknowledged.
+// message.ErrUndelivered when messages were left unacknowledged.
 func (c *Client) Close() error {
 	if c.closed.Load() {
 		return nil
@@ -235,21 +235,19 @@ func (c *Client) Close() error {
 	if conn := c.Conn(); conn != nil {
 		err = conn.linger()
 	}
-	c.CloseNow()
+	c.closeNow()
 	return err
 }
 
-// CloseNow ends the connection at once: queued and unacknowledged
-// messages are discarded (Conn.CloseNow).
-func (c *Client) CloseNow() error {
+// closeNow ends the connection without lingering.
+func (c *Client) closeNow() {
 	if c.closed.Load() {
-		return nil
+		return
 	}
 	if conn := c.Conn(); conn != nil {
 		conn.shutdown(ReasonClosed, false)
 	}
 	c.stop()
-	return nil
 }
 
 // stop releases the socket and goroutines.

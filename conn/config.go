@@ -138,9 +138,8 @@ type Config struct {
 	// Conn.Send's datagram pipe works either way.
 	Messages message.Config
 	// Linger: how long Close waits for the reliable messages still queued
-	// or unacknowledged to be acknowledged before it disconnects (0:
-	// DefaultLinger; negative: Close discards them at once, as CloseNow
-	// does).
+	// or unacknowledged to be acknowledged before it disconnects (0: 5 s;
+	// negative: Close discards them at once).
 	Linger time.Duration
 	// Handler receives connection events; nil ignores them.
 	Handler Handler
@@ -256,7 +255,7 @@ func (c Config) settings() (settings, error) {
 	s.seqHandler, _ = s.Handler.(SequencedPacketHandler)
 	s.sendable, _ = s.Handler.(SendableHandler)
 	if s.Linger == 0 {
-		s.Linger = DefaultLinger
+		s.Linger = defaultLinger
 	}
 	if len(c.Messages.Channels) > 0 {
 		s.msgPayload = s.MaxDatagram - wire.ConnLen(m, protocol.KindMessages, 0)

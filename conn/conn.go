@@ -66,10 +66,11 @@ type Conn struct {
 	msg       *message.Endpoint
 	holdFlush bool
 	// lingering: Close waits for the reliable messages in flight (no
-	// more are taken); drained wakes it when they are acknowledged or
-	// the connection ends. Under mu.
+	// more are taken), on a channel in lingerWaits that is closed when
+	// they are acknowledged or the connection ends. Under mu. (No field
+	// for the channel: at 768 bytes, with the allocation's header, a
+	// connection would take the next size class, 896.)
 	lingering bool
-	drained   chan struct{}
 	// msgListed and msgIdx: the connection's place on its side's message
 	// timer (msgIdx under the timer's lock).
 	msgListed atomic.Bool
@@ -340,9 +341,8 @@ func (c *Conn) receiveLocked(h *protocol.ConnHeader, payload []byte, now time.Ti
 		if c.st.sendable != nil {
 			sendable = m.TakeSendable()
 		}
-		if c.drained != nil && m.Stats().InFlight == 0 {
-			close(c.drained)
-			c.drained = nil
+		if c.lingering && m.InFlight() == 0 {
+			c.wakeLinger()
 		}
 	}
 	if h.Kind == protocol.KindData {
@@ -516,7 +516,8 @@ func (c *Conn) tick(now time.Time) {
 // the reliable messages queued or unacknowledged to be acknowledged (new
 // ones are refused meanwhile), then the peer is sent Disconnect (reason
 // 1) disconnectPackets times. It returns an error wrapping
-// ErrUndelivered when some were not. Closing twice is harmless.
+// message.ErrUndelivered when some were not. A negative Linger closes at
+// once, discarding them. Closing twice is harmless.
 func (c *Conn) Close() error {
 	if c.cli != nil {
 		return c.cli.Close()
@@ -524,16 +525,6 @@ func (c *Conn) Close() error {
 	err := c.linger()
 	c.shutdown(ReasonClosed, false)
 	return err
-}
-
-// CloseNow ends the connection at once, as Close does with a negative
-// Linger: queued and unacknowledged messages are discarded.
-func (c *Conn) CloseNow() error {
-	if c.cli != nil {
-		return c.cli.CloseNow()
-	}
-	c.shutdown(ReasonClosed, false)
-	return nil
 }
 
 // shutdown ends the connection once. A local decision notifies the peer
@@ -563,9 +554,8 @@ func (c *Conn) shutdown(reason DisconnectReason, remote bool) {
 		c.cli.ended(reason, remote)
 	}
 	c.mu.Lock()
-	if c.drained != nil {
-		close(c.drained) // a Close lingering: the connection ended
-		c.drained = nil
+	if c.lingering {
+		c.wakeLinger() // a Close lingering: the connection ended
 	}
 	c.mu.Unlock()
 	c.releaseMessages()

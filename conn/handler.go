@@ -87,11 +87,6 @@ var (
 	ErrClosed = errors.New("conn: connection closed")
 	// ErrPayloadSize: a payload is empty or does not fit MaxDatagram.
 	ErrPayloadSize = errors.New("conn: payload is empty or larger than MaxDatagram allows")
-	// ErrUndelivered: Close ended the connection with reliable messages
-	// not acknowledged: the linger passed (raise Config.Linger, or wait
-	// for OnSendable or QueuedBytes before closing) or the connection
-	// ended while it waited.
-	ErrUndelivered = errors.New("conn: closed with reliable messages unacknowledged")
 )
 
 // SendableHandler is optionally implemented by a Handler to learn when a

@@ -80,32 +80,15 @@ func (c *Conn) queue(ch int, msg []byte) (hold bool, err error) {
 	return c.holdFlush, e.Send(ch, msg, c.nowLocked().UnixNano())
 }
 
-// QueuedBytes is the storage channel ch holds for sending: messages queued
-// and reliable ones not yet acknowledged, what ChannelConfig.MaxQueued
-// bounds. A bulk sender keeps it below MaxQueued (or waits for
-// OnSendable) so that SendMessage does not return message.ErrQueueFull.
-func (c *Conn) QueuedBytes(ch int) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.msg == nil {
-		return 0
-	}
-	return c.msg.Queued(ch)
-}
+// lingerWaits maps a connection whose Close lingers to the channel that
+// wakes it (wakeLinger); entries live only while a Close waits.
+var lingerWaits sync.Map
 
-// PathStats is what the connection's congestion controller knows of the
-// path: round trips, the queueing delay, the window, the pacing and
-// delivery rates (docs/protocol.md §14.4). Zero without messages.
-func (c *Conn) PathStats() message.PathStats {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.msg == nil {
-		if c.st.msgs == nil {
-			return message.PathStats{}
-		}
-		return message.PathStats{RTT: time.Duration(c.seq.RTT() * float64(time.Second))}
+// wakeLinger wakes the Close that lingers on c, if any; c.mu is held.
+func (c *Conn) wakeLinger() {
+	if ch, ok := lingerWaits.LoadAndDelete(c); ok {
+		close(ch.(chan struct{}))
 	}
-	return c.msg.Path()
 }
 
 // linger waits, up to Config.Linger, until the reliable messages in
@@ -124,7 +107,7 @@ func (c *Conn) linger() error {
 	for {
 		n := 0
 		if c.msg != nil {
-			n = c.msg.Stats().InFlight
+			n = c.msg.InFlight()
 		}
 		if n == 0 {
 			c.mu.Unlock()
@@ -132,12 +115,10 @@ func (c *Conn) linger() error {
 		}
 		if c.closed.Load() {
 			c.mu.Unlock()
-			return fmt.Errorf("%w: %d reliable messages, the connection ended while Close waited", ErrUndelivered, n)
+			return fmt.Errorf("%w: %d reliable messages, the connection ended while Close waited", message.ErrUndelivered, n)
 		}
-		if c.drained == nil {
-			c.drained = make(chan struct{})
-		}
-		ch := c.drained
+		ch := make(chan struct{})
+		lingerWaits.Store(c, ch)
 		c.mu.Unlock()
 		if deadline == nil {
 			t := time.NewTimer(d)
@@ -148,7 +129,10 @@ func (c *Conn) linger() error {
 		select {
 		case <-ch:
 		case <-deadline:
-			return fmt.Errorf("%w: %d reliable messages after the linger of %v (Config.Linger)", ErrUndelivered, n, d)
+			c.mu.Lock()
+			lingerWaits.Delete(c)
+			c.mu.Unlock()
+			return fmt.Errorf("%w: %d reliable messages after the linger of %v (Config.Linger)", message.ErrUndelivered, n, d)
 		}
 		c.mu.Lock()
 	}
@@ -189,13 +173,17 @@ func (c *Conn) MaxPayload() int {
 	return c.st.MaxDatagram - wire.ConnLen(c.st.magic, protocol.KindData, 0)
 }
 
-// MessageStats are the connection's message counters; zero before its
-// first message.
+// MessageStats are the connection's message counters, the bytes each
+// channel holds for sending (Queued: a bulk sender keeps its channel's
+// below ChannelConfig.MaxQueued, or waits for OnSendable), and what its
+// congestion controller knows of the path (Path: round trips, queueing
+// delay, window, pacing and delivery rates; docs/protocol.md §14.4).
+// Zero before the connection's first message but for Path.RTT.
 func (c *Conn) MessageStats() message.Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.msg == nil {
-		return message.Stats{}
+		return message.Stats{Path: message.PathStats{RTT: time.Duration(c.seq.RTT() * float64(time.Second))}}
 	}
 	return c.msg.Stats()
 }

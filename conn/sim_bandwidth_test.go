@@ -92,7 +92,7 @@ func simBandwidth(t *testing.T, rate int64, queue int, idle, bulk time.Duration)
 	srv := &bwServer{}
 	simListen(t, nw, Config{Handler: srv, Messages: mc, Timeout: time.Minute})
 	h := &bwClient{}
-	cli, err := simDial(t, nw, Config{Handler: h, Messages: mc, Timeout: time.Minute, LocalAddr: bwClientAddr.String()})
+	cli, err := simDial(t, nw, Config{Handler: h, Messages: mc, Timeout: time.Minute, LocalAddr: bwClientAddr.String(), Linger: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func simBandwidth(t *testing.T, rate int64, queue int, idle, bulk time.Duration)
 	var queued int64
 	cost := 1
 	acked := func() int64 {
-		return (queued - int64(c.QueuedBytes(msgcfg.Bulk))) * int64(len(big)) / int64(cost)
+		return (queued - int64(c.MessageStats().Queued[msgcfg.Bulk])) * int64(len(big)) / int64(cost)
 	}
 	for i := 0; time.Since(start) < idle+bulk; i++ {
 		<-tk.C
@@ -130,20 +130,20 @@ func simBandwidth(t *testing.T, rate int64, queue int, idle, bulk time.Duration)
 		}
 		// Keep the bulk queue fed: a second message waits behind the one
 		// in flight.
-		for c.QueuedBytes(msgcfg.Bulk) <= len(big) {
-			q := c.QueuedBytes(msgcfg.Bulk)
+		for c.MessageStats().Queued[msgcfg.Bulk] <= len(big) {
+			q := c.MessageStats().Queued[msgcfg.Bulk]
 			if err := c.SendMessage(msgcfg.Bulk, big); err != nil {
 				if errors.Is(err, message.ErrQueueFull) {
 					break
 				}
 				t.Fatal(err)
 			}
-			cost = c.QueuedBytes(msgcfg.Bulk) - q
+			cost = c.MessageStats().Queued[msgcfg.Bulk] - q
 			queued += int64(cost)
 		}
 		el := time.Since(bulkAt)
 		if bwTrace && i%30 == 0 {
-			t.Logf("%v bulk %d acked %d stats %+v path %+v", el, srv.bulk.Load(), acked(), c.MessageStats(), c.PathStats())
+			t.Logf("%v bulk %d acked %d stats %+v path %+v", el, srv.bulk.Load(), acked(), c.MessageStats(), c.MessageStats().Path)
 		}
 		if el >= 2*time.Second && at2.IsZero() {
 			at2, got0 = time.Now(), acked()
@@ -151,7 +151,7 @@ func simBandwidth(t *testing.T, rate int64, queue int, idle, bulk time.Duration)
 	}
 	r.goodput = float64(acked()-got0) / time.Since(at2).Seconds() / float64(rate)
 	r.p99 = percentile(h.take(), 0.99)
-	r.path = c.PathStats()
+	r.path = c.MessageStats().Path
 	us, ds := up.Stats(), down.Stats()
 	r.drops, r.offered = us.Dropped+ds.Dropped, us.Offered+ds.Offered
 	// Every reliable game message comes back, within a second of the end.
@@ -171,7 +171,7 @@ func simBandwidth(t *testing.T, rate int64, queue int, idle, bulk time.Duration)
 	if n := srv.ended.Load(); n != 0 {
 		t.Errorf("%d connections ended", n)
 	}
-	_ = cli.CloseNow()
+	_ = cli.Close()
 	return r
 }
 
@@ -222,7 +222,7 @@ func TestSimBandwidthRandomLoss(t *testing.T) {
 		a0 := g.acked()
 		time.Sleep(8 * time.Second)
 		goodput := float64(g.acked()-a0) / 8 / rate
-		t.Logf("goodput %.1f %% of the link at 5 %% loss each way; path %+v", 100*goodput, g.c.PathStats())
+		t.Logf("goodput %.1f %% of the link at 5 %% loss each way; path %+v", 100*goodput, g.c.MessageStats().Path)
 		if goodput < 0.70 {
 			t.Errorf("goodput %.1f %% of the link, want ≥ 70 %%", 100*goodput)
 		}
@@ -247,6 +247,14 @@ func TestSimBandwidthFair(t *testing.T) {
 		g2 := bwBulk(t, nw, second, 0)
 		time.Sleep(5 * time.Second)
 		a1, a2 := g1.acked(), g2.acked()
+		if bwTrace {
+			for i := 0; i < 30; i++ {
+				b1, b2 := g1.acked(), g2.acked()
+				time.Sleep(time.Second)
+				p1, p2 := g1.c.MessageStats().Path, g2.c.MessageStats().Path
+				t.Logf("%d: %.2f %.2f  w %d %d qd %v %v base %v %v ev %d %d", i, float64(g1.acked()-b1)/rate, float64(g2.acked()-b2)/rate, p1.Window, p2.Window, p1.QueueDelay, p2.QueueDelay, p1.BaseRTT, p2.BaseRTT, p1.CongestionEvents, p2.CongestionEvents)
+			}
+		}
 		time.Sleep(10 * time.Second)
 		s1, s2 := float64(g1.acked()-a1)/10/rate, float64(g2.acked()-a2)/10/rate
 		t.Logf("shares of the link %.2f and %.2f (× an equal share: %.2f, %.2f); drops %d of %d",
@@ -275,7 +283,7 @@ func (g *bwGen) acked() int64 {
 	if g.cost == 0 {
 		return 0
 	}
-	return (g.queued - int64(g.c.QueuedBytes(msgcfg.Bulk))) * int64(len(g.big)) / g.cost
+	return (g.queued - int64(g.c.MessageStats().Queued[msgcfg.Bulk])) * int64(len(g.big)) / g.cost
 }
 
 // bwBulk dials from addr (a server is started too when withServer is 1)
@@ -285,14 +293,14 @@ func bwBulk(t *testing.T, nw *netsim.Network, addr netip.AddrPort, withServer in
 	if withServer == 1 {
 		simListen(t, nw, Config{Handler: &bwServer{}, Messages: mc, Timeout: time.Minute})
 	}
-	cli, err := simDial(t, nw, Config{Handler: &bwClient{}, Messages: mc, Timeout: time.Minute, LocalAddr: addr.String()})
+	cli, err := simDial(t, nw, Config{Handler: &bwClient{}, Messages: mc, Timeout: time.Minute, LocalAddr: addr.String(), Linger: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := &bwGen{c: cli.Conn(), big: make([]byte, 1<<20)}
 	done := make(chan struct{})
 	stopped := make(chan struct{})
-	t.Cleanup(func() { close(done); <-stopped; _ = cli.CloseNow() })
+	t.Cleanup(func() { close(done); <-stopped; _ = cli.Close() })
 	go func() {
 		defer close(stopped)
 		tk := time.NewTicker(10 * time.Millisecond)
@@ -304,12 +312,12 @@ func bwBulk(t *testing.T, nw *netsim.Network, addr netip.AddrPort, withServer in
 			case <-tk.C:
 			}
 			g.mu.Lock()
-			for g.c.QueuedBytes(msgcfg.Bulk) <= len(g.big) {
-				q := g.c.QueuedBytes(msgcfg.Bulk)
+			for g.c.MessageStats().Queued[msgcfg.Bulk] <= len(g.big) {
+				q := g.c.MessageStats().Queued[msgcfg.Bulk]
 				if err := g.c.SendMessage(msgcfg.Bulk, g.big); err != nil {
 					break
 				}
-				g.cost = int64(g.c.QueuedBytes(msgcfg.Bulk) - q)
+				g.cost = int64(g.c.MessageStats().Queued[msgcfg.Bulk] - q)
 				g.queued += g.cost
 			}
 			g.mu.Unlock()
@@ -367,8 +375,8 @@ func TestSimCloseLingers(t *testing.T) {
 		}
 		start = time.Now()
 		err = cli2.Close()
-		if took := time.Since(start); !errors.Is(err, ErrUndelivered) || took != 300*time.Millisecond {
-			t.Fatalf("Close over a cut path: %v after %v, want ErrUndelivered after exactly 300ms", err, took)
+		if took := time.Since(start); !errors.Is(err, message.ErrUndelivered) || took != 300*time.Millisecond {
+			t.Fatalf("Close over a cut path: %v after %v, want message.ErrUndelivered after exactly 300ms", err, took)
 		}
 		if err := cli2.Conn().SendMessage(0, []byte("late")); !errors.Is(err, ErrClosed) {
 			t.Fatalf("SendMessage after Close: %v, want ErrClosed", err)
@@ -410,7 +418,7 @@ func TestSimOnSendable(t *testing.T) {
 		_ = c.Flush()
 		select {
 		case ch := <-h.ch:
-			if q := c.QueuedBytes(0); ch != 0 || q > 32<<10 {
+			if q := c.MessageStats().Queued[0]; ch != 0 || q > 32<<10 {
 				t.Fatalf("OnSendable(%d) with %d bytes queued, want channel 0 at ≤ 32 KiB", ch, q)
 			}
 		case <-time.After(10 * time.Second):

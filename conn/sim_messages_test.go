@@ -191,9 +191,10 @@ func (messageFunc) OnPacket(*Conn, []byte)                     {}
 func (messageFunc) OnDisconnect(*Conn, DisconnectReason, bool) {}
 func (f messageFunc) OnMessage(c *Conn, ch int, msg []byte)    { f(c, ch, msg) }
 
-// A receiver that has nothing to send acknowledges reliable messages after
-// AckDelay (plus at most one message timer tick), not at its next
-// KeepAlive a second later.
+// A receiver that has nothing to send acknowledges a lone reliable
+// packet at once, and packets in a run every fourth or after AckDelay
+// (plus at most one message timer tick), not at its next KeepAlive a
+// second later.
 func TestSimPromptAck(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const oneWay = 25 * time.Millisecond
@@ -216,9 +217,29 @@ func TestSimPromptAck(t *testing.T) {
 			t.Fatal("the message was never acknowledged")
 		}
 		acked := time.Since(sent)
+		if acked != 2*oneWay {
+			t.Fatalf("acknowledged after %v, want exactly %v: a lone packet is acknowledged at once", acked, 2*oneWay)
+		}
+
+		// Packets closer together than AckDelay are acknowledged every
+		// fourth, or AckDelay (plus at most a timer tick) after the
+		// first: three in a row wait.
+		sent = time.Now()
+		for i := range 3 {
+			if err := c.SendMessage(0, []byte("ack us")); err != nil {
+				t.Fatal(err)
+			}
+			if i < 2 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		if !reports.ev.Await(10*time.Second, func() bool { return c.MessageStats().InFlight == 0 }) {
+			t.Fatal("the messages were never acknowledged")
+		}
+		acked = time.Since(sent)
 		lo, hi := 2*oneWay+message.DefaultAckDelay, 2*oneWay+message.DefaultAckDelay+messageTick+time.Millisecond
 		if acked < lo || acked > hi {
-			t.Fatalf("acknowledged after %v, want %v..%v", acked, lo, hi)
+			t.Fatalf("three packets 1 ms apart acknowledged after %v, want %v..%v", acked, lo, hi)
 		}
 	})
 }

@@ -78,6 +78,9 @@ type Config struct {
 var (
 	ErrNoChannel   = errors.New("message: no such channel (configure it in Config.Messages.Channels, equal on both sides)")
 	ErrMessageSize = errors.New("message: message too large for its channel (reliable: Config.MaxMessageSize; unreliable and sequenced: one packet, see MaxSize)")
+	// ErrUndelivered: a connection was closed with reliable messages
+	// unacknowledged (conn's Close, after its linger).
+	ErrUndelivered = errors.New("message: closed with reliable messages unacknowledged (raise conn.Config.Linger, or wait for OnSendable or Stats.Queued before closing)")
 	ErrQueueFull   = errors.New("message: channel send queue full (the peer is not keeping up or the send rate is too low: retry later, or raise ChannelConfig.MaxQueued or Config.SendRate)")
 )
 
@@ -102,11 +105,27 @@ type PathStats struct {
 	CongestionEvents uint64 // window cuts for loss
 }
 
-// Stats are an endpoint's message counters.
+// Stats are an endpoint's message counters, its send queues and what it
+// knows of the path.
 type Stats struct {
 	Sent      uint64 // messages accepted by Send
 	Delivered uint64 // messages returned by Next
 	Acked     uint64 // reliable messages acknowledged by the peer
 	Resent    uint64 // entries sent again
 	InFlight  int    // reliable messages queued or unacknowledged
+	// Queued is the storage each channel holds for sending: messages
+	// queued, and reliable ones not yet acknowledged (what
+	// ChannelConfig.MaxQueued bounds). A bulk sender keeps its channel's
+	// below MaxQueued, or waits to be told it drained
+	// (Endpoint.TakeSendable, conn's OnSendable), so that Send does not
+	// return ErrQueueFull.
+	Queued [MaxChannels]int
+	// Path is what the congestion controller knows of the path.
+	Path PathStats
+}
+
+// counters are the Stats an endpoint keeps; Stats adds the rest.
+type counters struct {
+	Sent, Delivered, Acked, Resent uint64
+	InFlight                       int
 }

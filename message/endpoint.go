@@ -28,11 +28,12 @@ type Endpoint struct {
 	rtt   congestion.RTTStats
 	cc    *congestion.Controller
 	ackAt int64
+	rxAt  int64 // when the last packet with reliable units arrived
 	held  int64 // receive storage, counted in the Layer too
 	// progHeld: the part of held that belongs to the reassembly in
 	// progress (channel progress), which may use the reserve.
 	progHeld int64
-	stats    Stats
+	stats    counters
 
 	sendMask  uint32 // channels with something queued or unacknowledged
 	blocked   uint32 // channels whose Send returned ErrQueueFull since they last drained to half
@@ -817,19 +818,6 @@ func (e *Endpoint) Stalled(now int64) bool {
 	return false
 }
 
-// Queued is the storage bytes channel ch holds for sending: messages
-// queued and reliable ones not yet acknowledged (what ChannelConfig.
-// MaxQueued bounds); 0 for a channel that does not exist.
-func (e *Endpoint) Queued(ch int) int {
-	if ch < 0 || ch >= len(e.l.kinds) {
-		return 0
-	}
-	if c := e.chanIf(ch); c != nil {
-		return c.queued
-	}
-	return 0
-}
-
 // TakeSendable returns the channels (bit i: channel i) on which Send
 // returned ErrQueueFull and that have since drained to half their
 // MaxQueued, and forgets them: a sender that filled a channel learns
@@ -840,8 +828,8 @@ func (e *Endpoint) TakeSendable() uint32 {
 	return s
 }
 
-// Path returns what the congestion controller knows of the path.
-func (e *Endpoint) Path() PathStats {
+// path returns what the congestion controller knows of the path.
+func (e *Endpoint) path() PathStats {
 	p := PathStats{RTT: time.Duration(e.rtt.Smoothed()), PacingRate: e.rate()}
 	if e.cc != nil {
 		st := e.cc.Stats()
@@ -851,6 +839,18 @@ func (e *Endpoint) Path() PathStats {
 	return p
 }
 
-// Stats returns the endpoint's counters. Acked counts whole messages
-// (when every unit of a message is acknowledged).
-func (e *Endpoint) Stats() Stats { return e.stats }
+// Stats returns the endpoint's counters, queues and path. Acked counts
+// whole messages (when every unit of a message is acknowledged).
+func (e *Endpoint) Stats() Stats {
+	st := Stats{Sent: e.stats.Sent, Delivered: e.stats.Delivered, Acked: e.stats.Acked,
+		Resent: e.stats.Resent, InFlight: e.stats.InFlight, Path: e.path()}
+	for i, c := range e.ch {
+		if c != nil {
+			st.Queued[i] = c.queued
+		}
+	}
+	return st
+}
+
+// InFlight is Stats().InFlight, without the rest.
+func (e *Endpoint) InFlight() int { return e.stats.InFlight }

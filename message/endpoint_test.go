@@ -344,7 +344,8 @@ func TestResendTimingAndRepair(t *testing.T) {
 	}
 }
 
-// TestAckDueAndStall: prompt acks after AckDelay; Stalled after
+// TestAckDueAndStall: prompt acks (at once for a lone packet or the
+// fourth of a run, else after AckDelay); Stalled after
 // StallTimeout; Deadline tracks both.
 func TestAckDueAndStall(t *testing.T) {
 	l := testLayer(t, nil)
@@ -357,10 +358,26 @@ func TestAckDueAndStall(t *testing.T) {
 	if e.AckDue(t0 + time.Second.Nanoseconds()) {
 		t.Fatal("ack due for an unreliable message")
 	}
+	// A lone reliable packet is acknowledged at once.
 	e.Receive(payloadOf(l.kinds, entry{ch: 0, id: 0, data: []byte("r")}), t0)
 	drain(e)
-	if e.AckDue(t0+4*ms) || !e.AckDue(t0+5*ms) || e.Deadline() != t0+5*ms {
+	if !e.AckDue(t0) || e.Deadline() != t0 {
+		t.Fatal("a lone packet's ack waits", e.Deadline()-t0)
+	}
+	e.PacketSent(t0)
+	// One within AckDelay of it waits AckDelay, for a reply to carry it.
+	e.Receive(payloadOf(l.kinds, entry{ch: 0, id: 1, data: []byte("r")}), t0+ms)
+	drain(e)
+	if e.AckDue(t0+5*ms) || !e.AckDue(t0+6*ms) || e.Deadline() != t0+6*ms {
 		t.Fatal("ack delay", e.Deadline()-t0)
+	}
+	// The fourth in a run is acknowledged at once.
+	for id := uint16(2); id < 5; id++ {
+		e.Receive(payloadOf(l.kinds, entry{ch: 0, id: id, data: []byte("r")}), t0+ms+int64(id)*100_000)
+		drain(e)
+	}
+	if !e.AckDue(t0+2*ms) || e.Deadline() != t0+ms {
+		t.Fatal("the fourth packet's ack waits", e.Deadline()-t0)
 	}
 	e.PacketSent(t0 + 6*ms)
 	if e.AckDue(t0+time.Second.Nanoseconds()) || e.Deadline() != 0 {
@@ -480,8 +497,8 @@ func TestLayerQueued(t *testing.T) {
 			t.Fatal(i, err)
 		}
 	}
-	if q := l.Queued(); q != int64(e.Queued(0)+e.Queued(1)) || q == 0 {
-		t.Fatalf("layer queued %d, endpoint %d+%d", q, e.Queued(0), e.Queued(1))
+	if q := l.Queued(); q != int64(e.Stats().Queued[0]+e.Stats().Queued[1]) || q == 0 {
+		t.Fatalf("layer queued %d, endpoint %d+%d", q, e.Stats().Queued[0], e.Stats().Queued[1])
 	}
 	now := t0
 	for seq := uint16(1); seq < 1000 && l.Queued() > 0; seq++ {
@@ -491,8 +508,8 @@ func TestLayerQueued(t *testing.T) {
 			e.Acked(seq, now+ms)
 		}
 	}
-	if q := l.Queued(); q != 0 || e.Queued(0) != 0 {
-		t.Fatalf("after every ack: layer %d, channel 0 %d", q, e.Queued(0))
+	if q := l.Queued(); q != 0 || e.Stats().Queued[0] != 0 {
+		t.Fatalf("after every ack: layer %d, channel 0 %d", q, e.Stats().Queued[0])
 	}
 	e.Send(0, make([]byte, 5000), t0)
 	e.Release()

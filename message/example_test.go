@@ -42,11 +42,12 @@ func Example() {
 
 	// The server's next packet acknowledges 8160.
 	client.Acked(8160, now+20e6)
-	fmt.Printf("%+v\n", client.Stats())
+	st := client.Stats()
+	fmt.Printf("sent %d, acked %d, in flight %d, queued on channel 0: %d bytes\n", st.Sent, st.Acked, st.InFlight, st.Queued[0])
 	// Output:
 	// payload 00 00 00 05 68 65 6c 6c 6f 01 03 70 6f 73
 	// channel 1: pos
 	// channel 0: hello
 	// ack due after 5 ms: true
-	// {Sent:2 Delivered:0 Acked:1 Resent:0 InFlight:0}
+	// sent 2, acked 1, in flight 0, queued on channel 0: 0 bytes
 }

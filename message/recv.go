@@ -199,6 +199,13 @@ func (e *Endpoint) Receive(payload []byte, now int64) {
 		if e.rxUnacked < ackEvery {
 			e.rxUnacked++
 		}
+		// A packet that comes alone (AckDelay after the one before) is
+		// acknowledged at once: its sender's window is small, and an
+		// ack it waits for would read as queueing delay there.
+		if now-e.rxAt > e.l.ackDelay {
+			e.rxUnacked = ackEvery
+		}
+		e.rxAt = now
 	}
 }
 
