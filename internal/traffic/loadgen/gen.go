@@ -308,10 +308,24 @@ type RunResult struct {
 	MessageLatency     Quantiles
 	MessagesUnanswered int
 	MessagesResent     uint64
+
+	// Bulk messages (Config.BulkSize; the counts are in Window and Total,
+	// Bulk*), as the messages above: BulkLatency, each echo's round trip
+	// from the first send to its last byte in, over the whole Run;
+	// BulkUnanswered, bulk messages of clients still connected with no
+	// echo at the end of the drain. MessagesResent counts the bulk
+	// channel's entries too.
+	BulkLatency    Quantiles
+	BulkUnanswered int
 }
 
 // PerSecond is the answer rate inside the window.
 func (r *RunResult) PerSecond() float64 { return perSecond(r.Window.Replies, r.Elapsed) }
+
+// BulkGoodput is the bulk payload echoed inside the window, in bytes per
+// second of the window: what came back whole, resends and headers not
+// counted.
+func (r *RunResult) BulkGoodput() float64 { return perSecond(r.Window.BulkBytes, r.Elapsed) }
 
 // responseLifetime bounds how long after Connect a ModeResponse run may
 // end: a cookie outlives at least one secret rotation (15 s), not two.
@@ -416,18 +430,25 @@ func (g *Generator) Run(ctx context.Context, spec RunSpec) (RunResult, error) {
 	res.Elapsed = time.Duration(t1 - t0)
 	res.Window = c1.Sub(c0)
 	res.Total = g.Counters().Sub(first)
-	var h, mh Histogram
+	var h, mh, bh Histogram
 	for _, w := range g.workers {
 		h.Merge(&w.hist)
 		res.Unanswered += w.unanswered
-		if w.msg != nil {
-			mh.Merge(&w.msg.hist)
-			res.MessagesUnanswered += int(w.msg.unanswered)
-			res.MessagesResent += w.msg.resent
+		if m := w.msg; m != nil {
+			if m.small != nil {
+				mh.Merge(&m.small.hist)
+				res.MessagesUnanswered += int(m.small.unanswered)
+			}
+			if m.bulk != nil {
+				bh.Merge(&m.bulk.hist)
+				res.BulkUnanswered += int(m.bulk.unanswered)
+			}
+			res.MessagesResent += m.resent
 		}
 	}
 	res.Latency = h.Summary()
 	res.MessageLatency = mh.Summary()
+	res.BulkLatency = bh.Summary()
 	return res, werr
 }
 
