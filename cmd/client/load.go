@@ -56,12 +56,15 @@ channels' in every packet and within its send rate: a download beside the
 game's messages. It goes beside -messages traffic or alone (the clients
 then send only bulk messages). Bulk messages carry the same header, are
 numbered apart, and are reported apart: sent, delivered, goodput (bulk
-bytes echoed per second of -duration) and round trips from the first send
-to the echo's last byte. A bulk message that finds the client's queue full
+bytes echoed per second of the run, the wait for the last echoes
+included) and round trips from the first send to the echo's last byte. A bulk message that finds the client's queue full
 (the server or the send rate does not keep up) is skipped and counted as
 refused. A message above -message-max-size (256 KiB by default, at most
 8 MiB) is refused: raise it here and the server's -message-max-size for
-larger bulk messages (or -messages reliable ones). The end of the run
+larger bulk messages (or -messages reliable ones). Each client may queue
+up to 2 × -message-max-size: -clients × (2 × -message-max-size +
+2 × -bulk-size) must stay within 4 GiB (e.g. 128 clients of 8 MiB bulk
+messages). The end of the run
 waits longer for bulk echoes, by the time the queued bulk bytes take to
 go and come back; a bulk message without its echo then fails the command.
 
@@ -82,7 +85,19 @@ const (
 	loadMaxCount    = 1_000_000_000
 	// loadProgressEvery: how often the live progress line is redrawn.
 	loadProgressEvery = 250 * time.Millisecond
+	// loadMaxBulkMemory bounds what the clients' bulk streams may hold
+	// (loadBulkMemory): the server under test holds about as much again,
+	// on the same machine.
+	loadMaxBulkMemory = 4 << 30
 )
+
+// loadBulkMemory is about the most memory the clients' bulk streams can
+// hold: each client's message queue takes up to 2 × the largest message
+// (the message layer's default, at least 2 × 64 KiB) when the server
+// does not keep up, and it reassembles an echo into a copy of its own.
+func loadBulkMemory(clients, bulkSize, maxSize int) int64 {
+	return int64(clients) * (2*int64(max(maxSize, 64<<10)) + 2*int64(bulkSize))
+}
 
 func runLoad(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("load", loadSynopsis, stderr)
@@ -175,6 +190,10 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 			*bulkSize, *msgMax, *bulkSize, message.MaxMessageSizeLimit)
 	case !(*bulkRate > 0) || *bulkRate > 1e6:
 		return usagef("-bulk-rate %v is out of range: use bulk messages per second per client, more than 0 (fractions allowed, e.g. 0.5) and at most 1000000", *bulkRate)
+	case *bulkSize > 0 && *clients > 0 && loadBulkMemory(*clients, *bulkSize, *msgMax) > loadMaxBulkMemory:
+		return usagef("-clients %d with -bulk-size %d and -message-max-size %d: the clients' bulk queues and echoes could hold %d MiB (each client queues up to 2 × -message-max-size when the server does not keep up, and reassembles each echo), above the %d MiB allowed: use fewer -clients (at most %d) or smaller messages",
+			*clients, *bulkSize, *msgMax, loadBulkMemory(*clients, *bulkSize, *msgMax)>>20, loadMaxBulkMemory>>20,
+			loadMaxBulkMemory/loadBulkMemory(1, *bulkSize, *msgMax))
 	}
 	if *sources > 0 && (*clients+*sources-1)/(*sources) > loadgen.MaxSockets {
 		return usagef("-sources %d is too few for %d clients: each address can host at most %d clients (one per load socket)", *sources, *clients, loadgen.MaxSockets)
@@ -415,9 +434,9 @@ func loadPrintMessages(w io.Writer, r *loadgen.RunResult, clients int, cfg *load
 	}
 	if cfg.BulkSize > 0 {
 		q := r.BulkLatency
-		fmt.Fprintf(w, "bulk: %d clients for %v, %d-byte messages: %d sent, %d delivered (echoed), %d refused (queue full), %d out of order, %d duplicated, %d unanswered at the end; goodput %s bytes/s\n",
+		fmt.Fprintf(w, "bulk: %d clients for %v, %d-byte messages: %d sent, %d delivered (echoed), %d refused (queue full), %d out of order, %d duplicated, %d unanswered at the end; goodput %s bytes/s over %v (the drain included)\n",
 			clients, r.Elapsed.Round(time.Millisecond), cfg.BulkSize, t.BulkSent, t.BulkDelivered, t.BulkRefused, t.BulkOutOfOrder, t.BulkDuplicated, r.BulkUnanswered,
-			loadThousands(r.BulkGoodput()))
+			loadThousands(r.BulkGoodput()), r.Ran.Round(time.Millisecond))
 		fmt.Fprintf(w, "bulk round trips (from the first send to the echo's last byte): p50 %v p90 %v p99 %v max %v\n",
 			loadRound(q.P50), loadRound(q.P90), loadRound(q.P99), loadRound(q.Max))
 		if cfg.Messages == loadgen.MessagesOff {

@@ -131,10 +131,10 @@ type loadMessagesJSON struct {
 
 // loadBulkJSON is a bulk stream's part of the run object, counted apart
 // from the other messages: totals of the whole run, the drain's echoes
-// included, except the goodput, which is the bulk payload bytes echoed
-// inside the run's window (-duration) per second of it; round trips in
-// milliseconds, from each bulk message's first send to its echo's last
-// byte. Refused: bulk messages skipped because the client's bulk queue was
+// included; the goodput is the bulk payload bytes echoed per second of
+// the whole run, drain included (a bulk echo may take longer than
+// -duration); round trips in milliseconds, from each bulk message's first
+// send to its echo's last byte. Refused: bulk messages skipped because the client's bulk queue was
 // full. Resends, packets and stalls are counted with the other messages'
 // (messages_resent, message_packets, messages_stalled; those fields are
 // there with bulk alone too).
