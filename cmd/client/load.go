@@ -49,24 +49,25 @@ its echo then, or one out of order, fails the command. -count bounds the
 messages sent.
 
 With -bulk-size N every client also sends a bulk stream: N-byte
-reliable-ordered messages at -bulk-rate a second (it may be fractional,
+reliable-ordered messages at -bulk-rate a second (it may be fractional:
 0.5 is one every 2 s; each load socket sends its first at once) on the
 bulk channel 3, whose entries the message layer sends after the other
 channels' in every packet and within its send rate: a download beside the
 game's messages. It goes beside -messages traffic or alone (the clients
-then send only bulk messages). Bulk messages carry the same header, are
-numbered apart, and are reported apart: sent, delivered, goodput (bulk
-bytes echoed per second of the run, the wait for the last echoes
-included) and round trips from the first send to the echo's last byte. A bulk message that finds the client's queue full
-(the server or the send rate does not keep up) is skipped and counted as
+then send only bulk messages); -count bounds both together. Bulk messages
+carry the same header, are numbered apart and are reported apart: sent,
+delivered, goodput (bulk bytes echoed per second of the run, the wait for
+the last echoes included) and round trips from the first send to the
+echo's last byte. A bulk message that finds the client's queue full (the
+server or the send rate does not keep up) is skipped and counted as
 refused. A message above -message-max-size (256 KiB by default, at most
 8 MiB) is refused: raise it here and the server's -message-max-size for
 larger bulk messages (or -messages reliable ones). Each client may queue
-up to 2 × -message-max-size: -clients × (2 × -message-max-size +
-2 × -bulk-size) must stay within 4 GiB (e.g. 128 clients of 8 MiB bulk
-messages). The end of the run
-waits longer for bulk echoes, by the time the queued bulk bytes take to
-go and come back; a bulk message without its echo then fails the command.
+up to 2 × -message-max-size, so -clients × (2 × -message-max-size +
+2 × -bulk-size) must stay within 4 GiB (128 clients of 8 MiB bulk
+messages). The end of the run waits longer for bulk echoes, by the time
+the queued bulk bytes take to go and come back; a bulk message without
+its echo then, or one out of order, fails the command.
 
 With -private-key-file and -protocol-id the clients run in sealed mode
 against a server with the same key (cmd/server -private-key-file): the
