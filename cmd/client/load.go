@@ -16,6 +16,7 @@ import (
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/traffic/loadgen"
 	"github.com/udpgate/udpgate/internal/wire"
+	"github.com/udpgate/udpgate/message"
 )
 
 const loadSynopsis = `Run -clients simulated clients against a server on this host. Each client
@@ -47,6 +48,27 @@ echoes of reliable messages still in flight; a reliable message without
 its echo then, or one out of order, fails the command. -count bounds the
 messages sent.
 
+With -bulk-size N every client also sends a bulk stream: N-byte
+reliable-ordered messages at -bulk-rate a second (it may be fractional:
+0.5 is one every 2 s; each load socket sends its first at once) on the
+bulk channel 3, whose entries the message layer sends after the other
+channels' in every packet and within its send rate: a download beside the
+game's messages. It goes beside -messages traffic or alone (the clients
+then send only bulk messages); -count bounds both together. Bulk messages
+carry the same header, are numbered apart and are reported apart: sent,
+delivered, goodput (bulk bytes echoed per second of the run, the wait for
+the last echoes included) and round trips from the first send to the
+echo's last byte. A bulk message that finds the client's queue full (the
+server or the send rate does not keep up) is skipped and counted as
+refused. A message above -message-max-size (256 KiB by default, at most
+8 MiB) is refused: raise it here and the server's -message-max-size for
+larger bulk messages (or -messages reliable ones). Each client may queue
+up to 2 × -message-max-size, so -clients × (2 × -message-max-size +
+2 × -bulk-size) must stay within 4 GiB (128 clients of 8 MiB bulk
+messages). The end of the run waits longer for bulk echoes, by the time
+the queued bulk bytes take to go and come back; a bulk message without
+its echo then, or one out of order, fails the command.
+
 With -private-key-file and -protocol-id the clients run in sealed mode
 against a server with the same key (cmd/server -private-key-file): the
 command makes a netcode.io connect token for each client, as a backend
@@ -64,7 +86,19 @@ const (
 	loadMaxCount    = 1_000_000_000
 	// loadProgressEvery: how often the live progress line is redrawn.
 	loadProgressEvery = 250 * time.Millisecond
+	// loadMaxBulkMemory bounds what the clients' bulk streams may hold
+	// (loadBulkMemory): the server under test holds about as much again,
+	// on the same machine.
+	loadMaxBulkMemory = 4 << 30
 )
+
+// loadBulkMemory is about the most memory the clients' bulk streams can
+// hold: each client's message queue takes up to 2 × the largest message
+// (the message layer's default, at least 2 × 64 KiB) when the server
+// does not keep up, and it reassembles an echo into a copy of its own.
+func loadBulkMemory(clients, bulkSize, maxSize int) int64 {
+	return int64(clients) * (2*int64(max(maxSize, 64<<10)) + 2*int64(bulkSize))
+}
 
 func runLoad(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("load", loadSynopsis, stderr)
@@ -83,6 +117,9 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	messages := fs.String("messages", "", "send messages instead of Data: reliable (channel 0, reliable-ordered) or unreliable (channel 1); the server needs -messages (its default). Empty or off: Data")
 	msgSize := fs.Int("message-size", loadgen.DefaultMessageSize, fmt.Sprintf("with -messages: message `bytes`, at least %d (first-send time and number); reliable ones may span packets", loadgen.MinMessageSize))
 	msgRate := fs.Float64("message-rate", loadgen.DefaultMessageRate, "with -messages: messages per second per client")
+	msgMax := fs.Int("message-max-size", message.DefaultMaxMessageSize, fmt.Sprintf("with -messages or -bulk-size: the largest reliable message in `bytes`, at most %d; as the server's -message-max-size, which must allow it too", message.MaxMessageSizeLimit))
+	bulkSize := fs.Int("bulk-size", 0, fmt.Sprintf("add a bulk stream to every client: reliable-ordered messages of this many `bytes` (at least %d, at most -message-max-size) on the bulk channel 3, beside -messages or alone; 0: none", loadgen.MinMessageSize))
+	bulkRate := fs.Float64("bulk-rate", loadgen.DefaultBulkRate, "with -bulk-size: bulk messages per second per client (may be fractional: 0.5 is one every 2 s)")
 	jsonOut := fs.Bool("json", false, "print the report as one JSON object on standard output (no text, no progress line)")
 	tf := addTrafficFlags(fs, "the clients' tokens are made with it")
 	t, err := tf.parse(fs, args, true)
@@ -131,12 +168,33 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 				return usagef("-%s needs -messages reliable or unreliable", name)
 			}
 		}
+		if *bulkSize == 0 && isSetOnCommandLine(fs, "message-max-size") {
+			return usagef("-message-max-size needs -messages reliable or -bulk-size")
+		}
+	}
+	if *bulkSize == 0 && isSetOnCommandLine(fs, "bulk-rate") {
+		return usagef("-bulk-rate needs -bulk-size")
 	}
 	switch {
 	case *msgSize < loadgen.MinMessageSize:
 		return usagef("-message-size %d is too small: use at least %d bytes (the first-send time and the message's number)", *msgSize, loadgen.MinMessageSize)
 	case !(*msgRate > 0) || *msgRate > 1e6:
 		return usagef("-message-rate %v is out of range: use messages per second per client, more than 0 and at most 1000000", *msgRate)
+	case *msgMax < 1 || *msgMax > message.MaxMessageSizeLimit:
+		return usagef("-message-max-size %d is out of range: use 1..%d bytes, as the server's -message-max-size", *msgMax, message.MaxMessageSizeLimit)
+	case msgMode == loadgen.MessagesReliable && *msgSize > *msgMax:
+		return usagef("-message-size %d is above -message-max-size %d: raise -message-max-size (up to %d), here and the server's -message-max-size", *msgSize, *msgMax, message.MaxMessageSizeLimit)
+	case *bulkSize < 0 || *bulkSize > 0 && *bulkSize < loadgen.MinMessageSize:
+		return usagef("-bulk-size %d is out of range: use at least %d bytes (the first-send time and the message's number), or 0 for no bulk stream", *bulkSize, loadgen.MinMessageSize)
+	case *bulkSize > *msgMax:
+		return usagef("-bulk-size %d is above -message-max-size %d, the largest reliable message: raise -message-max-size to at least %d (at most %d), both here and the server's (cmd/server -message-max-size), which must allow it too",
+			*bulkSize, *msgMax, *bulkSize, message.MaxMessageSizeLimit)
+	case !(*bulkRate > 0) || *bulkRate > 1e6:
+		return usagef("-bulk-rate %v is out of range: use bulk messages per second per client, more than 0 (fractions allowed, e.g. 0.5) and at most 1000000", *bulkRate)
+	case *bulkSize > 0 && *clients > 0 && loadBulkMemory(*clients, *bulkSize, *msgMax) > loadMaxBulkMemory:
+		return usagef("-clients %d with -bulk-size %d and -message-max-size %d: the clients' bulk queues and echoes could hold %d MiB (each client queues up to 2 × -message-max-size when the server does not keep up, and reassembles each echo), above the %d MiB allowed: use fewer -clients (at most %d) or smaller messages",
+			*clients, *bulkSize, *msgMax, loadBulkMemory(*clients, *bulkSize, *msgMax)>>20, loadMaxBulkMemory>>20,
+			loadMaxBulkMemory/loadBulkMemory(1, *bulkSize, *msgMax))
 	}
 	if *sources > 0 && (*clients+*sources-1)/(*sources) > loadgen.MaxSockets {
 		return usagef("-sources %d is too few for %d clients: each address can host at most %d clients (one per load socket)", *sources, *clients, loadgen.MaxSockets)
@@ -165,6 +223,9 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 		Messages:        msgMode,
 		MessageSize:     *msgSize,
 		MessageRate:     *msgRate,
+		MessageConfig:   message.Config{MaxMessageSize: *msgMax},
+		BulkSize:        *bulkSize,
+		BulkRate:        *bulkRate,
 	})
 	if err != nil {
 		return err
@@ -179,17 +240,29 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	if msgMode != loadgen.MessagesOff {
 		rep.Messages, rep.MessageBytes, rep.MessageRate = msgMode.String(), cfg.MessageSize, cfg.MessageRate
 	}
+	if cfg.BulkSize > 0 {
+		rep.BulkBytes, rep.BulkRate = cfg.BulkSize, cfg.BulkRate
+	}
+	if msgMode != loadgen.MessagesOff || cfg.BulkSize > 0 {
+		rep.MessageMaxBytes = *msgMax
+	}
 	text := stdout
 	if *jsonOut {
 		text = io.Discard
 	}
 	mode := ""
+	if cfg.BulkSize > 0 && msgMode != loadgen.MessagesOff {
+		mode = fmt.Sprintf(", and %g bulk messages/s per client of %d bytes", cfg.BulkRate, cfg.BulkSize)
+	}
 	if key != nil {
-		mode = fmt.Sprintf(", sealed (protocol id %s, key %s)", sealflag.FormatProtocolID(protocolID), sealflag.KeyID(key))
+		mode += fmt.Sprintf(", sealed (protocol id %s, key %s)", sealflag.FormatProtocolID(protocolID), sealflag.KeyID(key))
 	}
 	if msgMode != loadgen.MessagesOff {
 		fmt.Fprintf(text, "load: %d clients from %d addresses (127.1.0.1 up) × %d sockets → %v, %g %s messages/s per client, %d bytes each, for %v%s\n",
 			cfg.Clients, cfg.SourcesUsed(), cfg.Sockets, server, cfg.MessageRate, msgMode, cfg.MessageSize, *duration, mode)
+	} else if cfg.BulkSize > 0 {
+		fmt.Fprintf(text, "load: %d clients from %d addresses (127.1.0.1 up) × %d sockets → %v, %g bulk messages/s per client, %d bytes each, for %v%s\n",
+			cfg.Clients, cfg.SourcesUsed(), cfg.Sockets, server, cfg.BulkRate, cfg.BulkSize, *duration, mode)
 	} else {
 		fmt.Fprintf(text, "load: %d clients from %d addresses (127.1.0.1 up) × %d sockets → %v, %s, %d-byte payloads, for %v%s\n",
 			cfg.Clients, cfg.SourcesUsed(), cfg.Sockets, server, loadRateText(*rate), cfg.PayloadSize, *duration, mode)
@@ -235,7 +308,7 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 		if cres.Connected == 0 && cerr != nil {
 			runErr = fmt.Errorf("%w; how they ended: %s", cerr, loadEndingsText(c.Endings()))
 		} else {
-			runErr = fmt.Errorf("%d of %d clients failed or were closed by the server: %s", c.Ended(), cfg.Clients, loadEndingsText(c.Endings()))
+			runErr = fmt.Errorf("%d of %d clients failed or were closed by the server: %s%s", c.Ended(), cfg.Clients, loadEndingsText(c.Endings()), loadBulkHint(&c, &cfg))
 		}
 	}
 	if runErr != nil {
@@ -263,14 +336,21 @@ func loadRun(ctx context.Context, gen *loadgen.Generator, clients int, duration 
 	var prev loadgen.Counters
 	prevAt := runStart
 	live := newLoadProgress(text)
-	msgs := gen.Config().Messages != loadgen.MessagesOff
+	cfg := gen.Config()
+	msgs := cfg.Messages != loadgen.MessagesOff || cfg.BulkSize > 0
 	live.start(func() string {
 		c, now := gen.Counters(), time.Now()
 		if msgs {
-			rt := float64(c.MessagesDelivered-prev.MessagesDelivered) / now.Sub(prevAt).Seconds()
+			secs := now.Sub(prevAt).Seconds()
+			rt := float64(c.MessagesDelivered-prev.MessagesDelivered) / secs
+			bulk := ""
+			if cfg.BulkSize > 0 {
+				bulk = fmt.Sprintf("  bulk %s B/s echoed  sent %d  echoed %d  refused %d",
+					loadThousands(float64(c.BulkBytes-prev.BulkBytes)/secs), c.BulkSent, c.BulkDelivered, c.BulkRefused)
+			}
 			prev, prevAt = c, now
-			return fmt.Sprintf("[%5.1fs/%v] %s messages echoed/s  sent %d  echoed %d  refused %d  closed by server %d",
-				now.Sub(runStart).Seconds(), duration, loadThousands(rt), c.MessagesSent, c.MessagesDelivered, c.MessagesRefused, c.Closed)
+			return fmt.Sprintf("[%5.1fs/%v] %s messages echoed/s  sent %d  echoed %d  refused %d%s  closed by server %d",
+				now.Sub(runStart).Seconds(), duration, loadThousands(rt), c.MessagesSent, c.MessagesDelivered, c.MessagesRefused, bulk, c.Closed)
 		}
 		rt := float64(c.Replies-prev.Replies) / now.Sub(prevAt).Seconds()
 		prev, prevAt = c, now
@@ -283,11 +363,11 @@ func loadRun(ctx context.Context, gen *loadgen.Generator, clients int, duration 
 		return err
 	}
 	if msgs {
-		loadPrintMessages(text, &rres, clients, gen.Config().Messages)
+		loadPrintMessages(text, &rres, clients, &cfg)
 	} else {
 		loadPrintRun(text, &rres, clients)
 	}
-	rep.Run = newLoadRunJSON(&rres, msgs)
+	rep.Run = newLoadRunJSON(&rres, &cfg)
 	switch {
 	case rres.Stopped:
 		fmt.Fprintf(text, "stopped after %v: every client is gone\n", rres.Elapsed.Round(time.Millisecond))
@@ -296,7 +376,7 @@ func loadRun(ctx context.Context, gen *loadgen.Generator, clients int, duration 
 	case ctx.Err() != nil:
 		return errors.New("interrupted")
 	case msgs:
-		return loadMessagesVerdict(&rres, gen.Config().Messages, server)
+		return loadMessagesVerdict(&rres, &cfg, server)
 	case rres.Window.Replies == 0:
 		return fmt.Errorf("no Data came back from %v: is it running the echo application?", server)
 	}
@@ -304,31 +384,66 @@ func loadRun(ctx context.Context, gen *loadgen.Generator, clients int, duration 
 }
 
 // loadMessagesVerdict fails a message run that got no echo and a reliable
-// one that missed or misordered any.
-func loadMessagesVerdict(r *loadgen.RunResult, mode loadgen.MessageMode, server fmt.Stringer) error {
+// one (small or bulk) that missed or misordered any.
+func loadMessagesVerdict(r *loadgen.RunResult, cfg *loadgen.Config, server fmt.Stringer) error {
 	t := r.Total
-	switch {
+	var errs []error
+	switch mode := cfg.Messages; {
+	case mode == loadgen.MessagesOff:
 	case t.MessagesDelivered == 0:
-		return fmt.Errorf("no message echoes came back from %v: does it run with -messages (its default) and the echo application?", server)
+		errs = append(errs, fmt.Errorf("no message echoes came back from %v: does it run with -messages (its default) and the echo application?", server))
 	case mode != loadgen.MessagesReliable:
-		return nil
 	case r.MessagesUnanswered > 0:
-		return fmt.Errorf("%d reliable messages had no echo at the end (of %d sent)", r.MessagesUnanswered, t.MessagesSent)
+		errs = append(errs, fmt.Errorf("%d reliable messages had no echo at the end (of %d sent)", r.MessagesUnanswered, t.MessagesSent))
 	case t.MessagesOutOfOrder > 0 || t.MessagesDuplicated > 0:
-		return fmt.Errorf("reliable-ordered messages came back %d times out of order and %d times duplicated", t.MessagesOutOfOrder, t.MessagesDuplicated)
+		errs = append(errs, fmt.Errorf("reliable-ordered messages came back %d times out of order and %d times duplicated", t.MessagesOutOfOrder, t.MessagesDuplicated))
 	}
-	return nil
+	switch {
+	case cfg.BulkSize == 0:
+	case t.BulkDelivered == 0:
+		errs = append(errs, fmt.Errorf("no bulk message echoes came back from %v (%d sent): does it run with -messages (its default), the echo application, and a -message-max-size of at least %d?",
+			server, t.BulkSent, cfg.BulkSize))
+	case r.BulkUnanswered > 0:
+		errs = append(errs, fmt.Errorf("%d bulk messages had no echo at the end (of %d sent)", r.BulkUnanswered, t.BulkSent))
+	case t.BulkOutOfOrder > 0 || t.BulkDuplicated > 0:
+		errs = append(errs, fmt.Errorf("bulk messages came back %d times out of order and %d times duplicated", t.BulkOutOfOrder, t.BulkDuplicated))
+	}
+	return errors.Join(errs...)
+}
+
+// loadBulkHint explains clients that ended without one bulk echo: a
+// server whose -message-max-size is below -bulk-size drops every packet
+// of a bulk message, hears nothing else from the client and times it out
+// (or the client stalls). Empty when bulk echoes came back, or none went.
+func loadBulkHint(c *loadgen.Counters, cfg *loadgen.Config) string {
+	if cfg.BulkSize == 0 || c.BulkSent == 0 || c.BulkDelivered > 0 {
+		return ""
+	}
+	return fmt.Sprintf("; no bulk message came back: does the server's -message-max-size allow %d bytes (-bulk-size)?", cfg.BulkSize)
 }
 
 // loadPrintMessages reports a message run, from its totals: the drain's
-// echoes count.
-func loadPrintMessages(w io.Writer, r *loadgen.RunResult, clients int, mode loadgen.MessageMode) {
+// echoes count. Goodput is of the window alone.
+func loadPrintMessages(w io.Writer, r *loadgen.RunResult, clients int, cfg *loadgen.Config) {
 	t := r.Total
-	q := r.MessageLatency
-	fmt.Fprintf(w, "messages: %d clients for %v, %s: %d sent, %d delivered (echoed), %d out of order, %d duplicated, %d unanswered at the end\n",
-		clients, r.Elapsed.Round(time.Millisecond), mode, t.MessagesSent, t.MessagesDelivered, t.MessagesOutOfOrder, t.MessagesDuplicated, r.MessagesUnanswered)
-	fmt.Fprintf(w, "message round trips (from the first send): p50 %v p90 %v p99 %v max %v; %d entries resent, %d sends refused (queue full), %d Messages packets, %d ack-only KeepAlives\n",
-		loadRound(q.P50), loadRound(q.P90), loadRound(q.P99), loadRound(q.Max), r.MessagesResent, t.MessagesRefused, t.MessagePackets, t.MessageAcks)
+	if mode := cfg.Messages; mode != loadgen.MessagesOff {
+		q := r.MessageLatency
+		fmt.Fprintf(w, "messages: %d clients for %v, %s: %d sent, %d delivered (echoed), %d out of order, %d duplicated, %d unanswered at the end\n",
+			clients, r.Elapsed.Round(time.Millisecond), mode, t.MessagesSent, t.MessagesDelivered, t.MessagesOutOfOrder, t.MessagesDuplicated, r.MessagesUnanswered)
+		fmt.Fprintf(w, "message round trips (from the first send): p50 %v p90 %v p99 %v max %v; %d entries resent, %d sends refused (queue full), %d Messages packets, %d ack-only KeepAlives\n",
+			loadRound(q.P50), loadRound(q.P90), loadRound(q.P99), loadRound(q.Max), r.MessagesResent, t.MessagesRefused, t.MessagePackets, t.MessageAcks)
+	}
+	if cfg.BulkSize > 0 {
+		q := r.BulkLatency
+		fmt.Fprintf(w, "bulk: %d clients for %v, %d-byte messages: %d sent, %d delivered (echoed), %d refused (queue full), %d out of order, %d duplicated, %d unanswered at the end; goodput %s bytes/s over %v (the drain included)\n",
+			clients, r.Elapsed.Round(time.Millisecond), cfg.BulkSize, t.BulkSent, t.BulkDelivered, t.BulkRefused, t.BulkOutOfOrder, t.BulkDuplicated, r.BulkUnanswered,
+			loadThousands(r.BulkGoodput()), r.Ran.Round(time.Millisecond))
+		fmt.Fprintf(w, "bulk round trips (from the first send to the echo's last byte): p50 %v p90 %v p99 %v max %v\n",
+			loadRound(q.P50), loadRound(q.P90), loadRound(q.P99), loadRound(q.Max))
+		if cfg.Messages == loadgen.MessagesOff {
+			fmt.Fprintf(w, "message packets: %d entries resent, %d Messages packets, %d ack-only KeepAlives\n", r.MessagesResent, t.MessagePackets, t.MessageAcks)
+		}
+	}
 	if t.MessagesDropped+t.MessagesUnexpected+t.Unexpected > 0 {
 		fmt.Fprintf(w, "dropped: %d Messages packets refused by the message layer, %d unexpected messages, %d unexpected datagrams\n",
 			t.MessagesDropped, t.MessagesUnexpected, t.Unexpected)

@@ -22,6 +22,12 @@ type loadReport struct {
 	Messages     string  `json:"messages,omitempty"`
 	MessageBytes int     `json:"message_bytes,omitempty"`
 	MessageRate  float64 `json:"message_rate_per_client,omitempty"`
+	// BulkBytes and BulkRate: -bulk-size and -bulk-rate, when the clients
+	// sent a bulk stream (absent otherwise). MessageMaxBytes: the largest
+	// reliable message (-message-max-size) with messages or bulk.
+	BulkBytes       int     `json:"bulk_bytes,omitempty"`
+	BulkRate        float64 `json:"bulk_rate_per_client,omitempty"`
+	MessageMaxBytes int     `json:"message_max_bytes,omitempty"`
 
 	Connect           loadConnectJSON `json:"connect"`
 	Run               *loadRunJSON    `json:"run,omitempty"` // absent when no client connected
@@ -100,6 +106,8 @@ type loadRunJSON struct {
 	Latency        loadQuantilesJSON `json:"latency"`
 	// Messages, with -messages only (the fields are left out otherwise).
 	*loadMessagesJSON
+	// Bulk messages, with -bulk-size only (likewise).
+	*loadBulkJSON
 }
 
 // loadMessagesJSON is a message run's part of the run object: totals of
@@ -121,16 +129,48 @@ type loadMessagesJSON struct {
 	RTTMax     float64 `json:"message_rtt_max_ms"`
 }
 
-func newLoadRunJSON(r *loadgen.RunResult, messages bool) *loadRunJSON {
+// loadBulkJSON is a bulk stream's part of the run object, counted apart
+// from the other messages: totals of the whole run, the drain's echoes
+// included; the goodput is the bulk payload bytes echoed per second of
+// the whole run, drain included (a bulk echo may take longer than
+// -duration); round trips in milliseconds, from each bulk message's first
+// send to its echo's last byte. Refused: bulk messages skipped because the client's bulk queue was
+// full. Resends, packets and stalls are counted with the other messages'
+// (messages_resent, message_packets, messages_stalled; those fields are
+// there with bulk alone too).
+type loadBulkJSON struct {
+	Sent           uint64  `json:"bulk_sent"`
+	Delivered      uint64  `json:"bulk_delivered"`
+	DeliveredBytes uint64  `json:"bulk_delivered_bytes"`
+	OutOfOrder     uint64  `json:"bulk_out_of_order"`
+	Duplicated     uint64  `json:"bulk_duplicated"`
+	Unanswered     int     `json:"bulk_unanswered"`
+	Refused        uint64  `json:"bulk_refused"`
+	Goodput        float64 `json:"bulk_goodput_bytes_per_second"`
+	RTTP50         float64 `json:"bulk_rtt_p50_ms"`
+	RTTP99         float64 `json:"bulk_rtt_p99_ms"`
+	RTTMax         float64 `json:"bulk_rtt_max_ms"`
+}
+
+func newLoadRunJSON(r *loadgen.RunResult, cfg *loadgen.Config) *loadRunJSON {
 	c := r.Window
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	var m *loadMessagesJSON
-	if messages {
+	if cfg.Messages != loadgen.MessagesOff || cfg.BulkSize > 0 {
 		t, q := r.Total, r.MessageLatency
-		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 		m = &loadMessagesJSON{
 			Sent: t.MessagesSent, Delivered: t.MessagesDelivered, OutOfOrder: t.MessagesOutOfOrder,
 			Duplicated: t.MessagesDuplicated, Unanswered: r.MessagesUnanswered, Refused: t.MessagesRefused,
 			Resent: r.MessagesResent, Dropped: t.MessagesDropped, Packets: t.MessagePackets, Stalled: t.MessagesStalled,
+			RTTP50: ms(q.P50), RTTP99: ms(q.P99), RTTMax: ms(q.Max),
+		}
+	}
+	var b *loadBulkJSON
+	if cfg.BulkSize > 0 {
+		t, q := r.Total, r.BulkLatency
+		b = &loadBulkJSON{
+			Sent: t.BulkSent, Delivered: t.BulkDelivered, DeliveredBytes: t.BulkBytes, OutOfOrder: t.BulkOutOfOrder,
+			Duplicated: t.BulkDuplicated, Unanswered: r.BulkUnanswered, Refused: t.BulkRefused, Goodput: r.BulkGoodput(),
 			RTTP50: ms(q.P50), RTTP99: ms(q.P99), RTTMax: ms(q.Max),
 		}
 	}
@@ -140,5 +180,6 @@ func newLoadRunJSON(r *loadgen.RunResult, messages bool) *loadRunJSON {
 		KeepAlivesSent: c.KeepAlivesOut, KeepAlivesRecv: c.KeepAlivesIn, Closed: r.Total.Closed,
 		Latency:          newLoadQuantilesJSON(r.Latency),
 		loadMessagesJSON: m,
+		loadBulkJSON:     b,
 	}
 }

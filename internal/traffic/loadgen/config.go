@@ -154,6 +154,8 @@ const (
 	// long the clients wait for the echoes of messages still in flight
 	// (resending as the message layer says) before counting them missing.
 	DefaultMessageDrain = 5 * time.Second
+	// DefaultBulkRate: bulk messages per second per client (Config.BulkSize).
+	DefaultBulkRate = 1
 	// msgPollEvery: how often a worker looks for message timers due
 	// (resends, acks, stalls); less often with many clients.
 	msgPollEvery = time.Millisecond
@@ -248,6 +250,23 @@ type Config struct {
 	MessageRate   float64
 	MessageConfig message.Config
 	MessageDrain  time.Duration
+
+	// BulkSize (ModeData only), if > 0, adds a bulk stream to every
+	// client: BulkSize-byte messages (at least MinMessageSize, at most
+	// MessageConfig.MaxMessageSize, which the server must allow too) on
+	// the layout's bulk channel (msgcfg.Bulk, reliable-ordered and
+	// bulk), BulkRate per client per second (0: DefaultBulkRate; it may
+	// be fractional), beside the Messages traffic or alone (then the
+	// clients send only bulk messages). Bulk messages carry the same
+	// header as the others (first-send time and number) with numbers and
+	// counts of their own (Counters.BulkSent …, RunResult.BulkLatency).
+	// A bulk message the endpoint's queue refuses (message.ErrQueueFull:
+	// the server or the send rate does not keep up) is skipped and
+	// counted (Counters.BulkRefused), not retried. With bulk, the
+	// default MessageDrain grows by the time the queued bulk bytes take
+	// to go and come back at the send rate.
+	BulkSize int
+	BulkRate float64
 
 	// Sealed mode (docs/protocol.md §11; ModeData only). PrivateKey, if not
 	// nil, is the server's private key: the generator makes one netcode.io
@@ -366,8 +385,12 @@ func CheckServer(ap netip.AddrPort) error {
 	return nil
 }
 
-// messages reports whether Run sends messages.
-func (c *Config) messages() bool { return c.Messages != MessagesOff }
+// messages reports whether Run sends messages (small ones, bulk ones or
+// both): the clients then have message endpoints.
+func (c *Config) messages() bool { return c.Messages != MessagesOff || c.BulkSize > 0 }
+
+// bulk reports whether the clients send bulk messages.
+func (c *Config) bulk() bool { return c.BulkSize > 0 }
 
 // msgPayload is the room for message entries in one Messages packet of a
 // DefaultMaxDatagram datagram, sealed or not.
@@ -383,6 +406,9 @@ func (c *Config) messageDefaults() error {
 	if c.Messages >= numMessageModes {
 		return fmt.Errorf("loadgen: unknown message mode %d", c.Messages)
 	}
+	if c.BulkSize < 0 || !(c.BulkRate >= 0 && c.BulkRate <= 1e6) {
+		return errors.New("loadgen: negative BulkSize, or a BulkRate negative or above 1e6 (0 takes the default)")
+	}
 	if !c.messages() {
 		return nil
 	}
@@ -394,23 +420,72 @@ func (c *Config) messageDefaults() error {
 	}
 	c.MessageSize = cmp.Or(c.MessageSize, DefaultMessageSize)
 	c.MessageRate = cmp.Or(c.MessageRate, DefaultMessageRate)
-	c.MessageDrain = cmp.Or(c.MessageDrain, DefaultMessageDrain)
 	if len(c.MessageConfig.Channels) == 0 {
 		c.MessageConfig = msgcfg.Config(c.MessageConfig.MaxMessageSize, c.MessageConfig.SendRate)
-	}
-	if len(c.MessageConfig.Channels) <= c.Messages.channel() {
-		return fmt.Errorf("loadgen: MessageConfig has %d channels: %v messages go on channel %d", len(c.MessageConfig.Channels), c.Messages, c.Messages.channel())
 	}
 	l, err := message.NewLayer(c.MessageConfig, c.msgPayload())
 	if err != nil {
 		return fmt.Errorf("loadgen: MessageConfig: %w", err)
 	}
 	ep := l.NewEndpoint()
-	most := ep.MaxSize(c.Messages.channel())
-	ep.Release()
-	if c.MessageSize < MinMessageSize || c.MessageSize > most {
-		return fmt.Errorf("loadgen: MessageSize %d: %v messages are %d to %d bytes (the send time and a number take %d)",
-			c.MessageSize, c.Messages, MinMessageSize, most, MinMessageSize)
+	defer ep.Release()
+	if c.Messages != MessagesOff {
+		if len(c.MessageConfig.Channels) <= c.Messages.channel() {
+			return fmt.Errorf("loadgen: MessageConfig has %d channels: %v messages go on channel %d", len(c.MessageConfig.Channels), c.Messages, c.Messages.channel())
+		}
+		most := ep.MaxSize(c.Messages.channel())
+		if c.MessageSize < MinMessageSize || c.MessageSize > most {
+			return fmt.Errorf("loadgen: MessageSize %d: %v messages are %d to %d bytes (the send time and a number take %d)",
+				c.MessageSize, c.Messages, MinMessageSize, most, MinMessageSize)
+		}
+	}
+	if c.bulk() {
+		if err := c.bulkDefaults(ep); err != nil {
+			return err
+		}
+	}
+	if c.MessageDrain == 0 {
+		c.MessageDrain = DefaultMessageDrain + c.bulkTransfer()
 	}
 	return nil
+}
+
+// bulkDefaults validates the bulk settings with an endpoint of the
+// clients' message layer and fills their zeros.
+func (c *Config) bulkDefaults(ep *message.Endpoint) error {
+	c.BulkRate = cmp.Or(c.BulkRate, DefaultBulkRate)
+	chs := c.MessageConfig.Channels
+	if len(chs) <= msgcfg.Bulk || chs[msgcfg.Bulk].Kind != message.ReliableOrdered {
+		return fmt.Errorf("loadgen: MessageConfig has no reliable-ordered channel %d for bulk messages (the tools' layout, internal/msgcfg, has)", msgcfg.Bulk)
+	}
+	if c.BulkSize < MinMessageSize {
+		return fmt.Errorf("loadgen: BulkSize %d: bulk messages are at least %d bytes (the send time and a number)", c.BulkSize, MinMessageSize)
+	}
+	if most := ep.MaxSize(msgcfg.Bulk); c.BulkSize > most {
+		return fmt.Errorf("loadgen: BulkSize %d is above the largest reliable message, MessageConfig.MaxMessageSize %d: raise it (up to %d), and the server's as well",
+			c.BulkSize, most, message.MaxMessageSizeLimit)
+	}
+	// The channel's queue must take one bulk message when empty, or every
+	// send would be refused: the message layer keeps room for one
+	// largest message unless the unit count is what runs out.
+	if err := ep.Send(msgcfg.Bulk, make([]byte, c.BulkSize), 0); err != nil {
+		return fmt.Errorf("loadgen: a bulk message of %d bytes does not fit the bulk channel's empty queue: %w", c.BulkSize, err)
+	}
+	return nil
+}
+
+// bulkTransfer is about how long the bulk messages a client may have
+// queued take to reach the server and come back at the send rate (both
+// sides' queues hold 2 × the largest message by default): what the drain
+// at the end of a Run adds with bulk (0 without).
+func (c *Config) bulkTransfer() time.Duration {
+	if !c.bulk() {
+		return 0
+	}
+	queued := 2 * max(cmp.Or(c.MessageConfig.MaxMessageSize, message.DefaultMaxMessageSize), 64<<10)
+	if len(c.MessageConfig.Channels) > msgcfg.Bulk {
+		queued = max(queued, c.MessageConfig.Channels[msgcfg.Bulk].MaxQueued)
+	}
+	rate := cmp.Or(c.MessageConfig.SendRate, message.DefaultSendRate)
+	return time.Duration(2 * float64(queued) / float64(rate) * float64(time.Second))
 }

@@ -62,6 +62,12 @@ const (
 	cMsgAckOnly
 	cMsgStalled
 	cServerSilent
+	cBulkSent
+	cBulkDelivered
+	cBulkOutOfOrder
+	cBulkDuplicated
+	cBulkRefused
+	cBulkBytes
 	nCounters
 )
 
@@ -196,6 +202,21 @@ type Counters struct {
 	// the protocol does: a server gone without a Disconnect, or whose
 	// Disconnects were all lost (ModeData).
 	ServerSilent uint64
+
+	// Bulk messages (Config.BulkSize), counted as the Messages* fields
+	// count the others: BulkSent, accepted by the endpoints; BulkDelivered,
+	// echoes back, each message once; BulkOutOfOrder and BulkDuplicated
+	// (the bulk channel is reliable-ordered: either is a fault);
+	// BulkRefused, bulk messages skipped because the bulk channel's queue
+	// was full (message.ErrQueueFull); BulkBytes, the payload bytes of
+	// the echoes delivered. Packets, drops, unexpected messages and
+	// stalls count in the Message* fields above with the others.
+	BulkSent       uint64
+	BulkDelivered  uint64
+	BulkOutOfOrder uint64
+	BulkDuplicated uint64
+	BulkRefused    uint64
+	BulkBytes      uint64
 }
 
 // Counters must be exactly the counter array, field for index.

@@ -31,6 +31,8 @@ func TestCountersLayout(t *testing.T) {
 		cMsgDuplicated: &c.MessagesDuplicated, cMsgRefused: &c.MessagesRefused, cMsgDropped: &c.MessagesDropped,
 		cMsgUnexpected: &c.MessagesUnexpected, cMsgPackets: &c.MessagePackets, cMsgAckOnly: &c.MessageAcks,
 		cMsgStalled: &c.MessagesStalled, cServerSilent: &c.ServerSilent,
+		cBulkSent: &c.BulkSent, cBulkDelivered: &c.BulkDelivered, cBulkOutOfOrder: &c.BulkOutOfOrder,
+		cBulkDuplicated: &c.BulkDuplicated, cBulkRefused: &c.BulkRefused, cBulkBytes: &c.BulkBytes,
 	}
 	if len(fields) != nCounters || reflect.TypeOf(c).NumField() != nCounters {
 		t.Fatalf("%d indexes mapped, %d fields, %d counters", len(fields), reflect.TypeOf(c).NumField(), nCounters)

@@ -68,6 +68,17 @@
 // echo's round trip from the message's first send (messages.go). Still
 // no allocation per message.
 //
+// Config.BulkSize adds a bulk stream to every client, beside those
+// messages or alone: BulkSize-byte reliable messages at BulkRate per
+// client on the layout's bulk channel (msgcfg.Bulk), whose entries the
+// endpoint packs after the other channels' and paces as it decides. Bulk
+// messages carry the same header (first-send time and number), are
+// numbered and counted apart (Counters.Bulk*, RunResult.BulkLatency and
+// BulkGoodput), and one the bulk queue refuses is skipped and counted
+// (BulkRefused), not retried. A client sends at most msgMaxBurst packets
+// at a time, so a bulk backlog does not hold its worker; between polls,
+// the acks that arrive let it send more.
+//
 // # Connecting, storms and restarts
 //
 // Connect runs each client's handshake with handshake.ClientHandshake, at

@@ -298,6 +298,9 @@ type RunResult struct {
 	Unanswered int
 	// Stopped: RunSpec.Until stopped the run.
 	Stopped bool
+	// Ran is the whole Run's length: warm-up, window and drain, from the
+	// first send to the last worker's end.
+	Ran time.Duration
 
 	// Messages (Config.Messages; the counts are in Window and Total):
 	// MessageLatency is each echoed message's round trip from its first
@@ -308,10 +311,26 @@ type RunResult struct {
 	MessageLatency     Quantiles
 	MessagesUnanswered int
 	MessagesResent     uint64
+
+	// Bulk messages (Config.BulkSize; the counts are in Window and Total,
+	// Bulk*), as the messages above: BulkLatency, each echo's round trip
+	// from the first send to its last byte in, over the whole Run;
+	// BulkUnanswered, bulk messages of clients still connected with no
+	// echo at the end of the drain. MessagesResent counts the bulk
+	// channel's entries too.
+	BulkLatency    Quantiles
+	BulkUnanswered int
 }
 
 // PerSecond is the answer rate inside the window.
 func (r *RunResult) PerSecond() float64 { return perSecond(r.Window.Replies, r.Elapsed) }
+
+// BulkGoodput is the bulk payload echoed in the whole Run, drain
+// included, in bytes per second of it (Ran): what came back whole,
+// resends and headers not counted. Over the Run rather than the window:
+// a bulk echo may take longer than a short window, and the drain is
+// where the last ones come back.
+func (r *RunResult) BulkGoodput() float64 { return perSecond(r.Total.BulkBytes, r.Ran) }
 
 // responseLifetime bounds how long after Connect a ModeResponse run may
 // end: a cookie outlives at least one secret rotation (15 s), not two.
@@ -377,12 +396,14 @@ func (g *Generator) Run(ctx context.Context, spec RunSpec) (RunResult, error) {
 	first := g.Counters()
 	g.phase.Store(phaseWarm)
 	done := make(chan error, 1)
+	start := g.now()
 	go func() { done <- g.each(func(w *worker) { w.run(budget) }) }()
 
 	// The coordinator: sleep through the warm-up, mark and sample, sleep
 	// through the window, mark and sample, stop.
 	var werr error
 	finished := false
+	var doneAt int64 // when the workers finished
 	sleep := func(d time.Duration) {
 		if finished {
 			return
@@ -394,7 +415,7 @@ func (g *Generator) Run(ctx context.Context, spec RunSpec) (RunResult, error) {
 		case <-ctx.Done():
 		case <-met:
 		case werr = <-done:
-			finished = true
+			finished, doneAt = true, g.now()
 		}
 	}
 	sleep(spec.Warmup)
@@ -411,23 +432,32 @@ func (g *Generator) Run(ctx context.Context, spec RunSpec) (RunResult, error) {
 	g.phase.Store(phaseStop)
 	if !finished {
 		werr = <-done
+		doneAt = g.now()
 	}
 	res.Stopped = stopUntil()
 	res.Elapsed = time.Duration(t1 - t0)
+	res.Ran = time.Duration(doneAt - start)
 	res.Window = c1.Sub(c0)
 	res.Total = g.Counters().Sub(first)
-	var h, mh Histogram
+	var h, mh, bh Histogram
 	for _, w := range g.workers {
 		h.Merge(&w.hist)
 		res.Unanswered += w.unanswered
-		if w.msg != nil {
-			mh.Merge(&w.msg.hist)
-			res.MessagesUnanswered += int(w.msg.unanswered)
-			res.MessagesResent += w.msg.resent
+		if m := w.msg; m != nil {
+			if m.small != nil {
+				mh.Merge(&m.small.hist)
+				res.MessagesUnanswered += int(m.small.unanswered)
+			}
+			if m.bulk != nil {
+				bh.Merge(&m.bulk.hist)
+				res.BulkUnanswered += int(m.bulk.unanswered)
+			}
+			res.MessagesResent += m.resent
 		}
 	}
 	res.Latency = h.Summary()
 	res.MessageLatency = mh.Summary()
+	res.BulkLatency = bh.Summary()
 	return res, werr
 }
 

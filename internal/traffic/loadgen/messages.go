@@ -4,42 +4,76 @@ import (
 	"encoding/binary"
 	"time"
 
+	"github.com/udpgate/udpgate/internal/msgcfg"
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/message"
 )
 
-// Messages (Config.Messages). Each connected client gets a
-// message.Endpoint from its worker's message.Layer when a Run starts. The
-// worker sends messages at MessageRate per client: Endpoint.Send, then as
-// many Messages packets (protocol.KindMessages) as the endpoint WantsSend,
-// each filled by WritePayload for the sequence number seqwin.SeqState
-// gives it. The packet layer's verdicts go back to the endpoint: every
-// AckReport's delivered and lost packets (Acked, Lost), an eviction by
-// SeqState.Send (Lost), the smoothed RTT (SetRTT), and every packet sent
-// (PacketSent: it carries acks). A Messages packet from the server is
-// checked (Check) before the sequence layer accepts it and received
-// (Receive) after; its messages (Next) are the echoes. Every
-// msgPollEvery the worker serves the endpoints whose timers are due:
-// resends (WantsSend), ack-only KeepAlives (AckDue), stalls (Stalled).
+// Messages (Config.Messages, Config.BulkSize). Each connected client
+// gets a message.Endpoint from its worker's message.Layer when a Run
+// starts. The worker sends each stream's messages at its rate per client
+// (msgStream: the small messages, MessageRate on their channel; the bulk
+// ones, BulkRate on msgcfg.Bulk): Endpoint.Send, then as many Messages
+// packets (protocol.KindMessages) as the endpoint WantsSend, at most
+// msgMaxBurst, each filled by WritePayload for the sequence number
+// seqwin.SeqState gives it. The endpoint decides what goes: the other
+// channels' entries first, the bulk channel's after them and within its
+// send rate (and window). The packet layer's verdicts go back to the
+// endpoint: every AckReport's delivered and lost packets (Acked, Lost),
+// an eviction by SeqState.Send (Lost), the smoothed RTT (SetRTT), and
+// every packet sent (PacketSent: it carries acks). A Messages packet from
+// the server is checked (Check) before the sequence layer accepts it and
+// received (Receive) after; its messages (Next) are the echoes, each
+// counted by the stream of its channel. Every msgPollEvery the worker
+// serves the endpoints whose timers are due: resends and sends the send
+// rate held back (WantsSend), ack-only KeepAlives (AckDue), stalls
+// (Stalled).
 //
-// A message is MessageSize bytes: its first-send time (generator
-// nanoseconds) and its number on its client, little-endian, then zeros.
-// An echo's round trip is measured from the first send, resends included.
-// Nothing here allocates per message: the endpoint copies the message
-// from one buffer per worker.
+// A message is MessageSize (bulk: BulkSize) bytes: its first-send time
+// (generator nanoseconds) and its number on its client and stream,
+// little-endian, then zeros. An echo's round trip is measured from the
+// first send, resends included, to the echo's last byte in. Nothing here
+// allocates per message: the endpoint copies the message from one buffer
+// per worker and stream. (The message layer itself allocates each
+// message it reassembles from fragments, on delivery: a bulk echo costs
+// that one allocation.)
 
 // msgMaxBurst bounds the Messages packets one client sends at a time, so
-// a client with much queued cannot hold its worker.
+// a client with much queued (a bulk backlog) cannot hold its worker: the
+// others' turns, and the replies, come between its bursts.
 const msgMaxBurst = 16
 
 // workerMsgs is a worker's message state.
 type workerMsgs struct {
-	layer    *message.Layer
-	eps      []*message.Endpoint // per client; nil until a Run starts, or once ended
+	layer *message.Layer
+	eps   []*message.Endpoint // per client; nil until a Run starts, or once ended
+	pay   int                 // room for entries in one Messages packet
+	// small: the Config.Messages stream, bulk: the bulk one; nil when
+	// off. streams: those that are on.
+	small, bulk *msgStream
+	streams     []*msgStream
+	// live: clients with an endpoint.
+	live   int
+	polled int64 // the last poll
+	// pollEvery: the gap between polls, msgPollEvery, longer for many
+	// clients (a poll looks at every endpoint).
+	pollEvery int64
+	// At the end of a Run: entries resent, all channels.
+	resent uint64
+}
+
+// msgStream is one stream of numbered messages on one channel, each
+// client its own numbering: the small messages or the bulk ones.
+type msgStream struct {
 	ch       int
 	reliable bool
-	pay      int // room for entries in one Messages packet
+	rate     float64 // messages per second per client
+	// tokenFloor: the rate's token bucket holds at least this many.
+	tokenFloor float64
+	// Counter indexes of its sends, echoes, faults and refusals; bytes:
+	// of the payload echoed, -1 for none.
+	cSent, cDelivered, cOutOfOrder, cDuplicated, cRefused, cBytes int
 	// Per client: the number of its next message, 1 + the highest number
 	// echoed, the echoes of the 64 numbers below that (bit k: recv-1-k),
 	// and the distinct echoes.
@@ -47,22 +81,26 @@ type workerMsgs struct {
 	recv []uint64
 	seen []uint64
 	got  []uint64
-	// out: messages sent and not echoed, of clients still live; live:
-	// clients with an endpoint.
+	// out: messages sent and not echoed, of clients still live.
 	out    int64
-	live   int
 	buf    []byte
 	cursor int
 	tokens float64
 	last   int64 // the token bucket's last fill
-	polled int64 // the last poll
-	// pollEvery: the gap between polls, msgPollEvery, longer for many
-	// clients (a poll looks at every endpoint).
-	pollEvery int64
-	hist      Histogram
-	// At the end of a Run: messages unechoed, entries resent.
+	hist   Histogram
+	// At the end of a Run: messages unechoed.
 	unanswered int64
-	resent     uint64
+}
+
+func newMsgStream(n, ch int, reliable bool, rate float64, size int) *msgStream {
+	return &msgStream{
+		ch: ch, reliable: reliable, rate: rate,
+		next: make([]uint64, n),
+		recv: make([]uint64, n),
+		seen: make([]uint64, n),
+		got:  make([]uint64, n),
+		buf:  make([]byte, size),
+	}
 }
 
 func newWorkerMsgs(cfg *Config, n int) *workerMsgs {
@@ -71,21 +109,61 @@ func newWorkerMsgs(cfg *Config, n int) *workerMsgs {
 	if err != nil {
 		panic("loadgen: " + err.Error())
 	}
-	return &workerMsgs{
-		layer:    l,
-		eps:      make([]*message.Endpoint, n),
-		ch:       cfg.Messages.channel(),
-		reliable: cfg.Messages == MessagesReliable,
-		pay:      cfg.msgPayload(),
-		next:     make([]uint64, n),
-		recv:     make([]uint64, n),
-		seen:     make([]uint64, n),
-		got:      make([]uint64, n),
-		buf:      make([]byte, cfg.MessageSize),
+	m := &workerMsgs{
+		layer: l,
+		eps:   make([]*message.Endpoint, n),
+		pay:   cfg.msgPayload(),
 		// About 100 ns per endpoint a poll: at most a tenth of the time
 		// (20 ms for 100 000 clients a socket).
 		pollEvery: int64(min(max(time.Duration(n)*200, msgPollEvery), 20*time.Millisecond)),
 	}
+	if cfg.Messages != MessagesOff {
+		s := newMsgStream(n, cfg.Messages.channel(), cfg.Messages == MessagesReliable, cfg.MessageRate, cfg.MessageSize)
+		// Two batches' worth: a late wake-up is made up.
+		s.tokenFloor = 2 * float64(cfg.Batch)
+		s.cSent, s.cDelivered, s.cOutOfOrder, s.cDuplicated, s.cRefused, s.cBytes = cMsgSent, cMsgDelivered, cMsgOutOfOrder, cMsgDuplicated, cMsgRefused, -1
+		m.small = s
+		m.streams = append(m.streams, s)
+	}
+	if cfg.bulk() {
+		s := newMsgStream(n, msgcfg.Bulk, true, cfg.BulkRate, cfg.BulkSize)
+		// Bulk messages are few and large: no bursts of them.
+		s.tokenFloor = 2
+		s.cSent, s.cDelivered, s.cOutOfOrder, s.cDuplicated, s.cRefused, s.cBytes = cBulkSent, cBulkDelivered, cBulkOutOfOrder, cBulkDuplicated, cBulkRefused, cBulkBytes
+		m.bulk = s
+		m.streams = append(m.streams, s)
+	}
+	return m
+}
+
+// stream is the stream of channel ch, nil for none.
+func (m *workerMsgs) stream(ch int) *msgStream {
+	for _, s := range m.streams {
+		if s.ch == ch {
+			return s
+		}
+	}
+	return nil
+}
+
+// reliable reports whether a stream is reliable: the end of a Run then
+// waits for its echoes.
+func (m *workerMsgs) reliable() bool {
+	for _, s := range m.streams {
+		if s.reliable {
+			return true
+		}
+	}
+	return false
+}
+
+// outstanding is the messages sent and not echoed, of all streams.
+func (m *workerMsgs) outstanding() int64 {
+	var n int64
+	for _, s := range m.streams {
+		n += s.out
+	}
+	return n
 }
 
 // msgStart gives every connected client without one an endpoint, at the
@@ -101,27 +179,44 @@ func (w *worker) msgStart(now int64) {
 			}
 		}
 	}
-	m.hist.Reset()
-	m.tokens = 0
-	m.last, m.polled = now, now
+	for _, s := range m.streams {
+		s.hist.Reset()
+		s.tokens = 0
+		s.last = now
+	}
+	if m.bulk != nil {
+		// The first bulk message goes at once, so that a slow rate (less
+		// than one a Run) still sends one.
+		m.bulk.tokens = 1
+	}
+	m.polled = now
 }
 
-// msgSend sends the messages the rate allows now, at most *budget, and
-// takes those sent from *budget.
+// msgSend sends the messages the streams' rates allow now, at most
+// *budget, and takes those sent from *budget.
 func (w *worker) msgSend(now int64, budget *uint64) {
+	for _, s := range w.msg.streams {
+		w.streamSend(s, now, budget)
+	}
+	w.flush()
+}
+
+// streamSend sends stream s's messages that its rate allows now, at most
+// *budget, clients in turn.
+func (w *worker) streamSend(s *msgStream, now int64, budget *uint64) {
 	m := w.msg
-	rate := w.cfg.MessageRate * float64(m.live)
-	m.tokens = min(m.tokens+float64(now-m.last)*1e-9*rate, max(2*float64(w.cfg.Batch), rate*0.020))
-	m.last = now
-	k := int(m.tokens)
+	rate := s.rate * float64(m.live)
+	s.tokens = min(s.tokens+float64(now-s.last)*1e-9*rate, max(s.tokenFloor, rate*0.020))
+	s.last = now
+	k := int(s.tokens)
 	if uint64(max(k, 0)) > *budget {
 		k = int(*budget)
 	}
 	tried, sent := 0, 0
 	for tries := 0; tried < k && tries < w.n; tries++ {
-		j := m.cursor
-		if m.cursor++; m.cursor == w.n {
-			m.cursor = 0
+		j := s.cursor
+		if s.cursor++; s.cursor == w.n {
+			s.cursor = 0
 		}
 		if w.state[j] != stConnected || m.eps[j] == nil {
 			continue
@@ -129,28 +224,28 @@ func (w *worker) msgSend(now int64, budget *uint64) {
 		// A refused send (the queue is full) uses its turn too: the rate
 		// is of attempts, so one stuck client does not take the others'.
 		tried++
-		if w.msgSendOne(j, now) {
+		if w.msgSendOne(s, j, now) {
 			sent++
 		}
 	}
-	m.tokens -= float64(tried)
+	s.tokens -= float64(tried)
 	*budget -= uint64(sent)
-	w.flush()
 }
 
-// msgSendOne queues client j's next message and sends what its endpoint
-// has to send; it reports whether the endpoint took the message.
-func (w *worker) msgSendOne(j int, now int64) bool {
-	m := w.msg
-	binary.LittleEndian.PutUint64(m.buf, uint64(now))
-	binary.LittleEndian.PutUint64(m.buf[8:], m.next[j])
-	if err := m.eps[j].Send(m.ch, m.buf, now); err != nil {
-		w.ctr.loc[cMsgRefused]++
+// msgSendOne queues client j's next message of stream s and sends what
+// its endpoint has to send; it reports whether the endpoint took the
+// message. A refused one (the channel's queue full) is counted and
+// skipped: its number goes to the next.
+func (w *worker) msgSendOne(s *msgStream, j int, now int64) bool {
+	binary.LittleEndian.PutUint64(s.buf, uint64(now))
+	binary.LittleEndian.PutUint64(s.buf[8:], s.next[j])
+	if err := w.msg.eps[j].Send(s.ch, s.buf, now); err != nil {
+		w.ctr.loc[s.cRefused]++
 		return false
 	}
-	m.next[j]++
-	m.out++
-	w.ctr.loc[cMsgSent]++
+	s.next[j]++
+	s.out++
+	w.ctr.loc[s.cSent]++
 	w.msgPush(j, now)
 	return true
 }
@@ -275,13 +370,17 @@ func (w *worker) msgCheck(j int, payload []byte) bool {
 }
 
 // msgAcks hands the AckReport of a packet client j just accepted to its
-// endpoint, with the RTT.
+// endpoint, with the RTT. With bulk messages, acks are what lets the
+// endpoint send more (its window, and packets in flight, make room), so
+// the client sends then what its endpoint has (at most msgMaxBurst) rather
+// than at its next poll: a bulk transfer is clocked by its acks.
 func (w *worker) msgAcks(j int, now int64) {
 	ep := w.msg.eps[j]
 	if ep == nil {
 		return
 	}
-	for _, p := range w.rep.DeliveredPackets() {
+	acked := w.rep.DeliveredPackets()
+	for _, p := range acked {
 		ep.Acked(p.Seq, now)
 	}
 	for _, p := range w.rep.LostPackets() {
@@ -289,6 +388,9 @@ func (w *worker) msgAcks(j int, now int64) {
 	}
 	if w.rep.RTTSample >= 0 {
 		ep.SetRTT(time.Duration(w.rep.RTTSample * float64(time.Second)))
+	}
+	if w.msg.bulk != nil && (len(acked) > 0 || w.rep.NumLost > 0) {
+		w.msgPush(j, now)
 	}
 }
 
@@ -305,56 +407,59 @@ func (w *worker) msgIn(j int, payload []byte, now int64) {
 		if !ok {
 			return
 		}
-		if ch != w.msg.ch || len(msg) < MinMessageSize {
+		s := w.msg.stream(ch)
+		if s == nil || len(msg) < MinMessageSize {
 			w.ctr.loc[cMsgUnexpected]++
 			continue
 		}
-		w.msgEcho(j, int64(binary.LittleEndian.Uint64(msg)), binary.LittleEndian.Uint64(msg[8:]), now)
+		w.msgEcho(s, j, int64(binary.LittleEndian.Uint64(msg)), binary.LittleEndian.Uint64(msg[8:]), len(msg), now)
 	}
 }
 
-// msgEcho counts the echo of client j's message number num, first sent
-// at sent.
-func (w *worker) msgEcho(j int, sent int64, num uint64, now int64) {
-	m := w.msg
-	if num >= m.next[j] {
+// msgEcho counts the echo, size bytes, of client j's message number num
+// of stream s, first sent at sent.
+func (w *worker) msgEcho(s *msgStream, j int, sent int64, num uint64, size int, now int64) {
+	if num >= s.next[j] {
 		w.ctr.loc[cMsgUnexpected]++ // never sent
 		return
 	}
-	recv := m.recv[j]
+	recv := s.recv[j]
 	switch {
 	case num >= recv:
-		// The newest yet. Ahead of the next expected is a gap: on the
+		// The newest yet. Ahead of the next expected is a gap: on a
 		// reliable-ordered channel that is out of order; on the
 		// unreliable one the messages skipped are lost, or late.
-		if num > recv && m.reliable {
-			w.ctr.loc[cMsgOutOfOrder]++
+		if num > recv && s.reliable {
+			w.ctr.loc[s.cOutOfOrder]++
 		}
 		d := num - recv + 1
 		if d >= 64 {
-			m.seen[j] = 1
+			s.seen[j] = 1
 		} else {
-			m.seen[j] = m.seen[j]<<d | 1
+			s.seen[j] = s.seen[j]<<d | 1
 		}
-		m.recv[j] = num + 1
+		s.recv[j] = num + 1
 	case recv-1-num < 64:
 		bit := uint64(1) << (recv - 1 - num)
-		if m.seen[j]&bit != 0 {
-			w.ctr.loc[cMsgDuplicated]++
+		if s.seen[j]&bit != 0 {
+			w.ctr.loc[s.cDuplicated]++
 			return
 		}
-		m.seen[j] |= bit
-		w.ctr.loc[cMsgOutOfOrder]++
+		s.seen[j] |= bit
+		w.ctr.loc[s.cOutOfOrder]++
 	default:
 		// Older than the window: late, and whether it came before is not
 		// known. Counted out of order, not delivered again.
-		w.ctr.loc[cMsgOutOfOrder]++
+		w.ctr.loc[s.cOutOfOrder]++
 		return
 	}
-	m.got[j]++
-	m.out--
-	w.ctr.loc[cMsgDelivered]++
-	m.hist.Record(time.Duration(now - sent))
+	s.got[j]++
+	s.out--
+	w.ctr.loc[s.cDelivered]++
+	if s.cBytes >= 0 {
+		w.ctr.loc[s.cBytes] += uint64(size)
+	}
+	s.hist.Record(time.Duration(now - sent))
 }
 
 // msgEnd releases client j's endpoint: the client ended, or disconnected.
@@ -362,7 +467,9 @@ func (w *worker) msgEcho(j int, sent int64, num uint64, now int64) {
 func (w *worker) msgEnd(j int) {
 	m := w.msg
 	if ep := m.eps[j]; ep != nil {
-		m.out -= int64(m.next[j] - m.got[j])
+		for _, s := range m.streams {
+			s.out -= int64(s.next[j] - s.got[j])
+		}
 		ep.Release()
 		m.eps[j] = nil
 		m.live--
@@ -373,7 +480,9 @@ func (w *worker) msgEnd(j int) {
 // entries the endpoints resent.
 func (w *worker) msgFinish() {
 	m := w.msg
-	m.unanswered = m.out
+	for _, s := range m.streams {
+		s.unanswered = s.out
+	}
 	m.resent = 0
 	for _, ep := range m.eps {
 		if ep != nil {

@@ -25,14 +25,17 @@ type msgEchoApp struct{ echoApp }
 
 func (msgEchoApp) OnMessage(c *conn.Conn, ch int, msg []byte) { _ = c.SendMessage(ch, msg) }
 
-// listenMsgEcho starts an udpgate server with the tools' channels and the
-// echo application; cfg adds settings.
+// listenMsgEcho starts an udpgate server with the tools' channels (with
+// cfg.Messages' sizes, if it has channels) and the echo application; cfg
+// adds settings.
 func listenMsgEcho(t *testing.T, cfg conn.Config) *conn.Server {
 	t.Helper()
 	cfg.Handler = msgEchoApp{}
 	cfg.ChallengeRate = -1
 	cfg.Sockets = 1
-	cfg.Messages = msgcfg.Config(0, 0)
+	if len(cfg.Messages.Channels) == 0 {
+		cfg.Messages = msgcfg.Config(0, 0)
+	}
 	return conntest.Listen(t, conn.Listen, cfg)
 }
 
@@ -53,7 +56,13 @@ func runMessages(t *testing.T, cfg Config, window time.Duration) RunResult {
 		m.MessagesSent, m.MessagesDelivered, m.MessagesOutOfOrder, m.MessagesDuplicated, m.MessagesRefused, m.MessagesDropped,
 		m.MessagesUnexpected, r.MessagesUnanswered, r.MessagesResent, m.MessagePackets, m.MessageAcks,
 		r.MessageLatency.P50, r.MessageLatency.P99, r.MessageLatency.Max)
-	if m.MessagesSent == 0 || m.MessagesDropped != 0 || m.MessagesUnexpected != 0 || m.MessagesStalled != 0 || m.Sent != 0 {
+	if cfg.BulkSize > 0 {
+		t.Logf("bulk: sent %d, delivered %d (%d bytes), out of order %d, duplicated %d, refused %d, unanswered %d; goodput %.0f B/s; rtt p50 %v p99 %v max %v",
+			m.BulkSent, m.BulkDelivered, m.BulkBytes, m.BulkOutOfOrder, m.BulkDuplicated, m.BulkRefused, r.BulkUnanswered,
+			r.BulkGoodput(), r.BulkLatency.P50, r.BulkLatency.P99, r.BulkLatency.Max)
+	}
+	if m.MessagesSent == 0 && cfg.Messages != MessagesOff || m.BulkSent == 0 && cfg.BulkSize > 0 ||
+		m.MessagesDropped != 0 || m.MessagesUnexpected != 0 || m.MessagesStalled != 0 || m.Sent != 0 {
 		t.Errorf("%+v", m)
 	}
 	return r
@@ -181,17 +190,18 @@ func TestMessageEchoCounting(t *testing.T) {
 	g := &Generator{cfg: cfg}
 	g.src = newSourceRange(cfg.FirstSource, cfg.SourcesUsed())
 	w := newWorker(g, 0, nil)
-	w.msg.next[0] = 100
-	w.msg.out = 100
+	s := w.msg.small
+	s.next[0] = 100
+	s.out = 100
 	for _, num := range []uint64{0, 1, 3, 2, 3, 100, 60, 10, 4} {
-		w.msgEcho(0, 1, num, 1001)
+		w.msgEcho(s, 0, 1, num, 64, 1001)
 	}
 	c := w.ctr.loc
 	// Delivered: 0 1 3 2 60 10 4; out of order: 3 (gap), 2 (late), 60
 	// (gap), 10 (late), 4 (late); duplicated: the second 3; unexpected: 100.
-	if c[cMsgDelivered] != 7 || c[cMsgOutOfOrder] != 5 || c[cMsgDuplicated] != 1 || c[cMsgUnexpected] != 1 || w.msg.out != 93 || w.msg.hist.Count() != 7 {
+	if c[cMsgDelivered] != 7 || c[cMsgOutOfOrder] != 5 || c[cMsgDuplicated] != 1 || c[cMsgUnexpected] != 1 || s.out != 93 || s.hist.Count() != 7 {
 		t.Errorf("delivered %d, out of order %d, duplicated %d, unexpected %d, out %d, timed %d",
-			c[cMsgDelivered], c[cMsgOutOfOrder], c[cMsgDuplicated], c[cMsgUnexpected], w.msg.out, w.msg.hist.Count())
+			c[cMsgDelivered], c[cMsgOutOfOrder], c[cMsgDuplicated], c[cMsgUnexpected], s.out, s.hist.Count())
 	}
 }
 
@@ -232,9 +242,14 @@ type msgPair struct {
 }
 
 func newMsgPair(tb testing.TB) *msgPair {
+	return newMsgPairWith(tb, Config{Messages: MessagesReliable, MessageSize: 100})
+}
+
+// newMsgPairWith is newMsgPair with cfg's message settings.
+func newMsgPairWith(tb testing.TB, cfg Config) *msgPair {
 	tb.Helper()
-	cfg, err := Config{Server: netip.MustParseAddrPort("127.0.0.1:7777"), Mode: ModeData, Clients: 1, Sockets: 1,
-		Messages: MessagesReliable, MessageSize: 100}.withDefaults()
+	cfg.Server, cfg.Mode, cfg.Clients, cfg.Sockets = netip.MustParseAddrPort("127.0.0.1:7777"), ModeData, 1, 1
+	cfg, err := cfg.withDefaults()
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -259,10 +274,13 @@ func newMsgPair(tb testing.TB) *msgPair {
 
 // roundTrip sends one message from the client, lets the mirror echo it
 // and the client take the echo.
-func (p *msgPair) roundTrip(tb testing.TB) {
+func (p *msgPair) roundTrip(tb testing.TB) { p.roundTripOn(tb, p.w.msg.small) }
+
+// roundTripOn is roundTrip with a message of stream s.
+func (p *msgPair) roundTripOn(tb testing.TB, s *msgStream) {
 	w := p.w
 	p.now += int64(time.Millisecond)
-	if !w.msgSendOne(0, p.now) {
+	if !w.msgSendOne(s, 0, p.now) {
 		tb.Fatal("message refused")
 	}
 	var h protocol.ConnHeader

@@ -74,7 +74,8 @@ type worker struct {
 	proofAt      []int64
 	ackAt        []int64
 	request      []byte // a proof's request body, before SealProof copies it
-	// msg: Config.Messages' state (messages.go); nil without messages.
+	// msg: the state of Config.Messages and Config.BulkSize
+	// (messages.go); nil without messages.
 	msg *workerMsgs
 
 	out      int // outstanding requests: the sum of inflight
@@ -651,13 +652,13 @@ func (w *worker) run(budget uint64) {
 		w.ctr.publish()
 	}
 	// Drain: answers in flight still count in the totals, not the window.
-	// Reliable messages have longer: their echoes come back, resends
-	// included, unless the run was interrupted.
+	// Reliable messages (small or bulk) have longer: their echoes come
+	// back, resends included, unless the run was interrupted.
 	end := w.g.now() + lossNs
-	if w.msg != nil && w.msg.reliable {
+	if w.msg != nil && w.msg.reliable() {
 		end = w.g.now() + max(lossNs, int64(cfg.MessageDrain))
 	}
-	for (w.out > 0 || w.msg != nil && w.msg.out > 0 && !w.g.stopped()) && w.err == nil {
+	for (w.out > 0 || w.msg != nil && w.msg.outstanding() > 0 && !w.g.stopped()) && w.err == nil {
 		now := w.g.now()
 		if now > end {
 			break
