@@ -269,6 +269,12 @@ func newMsgPairWith(tb testing.TB, cfg Config) *msgPair {
 		tb.Fatal(err)
 	}
 	p.ep = l.NewEndpoint()
+	// The pair's acks come back at the instant of the send, which gives
+	// no RTT sample: give both sides one, so that their congestion
+	// controllers pace at a millisecond's round trip rather than the
+	// 100 ms assumed before the first.
+	p.ep.SetRTT(time.Millisecond)
+	p.w.msg.eps[0].SetRTT(time.Millisecond)
 	return p
 }
 
