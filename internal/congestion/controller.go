@@ -29,6 +29,11 @@ const (
 	// overflows before it shows); fewer are the path's noise.
 	heavyLoss  = 4
 	heavyRound = 16
+	// competeRounds: rounds in a row with the queueing delay above 1.5 ×
+	// the target, each of them cutting the window, after which another
+	// flow is taken to fill the queue (compete); as many below half the
+	// target end it.
+	competeRounds = 10
 	// maxVelocity bounds the window's growth, packets per round trip.
 	maxVelocity = 16
 	// standSamples: a standing-RTT window holds at least this many
@@ -72,10 +77,13 @@ type Controller struct {
 	delivered, delivAt, deliveryRate int64
 
 	maxRate   int64          // the largest delivery rate seen in slow start
+	yielded   int64          // the window when the queue first stayed far above the target
 	velocity  int64          // packets per round trip the window may grow by
 	events    uint64         // congestion events
 	sink      *atomic.Uint64 // counts them too, when set (CountEvents)
 	ups       uint8          // rounds of growth in a row
+	over      uint8          // rounds in a row with the queue far above the target (near empty, competing)
+	competing bool           // beside a flow that fills the queue: loss-based (compete)
 	grew      bool           // the window grew in this round
 	slowStart bool
 }
@@ -129,6 +137,12 @@ func (c *Controller) OnAcked(n int, sent, now, srtt int64) {
 	}
 	qd := c.QueueDelay()
 	switch {
+	case c.competing:
+		// Loss-based, as the flow that fills the queue is: one packet a
+		// round trip, whatever the delay.
+		if limited {
+			c.cwnd += c.mss * b / c.cwnd
+		}
 	case c.slowStart:
 		if qd > TargetDelay/2 {
 			c.exitSlowStart()
@@ -175,7 +189,7 @@ func (c *Controller) exitSlowStart() {
 func (c *Controller) OnLost(n int, sent, now int64) {
 	c.inflight = max(c.inflight-int64(n), 0)
 	c.round(sent, now, true)
-	if sent >= c.recoveryUntil && c.QueueDelay() > 2*TargetDelay {
+	if sent >= c.recoveryUntil && (c.competing || c.QueueDelay() > 2*TargetDelay) {
 		// Far above the target: the queue overflows. Nearer it, a loss
 		// is as likely the path's noise, and the delay rule acts.
 		c.congestion(now)
@@ -213,9 +227,11 @@ func (c *Controller) round(sent, now int64, lost bool) {
 		heavy = c.roundLost*heavyLoss > n && sent >= c.recoveryUntil
 		c.roundAcked, c.roundLost = 0, 0
 	}
-	if qd := c.QueueDelay(); heavy {
+	qd := c.QueueDelay()
+	c.compete(qd)
+	if heavy {
 		c.congestion(now)
-	} else if !c.slowStart && c.drainUntil == 0 && qd > TargetDelay {
+	} else if !c.competing && !c.slowStart && c.drainUntil == 0 && qd > TargetDelay {
 		// Above the target: a cut in proportion to the excess, at
 		// least 1/16 and at most half the window. Once a round,
 		// because the delay that says so lags the window by a round
@@ -241,6 +257,39 @@ func (c *Controller) round(sent, now int64, lost bool) {
 // (a server's total, for its metrics).
 func (c *Controller) CountEvents(p *atomic.Uint64) { c.sink = p }
 
+// compete switches between the delay target and competing, once a round.
+// A queue that stays far above the target for competeRounds rounds while
+// the window is cut each of them is not this connection's: another flow
+// fills it (a loss-based TCP or QUIC flow), and one that yields to it gets
+// nothing. The connection then competes by loss, as that flow does, from
+// the window it had before it yielded, until the queue stays near empty
+// as many rounds, or a drain shows it near empty (the other flow left).
+func (c *Controller) compete(qd int64) {
+	switch {
+	case c.slowStart:
+	case c.drainUntil != 0:
+		if c.competing && qd < TargetDelay/2 {
+			c.competing, c.over = false, 0
+		}
+	case c.competing:
+		if qd >= TargetDelay/2 {
+			c.over = 0
+		} else if c.over++; c.over >= competeRounds {
+			c.competing, c.over = false, 0
+		}
+	case qd > TargetDelay*3/2:
+		if c.over == 0 {
+			c.yielded = c.cwnd
+		}
+		if c.over++; c.over >= competeRounds {
+			c.competing, c.over = true, 0
+			c.cwnd = max(c.cwnd, c.yielded)
+		}
+	default:
+		c.over = 0
+	}
+}
+
 // congestion cuts the window once per round trip of losses.
 func (c *Controller) congestion(now int64) {
 	c.events++
@@ -248,7 +297,11 @@ func (c *Controller) congestion(now int64) {
 		c.sink.Add(1)
 	}
 	c.slowStart, c.ssthresh = false, 0
-	c.cwnd = max(c.cwnd*7/10, MinWindow*c.mss)
+	if c.competing {
+		c.cwnd = max(c.cwnd/2, MinWindow*c.mss) // as NewReno does
+	} else {
+		c.cwnd = max(c.cwnd*7/10, MinWindow*c.mss)
+	}
 	c.recoveryUntil = now
 	c.velocity, c.ups = 1, 0
 }
@@ -333,6 +386,7 @@ type Stats struct {
 	BaseRTT      time.Duration
 	QueueDelay   time.Duration
 	SlowStart    bool
+	Competing    bool   // beside a flow that fills the queue: loss-based for now
 	Events       uint64 // congestion events (window cuts for loss)
 }
 
@@ -340,5 +394,5 @@ type Stats struct {
 func (c *Controller) Stats() Stats {
 	return Stats{Window: c.window(), InFlight: c.inflight, DeliveryRate: c.deliveryRate,
 		BaseRTT: time.Duration(c.BaseRTT()), QueueDelay: time.Duration(c.QueueDelay()),
-		SlowStart: c.slowStart, Events: c.events}
+		SlowStart: c.slowStart, Competing: c.competing, Events: c.events}
 }

@@ -26,6 +26,11 @@
 //     policer) and do not shrink the window. A loss-based controller
 //     (Reno, CUBIC) collapses on 5 % random loss; this one does not.
 //
+//   - Ten rounds in a row far above the target (1.5 ×), cutting each
+//     time, mean another flow fills the queue (a loss-based TCP or QUIC
+//     flow): the controller then competes, loss-based as that flow is,
+//     until the queue is seen near empty again.
+//
 // The queueing delay is the standing round trip (the smallest sample of
 // the last half round trip, which filters out the peer's ack delay and
 // a burst's own queue) less the path's base round trip (the smallest
