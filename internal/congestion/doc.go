@@ -12,6 +12,7 @@
 //
 //   - Slow start doubles the window each round trip until the queueing
 //     delay passes half the target (or a round loses heavily).
+//
 //   - Then, on every acknowledged packet, the window moves by the
 //     distance from the target: below it, up by at most one packet per
 //     round trip, in proportion to the room left; above it, down by up to
@@ -20,6 +21,7 @@
 //     increase together and decrease in proportion to their windows:
 //     additive increase, multiplicative decrease, which converges to equal
 //     shares.
+//
 //   - A loss is congestion only when the queue is above the target (a
 //     drop-tail queue overflowing) or when more than a fifth of a round's
 //     packets are lost; other losses are the path's noise (radio, a
