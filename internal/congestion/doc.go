@@ -11,40 +11,43 @@
 // near a target delay (TargetDelay) instead of filling it:
 //
 //   - Slow start doubles the window each round trip until the queueing
-//     delay passes half the target (or a round loses heavily).
-//
-//   - Then, on every acknowledged packet, the window moves by the
-//     distance from the target: below it, up by at most one packet per
-//     round trip, in proportion to the room left; above it, down by up to
-//     half a window per round trip, in proportion to the excess. Several
-//     connections through one bottleneck see the same queue, so they
-//     increase together and decrease in proportion to their windows:
-//     additive increase, multiplicative decrease, which converges to equal
-//     shares.
-//
-//   - A loss is congestion only when the queue is above the target (a
-//     drop-tail queue overflowing) or when more than a fifth of a round's
-//     packets are lost; other losses are the path's noise (radio, a
-//     policer) and do not shrink the window. A loss-based controller
-//     (Reno, CUBIC) collapses on 5 % random loss; this one does not.
-//
+//     delay passes half the target; the window then falls back to what
+//     the path delivered (the delay that shows a queue is a round trip
+//     old).
+//   - Below the target, each acknowledged packet grows the window by up
+//     to a velocity of packets a round trip (halved in the upper half of
+//     the target; doubled after three rounds of growth, up to 16 and an
+//     eighth of the window). Above it, once a round trip, the window is
+//     cut in proportion to the excess: at least 1/16, at most half.
+//     Connections through one bottleneck see the same queue: they grow
+//     alike and cut the same fraction, which converges to equal shares.
+//   - A loss is congestion only when the queue is far above the target
+//     (twice it: a drop-tail queue overflowing) or when more than a
+//     quarter of at least 16 reported packets were lost; other losses are
+//     the path's noise (radio, a policer) and do not shrink the window. A
+//     loss-based controller (Reno, CUBIC) collapses on 5 % random loss;
+//     this one does not.
 //   - Ten rounds in a row far above the target (1.5 ×), cutting each
 //     time, mean another flow fills the queue (a loss-based TCP or QUIC
 //     flow): the controller then competes, loss-based as that flow is,
 //     until the queue is seen near empty again.
+//   - The base round trip is the smallest sample of the last 30–60 s; a
+//     30 s bucket that never came near it ends in a drain (two packets
+//     for two round trips), so that every connection behind the queue
+//     sees the base again and a late one does not take its own queue
+//     for the path.
 //
 // The queueing delay is the standing round trip (the smallest sample of
-// the last half round trip, which filters out the peer's ack delay and
-// a burst's own queue) less the path's base round trip (the smallest
-// sample of the last minute or two).
+// the last half round trip, at least four samples, which filters out the
+// peer's ack delay and a burst's own queue) less the base round trip.
 //
 // # The pacer
 //
 // Packets leave at PacingRate: 2 × window ÷ RTT in slow start, 1.25 ×
 // window ÷ RTT after, never above a ceiling the operator sets. The pacer
-// is a token bucket whose depth is a few milliseconds of the rate (at
-// least two packets), the granularity of the sender's timer, so a window
-// never leaves in one burst.
+// is a token bucket whose depth is 5 ms of the rate (Quantum, at least two
+// packets), the granularity of the sender's timer, so a window never
+// leaves in one burst.
 //
 // docs/decisions.md, "Congestion control", says why this design and not
 // BBR, Copa, LEDBAT or a loss-based one.
