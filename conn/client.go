@@ -233,6 +233,10 @@ func (c *Client) Close() error {
 	}
 	var err error
 	if conn := c.Conn(); conn != nil {
+		if conn.inCallback() {
+			go func() { _ = conn.linger(); c.closeNow() }() // as Conn.Close
+			return nil
+		}
 		err = conn.linger()
 	}
 	c.closeNow()

@@ -517,14 +517,35 @@ func (c *Conn) tick(now time.Time) {
 // ones are refused meanwhile), then the peer is sent Disconnect (reason
 // 1) disconnectPackets times. It returns an error wrapping
 // message.ErrUndelivered when some were not. A negative Linger closes at
-// once, discarding them. Closing twice is harmless.
+// once, discarding them. Called from a Handler callback of the
+// connection, Close returns at once and the linger runs in the
+// background (the acks it waits for come through that callback's
+// goroutine). Closing twice is harmless.
 func (c *Conn) Close() error {
 	if c.cli != nil {
 		return c.cli.Close()
 	}
+	if c.inCallback() {
+		// The acks it would wait for come through the receive loop
+		// running this callback: linger in the background instead.
+		go func() {
+			_ = c.linger()
+			c.shutdown(ReasonClosed, false)
+		}()
+		return nil
+	}
 	err := c.linger()
 	c.shutdown(ReasonClosed, false)
 	return err
+}
+
+// inCallback reports whether a Handler callback of this connection's
+// receive path is under way (with messages configured: holdFlush), the
+// goroutine that would have to take the acks a linger waits for.
+func (c *Conn) inCallback() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.holdFlush
 }
 
 // shutdown ends the connection once. A local decision notifies the peer

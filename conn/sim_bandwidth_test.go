@@ -437,3 +437,52 @@ func TestSimOnSendable(t *testing.T) {
 		}
 	})
 }
+
+// A Handler that closes its connection from OnMessage, with a reply
+// queued, does not hold the receive loop for the linger: another client's
+// echo on the same server comes back in one round trip, and the reply
+// still arrives before the Disconnect.
+func TestSimCloseInCallback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := netsim.New()
+		nw.SetLink(netsim.Link{Latency: 25 * time.Millisecond})
+		simListen(t, nw, Config{Sockets: 1, Messages: testChannels, Handler: messageFunc(func(c *Conn, ch int, msg []byte) {
+			if string(msg) == "bye" {
+				_ = c.SendMessage(0, numbered(1, 100<<10))
+				if err := c.Close(); err != nil {
+					t.Errorf("Close in OnMessage: %v", err)
+				}
+				return
+			}
+			_ = c.SendMessage(ch, msg)
+		})})
+		got := make(chan int, 4)
+		leaving, err := simDial(t, nw, Config{Messages: testChannels, LocalAddr: "10.0.0.5:50000",
+			Handler: messageFunc(func(_ *Conn, _ int, msg []byte) { got <- len(msg) })})
+		if err != nil {
+			t.Fatal(err)
+		}
+		echoes := make(chan struct{}, 4)
+		other, err := simDial(t, nw, Config{Messages: testChannels, LocalAddr: "10.0.0.6:50000",
+			Handler: messageFunc(func(*Conn, int, []byte) { echoes <- struct{}{} })})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := leaving.Conn().SendMessage(0, []byte("bye")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(30 * time.Millisecond) // "bye" reached the server: its Close runs
+		start := time.Now()
+		if err := other.Conn().SendMessage(0, []byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		<-echoes
+		if rtt := time.Since(start); rtt != 50*time.Millisecond {
+			t.Errorf("another client's echo took %v while a Close lingered, want 50ms", rtt)
+		}
+		if n := <-got; n != 100<<10 {
+			t.Errorf("got a %d-byte message, want the 100 KiB reply", n)
+		}
+		<-leaving.Done()
+	})
+}
