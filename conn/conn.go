@@ -520,7 +520,10 @@ func (c *Conn) tick(now time.Time) {
 // once, discarding them. Called from a Handler callback of the
 // connection, Close returns at once and the linger runs in the
 // background (the acks it waits for come through that callback's
-// goroutine). Closing twice is harmless.
+// goroutine). From another connection's callback it blocks that
+// callback's receive loop for up to the linger: close other connections
+// from a goroutine of your own, or configure a negative Linger. Closing
+// twice is harmless.
 func (c *Conn) Close() error {
 	if c.cli != nil {
 		return c.cli.Close()
