@@ -16,17 +16,23 @@
 // Markdown table and into -out as bench-results.md, bench-results.json and
 // bench-results.svg (a chart).
 //
-// Usage:
+// bench is a module of its own (bench/go.mod), so that the peers it
+// measures udpgate against (kcp-go, quic-go) stay out of the library's
+// go.mod: run it from this directory (cd bench && go run .), or from the
+// repository's root with go -C bench run . (paths such as -out are then
+// relative to bench/).
 //
-//	go run ./bench                  # quick mode: 1 repetition, 2 s windows, 1k and 10k clients (~35 s)
-//	go run ./bench -full            # full mode: 5 repetitions, 4 s windows, every scenario below (~17 min)
-//	go run ./bench -full -out bench/results
-//	go run ./bench -scenarios data-1k -variants udpgate/b8,udpgate/b32,udpgate/b64,rawecho -reps 3
-//	go run ./bench -scenarios storm-1k,storm-10k,storm-100k -variants udpgate,naive -reps 5
-//	go run ./bench -scenarios rtt-under-flood -variants udpgate,udpgate/overload,naive -reps 5
-//	go run ./bench -scenarios rtt-under-storm -variants udpgate,udpgate/nosteer,naive -reps 5
-//	go run ./bench -scenarios sealed-data-1k,sealed-data-100k,data-1k,sealed-storm-10k -variants udpgate,rawecho
-//	go run ./bench -scenarios msg-lossy,msg-lossy-20,msg-bulk,msg-cpu-1k -variants udpgate,kcp,rawecho -reps 3
+// Usage, in bench/:
+//
+//	go run .                     # quick mode: 1 repetition, 2 s windows, 1k and 10k clients (~35 s)
+//	go run . -full               # full mode: 5 repetitions, 4 s windows, every scenario below (~17 min)
+//	go run . -full -out results
+//	go run . -scenarios data-1k -variants udpgate/b8,udpgate/b32,udpgate/b64,rawecho -reps 3
+//	go run . -scenarios storm-1k,storm-10k,storm-100k -variants udpgate,naive -reps 5
+//	go run . -scenarios rtt-under-flood -variants udpgate,udpgate/overload,naive -reps 5
+//	go run . -scenarios rtt-under-storm -variants udpgate,udpgate/nosteer,naive -reps 5
+//	go run . -scenarios sealed-data-1k,sealed-data-100k,data-1k,sealed-storm-10k -variants udpgate,rawecho
+//	go run . -scenarios msg-lossy,msg-lossy-20,msg-bulk,msg-cpu-1k -variants udpgate,kcp,rawecho -reps 3
 //
 // Packet-rate scenarios are kind-clients with kind challenge (Initial →
 // Challenge), ack (a connected client's valid Response → Ack again) or
@@ -161,7 +167,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		ConnsRate: *connsRate, FloodSources: *floodSources, FloodSenders: *floodSenders,
 		MsgDuration: *msgDuration, MsgRate: *msgRate, MsgBulk: *msgBulk,
 		MinAcct: 0.85, Retries: 0, Out: *out,
-		Command: "go run ./bench " + strings.Join(args, " "),
+		Command: "go run . " + strings.Join(args, " "), // in bench/
 	}
 	scs, vars := quickScenarios, defaultServers
 	if *full {

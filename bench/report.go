@@ -288,7 +288,7 @@ func writeMarkdown(w io.Writer, rep *report) {
 		"*÷ naive (pkts/CPU-s)*: packets per CPU-second over the naive server's (per-packet syscalls, hmac.New per cookie, one mutex map).\n\n",
 		loadShape(opt), opt.Warmup, opt.Window, opt.Reps)
 	if opt.Mode == "quick" && scenarioList(opt.Scenarios) == quickScenarios {
-		fmt.Fprintf(w, "Quick mode stays short (for CI): one repetition, and 10k connections where the full mode (`go run ./bench -full`) uses 100k.\n\n")
+		fmt.Fprintf(w, "Quick mode stays short (for CI): one repetition, and 10k connections where the full mode (`go run . -full` in bench/) uses 100k.\n\n")
 	}
 	// The C echo's column only when it ran.
 	withC := cEchoBaseline(opt.Variants) != ""

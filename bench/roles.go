@@ -33,7 +33,7 @@ const (
 	// benchmark's (see startServer).
 	profileEnv = "UDPGATE_BENCH_PROFILE"
 	// cpuProfileEnv names a file for the udpgate child's CPU profile:
-	// UDPGATE_BENCH_CPUPROFILE=cpu.out go run ./bench -variants udpgate ...
+	// UDPGATE_BENCH_CPUPROFILE=cpu.out go run . -variants udpgate ...
 	cpuProfileEnv   = "UDPGATE_BENCH_CPUPROFILE"
 	profileDefaults = "defaults"
 	// benchNetVersion is the NetworkVersion every server and the load
