@@ -21,6 +21,27 @@
 // before the send returns; a delayed one is held by the network and
 // delivered by a timer when its time comes.
 //
+// # Bottlenecks
+//
+// A Link may name a Bottleneck (NewBottleneck): a rate in bytes per second
+// and a drop-tail queue in bytes, as a home router or a mobile uplink has,
+// shared by every path whose Link names the same one, so that flows behind
+// one uplink compete for its rate and its queue:
+//
+//	up := netsim.NewBottleneck(125_000, 32<<10) // 1 Mbit/s, 32 KiB queue
+//	nw.SetPath(alice, server, netsim.Link{Latency: 20 * time.Millisecond, Bottleneck: up})
+//	nw.SetPath(bob, server, netsim.Link{Latency: 30 * time.Millisecond, Bottleneck: up})
+//
+// A datagram takes its link's loss and duplication draws first; each
+// surviving copy then joins the bottleneck's queue, or is dropped if its
+// bytes would overflow the queue (Stats.BottleneckDrops, and the
+// bottleneck's own BottleneckStats); it leaves the queue at max(its
+// arrival, the previous departure) + its size / rate, and its Latency,
+// Jitter and reordering count from then. Sizes are payload bytes (no IP or
+// UDP header). In a synctest bubble the departures are exact: ten
+// 1000-byte datagrams sent at once through 10,000 bytes per second and a
+// Latency of 25ms arrive at 125ms, 225ms, ... 1025ms.
+//
 // # Virtual time
 //
 // The network keeps no goroutines of its own: delays are timers
@@ -36,8 +57,9 @@
 // Stats counts datagrams at each stage. Every datagram sent, and every
 // duplicate made, ends exactly once as dropped by Network.Drop, lost by its
 // link, delivered to a queue, undeliverable (nobody bound its destination
-// when it arrived) or a queue drop (its destination's queue was full), or
-// is still in flight:
+// when it arrived), a queue drop (its destination's queue was full) or a
+// bottleneck drop (its link's Bottleneck queue was full), or is still in
+// flight (queued at a bottleneck or delayed):
 //
-//	Sent + Duplicated == Dropped + Lost + Delivered + Undeliverable + QueueDrops + InFlight
+//	Sent + Duplicated == Dropped + Lost + Delivered + Undeliverable + QueueDrops + BottleneckDrops + InFlight
 package netsim

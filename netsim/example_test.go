@@ -28,7 +28,7 @@ func Example() {
 	fmt.Printf("%+v\n", nw.Stats())
 	// Output:
 	// ping 10.0.0.1:7777 <nil>
-	// {Sent:2 Dropped:0 Lost:0 Duplicated:0 Reordered:0 Delivered:2 Undeliverable:0 QueueDrops:0 InFlight:0}
+	// {Sent:2 Dropped:0 Lost:0 Duplicated:0 Reordered:0 Delivered:2 Undeliverable:0 QueueDrops:0 BottleneckDrops:0 InFlight:0}
 }
 
 // echo sends every datagram ep receives back to its sender, until ep is
@@ -42,4 +42,33 @@ func echo(ep *netsim.Endpoint) {
 		}
 		ep.WriteTo(buf[:n], from)
 	}
+}
+
+// Two clients behind one uplink of 1000 bytes per second with a queue of
+// 4000 bytes, each sending four 1000-byte datagrams, in turn: the queue
+// takes the first two of each and drops the rest. The first leaves the
+// uplink a second after it came (in a testing/synctest bubble, the test
+// would not wait for it).
+func ExampleBottleneck() {
+	nw := netsim.New()
+	up := netsim.NewBottleneck(1000, 4000)
+	srv, _ := nw.Bind(netip.MustParseAddrPort("10.0.0.1:7777"))
+	alice, _ := nw.Bind(netip.MustParseAddrPort("10.0.0.2:5000"))
+	bob, _ := nw.Bind(netip.MustParseAddrPort("10.0.0.3:5000"))
+	defer srv.Close()
+	defer alice.Close()
+	defer bob.Close()
+	nw.SetPath(alice.LocalAddr(), srv.LocalAddr(), netsim.Link{Latency: 20 * time.Millisecond, Bottleneck: up})
+	nw.SetPath(bob.LocalAddr(), srv.LocalAddr(), netsim.Link{Latency: 30 * time.Millisecond, Bottleneck: up})
+
+	p := make([]byte, 1000)
+	for range 4 {
+		alice.WriteTo(p, srv.LocalAddr())
+		bob.WriteTo(p, srv.LocalAddr())
+	}
+	fmt.Printf("%+v\n", up.Stats())
+	fmt.Printf("%+v\n", nw.Stats())
+	// Output:
+	// {Offered:8 Dropped:4 Forwarded:0 Bytes:0 MaxQueue:4000}
+	// {Sent:8 Dropped:0 Lost:0 Duplicated:0 Reordered:0 Delivered:0 Undeliverable:0 QueueDrops:0 BottleneckDrops:4 InFlight:4}
 }

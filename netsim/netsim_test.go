@@ -468,12 +468,14 @@ func TestPacketConn(t *testing.T) {
 }
 
 // A datagram costs no allocation once the network is warm, delayed or
-// not.
+// not, through a bottleneck or not (whose queue takes the first of each
+// round's two datagrams and drops the second).
 func TestZeroAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip()
 	}
-	for _, l := range []netsim.Link{{}, {Latency: time.Millisecond, Jitter: time.Millisecond, Loss: 0.01}} {
+	for _, l := range []netsim.Link{{}, {Latency: time.Millisecond, Jitter: time.Millisecond, Loss: 0.01},
+		{Latency: time.Millisecond, Bottleneck: netsim.NewBottleneck(1_000_000, 2000)}} {
 		synctest.Test(t, func(t *testing.T) {
 			nw := netsim.New()
 			nw.SetLink(l)

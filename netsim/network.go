@@ -35,6 +35,11 @@ var ErrAddrInUse = errors.New("netsim: address already in use")
 // datagram and for its duplicate if any, the jitter and whether it is
 // reordered. A probability of 0 draws nothing, so a rule with only
 // Latency set consumes no randomness.
+//
+// With a Bottleneck, each copy that survives the loss draw goes through
+// its queue, and its delay (Latency, Jitter, Reorder) counts from its
+// departure. A copy the queue drops has made its draws too, so a
+// Bottleneck changes no random outcome of the rule.
 type Link struct {
 	// Loss is the probability that a datagram is lost.
 	Loss float64
@@ -57,6 +62,9 @@ type Link struct {
 	// Seed seeds the rule's random stream: equal seeds and equal traffic
 	// give equal outcomes.
 	Seed uint64
+	// Bottleneck, if not nil, is the path's narrowest hop: a rate and a
+	// drop-tail queue, shared by every path whose Link names it.
+	Bottleneck *Bottleneck
 }
 
 func (l *Link) reorderDelay() time.Duration {
@@ -120,7 +128,11 @@ type Stats struct {
 	Undeliverable uint64
 	// QueueDrops counts datagrams that arrived at a full receive queue.
 	QueueDrops uint64
-	// InFlight is how many datagrams are delayed on their links now.
+	// BottleneckDrops counts datagrams (and copies) a full Bottleneck
+	// queue dropped.
+	BottleneckDrops uint64
+	// InFlight is how many datagrams are held on their links now: queued
+	// at a Bottleneck or delayed.
 	InFlight uint64
 }
 
@@ -155,6 +167,7 @@ type Network struct {
 
 	sent, dropped, lost, duplicated, reordered   atomic.Uint64
 	delivered, undeliverable, queueDrops, flight atomic.Uint64
+	bottleneckDrops                              atomic.Uint64
 }
 
 // New returns an empty network whose links are perfect.
@@ -279,21 +292,22 @@ func (nw *Network) Deliver(from, to netip.AddrPort, p []byte) { nw.send(from, to
 // accounted for exactly once (the sum in the package documentation): a
 // test of a simulation checks it after its traffic.
 func (s Stats) Balanced() bool {
-	return s.Sent+s.Duplicated == s.Dropped+s.Lost+s.Delivered+s.Undeliverable+s.QueueDrops+s.InFlight
+	return s.Sent+s.Duplicated == s.Dropped+s.Lost+s.Delivered+s.Undeliverable+s.QueueDrops+s.BottleneckDrops+s.InFlight
 }
 
 // Stats returns the network's counters.
 func (nw *Network) Stats() Stats {
 	return Stats{
-		Sent:          nw.sent.Load(),
-		Dropped:       nw.dropped.Load(),
-		Lost:          nw.lost.Load(),
-		Duplicated:    nw.duplicated.Load(),
-		Reordered:     nw.reordered.Load(),
-		Delivered:     nw.delivered.Load(),
-		Undeliverable: nw.undeliverable.Load(),
-		QueueDrops:    nw.queueDrops.Load(),
-		InFlight:      nw.flight.Load(),
+		Sent:            nw.sent.Load(),
+		Dropped:         nw.dropped.Load(),
+		Lost:            nw.lost.Load(),
+		Duplicated:      nw.duplicated.Load(),
+		Reordered:       nw.reordered.Load(),
+		Delivered:       nw.delivered.Load(),
+		Undeliverable:   nw.undeliverable.Load(),
+		QueueDrops:      nw.queueDrops.Load(),
+		BottleneckDrops: nw.bottleneckDrops.Load(),
+		InFlight:        nw.flight.Load(),
 	}
 }
 
@@ -324,17 +338,34 @@ func (nw *Network) send(from, to netip.AddrPort, p []byte) {
 	var now time.Time
 	for range copies {
 		d, reordered := r.delay()
-		if reordered {
-			nw.reordered.Add(1)
-		}
-		if d <= 0 {
+		b := r.link.Bottleneck
+		if b == nil && d <= 0 {
+			if reordered {
+				nw.reordered.Add(1)
+			}
 			nw.arriveLocked(from, to, p)
 			continue
 		}
 		if now.IsZero() {
 			now = time.Now()
 		}
-		nw.scheduleLocked(from, to, p, now.Add(d))
+		due := now
+		if b != nil {
+			left, ok := b.admit(now, len(p))
+			if !ok {
+				nw.bottleneckDrops.Add(1)
+				continue
+			}
+			due = left
+		}
+		if reordered {
+			nw.reordered.Add(1)
+		}
+		if due = due.Add(d); !due.After(now) {
+			nw.arriveLocked(from, to, p)
+			continue
+		}
+		nw.scheduleLocked(from, to, p, due)
 	}
 	nw.mu.Unlock()
 }

@@ -44,12 +44,22 @@ const roundTripBuffer = 1 << 20
 // quiet spell: on a loaded machine any pause can be long.
 func roundTrip(t *testing.T, cfg Config, n int) (got []uint32, fates []Fate) {
 	t.Helper()
+	return roundTripProxy(t, cfg, n, nil)
+}
+
+// roundTripProxy is roundTrip, and sets *proxy, if proxy is not nil, to
+// the proxy (closed) for its counters.
+func roundTripProxy(t *testing.T, cfg Config, n int, proxy **Proxy) (got []uint32, fates []Fate) {
+	t.Helper()
 	if cfg.SocketBuffer == 0 {
 		cfg.SocketBuffer = roundTripBuffer
 	}
 	p, err := New(echoServer(t), cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if proxy != nil {
+		*proxy = p
 	}
 	defer p.Close()
 	var mu sync.Mutex
