@@ -3,6 +3,7 @@ module github.com/udpgate/udpgate/bench
 go 1.26.2
 
 require (
+	github.com/quic-go/quic-go v0.65.0
 	github.com/udpgate/udpgate v0.0.0
 	github.com/xtaci/kcp-go/v5 v5.7.5
 )
