@@ -464,6 +464,9 @@ func runBn(ctx context.Context, opt *options, sc scenario, v variant, rep int) (
 	rec := runRecord{Rep: rep, Scenario: sc.Name, Variant: v.Spec}
 	b := sc.bn()
 	idleDur, bulkDur := bnPhases(opt, b)
+	// Every sender of the run stops when it returns, whatever happened.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	life := idleDur + bulkDur + bnDrain + 2*connectBudget
 	spec := bnServerSpec(opt)
 	ch, err := startMsgChild(v, spec, life)

@@ -93,7 +93,8 @@
 // server has no sealed mode); sealed-storm-N is storm-N with the token's
 // proof in every handshake.
 //
-// Variants are udpgate, rawecho, naive or kcp (no settings), with optional settings /bN
+// Variants are udpgate, rawecho, naive, kcp (kcp/cc: its congestion window
+// on) or quic (no settings), with optional settings /bN
 // (batch), /sN (sockets), /rSIZE (socket buffers, e.g. r208k, r4m), /pN
 // (GOMAXPROCS), /frag, for rawecho /c (the raw echo in C, compiled at bench
 // time with the system's C compiler, skipped with a message without one:
@@ -102,7 +103,8 @@
 // kernel steering of handshakes and connection packets). A variant runs only
 // in the scenarios it applies to: rawecho in the packet-rate ones and
 // msg-cpu-N, udpgate/overload in storms and the player's scenarios, kcp in the
-// message scenarios. Ratios use the first
+// message and bottleneck scenarios, kcp/cc and quic in the bottleneck
+// scenarios of one connection. Ratios use the first
 // rawecho and naive variants; each run starts a fresh server, so
 // repetitions are independent.
 //
