@@ -223,8 +223,25 @@ func (c *Client) Rebind() error {
 	return old.Close()
 }
 
-// Close ends the connection, telling the server with Disconnect packets.
+// Close ends the connection as Conn.Close does: it waits up to
+// Config.Linger for queued reliable messages to be acknowledged, then
+// tells the server with Disconnect packets. The error wraps
+// ErrUndelivered when messages were left unacknowledged.
 func (c *Client) Close() error {
+	if c.closed.Load() {
+		return nil
+	}
+	var err error
+	if conn := c.Conn(); conn != nil {
+		err = conn.linger()
+	}
+	c.CloseNow()
+	return err
+}
+
+// CloseNow ends the connection at once: queued and unacknowledged
+// messages are discarded (Conn.CloseNow).
+func (c *Client) CloseNow() error {
 	if c.closed.Load() {
 		return nil
 	}

@@ -137,6 +137,11 @@ type Config struct {
 	// connection, equal on both sides. The zero value turns them off;
 	// Conn.Send's datagram pipe works either way.
 	Messages message.Config
+	// Linger: how long Close waits for the reliable messages still queued
+	// or unacknowledged to be acknowledged before it disconnects (0:
+	// DefaultLinger; negative: Close discards them at once, as CloseNow
+	// does).
+	Linger time.Duration
 	// Handler receives connection events; nil ignores them.
 	Handler Handler
 	// Accept (server only) is asked, from a promotion worker, whether to
@@ -163,6 +168,8 @@ type settings struct {
 	delivery DeliveryHandler
 	// seqHandler is Handler as a SequencedPacketHandler, or nil.
 	seqHandler SequencedPacketHandler
+	// sendable is Handler as a SendableHandler, or nil.
+	sendable SendableHandler
 	// msgs is the message layer (nil: no channels configured), and
 	// msgPayload the bytes one Messages packet carries.
 	msgs       *message.Layer
@@ -247,6 +254,10 @@ func (c Config) settings() (settings, error) {
 	}
 	s.sealed = s.PrivateKey != nil || s.Token != nil
 	s.seqHandler, _ = s.Handler.(SequencedPacketHandler)
+	s.sendable, _ = s.Handler.(SendableHandler)
+	if s.Linger == 0 {
+		s.Linger = DefaultLinger
+	}
 	if len(c.Messages.Channels) > 0 {
 		s.msgPayload = s.MaxDatagram - wire.ConnLen(m, protocol.KindMessages, 0)
 		if s.sealed {

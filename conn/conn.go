@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"math/bits"
 	"net"
 	"net/netip"
 	"sync"
@@ -64,6 +65,11 @@ type Conn struct {
 	// path flushes once it returns.
 	msg       *message.Endpoint
 	holdFlush bool
+	// lingering: Close waits for the reliable messages in flight (no
+	// more are taken); drained wakes it when they are acknowledged or
+	// the connection ends. Under mu.
+	lingering bool
+	drained   chan struct{}
 	// msgListed and msgIdx: the connection's place on its side's message
 	// timer (msgIdx under the timer's lock).
 	msgListed atomic.Bool
@@ -294,6 +300,7 @@ func (c *Conn) receive(h *protocol.ConnHeader, payload []byte, now time.Time, re
 // held (which it releases) by a path that took it already and found c open.
 func (c *Conn) receiveLocked(h *protocol.ConnHeader, payload []byte, now time.Time, rep *seqwin.AckReport, l *loop) protocol.DropReason {
 	var e *message.Endpoint
+	var sendable uint32 // channels drained for OnSendable
 	if h.Kind == protocol.KindMessages {
 		// The message layer checks a Messages packet before the sequence
 		// window accepts (and so acknowledges) it: a packet it cannot
@@ -329,6 +336,13 @@ func (c *Conn) receiveLocked(h *protocol.ConnHeader, payload []byte, now time.Ti
 		}
 		if e != nil {
 			e.Receive(payload, ns)
+		}
+		if c.st.sendable != nil {
+			sendable = m.TakeSendable()
+		}
+		if c.drained != nil && m.Stats().InFlight == 0 {
+			close(c.drained)
+			c.drained = nil
 		}
 	}
 	if h.Kind == protocol.KindData {
@@ -367,6 +381,9 @@ func (c *Conn) receiveLocked(h *protocol.ConnHeader, payload []byte, now time.Ti
 	}
 	if c.st.delivery != nil && rep.NumDelivered+rep.NumLost > 0 {
 		c.notify(rep)
+	}
+	for ; sendable != 0; sendable &= sendable - 1 {
+		c.st.sendable.OnSendable(c, bits.TrailingZeros32(sendable))
 	}
 	switch h.Kind {
 	case protocol.KindData:
@@ -495,11 +512,25 @@ func (c *Conn) tick(now time.Time) {
 	}
 }
 
-// Close ends the connection: the peer is sent Disconnect (reason 1)
-// disconnectPackets times. Closing twice is harmless.
+// Close ends the connection: first it waits, up to Config.Linger, for
+// the reliable messages queued or unacknowledged to be acknowledged (new
+// ones are refused meanwhile), then the peer is sent Disconnect (reason
+// 1) disconnectPackets times. It returns an error wrapping
+// ErrUndelivered when some were not. Closing twice is harmless.
 func (c *Conn) Close() error {
 	if c.cli != nil {
 		return c.cli.Close()
+	}
+	err := c.linger()
+	c.shutdown(ReasonClosed, false)
+	return err
+}
+
+// CloseNow ends the connection at once, as Close does with a negative
+// Linger: queued and unacknowledged messages are discarded.
+func (c *Conn) CloseNow() error {
+	if c.cli != nil {
+		return c.cli.CloseNow()
 	}
 	c.shutdown(ReasonClosed, false)
 	return nil
@@ -531,6 +562,12 @@ func (c *Conn) shutdown(reason DisconnectReason, remote bool) {
 	if c.cli != nil {
 		c.cli.ended(reason, remote)
 	}
+	c.mu.Lock()
+	if c.drained != nil {
+		close(c.drained) // a Close lingering: the connection ended
+		c.drained = nil
+	}
+	c.mu.Unlock()
 	c.releaseMessages()
 	if announced {
 		// After every callback under way (exit fires it otherwise).

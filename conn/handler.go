@@ -87,7 +87,21 @@ var (
 	ErrClosed = errors.New("conn: connection closed")
 	// ErrPayloadSize: a payload is empty or does not fit MaxDatagram.
 	ErrPayloadSize = errors.New("conn: payload is empty or larger than MaxDatagram allows")
+	// ErrUndelivered: Close ended the connection with reliable messages
+	// not acknowledged: the linger passed (raise Config.Linger, or wait
+	// for OnSendable or QueuedBytes before closing) or the connection
+	// ended while it waited.
+	ErrUndelivered = errors.New("conn: closed with reliable messages unacknowledged")
 )
+
+// SendableHandler is optionally implemented by a Handler to learn when a
+// message channel whose SendMessage or QueueMessage returned
+// message.ErrQueueFull has drained to half its ChannelConfig.MaxQueued:
+// a bulk sender (a level download) queues its next part then, instead of
+// polling. Called on the connection's receive path, like OnMessage.
+type SendableHandler interface {
+	OnSendable(c *Conn, channel int)
+}
 
 // DeniedError is Dial's error when the server refused the client; Reason
 // is the Denied packet's (protocol.Denied*).

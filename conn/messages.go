@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -69,11 +70,88 @@ func (c *Conn) queue(ch int, msg []byte) (hold bool, err error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.lingering {
+		return false, ErrClosed
+	}
 	e := c.endpointLocked()
 	if e == nil {
 		return false, message.ErrNoChannel
 	}
 	return c.holdFlush, e.Send(ch, msg, c.nowLocked().UnixNano())
+}
+
+// QueuedBytes is the storage channel ch holds for sending: messages queued
+// and reliable ones not yet acknowledged, what ChannelConfig.MaxQueued
+// bounds. A bulk sender keeps it below MaxQueued (or waits for
+// OnSendable) so that SendMessage does not return message.ErrQueueFull.
+func (c *Conn) QueuedBytes(ch int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.msg == nil {
+		return 0
+	}
+	return c.msg.Queued(ch)
+}
+
+// PathStats is what the connection's congestion controller knows of the
+// path: round trips, the queueing delay, the window, the pacing and
+// delivery rates (docs/protocol.md §14.4). Zero without messages.
+func (c *Conn) PathStats() message.PathStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.msg == nil {
+		if c.st.msgs == nil {
+			return message.PathStats{}
+		}
+		return message.PathStats{RTT: time.Duration(c.seq.RTT() * float64(time.Second))}
+	}
+	return c.msg.Path()
+}
+
+// linger waits, up to Config.Linger, until the reliable messages in
+// flight are acknowledged; it refuses new ones from its start. The message
+// timer keeps resending meanwhile. It reports, wrapping ErrUndelivered,
+// what was still unacknowledged when the linger passed or the connection
+// ended.
+func (c *Conn) linger() error {
+	d := c.st.Linger
+	if d < 0 || c.closed.Load() {
+		return nil
+	}
+	var deadline <-chan time.Time
+	c.mu.Lock()
+	c.lingering = true
+	for {
+		n := 0
+		if c.msg != nil {
+			n = c.msg.Stats().InFlight
+		}
+		if n == 0 {
+			c.mu.Unlock()
+			return nil
+		}
+		if c.closed.Load() {
+			c.mu.Unlock()
+			return fmt.Errorf("%w: %d reliable messages, the connection ended while Close waited", ErrUndelivered, n)
+		}
+		if c.drained == nil {
+			c.drained = make(chan struct{})
+		}
+		ch := c.drained
+		c.mu.Unlock()
+		if deadline == nil {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			deadline = t.C
+			_ = c.Flush()
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			return fmt.Errorf("%w: %d reliable messages after the linger of %v (Config.Linger)", ErrUndelivered, n, d)
+		}
+		c.mu.Lock()
+	}
 }
 
 // Flush sends the queued messages that are due now, in as few packets as

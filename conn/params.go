@@ -15,6 +15,9 @@ const (
 	// DefaultConnectTimeout: a client that hears nothing from the server for
 	// this long while handshaking gives up (§6).
 	DefaultConnectTimeout = 10 * time.Second
+	// DefaultLinger: Close waits this long, at most, for queued reliable
+	// messages to be acknowledged (Config.Linger).
+	DefaultLinger = 5 * time.Second
 	// recentlyDisconnected: an address whose connection closed stays known
 	// this long, so its stray packets get no RestartHandshake (§5).
 	recentlyDisconnected = 120 * time.Second

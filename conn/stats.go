@@ -90,6 +90,11 @@ type Stats struct {
 	// Config.Messages.ReceiveBudget).
 	MessageDrops [message.NumDropReasons]uint64 `metric:"message_drops_total" label:"reason" values:"message_drop" help:"Message entries and Messages packets the message layer dropped, by reason (message.DropReason; over_budget packets are left unacknowledged and resent)."`
 	MessageHeld  int64                          `metric:"message_receive_held_bytes" help:"Bytes held now for out-of-order and partly reassembled messages, over all connections (bounded by the messages receive budget)."`
+	// MessageQueued: bytes held for sending (queued, and reliable ones
+	// unacknowledged), over all connections; CongestionEvents: the
+	// congestion controllers' window cuts for loss (Conn.PathStats).
+	MessageQueued    int64  `metric:"message_send_queued_bytes" help:"Bytes of messages held for sending now (queued, and reliable ones not yet acknowledged), over all connections."`
+	CongestionEvents uint64 `metric:"message_congestion_events_total" help:"Window cuts for loss by the connections' congestion controllers (a queue overflowing, or heavy loss); random loss is not counted."`
 	// Sockets: packets, bytes, batches and kernel drops, summed.
 	Sockets SocketStats
 }
@@ -170,6 +175,8 @@ func (s *Server) Stats() Stats {
 	if m := s.st.msgs; m != nil {
 		st.MessageDrops = m.Drops()
 		st.MessageHeld = m.Held()
+		st.MessageQueued = m.Queued()
+		st.CongestionEvents = m.CongestionEvents()
 	}
 	st.Proofs = s.ev.proofs.Load()
 	st.PromotionRejected = s.ev.promotionRejected.Load()

@@ -25,6 +25,7 @@ func checkSteadyAllocs(t *testing.T, per string, round func()) {
 func TestSendWriteAckAlloc(t *testing.T) {
 	l := testLayer(t, nil)
 	e := l.NewEndpoint()
+	e.SetRTT(time.Millisecond) // a pacing rate above the round's bytes
 	msg := make([]byte, 50)
 	buf := make([]byte, 100)
 	now := t0

@@ -45,8 +45,11 @@ type Config struct {
 	// MaxMessageSize: the largest reliable message (0: DefaultMaxMessageSize,
 	// at most MaxMessageSizeLimit).
 	MaxMessageSize int
-	// SendRate: bytes of message entries per second one connection may
-	// send, resends and fragments included (0: DefaultSendRate).
+	// SendRate: the most bytes of message entries per second one
+	// connection sends, resends and fragments included (0:
+	// DefaultSendRate): a ceiling an operator sets for a host's NIC or
+	// bill. Below it each connection's congestion controller paces at
+	// the rate its path carries (PathStats).
 	SendRate int
 	// AckDelay: a side that received reliable messages and has sent no
 	// packet for this long sends an ack-only packet (0: DefaultAckDelay).
@@ -80,6 +83,24 @@ var (
 
 // DropReason says why a received message entry or packet was dropped.
 type DropReason uint8
+
+// PathStats is what an endpoint's congestion controller knows of the
+// path (docs/protocol.md §14.4). Before the first reliable packet it
+// holds the RTT and the pacing rate (the ceiling, SendRate) only.
+type PathStats struct {
+	RTT        time.Duration // smoothed round trip
+	BaseRTT    time.Duration // the path's round trip without queue (the smallest of the last minute or so)
+	QueueDelay time.Duration // what this connection's packets wait in the bottleneck's queue now
+	Window     int           // bytes the sender may have in flight (the congestion window)
+	InFlight   int           // bytes of reliable packets sent and not yet acknowledged or lost
+	PacingRate int64         // bytes per second packets leave at
+	// DeliveryRate is the bytes per second acknowledged over the last
+	// round trip (at least 50 ms): the path's rate while the window is
+	// full, what the application sends otherwise.
+	DeliveryRate     int64
+	SlowStart        bool
+	CongestionEvents uint64 // window cuts for loss
+}
 
 // Stats are an endpoint's message counters.
 type Stats struct {

@@ -10,8 +10,11 @@ const (
 	DefaultMaxMessageSize = 256 << 10
 	// MaxMessageSizeLimit is the largest Config.MaxMessageSize.
 	MaxMessageSizeLimit = 8 << 20
-	// DefaultSendRate is Config.SendRate's default, bytes per second.
-	DefaultSendRate = 4 << 20
+	// DefaultSendRate is Config.SendRate's default, bytes per second: the
+	// ceiling of one connection's pacing rate (256 Mbit/s), above what a
+	// player's path carries; the congestion controller finds the rate
+	// below it.
+	DefaultSendRate = 32 << 20
 	// DefaultAckDelay is Config.AckDelay's default.
 	DefaultAckDelay = 5 * time.Millisecond
 	// DefaultResendFactor is Config.ResendFactor's default: copies of an
@@ -36,8 +39,6 @@ const (
 	// id + window.
 	window        = 256
 	minQueuedBase = 64 << 10
-	// defaultRTT is used until SetRTT gives a sample.
-	defaultRTT = 100 * time.Millisecond
 	// minMaxPayload, maxMaxPayload bound NewLayer's maxPayload: a fragment
 	// (maxPayload − 9) must hold at least 16 bytes and a 2-byte length.
 	minMaxPayload = 25
@@ -49,6 +50,10 @@ const (
 	maxLivePackets = 112
 	// maxRecords bounds the packet records awaiting Acked or Lost.
 	maxRecords = 1024
+	// ackEvery: a side that received this many packets with reliable
+	// units since its last packet acknowledges at once, not after
+	// AckDelay.
+	ackEvery = 4
 	// maxBackoff bounds the doublings of one unit's resend interval
 	// (16 × the first).
 	maxBackoff = 4

@@ -3,6 +3,8 @@ package message
 import (
 	"math/bits"
 	"time"
+
+	"github.com/udpgate/udpgate/internal/congestion"
 )
 
 // Endpoint is one connection's message state. Not safe for concurrent
@@ -18,27 +20,29 @@ type Endpoint struct {
 	ret    *[]byte // the last reliable message Next returned, freed by the next call
 	retBig []byte  // or the last reassembled one
 
-	tokens int64 // send budget in nanobytes (bytes × 1e9)
-	tokAt  int64
-	// rtt and rttVar: the smoothed round trip and its mean deviation
-	// (RFC 6298) from SetRTT's samples; defaultRTT until the first
-	// (rttSampled).
-	rtt, rttVar int64
-	ackAt       int64
-	held        int64 // receive storage, counted in the Layer too
+	// pace: the send budget, refilled at the pacing rate (rate); rtt:
+	// the smoothed round trip of SetRTT's samples, for the resend timers
+	// and the pacing rate; cc: the congestion controller, made with the
+	// first packet that carries reliable units.
+	pace  congestion.Pacer
+	rtt   congestion.RTTStats
+	cc    *congestion.Controller
+	ackAt int64
+	held  int64 // receive storage, counted in the Layer too
 	// progHeld: the part of held that belongs to the reassembly in
 	// progress (channel progress), which may use the reserve.
 	progHeld int64
 	stats    Stats
 
-	sendMask   uint32 // channels with something queued or unacknowledged
-	fragOut    uint32 // channels with fragments sent and unacknowledged
-	ready      uint32 // reliable channels with a unit at next
-	progress   int8   // the channel whose reassembly may use the reserve; -1: none
-	rr         uint8  // the channel WritePayload starts with
-	ackDue     bool
-	tokInit    bool
-	rttSampled bool
+	sendMask  uint32 // channels with something queued or unacknowledged
+	blocked   uint32 // channels whose Send returned ErrQueueFull since they last drained to half
+	sendable  uint32 // blocked channels that drained to half, for TakeSendable
+	fragOut   uint32 // channels with fragments sent and unacknowledged, or a fragmented message part sent (midMessage)
+	ready     uint32 // reliable channels with a unit at next
+	progress  int8   // the channel whose reassembly may use the reserve; -1: none
+	rr        uint8  // the channel WritePayload starts with
+	rxUnacked uint8  // packets with reliable units received since our last packet
+	ackDue    bool
 }
 
 // channel is one channel's send and receive state.
@@ -49,8 +53,9 @@ type channel struct {
 	ua, sendNext, nextID uint16
 	// Sequenced send: the id of the next message written.
 	seqOut   uint16
-	queued   int // storage bytes held for sending
-	fragsOut int // fragments sent and unacknowledged
+	queued   int  // storage bytes held for sending
+	bulk     bool // declared bulk (ChannelConfig.Bulk)
+	fragsOut int  // fragments sent and unacknowledged
 	// Unreliable and sequenced send queue (ring).
 	pq             []*[]byte
 	pendHead, pend int
@@ -99,7 +104,7 @@ func (e *Endpoint) chanFor(c int) *channel {
 	}
 	ch := e.ch[c]
 	if ch == nil {
-		ch = new(channel)
+		ch = &channel{bulk: e.l.bulk&(1<<c) != 0}
 		e.ch[c] = ch
 	}
 	return ch
@@ -153,10 +158,12 @@ func (e *Endpoint) Send(ch int, msg []byte, now int64) error {
 		}
 		cost := int(l.chunkCost(len(msg)))
 		if c.queued+cost > l.maxQueued[ch] {
+			e.blocked |= 1 << ch
 			return ErrQueueFull
 		}
 		c.pushPend(l.get(msg))
 		c.queued += cost
+		l.queued.Add(int64(cost))
 		e.sendMask |= 1 << ch
 		e.stats.Sent++
 		return nil
@@ -164,11 +171,14 @@ func (e *Endpoint) Send(ch int, msg []byte, now int64) error {
 	n, cost := 1, l.chunkCost(len(msg))
 	if len(msg) > l.singleMax() {
 		n = (len(msg) + l.fragSize - 1) / l.fragSize
-		cost = int64(n) * int64(l.top)
+		// Each fragment's chunk, as ackUnit frees them: the last one's
+		// may be smaller.
+		cost = int64(n-1)*int64(l.top) + l.chunkCost(len(msg)-(n-1)*l.fragSize)
 	}
 	c := e.chanFor(ch)
 	inUse := int(c.nextID - c.ua)
 	if int64(c.queued)+cost > int64(l.maxQueued[ch]) || inUse+n > 0x8000 {
+		e.blocked |= 1 << ch
 		return ErrQueueFull
 	}
 	c.growUnits(inUse + n)
@@ -184,6 +194,7 @@ func (e *Endpoint) Send(ch int, msg []byte, now int64) error {
 		}
 	}
 	c.queued += int(cost)
+	l.queued.Add(cost)
 	e.sendMask |= 1 << ch
 	e.stats.Sent++
 	e.stats.InFlight++
@@ -218,44 +229,38 @@ func (c *channel) popPend(l *Layer) {
 	q[c.pendHead] = nil
 	c.pendHead = (c.pendHead + 1) & (len(q) - 1)
 	c.pend--
-	c.queued -= int(l.put(p))
+	n := l.put(p)
+	c.queued -= int(n)
+	l.queued.Add(-n)
 }
 
 // SetRTT gives the endpoint a round-trip sample from the packet layer (the
 // time from sending a packet to the first packet acknowledging it as the
 // newest: fastpath's AckReport.RTTSample), folded in as RFC 6298 does;
-// before the first, 100 ms.
-func (e *Endpoint) SetRTT(rtt time.Duration) { e.sampleRTT(int64(rtt)) }
-
-// sampleRTT folds in the round trip of one acknowledged packet.
-func (e *Endpoint) sampleRTT(s int64) {
-	if s <= 0 {
-		return
-	}
-	if !e.rttSampled {
-		e.rttSampled, e.rtt, e.rttVar = true, s, s/2
-		return
-	}
-	d := e.rtt - s
-	if d < 0 {
-		d = -d
-	}
-	e.rttVar += (d - e.rttVar) / 4
-	e.rtt += (s - e.rtt) / 8
-}
+// before the first, 100 ms. It times resends and the pacing rate; the
+// congestion controller takes its delay samples from the packets that
+// carried reliable units (Acked).
+func (e *Endpoint) SetRTT(rtt time.Duration) { e.rtt.Update(int64(rtt)) }
 
 // resendInterval is the time after which an unacknowledged unit sent once
 // is sent again: the retransmission timeout, smoothed RTT + 2 × its
 // deviation (at least 2 ms), times ResendFactor, at least MinResend; later
 // resends of a unit back off (backoff). Below a factor of 1 the unit goes
 // again before its ack could be back: such speculative copies only ride
-// on packets that leave anyway (spec), while a packet of its own is sent
-// for a unit only once the full timeout has passed (full).
+// on packets that leave anyway (spec), and only for the game's units, not
+// bulk ones (bulkUnit), while a packet of its own is sent for a unit only
+// once the full timeout has passed (full).
 func (e *Endpoint) resendInterval() (spec, full int64) {
-	rto := e.rtt + max(2*e.rttVar, int64(2*time.Millisecond))
+	rto := e.rtt.RTO()
 	spec = max(e.l.minResend, int64(e.l.resendF*float64(rto)))
 	return spec, max(spec, rto)
 }
+
+// bulkUnit reports whether unit u of channel ci is bulk: a bulk channel's,
+// or a fragment of a large message. Bulk units go after the game's in
+// every packet, new ones only while the congestion window has room, and
+// get no speculative copies.
+func (e *Endpoint) bulkUnit(ci int, u *sunit) bool { return e.l.bulk&(1<<ci) != 0 || u.cnt != 0 }
 
 // due is when unit u goes again under interval iv.
 func (u *sunit) due(iv int64) int64 {
@@ -271,48 +276,75 @@ func (u *sunit) due(iv int64) int64 {
 // rather than loses (a queue) is not flooded with copies.
 var backoff = [maxBackoff + 1]uint8{0, 0, 1, 2, 3}
 
-// refill adds the send budget earned since the last call.
-func (e *Endpoint) refill(now int64) {
-	l := e.l
-	if !e.tokInit {
-		e.tokInit, e.tokens, e.tokAt = true, l.burst*1e9, now
-		return
+// rate is the pacing rate in bytes per second: the congestion
+// controller's, or, before the first reliable packet, the ceiling
+// (Config.SendRate).
+func (e *Endpoint) rate() int64 {
+	if e.cc == nil {
+		return e.l.sendRate
 	}
-	dt := now - e.tokAt
-	if dt <= 0 {
-		return
-	}
-	e.tokAt = now
-	if dt >= 1e9 {
-		e.tokens = l.burst * 1e9
-		return
-	}
-	e.tokens = min(e.tokens+dt*l.sendRate, l.burst*1e9)
+	return e.cc.PacingRate(e.rtt.Smoothed())
 }
 
-// WantsSend reports whether WritePayload would write something now.
+// refill adds the send budget earned since the last call, and ages the
+// packets in flight.
+func (e *Endpoint) refill(now int64) {
+	e.age(now)
+	e.pace.Refill(now, e.rate(), 2*e.l.top)
+}
+
+// debt is how far the game's entries may overdraw the pacer: one bucket,
+// which the bulk's next packets then wait for. The game's messages so
+// never wait behind the pacer for the bulk, and still cannot outrun it.
+func (e *Endpoint) debt() int64 {
+	return max(4*int64(e.l.top), e.rate()*congestion.Quantum/1e9)
+}
+
+// mayGame reports whether the game's entries may go now (after refill),
+// mayBulk whether bulk units may: resends at once, new ones while the
+// congestion window has room too (window). A resend needs no room: the
+// window counts the lost packet no longer, and a timed-out one must go
+// even when no ack comes back to open the window.
+func (e *Endpoint) mayGame() bool { return e.pace.Above(e.debt()) }
+func (e *Endpoint) mayBulk() bool { return e.pace.Positive() }
+func (e *Endpoint) window() bool  { return e.cc == nil || e.cc.CanSend() }
+
+// ackUrgent reports whether so many packets with reliable units arrived
+// since our last packet that an ack must go now, not after AckDelay: the
+// peer's window reports a packet lost once 64 newer ones arrived before
+// an ack, and its congestion controller reads delay from prompt acks.
+func (e *Endpoint) ackUrgent() bool { return e.ackDue && e.rxUnacked >= ackEvery }
+
+// WantsSend reports whether WritePayload would write something now, or
+// an ack is urgent (WritePayload then writes nothing: the caller sends the
+// packet as a KeepAlive, as when nothing was due).
 func (e *Endpoint) WantsSend(now int64) bool {
+	if e.ackUrgent() {
+		return true
+	}
 	if e.sendMask == 0 {
 		return false
 	}
 	e.refill(now)
-	if e.tokens <= 0 {
+	game := e.mayGame()
+	if !game {
 		return false
 	}
+	bulk := e.mayBulk()
 	_, iv := e.resendInterval()
 	for m := e.sendMask; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros32(m)
 		c := e.ch[i]
 		if e.l.kinds[i] != ReliableOrdered {
-			if c.pend > 0 {
+			if c.pend > 0 && (bulk || e.l.bulk&(1<<i) == 0) {
 				return true
 			}
 			continue
 		}
-		if e.canSendNew(i, c) {
+		if e.canSendNew(i, c) && (bulk && e.window() || !e.bulkUnit(i, &c.units[c.sendNext&uint16(len(c.units)-1)])) {
 			return true
 		}
-		if t, ok := c.nextResend(iv); ok && t <= now {
+		if t, ok := c.nextResend(iv, bulk); ok && t <= now {
 			return true
 		}
 	}
@@ -342,6 +374,19 @@ func (e *Endpoint) canSendNew(i int, c *channel) bool {
 	return e.fragOut&bit == 0 || !e.fragWaiting(i)
 }
 
+// midMessage reports whether the channel's next new unit is a fragment
+// other than a message's first: a message partly sent, waiting for the
+// congestion window or the pacer. Until it is wholly sent and
+// acknowledged no other channel starts one, so the peer reassembles one
+// at a time.
+func (c *channel) midMessage() bool {
+	if c.sendNext == c.nextID {
+		return false
+	}
+	u := &c.units[c.sendNext&uint16(len(c.units)-1)]
+	return u.cnt != 0 && u.idx != 0
+}
+
 // fragWaiting reports whether a reliable channel other than i has the
 // first fragment of a message as its next new unit.
 func (e *Endpoint) fragWaiting(i int) bool {
@@ -358,17 +403,23 @@ func (e *Endpoint) fragWaiting(i int) bool {
 	return false
 }
 
-// nextResend is the earliest time a sent, unacknowledged unit is due.
-func (c *channel) nextResend(iv int64) (int64, bool) {
+// nextResend is the earliest time a sent, unacknowledged unit is due
+// (bulk units at twice iv, as writeReliable sends them); with bulk false,
+// among the game's units only (bulkUnit).
+func (c *channel) nextResend(iv int64, bulk bool) (int64, bool) {
 	var t int64
 	ok := false
 	mask := uint16(len(c.units) - 1)
 	for id := c.ua; id != c.sendNext; id++ {
 		u := &c.units[id&mask]
-		if u.flags&uAcked != 0 {
+		isBulk := c.bulk || u.cnt != 0
+		if u.flags&uAcked != 0 || !bulk && isBulk {
 			continue
 		}
 		d := u.due(iv)
+		if isBulk {
+			d = u.due(2 * iv) // writeReliable's timeout for bulk units
+		}
 		if !ok || d < t {
 			t, ok = d, true
 		}
@@ -379,14 +430,20 @@ func (c *channel) nextResend(iv int64) (int64, bool) {
 // WritePayload packs due entries into dst for the packet numbered seq and
 // returns the bytes written, 0 when nothing is due. dst should hold
 // maxPayload bytes: an entry that can never fit it is not sent.
+//
+// The game's entries go first: unreliable and sequenced ones, then
+// reliable units that are not bulk (bulkUnit), each channel in turn; then,
+// if the pacer's balance is positive and the congestion window has room,
+// bulk units. The game's entries may overdraw the pacer by debt.
 func (e *Endpoint) WritePayload(dst []byte, seq uint16, now int64) int {
 	if e.sendMask == 0 {
 		return 0
 	}
 	e.refill(now)
-	if e.tokens <= 0 {
+	if !e.mayGame() {
 		return 0
 	}
+	bulk, window := e.mayBulk(), e.window()
 	l := e.l
 	nch := len(l.kinds)
 	start := int(e.rr) % nch
@@ -396,52 +453,68 @@ func (e *Endpoint) WritePayload(dst []byte, seq uint16, now int64) int {
 	}
 	r := e.recs
 	if r.rTail-r.rHead >= maxRecords {
-		e.lose(&r.recs[r.rHead&uint32(len(r.recs)-1)])
+		e.lose(&r.recs[r.rHead&uint32(len(r.recs)-1)], now)
 	}
 	eStart := r.eTail
 	spec, full := e.resendInterval()
 	n := 0
-	// The game's channels first, then the bulk ones, each in turn from
-	// start.
 	for pass := 0; pass < 2; pass++ {
-		want := uint32(0)
-		if pass == 1 {
-			want = l.bulk
-		}
 		for i := 0; i < nch && len(dst)-n >= 4; i++ {
 			c := (start + i) % nch
-			if e.sendMask&(1<<c) == 0 || l.bulk&(1<<c) != want&(1<<c) {
+			if e.sendMask&(1<<c) == 0 {
 				continue
 			}
 			if l.kinds[c] == ReliableOrdered {
-				n = e.writeReliable(dst, n, c, now, spec, full)
-			} else {
+				n = e.writeReliable(dst, n, c, now, spec, full, pass == 1, window)
+			} else if e.ch[c].bulk == (pass == 1) {
 				n = e.writeUnreliable(dst, n, c)
 			}
 		}
-		if l.bulk == 0 {
+		if !bulk {
 			break
 		}
 	}
 	if r.eTail != eStart {
-		r.pushRecord(record{seq: seq, sent: now, start: eStart, n: r.eTail - eStart})
+		r.pushRecord(record{seq: seq, sent: now, start: eStart, n: r.eTail - eStart, size: uint16(n)})
+		if e.cc == nil {
+			e.cc = new(congestion.Controller)
+			e.cc.Init(l.top, l.sendRate, now)
+			e.cc.CountEvents(&l.ccEvents)
+		}
+		e.cc.OnSent(n, now)
 	}
-	e.tokens -= int64(n) * 1e9
+	e.pace.Spend(n)
 	return n
 }
 
-func (e *Endpoint) writeReliable(dst []byte, n, ci int, now, spec, full int64) int {
+// writeReliable writes channel ci's due units: in the game's pass (bulk
+// false) its units that are not bulk, in the bulk pass the others; in
+// each, resends first, oldest first, then new units in order, new bulk
+// ones only with room in the congestion window (window).
+func (e *Endpoint) writeReliable(dst []byte, n, ci int, now, spec, full int64, bulk, window bool) int {
 	c := e.ch[ci]
+	if c.bulk && !bulk {
+		return n
+	}
 	mask := uint16(len(c.units) - 1)
 	en := entry{ch: ci}
-	// Resends first, oldest first.
 	for id := c.ua; id != c.sendNext; id++ {
 		u := &c.units[id&mask]
-		// A copy rides along every spec interval; only a resend at the
-		// full timeout (which may have needed a packet of its own) counts
-		// toward the backoff.
-		timed := u.due(full) <= now
-		if u.flags&uAcked != 0 || !timed && u.flags&uDue == 0 && now-u.last < spec {
+		if u.flags&uAcked != 0 || (c.bulk || u.cnt != 0) != bulk {
+			continue
+		}
+		// A copy of a game unit rides along every spec interval; only
+		// a resend at the full timeout (which may have needed a packet
+		// of its own) counts toward the backoff. Bulk units go again
+		// when lost (due), or at twice the timeout: a window's packets
+		// wait in the bottleneck's queue, and a bulk unit resent early
+		// takes the place of new data.
+		iv := full
+		if bulk {
+			iv = 2 * full
+		}
+		timed := u.due(iv) <= now
+		if !timed && u.flags&uDue == 0 && (bulk || now-u.last < spec) {
 			continue
 		}
 		en.id, en.frag, en.idx, en.cnt, en.data = id, u.cnt != 0, u.idx, u.cnt, *u.buf
@@ -458,10 +531,14 @@ func (e *Endpoint) writeReliable(dst []byte, n, ci int, now, spec, full int64) i
 		e.stats.Resent++
 		e.recs.pushEntry(uint8(ci), id)
 	}
-	// Then new units inside the window.
+	// Then new units inside the window; the game's pass stops at the
+	// first bulk unit, which keeps the channel's order.
 	for e.canSendNew(ci, c) {
 		id := c.sendNext
 		u := &c.units[id&mask]
+		if !bulk && u.cnt != 0 || bulk && !window {
+			break
+		}
 		en.id, en.frag, en.idx, en.cnt, en.data = id, u.cnt != 0, u.idx, u.cnt, *u.buf
 		w := putEntry(dst[n:], ReliableOrdered, &en)
 		if w == 0 {
@@ -510,11 +587,11 @@ func (e *Endpoint) writeUnreliable(dst []byte, n, ci int) int {
 
 // PacketSent tells that a packet went to the peer: it carries acks, so a
 // due ack is cleared.
-func (e *Endpoint) PacketSent(now int64) { e.ackDue = false }
+func (e *Endpoint) PacketSent(now int64) { e.ackDue, e.rxUnacked = false, 0 }
 
 // AckDue reports whether an ack-only packet should go now.
 func (e *Endpoint) AckDue(now int64) bool {
-	return e.ackDue && now-e.ackAt >= e.l.ackDelay
+	return e.ackDue && (now-e.ackAt >= e.l.ackDelay || e.rxUnacked >= ackEvery)
 }
 
 // Acked reports packet seq delivered (seqwin.AckReport).
@@ -531,8 +608,17 @@ func (e *Endpoint) Acked(seq uint16, now int64) {
 		ref := r.ents[(rec.start+i)&uint32(len(r.ents)-1)]
 		e.ackUnit(int(ref.ch), ref.id)
 	}
-	// Fast repair: older packets sent well before this one are probably lost.
-	thr := max(e.rtt/8, int64(2*time.Millisecond))
+	if rec.gone {
+		e.cc.OnLateAck(rec.sent, now, e.rtt.Smoothed()) // declared lost too early
+	} else {
+		e.cc.OnAcked(int(rec.size), rec.sent, now, e.rtt.Smoothed())
+	}
+	// Fast repair: older packets sent well before this one are probably
+	// lost: their units go again. They stay in the congestion
+	// controller's flight until the packet layer reports them or their
+	// timeout passes (age): a path that reorders by more than thr would
+	// otherwise count as lossy.
+	thr := max(e.rtt.Smoothed()/8, int64(2*time.Millisecond))
 	mask := uint32(len(r.recs) - 1)
 	for i := r.rHead; i != r.rTail; i++ {
 		o := &r.recs[i&mask]
@@ -547,18 +633,56 @@ func (e *Endpoint) Acked(seq uint16, now int64) {
 	r.report(rec)
 }
 
+// gone takes rec out of the congestion controller's flight as lost, once.
+// The packet layer reports a loss only when the peer's acks moved 64
+// packets past it; with a small window that may take many round trips,
+// and a window full of packets that are long gone would stop the
+// connection.
+func (e *Endpoint) gone(rec *record, now int64) {
+	if !rec.gone {
+		rec.gone = true
+		e.cc.OnLost(int(rec.size), rec.sent, now)
+	}
+}
+
+// age declares gone the unreported packets sent a retransmission timeout
+// and a quarter round trip ago: their acks would be back by now, unless
+// the ack was lost too (a later one may still report them: OnLateAck).
+func (e *Endpoint) age(now int64) {
+	r := e.recs
+	if r == nil || e.cc == nil {
+		return
+	}
+	rto := e.rtt.RTO() + e.rtt.Smoothed()/4
+	mask := uint32(len(r.recs) - 1)
+	if int32(r.aged-r.rHead) < 0 {
+		r.aged = r.rHead
+	}
+	for ; r.aged != r.rTail; r.aged++ {
+		rec := &r.recs[r.aged&mask]
+		if rec.done || rec.gone {
+			continue
+		}
+		if now-rec.sent <= rto {
+			return
+		}
+		e.gone(rec, now)
+	}
+}
+
 // Lost reports packet seq lost: its units are due at once.
 func (e *Endpoint) Lost(seq uint16, now int64) {
 	if e.recs == nil {
 		return
 	}
 	if rec := e.recs.find(seq); rec != nil {
-		e.lose(rec)
+		e.lose(rec, now)
 	}
 }
 
-func (e *Endpoint) lose(rec *record) {
+func (e *Endpoint) lose(rec *record, now int64) {
 	e.markDue(rec)
+	e.gone(rec, now)
 	e.recs.report(rec)
 }
 
@@ -591,12 +715,18 @@ func (e *Endpoint) ackUnit(ci int, id uint16) {
 	}
 	u.flags |= uAcked
 	if u.cnt != 0 {
-		if c.fragsOut--; c.fragsOut == 0 {
+		if c.fragsOut--; c.fragsOut == 0 && !c.midMessage() {
 			e.fragOut &^= 1 << ci
 		}
 	}
-	c.queued -= int(e.l.put(u.buf))
+	freed := e.l.put(u.buf)
+	c.queued -= int(freed)
+	e.l.queued.Add(-freed)
 	u.buf = nil
+	if bit := uint32(1) << ci; e.blocked&bit != 0 && c.queued <= e.l.maxQueued[ci]/2 {
+		e.blocked &^= bit
+		e.sendable |= bit
+	}
 	for c.ua != c.sendNext {
 		u := &c.units[c.ua&mask]
 		if u.flags&uAcked == 0 {
@@ -615,7 +745,9 @@ func (e *Endpoint) ackUnit(ci int, id uint16) {
 }
 
 // Deadline is the Unix ns time of the next timer event (resend, ack,
-// send budget, stall), 0 when idle. A time in the past means now.
+// send budget, stall), 0 when idle. A time in the past means now. A bulk
+// unit that waits for the congestion window has no time: an ack, which
+// Acked reports, opens the window.
 func (e *Endpoint) Deadline() int64 {
 	var d int64
 	consider := func(t int64) {
@@ -624,40 +756,49 @@ func (e *Endpoint) Deadline() int64 {
 		}
 	}
 	if e.ackDue {
-		consider(e.ackAt + e.l.ackDelay)
+		if e.rxUnacked >= ackEvery {
+			consider(e.ackAt)
+		} else {
+			consider(e.ackAt + e.l.ackDelay)
+		}
 	}
 	if e.sendMask == 0 {
 		return d
 	}
 	_, iv := e.resendInterval()
-	var send int64
-	sendOK := false
+	rate := e.rate()
+	gameAt := e.pace.When(rate, e.debt()) // the game's entries may go
+	bulkAt := e.pace.When(rate, 0)        // bulk ones, with room in the window
+	window := e.cc == nil || e.cc.CanSend()
 	for m := e.sendMask; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros32(m)
 		c := e.ch[i]
-		var t int64
-		ok := false
 		if e.l.kinds[i] != ReliableOrdered {
-			t, ok = e.tokAt, c.pend > 0
-		} else {
-			if e.canSendNew(i, c) {
-				t, ok = e.tokAt, true
-			} else {
-				t, ok = c.nextResend(iv)
+			if c.pend > 0 {
+				if c.bulk {
+					consider(bulkAt)
+				} else {
+					consider(gameAt)
+				}
 			}
-			if c.ua != c.sendNext {
-				consider(c.units[c.ua&uint16(len(c.units)-1)].first + e.l.stall)
+			continue
+		}
+		if e.canSendNew(i, c) {
+			if !e.bulkUnit(i, &c.units[c.sendNext&uint16(len(c.units)-1)]) {
+				consider(gameAt)
+			} else if window {
+				consider(bulkAt)
 			}
 		}
-		if ok && (!sendOK || t < send) {
-			send, sendOK = t, true
+		if t, ok := c.nextResend(iv, false); ok {
+			consider(max(t, gameAt))
 		}
-	}
-	if sendOK {
-		if e.tokens <= 0 {
-			send = max(send, e.tokAt+(-e.tokens)/e.l.sendRate+1)
+		if t, ok := c.nextResend(iv, true); ok {
+			consider(max(t, bulkAt))
 		}
-		consider(send)
+		if c.ua != c.sendNext {
+			consider(c.units[c.ua&uint16(len(c.units)-1)].first + e.l.stall)
+		}
 	}
 	return d
 }
@@ -674,6 +815,40 @@ func (e *Endpoint) Stalled(now int64) bool {
 		}
 	}
 	return false
+}
+
+// Queued is the storage bytes channel ch holds for sending: messages
+// queued and reliable ones not yet acknowledged (what ChannelConfig.
+// MaxQueued bounds); 0 for a channel that does not exist.
+func (e *Endpoint) Queued(ch int) int {
+	if ch < 0 || ch >= len(e.l.kinds) {
+		return 0
+	}
+	if c := e.chanIf(ch); c != nil {
+		return c.queued
+	}
+	return 0
+}
+
+// TakeSendable returns the channels (bit i: channel i) on which Send
+// returned ErrQueueFull and that have since drained to half their
+// MaxQueued, and forgets them: a sender that filled a channel learns
+// when to queue more.
+func (e *Endpoint) TakeSendable() uint32 {
+	s := e.sendable
+	e.sendable = 0
+	return s
+}
+
+// Path returns what the congestion controller knows of the path.
+func (e *Endpoint) Path() PathStats {
+	p := PathStats{RTT: time.Duration(e.rtt.Smoothed()), PacingRate: e.rate()}
+	if e.cc != nil {
+		st := e.cc.Stats()
+		p.BaseRTT, p.QueueDelay, p.Window, p.InFlight = st.BaseRTT, st.QueueDelay, int(st.Window), int(st.InFlight)
+		p.DeliveryRate, p.SlowStart, p.CongestionEvents = st.DeliveryRate, st.SlowStart, st.Events
+	}
+	return p
 }
 
 // Stats returns the endpoint's counters. Acked counts whole messages

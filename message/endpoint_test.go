@@ -383,11 +383,13 @@ func TestAckDueAndStall(t *testing.T) {
 	}
 }
 
-// TestSendRate: the token bucket bounds the bytes written.
+// TestSendRate: the ceiling (SendRate) bounds the bytes written when the
+// congestion controller would allow more.
 func TestSendRate(t *testing.T) {
 	const rate = 100_000
 	l := testLayer(t, func(c *Config) { c.SendRate = rate; c.Channels[0].MaxQueued = 1 << 20 })
 	e := l.NewEndpoint()
+	e.SetRTT(time.Millisecond) // a window of 10 packets a millisecond: far above the ceiling
 	buf := make([]byte, 100)
 	total := 0
 	for now := t0; now < t0+time.Second.Nanoseconds(); now += ms {
@@ -461,5 +463,40 @@ func TestResendBackoff(t *testing.T) {
 	}
 	if spec, full := e.resendInterval(); full < 100*ms || full > 200*ms || spec != int64(DefaultResendFactor*float64(full)) {
 		t.Fatalf("after 100 ms samples: intervals %d, %d ms", spec/ms, full/ms)
+	}
+}
+
+// TestLayerQueued: the layer's count of send storage follows its
+// endpoints' queues: up with Send, down with acks and with Release.
+func TestLayerQueued(t *testing.T) {
+	l := testLayer(t, nil)
+	e := l.NewEndpoint()
+	e.SetRTT(time.Millisecond)
+	for i := range 3 {
+		if err := e.Send(0, make([]byte, 500), t0); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Send(1, make([]byte, 20), t0); err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	if q := l.Queued(); q != int64(e.Queued(0)+e.Queued(1)) || q == 0 {
+		t.Fatalf("layer queued %d, endpoint %d+%d", q, e.Queued(0), e.Queued(1))
+	}
+	now := t0
+	for seq := uint16(1); seq < 1000 && l.Queued() > 0; seq++ {
+		now += ms
+		if e.WantsSend(now) {
+			writeOne(t, e, seq, now)
+			e.Acked(seq, now+ms)
+		}
+	}
+	if q := l.Queued(); q != 0 || e.Queued(0) != 0 {
+		t.Fatalf("after every ack: layer %d, channel 0 %d", q, e.Queued(0))
+	}
+	e.Send(0, make([]byte, 5000), t0)
+	e.Release()
+	if q := l.Queued(); q != 0 {
+		t.Fatalf("after Release: layer %d", q)
 	}
 }

@@ -24,7 +24,6 @@ type Layer struct {
 	maxCount   int // most fragments of one message
 	maxMsg     int
 	sendRate   int64 // bytes per second
-	burst      int64 // token bucket depth, bytes
 	ackDelay   int64 // ns
 	resendF    float64
 	minResend  int64
@@ -38,8 +37,10 @@ type Layer struct {
 	classes  [numClasses]int
 	pools    [numClasses]sync.Pool
 
-	held  atomic.Int64
-	drops [NumDropReasons]atomic.Uint64
+	held     atomic.Int64
+	queued   atomic.Int64  // send storage of all endpoints (channel.queued)
+	ccEvents atomic.Uint64 // congestion events of all endpoints
+	drops    [NumDropReasons]atomic.Uint64
 }
 
 // NewLayer validates cfg and returns the layer. maxPayload is the bytes
@@ -68,7 +69,6 @@ func NewLayer(cfg Config, maxPayload int) (*Layer, error) {
 		return nil, fmt.Errorf("message: negative Config field")
 	}
 	l.sendRate = int64(or(cfg.SendRate, DefaultSendRate))
-	l.burst = max(l.sendRate/100, 2*int64(maxPayload))
 	l.ackDelay = int64(orDur(cfg.AckDelay, DefaultAckDelay))
 	l.resendF = cfg.ResendFactor
 	if l.resendF == 0 {
@@ -140,7 +140,7 @@ func orDur(v, def time.Duration) time.Duration {
 // NewEndpoint returns a new connection's message state. It allocates its
 // per-channel state only when a channel is first used.
 func (l *Layer) NewEndpoint() *Endpoint {
-	return &Endpoint{l: l, rtt: int64(defaultRTT), rttVar: int64(defaultRTT) / 2, progress: -1}
+	return &Endpoint{l: l, progress: -1}
 }
 
 // Drops returns the counts of dropped packets (Check) and entries
@@ -156,6 +156,14 @@ func (l *Layer) Drops() [NumDropReasons]uint64 {
 // Held is the bytes all endpoints hold for out-of-order and partly
 // reassembled messages.
 func (l *Layer) Held() int64 { return l.held.Load() }
+
+// Queued is the bytes all endpoints hold for sending: messages queued and
+// reliable ones not yet acknowledged.
+func (l *Layer) Queued() int64 { return l.queued.Load() }
+
+// CongestionEvents counts the congestion controllers' window cuts for
+// loss over all endpoints (PathStats.CongestionEvents).
+func (l *Layer) CongestionEvents() uint64 { return l.ccEvents.Load() }
 
 // Enabled reports whether at least one channel is configured.
 func (l *Layer) Enabled() bool { return len(l.kinds) > 0 }

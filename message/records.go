@@ -6,8 +6,10 @@ type record struct {
 	sent     int64
 	start, n uint32
 	seq      uint16
-	done     bool // reported (Acked or Lost)
-	repaired bool // made due by fast repair already
+	size     uint16 // bytes of entries: what the congestion controller counts
+	done     bool   // reported (Acked or Lost)
+	repaired bool   // made due by fast repair already
+	gone     bool   // out of the congestion controller's flight: lost, by inference or timeout
 }
 
 // entRef names one unit sent in a packet.
@@ -23,7 +25,9 @@ type records struct {
 	ents         []entRef
 	rHead, rTail uint32
 	eHead, eTail uint32
-	live         int // records not yet reported
+	// aged: records before it are reported or gone (Endpoint.age).
+	aged uint32
+	live int // records not yet reported
 }
 
 func (r *records) pushEntry(ch uint8, id uint16) {

@@ -192,8 +192,13 @@ func (e *Endpoint) Receive(payload []byte, now int64) {
 	if other {
 		e.pkt, e.pktOff = payload, 0
 	}
-	if reliable && !e.ackDue {
-		e.ackDue, e.ackAt = true, now
+	if reliable {
+		if !e.ackDue {
+			e.ackDue, e.ackAt = true, now
+		}
+		if e.rxUnacked < ackEvery {
+			e.rxUnacked++
+		}
 	}
 }
 
@@ -356,7 +361,9 @@ func (e *Endpoint) Release() {
 		}
 		for j := range c.units {
 			if c.units[j].buf != nil {
-				l.put(c.units[j].buf)
+				n := l.put(c.units[j].buf)
+				c.queued -= int(n)
+				l.queued.Add(-n)
 			}
 		}
 		for c.pend > 0 {
@@ -372,7 +379,7 @@ func (e *Endpoint) Release() {
 	}
 	l.held.Add(-e.held)
 	e.held = 0
-	e.ch, e.recs, e.pkt = nil, nil, nil
-	e.sendMask, e.fragOut, e.ready, e.progress, e.progHeld, e.ackDue = 0, 0, 0, -1, 0, false
+	e.ch, e.recs, e.pkt, e.cc = nil, nil, nil, nil
+	e.sendMask, e.fragOut, e.ready, e.progress, e.progHeld, e.ackDue, e.rxUnacked = 0, 0, 0, -1, 0, false, 0
 	e.stats.InFlight = 0
 }

@@ -182,7 +182,7 @@ func (o *options) newFlagSet() *flag.FlagSet {
 	fs.StringVar(&o.app, "app", "echo", "application: echo (send each Data payload, and each message on its channel, back) or discard")
 	fs.BoolVar(&o.messages, "messages", true, "message channels (docs/protocol.md §14) in the tools' layout: 0 reliable-ordered, 1 unreliable, 2 sequenced, as client connect -reliable and client load -messages use; clients that send only Data are served either way")
 	fs.IntVar(&o.messageMaxSize, "message-max-size", message.DefaultMaxMessageSize, fmt.Sprintf("with -messages: the largest reliable message in bytes, fragmented over packets, at most %d; clients must not send larger", message.MaxMessageSizeLimit))
-	fs.IntVar(&o.messageSendRate, "message-send-rate", message.DefaultSendRate, "with -messages: bytes of messages per second one connection may send, resends and fragments included")
+	fs.IntVar(&o.messageSendRate, "message-send-rate", message.DefaultSendRate, "with -messages: the ceiling of one connection's message bytes per second, resends and fragments included; below it each connection's congestion controller paces at what its path carries")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug (adds a line per connection), info, warn or error; changes on SIGHUP")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text (key=value) or json (one object per line)")
 	fs.DurationVar(&o.summary, "summary", 10*time.Second, "interval of the summary log line (0: off)")

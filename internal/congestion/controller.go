@@ -1,0 +1,344 @@
+package congestion
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Parameters (docs/decisions.md, "Congestion control"; tuning.md,
+// "Bandwidth").
+const (
+	// TargetDelay is the queueing delay the controller holds the
+	// bottleneck at: enough queue to keep the link busy between a
+	// sender's timer ticks, little enough that a game message behind it
+	// waits a frame or two.
+	TargetDelay = int64(12 * time.Millisecond)
+	// InitialWindow and MinWindow are in packets.
+	InitialWindow = 10
+	MinWindow     = 2
+	// MaxWindow bounds the window in bytes (the sender has its own caps
+	// in packets and units).
+	MaxWindow = 64 << 20
+	// baseBucket is the length of each of the two buckets whose minimum
+	// is the base round trip: a path that really got longer is learnt
+	// within two buckets.
+	baseBucket = int64(30 * time.Second)
+	// heavyLoss: when more than 1/heavyLoss of the packets of the rounds
+	// that reported at least heavyRound packets were lost, that is
+	// congestion whatever the delay (a queue shallower than the target
+	// overflows before it shows); fewer are the path's noise.
+	heavyLoss  = 4
+	heavyRound = 16
+	// maxVelocity bounds the window's growth, packets per round trip.
+	maxVelocity = 16
+	// standSamples: a standing-RTT window holds at least this many
+	// samples, so that at a few packets a round trip one sample's
+	// jitter is not taken for a queue.
+	standSamples = 4
+	// minStandWindow bounds the standing-RTT window from below.
+	minStandWindow = int64(2 * time.Millisecond)
+)
+
+// Controller is one connection's congestion controller. The zero value is
+// not ready: use Init. Not safe for concurrent use. The sender reports
+// every packet it sends that the controller should govern (OnSent), and
+// each such packet's fate exactly once (OnAcked or OnLost).
+type Controller struct {
+	mss      int64 // bytes: the largest packet
+	cwnd     int64 // bytes
+	inflight int64 // bytes sent and not yet reported
+	ssthresh int64 // 0: none; slow start ends when cwnd reaches it
+	ceiling  int64 // bytes per second: the pacing rate's cap
+
+	// base: the smallest RTT sample of the current bucket (0) and the
+	// last one (1); baseAt: when bucket 0 began.
+	base   [2]int64
+	baseAt int64
+	// standing: the smallest sample of the current window (standCur,
+	// from standAt) and of the last one (standPrev).
+	standCur, standPrev, standAt int64
+	standN                       int64 // samples in the current window
+	latest                       int64
+
+	// Rounds: a round ends when a packet sent after roundStart is
+	// acknowledged or lost.
+	roundStart             int64
+	roundAcked, roundLost  int64
+	recoveryUntil          int64 // losses of packets sent before this are one event
+	drainUntil, drainSaved int64 // a drain of the queue in progress, and the window before it
+
+	// Delivery rate: bytes acknowledged since delivAt, and the last
+	// window's rate.
+	delivered, delivAt, deliveryRate int64
+
+	maxRate   int64          // the largest delivery rate seen in slow start
+	velocity  int64          // packets per round trip the window may grow by
+	events    uint64         // congestion events
+	sink      *atomic.Uint64 // counts them too, when set (CountEvents)
+	ups       uint8          // rounds of growth in a row
+	grew      bool           // the window grew in this round
+	slowStart bool
+}
+
+// Init readies c for packets of at most mss bytes, paced at most at
+// ceiling bytes per second (0: MaxRate).
+func (c *Controller) Init(mss int, ceiling int64, now int64) {
+	if ceiling <= 0 || ceiling > MaxRate {
+		ceiling = MaxRate
+	}
+	*c = Controller{mss: int64(mss), cwnd: InitialWindow * int64(mss), ceiling: ceiling,
+		slowStart: true, velocity: 1, baseAt: now, standAt: now, delivAt: now, roundStart: now}
+}
+
+// CanSend reports whether the window has room for another packet.
+func (c *Controller) CanSend() bool { return c.inflight < c.window() }
+
+// window is cwnd, or the drain's while one runs.
+func (c *Controller) window() int64 {
+	if c.drainUntil != 0 {
+		return MinWindow * c.mss
+	}
+	return c.cwnd
+}
+
+// OnSent counts a packet of n bytes sent at now.
+func (c *Controller) OnSent(n int, now int64) { c.inflight += int64(n) }
+
+// OnAcked reports a packet of n bytes sent at sent acknowledged at now;
+// srtt is the connection's smoothed round trip.
+func (c *Controller) OnAcked(n int, sent, now, srtt int64) {
+	b := int64(n)
+	limited := c.inflight >= c.cwnd/2 // the window was in use: it may grow
+	c.inflight = max(c.inflight-b, 0)
+	c.sample(now-sent, now, srtt)
+	c.delivered += b
+	if w := max(srtt, int64(50*time.Millisecond)); now-c.delivAt >= w {
+		c.deliveryRate = c.delivered * 1e9 / (now - c.delivAt)
+		if c.slowStart {
+			c.maxRate = max(c.maxRate, c.deliveryRate)
+		}
+		c.delivered, c.delivAt = 0, now
+	}
+	c.round(sent, now, false)
+	if c.drainUntil != 0 {
+		if now < c.drainUntil {
+			return
+		}
+		// Drained: climb back to the window the drain saved.
+		c.drainUntil, c.slowStart, c.ssthresh = 0, true, c.drainSaved
+	}
+	qd := c.QueueDelay()
+	switch {
+	case c.slowStart:
+		if qd > TargetDelay/2 {
+			c.exitSlowStart()
+			break
+		}
+		if limited {
+			c.cwnd += b
+		}
+		if c.ssthresh != 0 && c.cwnd >= c.ssthresh {
+			c.slowStart, c.ssthresh = false, 0
+		}
+	case qd <= TargetDelay && limited:
+		// velocity packets per round trip, half that in the upper
+		// half of the target. Decreases are decided once a round
+		// (round).
+		// The velocity is at most an eighth of the window, so that a
+		// small window (a slow link) grows gently past its queue.
+		v := min(c.velocity, max(1, c.cwnd/(8*c.mss)))
+		inc := v * c.mss * b / c.cwnd
+		if qd > TargetDelay/2 {
+			inc /= 2
+		}
+		c.cwnd += inc
+		c.grew = true
+	}
+	c.cwnd = min(max(c.cwnd, MinWindow*c.mss), MaxWindow)
+}
+
+// exitSlowStart ends slow start on the first sign of a queue. The delay
+// that shows it is a round trip old, and the window doubled since: the
+// window falls back to what the path delivers, the delivery rate times
+// the base round trip plus half the target (or half the window, before a
+// rate is known).
+func (c *Controller) exitSlowStart() {
+	c.slowStart, c.ssthresh = false, 0
+	w := c.cwnd / 2
+	if r := c.maxRate; r > 0 && c.BaseRTT() > 0 {
+		w = max(w, min(c.cwnd, r*(c.BaseRTT()+TargetDelay/2)/1e9))
+	}
+	c.cwnd = w
+}
+
+// OnLost reports a packet of n bytes sent at sent declared lost at now.
+func (c *Controller) OnLost(n int, sent, now int64) {
+	c.inflight = max(c.inflight-int64(n), 0)
+	c.round(sent, now, true)
+	if sent >= c.recoveryUntil && c.QueueDelay() > 2*TargetDelay {
+		// Far above the target: the queue overflows. Nearer it, a loss
+		// is as likely the path's noise, and the delay rule acts.
+		c.congestion(now)
+	}
+}
+
+// OnLateAck reports that a packet sent at sent, reported lost before
+// (OnLost), was acknowledged at now after all: its loss is not counted.
+func (c *Controller) OnLateAck(sent, now, srtt int64) {
+	c.sample(now-sent, now, srtt)
+	if c.roundLost > 0 {
+		c.roundLost--
+		c.roundAcked++
+	}
+}
+
+// OnForgotten reports a packet of n bytes whose fate will never be known
+// (its record was dropped): it leaves the flight without a verdict.
+func (c *Controller) OnForgotten(n int) { c.inflight = max(c.inflight-int64(n), 0) }
+
+// round counts a packet's fate in the current round, and ends the round
+// once a packet sent after its start is reported: a round that lost
+// heavily is congestion.
+func (c *Controller) round(sent, now int64, lost bool) {
+	if lost {
+		c.roundLost++
+	} else {
+		c.roundAcked++
+	}
+	if sent < c.roundStart {
+		return
+	}
+	heavy := false
+	if n := c.roundLost + c.roundAcked; n >= heavyRound {
+		heavy = c.roundLost*heavyLoss > n && sent >= c.recoveryUntil
+		c.roundAcked, c.roundLost = 0, 0
+	}
+	if qd := c.QueueDelay(); heavy {
+		c.congestion(now)
+	} else if !c.slowStart && c.drainUntil == 0 && qd > TargetDelay {
+		// Above the target: a cut in proportion to the excess, at
+		// least 1/16 and at most half the window. Once a round,
+		// because the delay that says so lags the window by a round
+		// trip. Every connection through the queue sees the same
+		// delay and cuts the same fraction: with the constant growth
+		// below the target, that is AIMD, and the shares converge.
+		cut := max(min(qd-TargetDelay, TargetDelay)*c.cwnd/(2*TargetDelay), c.cwnd/16)
+		c.cwnd = max(c.cwnd-cut, MinWindow*c.mss)
+		c.velocity, c.ups = 1, 0
+	} else if c.grew {
+		// Three rounds of growth in a row double the velocity: a
+		// path much faster than the window is found in a few round
+		// trips, not hundreds.
+		if c.ups++; c.ups >= 3 {
+			c.velocity, c.ups = min(2*c.velocity, maxVelocity), 0
+		}
+	}
+	c.grew = false
+	c.roundStart = now
+}
+
+// CountEvents makes the controller add its congestion events to p too
+// (a server's total, for its metrics).
+func (c *Controller) CountEvents(p *atomic.Uint64) { c.sink = p }
+
+// congestion cuts the window once per round trip of losses.
+func (c *Controller) congestion(now int64) {
+	c.events++
+	if c.sink != nil {
+		c.sink.Add(1)
+	}
+	c.slowStart, c.ssthresh = false, 0
+	c.cwnd = max(c.cwnd*7/10, MinWindow*c.mss)
+	c.recoveryUntil = now
+	c.velocity, c.ups = 1, 0
+}
+
+// sample folds an RTT sample into the base and standing minimums.
+func (c *Controller) sample(s, now, srtt int64) {
+	if s <= 0 {
+		return
+	}
+	c.latest = s
+	if c.base[0] == 0 || s < c.base[0] {
+		c.base[0] = s
+	}
+	if now-c.baseAt >= baseBucket {
+		// The bucket that ends never saw the queue empty: drain it for
+		// two round trips, so that this connection, and any other
+		// through the same queue, sees the path's base again.
+		if prev := min(c.base[1], c.base[0]); c.base[1] != 0 && c.base[0] > prev+TargetDelay/2 && !c.slowStart {
+			c.drainSaved, c.drainUntil = c.cwnd, now+2*srtt
+		}
+		c.base[1], c.base[0], c.baseAt = c.base[0], s, now
+	}
+	if c.standCur == 0 || s < c.standCur {
+		c.standCur = s
+	}
+	c.standN++
+	if now-c.standAt >= max(srtt/2, minStandWindow) && c.standN >= standSamples {
+		c.standPrev, c.standCur, c.standAt, c.standN = c.standCur, 0, now, 0
+	}
+}
+
+// BaseRTT is the path's round trip without queue (0 before a sample).
+func (c *Controller) BaseRTT() int64 {
+	if c.base[1] != 0 && c.base[1] < c.base[0] {
+		return c.base[1]
+	}
+	return c.base[0]
+}
+
+// StandingRTT is the smallest round trip of the last half to whole
+// smoothed round trip (0 before a sample).
+func (c *Controller) StandingRTT() int64 {
+	s := c.standCur
+	if s == 0 || c.standPrev != 0 && c.standPrev < s {
+		s = c.standPrev
+	}
+	return s
+}
+
+// QueueDelay is the standing round trip less the base: the queue this
+// connection's packets wait in.
+func (c *Controller) QueueDelay() int64 { return max(c.StandingRTT()-c.BaseRTT(), 0) }
+
+// PacingRate is the rate packets should leave at, in bytes per second:
+// 2 (slow start) or 1.25 windows per smoothed round trip, at most the
+// ceiling.
+func (c *Controller) PacingRate(srtt int64) int64 {
+	srtt = max(srtt, int64(100*time.Microsecond))
+	w := c.window()
+	r := w * 1e9 / srtt
+	if c.slowStart {
+		r *= 2
+	} else {
+		r += r / 4
+	}
+	return min(r, c.ceiling)
+}
+
+// SetCeiling changes the pacing rate's cap (0: MaxRate).
+func (c *Controller) SetCeiling(ceiling int64) {
+	if ceiling <= 0 || ceiling > MaxRate {
+		ceiling = MaxRate
+	}
+	c.ceiling = ceiling
+}
+
+// Stats is a snapshot of a controller.
+type Stats struct {
+	Window       int64 // bytes the sender may have in flight
+	InFlight     int64 // bytes in flight
+	DeliveryRate int64 // bytes per second acknowledged over the last round trip (at least 50 ms)
+	BaseRTT      time.Duration
+	QueueDelay   time.Duration
+	SlowStart    bool
+	Events       uint64 // congestion events (window cuts for loss)
+}
+
+// Stats returns the controller's state.
+func (c *Controller) Stats() Stats {
+	return Stats{Window: c.window(), InFlight: c.inflight, DeliveryRate: c.deliveryRate,
+		BaseRTT: time.Duration(c.BaseRTT()), QueueDelay: time.Duration(c.QueueDelay()),
+		SlowStart: c.slowStart, Events: c.events}
+}

@@ -1,0 +1,235 @@
+package congestion
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// A packet-level simulation of flows through one bottleneck: a drop-tail
+// queue drained at a fixed rate, a one-way delay each way, random loss on
+// top, and a receiver that acknowledges every packet at once. Senders are
+// greedy, paced by the controller, and learn a packet's loss when a later
+// one is acknowledged (the link keeps order). Time moves in steps of
+// simStep, the sender's timer granularity.
+
+var simTrace = false
+
+const (
+	simMSS  = 1200
+	simStep = int64(100 * time.Microsecond)
+)
+
+type simPkt struct {
+	seq      int64
+	sent     int64
+	arrive   int64 // at the sender, as an ack; 0: dropped
+	received bool
+}
+
+type simFlow struct {
+	c        Controller
+	rtt      RTTStats
+	p        Pacer
+	out      []simPkt // sent, not yet reported, in order
+	next     int64
+	start    int64
+	got      []int64 // bytes delivered to the receiver per 100 ms bucket
+	sentN    uint64
+	lostRand uint64
+}
+
+type simLink struct {
+	rate    int64 // bytes per second
+	queue   int64 // bytes
+	delay   int64 // one way
+	loss    float64
+	lastDep int64
+	offered uint64
+	dropped uint64
+	qdelays []int64 // the queue's delay at each packet's arrival at it
+	rng     *rand.Rand
+}
+
+func (l *simLink) enqueue(now int64) (recv int64, ok bool) {
+	l.offered++
+	if l.loss > 0 && l.rng.Float64() < l.loss {
+		return 0, false
+	}
+	wait := max(l.lastDep-now, 0)
+	if wait*l.rate/1e9+simMSS > l.queue {
+		l.dropped++
+		return 0, false
+	}
+	l.qdelays = append(l.qdelays, wait)
+	l.lastDep = max(l.lastDep, now) + simMSS*1e9/l.rate
+	return l.lastDep + l.delay, true
+}
+
+type simResult struct {
+	share     []float64 // each flow's goodput ÷ link, from measureFrom
+	total     float64
+	dropPct   float64
+	qdelayP99 time.Duration
+	first85   time.Duration // when the total goodput of a 100 ms bucket first reached 85 %
+}
+
+func simulate(t *testing.T, rate, queue int64, loss float64, flows int, dur, measureFrom time.Duration, seed uint64) simResult {
+	return simulateStaggered(t, rate, queue, loss, flows, 0, dur, measureFrom, seed)
+}
+
+// simulateStaggered starts flow i at i × stagger.
+func simulateStaggered(t *testing.T, rate, queue int64, loss float64, flows int, stagger, dur, measureFrom time.Duration, seed uint64) simResult {
+	t.Helper()
+	l := &simLink{rate: rate, queue: queue, delay: int64(25 * time.Millisecond), loss: loss,
+		rng: rand.New(rand.NewPCG(seed, seed+1))}
+	fs := make([]*simFlow, flows)
+	buckets := int(dur / (100 * time.Millisecond))
+	for i := range fs {
+		f := &simFlow{got: make([]int64, buckets+1), start: int64(i) * int64(stagger)}
+		f.c.Init(simMSS, 0, f.start)
+		fs[i] = f
+	}
+	end := int64(dur)
+	for now := int64(0); now < end; now += simStep {
+		for _, f := range fs {
+			if now < f.start {
+				continue
+			}
+			// Acks and losses due by now.
+			for len(f.out) > 0 {
+				p := f.out[0]
+				if p.received {
+					if p.arrive > now {
+						break
+					}
+					f.rtt.Update(now - p.sent)
+					f.c.OnAcked(simMSS, p.sent, now, f.rtt.Smoothed())
+				} else {
+					// Lost: known once a later packet's ack is back.
+					later := false
+					for _, q := range f.out[1:] {
+						if q.received && q.arrive <= now {
+							later = true
+							break
+						}
+					}
+					if !later {
+						break
+					}
+					f.c.OnLost(simMSS, p.sent, now)
+				}
+				f.out = f.out[1:]
+			}
+			if simTrace && now%int64(200*time.Millisecond) == 0 && f == fs[0] {
+				st := f.c.Stats()
+				t.Logf("%v cwnd %d infl %d qd %v base %v stand %v ss %v rate %d srtt %v", time.Duration(now), st.Window/simMSS, st.InFlight/simMSS, st.QueueDelay, st.BaseRTT, time.Duration(f.c.StandingRTT()), st.SlowStart, f.c.PacingRate(f.rtt.Smoothed())/simMSS, time.Duration(f.rtt.Smoothed()))
+			}
+			// Send what the window and the pacer allow.
+			f.p.Refill(now, f.c.PacingRate(f.rtt.Smoothed()), 2*simMSS)
+			for f.c.CanSend() && f.p.Positive() {
+				recv, ok := l.enqueue(now)
+				p := simPkt{seq: f.next, sent: now, received: ok}
+				if ok {
+					p.arrive = recv + l.delay
+					if b := int((recv) / int64(100*time.Millisecond)); b < len(f.got) {
+						f.got[b] += simMSS
+					}
+				}
+				f.next++
+				f.sentN++
+				f.out = append(f.out, p)
+				f.c.OnSent(simMSS, now)
+				f.p.Spend(simMSS)
+			}
+		}
+	}
+	var r simResult
+	from := int(measureFrom / (100 * time.Millisecond))
+	perBucket := float64(rate) / 10
+	r.first85 = -1
+	for b := 0; b < buckets; b++ {
+		var sum int64
+		for _, f := range fs {
+			sum += f.got[b]
+		}
+		if r.first85 < 0 && float64(sum) >= 0.85*perBucket {
+			r.first85 = time.Duration(b+1) * 100 * time.Millisecond
+		}
+	}
+	for _, f := range fs {
+		var sum int64
+		for b := from; b < buckets; b++ {
+			sum += f.got[b]
+		}
+		s := float64(sum) / (perBucket * float64(buckets-from))
+		r.share = append(r.share, s)
+		r.total += s
+	}
+	r.dropPct = 100 * float64(l.dropped) / float64(l.offered)
+	q := slices.Clone(l.qdelays[len(l.qdelays)/5:])
+	slices.Sort(q)
+	r.qdelayP99 = time.Duration(q[len(q)*99/100])
+	return r
+}
+
+func TestSimFitsTheLink(t *testing.T) {
+	for _, tc := range []struct {
+		mbit  int64
+		queue int64
+	}{{2, 64 << 10}, {20, 256 << 10}, {100, 1 << 20}} {
+		t.Run(fmt.Sprintf("%dMbit", tc.mbit), func(t *testing.T) {
+			r := simulate(t, tc.mbit*1e6/8, tc.queue, 0, 1, 10*time.Second, 2*time.Second, 1)
+			t.Logf("goodput %.1f %% of the link, drops %.2f %%, queue p99 %v, 85 %% reached at %v", 100*r.total, r.dropPct, r.qdelayP99, r.first85)
+			if r.total < 0.85 || r.dropPct > 2 || r.qdelayP99 > 25*time.Millisecond || r.first85 < 0 || r.first85 > 2*time.Second {
+				t.Errorf("want goodput ≥ 85 %% within 2 s, drops ≤ 2 %%, queue p99 ≤ 25 ms")
+			}
+		})
+	}
+}
+
+func TestSimRandomLossIsNotCongestion(t *testing.T) {
+	r := simulate(t, 50e6/8, 1<<20, 0.05, 1, 10*time.Second, 2*time.Second, 2)
+	t.Logf("goodput %.1f %% of the link at 5 %% loss, queue p99 %v", 100*r.total, r.qdelayP99)
+	if r.total < 0.70 {
+		t.Errorf("goodput %.1f %%, want ≥ 70 %%", 100*r.total)
+	}
+}
+
+func TestSimFair(t *testing.T) {
+	for _, n := range []int{2, 10} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			r := simulate(t, 20e6/8, 256<<10, 0, n, 15*time.Second, 5*time.Second, 3)
+			t.Logf("shares of an equal share: %v; total %.1f %%, queue p99 %v", scaled(r.share, float64(n)), 100*r.total, r.qdelayP99)
+			for i, s := range r.share {
+				if x := s * float64(n); x < 0.75 || x > 1.33 {
+					t.Errorf("flow %d got %.2f × an equal share, want 0.75–1.33", i, x)
+				}
+			}
+		})
+	}
+}
+
+func scaled(v []float64, k float64) []string {
+	var s []string
+	for _, x := range v {
+		s = append(s, fmt.Sprintf("%.2f", x*k))
+	}
+	return s
+}
+
+// A connection that starts while another holds the queue at the target
+// measures a base round trip that includes that queue; the drain that
+// ends a bucket whose minimum never came back down shows both the path's
+// base again.
+func TestSimLatecomer(t *testing.T) {
+	r := simulateStaggered(t, 20e6/8, 256<<10, 0, 2, 10*time.Second, 100*time.Second, 75*time.Second, 4)
+	t.Logf("shares of an equal share after 65 s together: %v; total %.1f %%, queue p99 %v", scaled(r.share, 2), 100*r.total, r.qdelayP99)
+	for i, s := range r.share {
+		if x := s * 2; x < 0.75 || x > 1.33 {
+			t.Errorf("flow %d got %.2f × an equal share, want 0.75–1.33", i, x)
+		}
+	}
+}
