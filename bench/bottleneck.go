@@ -44,10 +44,11 @@ import (
 //   - udpgate: the tools' channel layout (internal/msgcfg): reliable
 //     messages on channel 0, sequenced on 2, bulk on 3 (declared Bulk), the
 //     server's answer to a bulk message on 0; the library's default timers
-//     and send rate (-bn-send-rate sets Config.Messages.SendRate). The
-//     bulk flow keeps the channel's queue (MaxQueued, 2 MiB here) fed: the
-//     next message goes as soon as the queue takes it, and while it
-//     refuses (ErrQueueFull) the sender waits for an answer or 5 ms;
+//     and send rate (-bn-send-rate sets Config.Messages.SendRate, the
+//     congestion controller's ceiling). The bulk flow keeps the channel's
+//     queue (MaxQueued, 2 MiB here) fed: the next message goes as soon as
+//     the queue takes it, and while it refuses (ErrQueueFull) the sender
+//     waits for OnSendable, an answer or bnPoll;
 //   - quic: quic-go (quic.go), a bulk stream written continuously and a
 //     small stream carrying the small messages;
 //   - kcp and kcp/cc: kcp-go in the fast profile and in its normal mode
@@ -229,6 +230,8 @@ type bnConnRecord struct {
 	Resent     int64   `json:"resent"`
 	Ended      string  `json:"ended,omitempty"`
 	BulkError  string  `json:"bulk_error,omitempty"`
+	// Path: udpgate's PathStats at the bulk phase's end.
+	Path string `json:"path,omitempty"`
 }
 
 // bnConn is one connection of any peer.
@@ -247,16 +250,41 @@ type bnConn interface {
 	close()
 }
 
-// udpgate's side.
+// udpgate's side: the bulk sender waits for conn's OnSendable (the bulk
+// channel drained to half its MaxQueued), an answer to a bulk message or
+// bnPoll, whichever comes first.
 
-type udpgateBn struct{ c *conn.Client }
+type udpgateBn struct {
+	c        *conn.Client
+	sendable chan struct{}
+}
+
+// bnPoll is the udpgate bulk sender's longest wait for OnSendable.
+const bnPoll = 50 * time.Millisecond
+
+// bnClientApp hands a client's messages to on and signals sendable.
+type bnClientApp struct {
+	conn.NopHandler
+	on       func([]byte)
+	sendable chan struct{}
+}
+
+func (a *bnClientApp) OnMessage(c *conn.Conn, ch int, msg []byte) { a.on(msg) }
+
+func (a *bnClientApp) OnSendable(c *conn.Conn, ch int) {
+	select {
+	case a.sendable <- struct{}{}:
+	default:
+	}
+}
 
 func dialUdpgateBn(ctx context.Context, addr netip.AddrPort, spec msgServerSpec, on func([]byte)) (bnConn, error) {
-	c, err := conn.Dial(ctx, addr.String(), msgBaseConfig(&msgClientApp{on: on}, spec))
+	app := &bnClientApp{on: on, sendable: make(chan struct{}, 1)}
+	c, err := conn.Dial(ctx, addr.String(), msgBaseConfig(app, spec))
 	if err != nil {
 		return nil, err
 	}
-	return &udpgateBn{c: c}, nil
+	return &udpgateBn{c: c, sendable: app.sendable}, nil
 }
 
 func (u *udpgateBn) sendSmall(reliable bool, b []byte) error {
@@ -275,8 +303,9 @@ func (u *udpgateBn) sendBulk(ctx context.Context, b []byte, progress <-chan stru
 		if !errors.Is(err, message.ErrQueueFull) {
 			return err
 		}
-		t.Reset(5 * time.Millisecond)
+		t.Reset(bnPoll)
 		select {
+		case <-u.sendable:
 		case <-progress:
 		case <-t.C:
 		case <-ctx.Done():
@@ -298,7 +327,13 @@ func (u *udpgateBn) ended() string {
 }
 
 func (u *udpgateBn) resent() int64 { return int64(u.c.Conn().MessageStats().Resent) }
-func (u *udpgateBn) close()        { u.c.Close() }
+
+// close discards what is still queued: the run is over, and Close's
+// linger would only add seconds.
+func (u *udpgateBn) close() { u.c.CloseNow() }
+
+// path is the congestion controller's view of the path.
+func (u *udpgateBn) path() message.PathStats { return u.c.Conn().PathStats() }
 
 // kcp-go's side (kcpClient, kcp.go); kcpBn counts its resends as the
 // process's resent segments (one session per run).
@@ -606,6 +641,15 @@ func runBn(ctx context.Context, opt *options, sc scenario, v variant, rep int) (
 		}
 	}
 	tk.Stop()
+	paths := make([]string, len(pcs))
+	for i, p := range pcs {
+		if u, ok := p.c.(*udpgateBn); ok {
+			ps := u.path()
+			paths[i] = fmt.Sprintf("rtt %v base %v queue %v window %d in flight %d pacing %.1f Mbit/s delivery %.1f Mbit/s slow start %v congestion events %d",
+				ps.RTT.Round(time.Millisecond), ps.BaseRTT.Round(time.Millisecond), ps.QueueDelay.Round(time.Millisecond), ps.Window, ps.InFlight,
+				float64(ps.PacingRate)*8/1e6, float64(ps.DeliveryRate)*8/1e6, ps.SlowStart, ps.CongestionEvents)
+		}
+	}
 	bcancel()
 	bulkWG.Wait()
 	s1 := [2]netem.BottleneckStats{px.Bottleneck(netem.ToServer), px.Bottleneck(netem.ToClient)}
@@ -658,8 +702,9 @@ func runBn(ctx context.Context, opt *options, sc scenario, v variant, rep int) (
 		}
 	}
 	var goodputs []float64
-	for _, p := range pcs {
+	for i, p := range pcs {
 		c := bnConnFigures(p, t0, w0, tEnd, rate)
+		c.Path = paths[i]
 		m.Conns = append(m.Conns, c)
 		if p.peer != kindQUIC || !b.WithQUIC {
 			goodputs = append(goodputs, c.GoodputPct)
@@ -877,6 +922,9 @@ func logBn(w io.Writer, r *runRecord) {
 		}
 		if c.BulkError != "" {
 			fmt.Fprintf(w, "  bulk: %s", c.BulkError)
+		}
+		if c.Path != "" {
+			fmt.Fprintf(w, "\n             path at the end: %s", c.Path)
 		}
 		fmt.Fprintln(w)
 	}

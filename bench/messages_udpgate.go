@@ -131,4 +131,6 @@ func (u *udpgateMsgClient) send(msgs [][]byte) error {
 
 func (u *udpgateMsgClient) resent() int64 { return int64(u.c.Conn().MessageStats().Resent) }
 
-func (u *udpgateMsgClient) close() { u.c.Close() }
+// close discards what is still queued (Close would linger for it): the
+// run's figures are taken.
+func (u *udpgateMsgClient) close() { u.c.CloseNow() }
