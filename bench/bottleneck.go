@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -203,12 +204,15 @@ type bnRecord struct {
 	// that over bnReachSpan first reached bnReachShare (-1: never).
 	LinkUsePct float64 `json:"link_use_pct"`
 	LinkReachS float64 `json:"link_reach_s"`
-	// Several connections: their goodputs together ÷ the link, and each
-	// one's ÷ an equal share of that (lowest, highest; Jain's index).
-	TotalPct float64 `json:"total_goodput_pct,omitempty"`
-	MinShare float64 `json:"min_share,omitempty"`
-	MaxShare float64 `json:"max_share,omitempty"`
-	Jain     float64 `json:"jain,omitempty"`
+	// Several connections: their goodputs together ÷ the link; each
+	// one's bytes into the bottleneck ÷ an equal share of theirs (lowest,
+	// highest; Jain's index of them), and the same of goodputs.
+	TotalPct        float64 `json:"total_goodput_pct,omitempty"`
+	MinShare        float64 `json:"min_share,omitempty"`
+	MaxShare        float64 `json:"max_share,omitempty"`
+	Jain            float64 `json:"jain,omitempty"`
+	MinGoodputShare float64 `json:"min_goodput_share,omitempty"`
+	MaxGoodputShare float64 `json:"max_goodput_share,omitempty"`
 }
 
 // bnConnRecord is one connection's figures.
@@ -217,19 +221,24 @@ type bnConnRecord struct {
 	BulkDone   int     `json:"bulk_messages_done"`
 	GoodputPct float64 `json:"goodput_pct"`
 	ReachS     float64 `json:"reach_s"` // -1: never
-	Share      float64 `json:"share,omitempty"`
-	IdleP50    float64 `json:"idle_p50_ms"`
-	IdleP99    float64 `json:"idle_p99_ms"`
-	BulkP50    float64 `json:"bulk_p50_ms"`
-	BulkP99    float64 `json:"bulk_p99_ms"`
-	RelSent    uint64  `json:"reliable_sent"`
-	RelLost    uint64  `json:"reliable_lost"`
-	SeqSent    uint64  `json:"sequenced_sent"`
-	SeqLost    uint64  `json:"sequenced_lost"`
-	SendErrors uint64  `json:"send_errors"`
-	Resent     int64   `json:"resent"`
-	Ended      string  `json:"ended,omitempty"`
-	BulkError  string  `json:"bulk_error,omitempty"`
+	// LinkPct: the client's bytes the bottleneck took toward the server
+	// in the window ÷ the link's rate (its resends included); Share: that
+	// ÷ the connections' mean, GoodputShare the same of goodputs.
+	LinkPct      float64 `json:"link_pct"`
+	Share        float64 `json:"share,omitempty"`
+	GoodputShare float64 `json:"goodput_share,omitempty"`
+	IdleP50      float64 `json:"idle_p50_ms"`
+	IdleP99      float64 `json:"idle_p99_ms"`
+	BulkP50      float64 `json:"bulk_p50_ms"`
+	BulkP99      float64 `json:"bulk_p99_ms"`
+	RelSent      uint64  `json:"reliable_sent"`
+	RelLost      uint64  `json:"reliable_lost"`
+	SeqSent      uint64  `json:"sequenced_sent"`
+	SeqLost      uint64  `json:"sequenced_lost"`
+	SendErrors   uint64  `json:"send_errors"`
+	Resent       int64   `json:"resent"`
+	Ended        string  `json:"ended,omitempty"`
+	BulkError    string  `json:"bulk_error,omitempty"`
 	// Path: udpgate's PathStats at the bulk phase's end.
 	Path string `json:"path,omitempty"`
 }
@@ -247,7 +256,18 @@ type bnConn interface {
 	// resent is the peer's count of resends (kcp-go: its process's resent
 	// segments; quic-go: packets declared lost).
 	resent() int64
+	// port is the client socket's port, by which the proxy's Observe
+	// tells its datagrams.
+	port() uint16
 	close()
+}
+
+// addrPort is the port of a net.Addr (a UDP address), 0 if none.
+func addrPort(a net.Addr) uint16 {
+	if u, ok := a.(*net.UDPAddr); ok {
+		return uint16(u.Port)
+	}
+	return 0
 }
 
 // udpgate's side: the bulk sender waits for conn's OnSendable (the bulk
@@ -327,6 +347,7 @@ func (u *udpgateBn) ended() string {
 }
 
 func (u *udpgateBn) resent() int64 { return int64(u.c.Conn().MessageStats().Resent) }
+func (u *udpgateBn) port() uint16  { return u.c.LocalAddr().Port() }
 
 // close discards what is still queued: the run is over, and Close's
 // linger would only add seconds.
@@ -339,7 +360,8 @@ func (u *udpgateBn) path() message.PathStats { return u.c.Conn().PathStats() }
 // process's resent segments (one session per run).
 type kcpBn struct{ *kcpClient }
 
-func (kcpBn) resent() int64 { return kcpRetrans() }
+func (kcpBn) resent() int64  { return kcpRetrans() }
+func (k kcpBn) port() uint16 { return addrPort(k.s.LocalAddr()) }
 
 func (c *kcpClient) sendSmall(_ bool, b []byte) error {
 	_, err := c.s.Write(b)
@@ -456,6 +478,9 @@ type bnPeerConn struct {
 	t    *bnTracker
 	r0   int64
 	errs atomic.Uint64
+	// link: UDP payload bytes this client sent that the bottleneck took
+	// (queued, not dropped), toward the server.
+	link atomic.Uint64
 	bulk error // the bulk sender's error, if not the phase's end
 }
 
@@ -577,6 +602,20 @@ func runBn(ctx context.Context, opt *options, sc scenario, v variant, rep int) (
 		}
 	}
 
+	// Count each client's bytes into the bottleneck toward the server,
+	// told by port, from now on.
+	byPort := map[uint16]*bnPeerConn{}
+	for _, p := range pcs {
+		byPort[p.c.port()] = p
+	}
+	px.Observe(func(f netem.Fate, b []byte) {
+		if f.Dir == netem.ToServer && f.Copies > 0 {
+			if p := byPort[f.Client.Port()]; p != nil {
+				p.link.Add(uint64(f.Copies * len(b)))
+			}
+		}
+	})
+
 	m := &bnRecord{RateMbit: float64(b.RateBits) / 1e6, QueueKiB: b.Queue >> 10, LossPct: 100 * b.Loss,
 		DelayMs: float64(bnDelay) / float64(time.Millisecond), IdleSec: idleDur.Seconds(), BulkSec: bulkDur.Seconds()}
 	rec.Bn = m
@@ -628,6 +667,7 @@ func runBn(ctx context.Context, opt *options, sc scenario, v variant, rep int) (
 	}
 	samples := []linkSample{{time.Now(), s0[0].Bytes}}
 	var atW0 uint64
+	linkW0 := make([]uint64, len(pcs))
 	tk := time.NewTicker(bnSample)
 	for now := range tk.C {
 		st := px.Bottleneck(netem.ToServer)
@@ -635,12 +675,19 @@ func runBn(ctx context.Context, opt *options, sc scenario, v variant, rep int) (
 		if atW0 == 0 && !now.Before(w0) {
 			atW0 = st.Bytes
 			w0 = now
+			for i, p := range pcs {
+				linkW0[i] = p.link.Load()
+			}
 		}
 		if !now.Before(tEnd) || ctx.Err() != nil {
 			break
 		}
 	}
 	tk.Stop()
+	linkEnd := make([]uint64, len(pcs))
+	for i, p := range pcs {
+		linkEnd[i] = p.link.Load()
+	}
 	paths := make([]string, len(pcs))
 	for i, p := range pcs {
 		if u, ok := p.c.(*udpgateBn); ok {
@@ -701,34 +748,31 @@ func runBn(ctx context.Context, opt *options, sc scenario, v variant, rep int) (
 			break
 		}
 	}
-	var goodputs []float64
+	var goodputs, links []float64
 	for i, p := range pcs {
 		c := bnConnFigures(p, t0, w0, tEnd, rate)
 		c.Path = paths[i]
+		if win := tEnd.Sub(w0).Seconds(); win > 0 && atW0 > 0 {
+			c.LinkPct = 100 * float64(linkEnd[i]-linkW0[i]) / win / rate
+		}
 		m.Conns = append(m.Conns, c)
 		if p.peer != kindQUIC || !b.WithQUIC {
 			goodputs = append(goodputs, c.GoodputPct)
+			links = append(links, c.LinkPct)
 		}
 	}
 	if len(goodputs) > 1 {
-		var sum, sq float64
-		for _, g := range goodputs {
-			sum += g
-			sq += g * g
+		// Shares of the link's bytes, fine-grained, set the targets; the
+		// goodput shares, counted in whole 1 MiB messages, are shown
+		// beside them (a short window holds few messages per connection).
+		var gshares, shares []float64
+		m.TotalPct, gshares = sharesOf(goodputs)
+		_, shares = sharesOf(links)
+		for i := range shares {
+			m.Conns[i].Share, m.Conns[i].GoodputShare = shares[i], gshares[i]
 		}
-		m.TotalPct = sum
-		m.MinShare, m.MaxShare = math.Inf(1), 0
-		for i := range goodputs {
-			share := 0.0
-			if sum > 0 {
-				share = goodputs[i] / (sum / float64(len(goodputs)))
-			}
-			m.Conns[i].Share = share
-			m.MinShare, m.MaxShare = min(m.MinShare, share), max(m.MaxShare, share)
-		}
-		if sq > 0 {
-			m.Jain = sum * sum / (float64(len(goodputs)) * sq)
-		}
+		m.MinShare, m.MaxShare, m.Jain = slices.Min(shares), slices.Max(shares), jain(links)
+		m.MinGoodputShare, m.MaxGoodputShare = slices.Min(gshares), slices.Max(gshares)
 	}
 	for _, p := range pcs {
 		p.c.close()
@@ -747,6 +791,32 @@ func runBn(ctx context.Context, opt *options, sc scenario, v variant, rep int) (
 		}
 	}
 	return rec, nil
+}
+
+// sharesOf returns xs' sum and each x ÷ their mean (0s when the sum is 0).
+func sharesOf(xs []float64) (sum float64, shares []float64) {
+	for _, x := range xs {
+		sum += x
+	}
+	shares = make([]float64, len(xs))
+	if sum > 0 {
+		for i, x := range xs {
+			shares[i] = x / (sum / float64(len(xs)))
+		}
+	}
+	return sum, shares
+}
+
+// jain is Jain's fairness index of xs (1: all equal), 0 when all are 0.
+func jain(xs []float64) float64 {
+	var sum, sq float64
+	for _, x := range xs {
+		sum, sq = sum+x, sq+x*x
+	}
+	if sq == 0 {
+		return 0
+	}
+	return sum * sum / (float64(len(xs)) * sq)
 }
 
 // bnConnFigures computes one connection's figures once the run is over.
@@ -908,12 +978,13 @@ func logBn(w io.Writer, r *runRecord) {
 	fmt.Fprintf(w, "rep %d %-11s %-16s %.0f Mbit/s queue %d KiB loss %.0f%%: drops %.2f%% / %.2f%%, max queue %.0f / %.0f ms, link use %.0f%% (85%% after %s s)",
 		r.Rep, r.Scenario, r.Variant, m.RateMbit, m.QueueKiB, m.LossPct, m.DropPct[0], m.DropPct[1], m.MaxQueueMs[0], m.MaxQueueMs[1], m.LinkUsePct, reachText(m.LinkReachS))
 	if m.TotalPct > 0 {
-		fmt.Fprintf(w, ", total goodput %.0f%%, shares %.2f–%.2f, Jain %.3f", m.TotalPct, m.MinShare, m.MaxShare, m.Jain)
+		fmt.Fprintf(w, ", total goodput %.0f%%, link shares %.2f–%.2f (Jain %.3f), goodput shares %.2f–%.2f",
+			m.TotalPct, m.MinShare, m.MaxShare, m.Jain, m.MinGoodputShare, m.MaxGoodputShare)
 	}
 	fmt.Fprintln(w)
 	for _, c := range m.Conns {
-		fmt.Fprintf(w, "    %-8s goodput %5.1f%% (%d MiB, 85%% after %s s)  small idle p50 %.1f p99 %.1f ms, bulk p50 %.1f p99 %.1f ms  lost %d/%d rel %d/%d seq  resent %d",
-			c.Peer, c.GoodputPct, c.BulkDone, reachText(c.ReachS), c.IdleP50, c.IdleP99, c.BulkP50, c.BulkP99, c.RelLost, c.RelSent, c.SeqLost, c.SeqSent, c.Resent)
+		fmt.Fprintf(w, "    %-8s goodput %5.1f%% (%d MiB, 85%% after %s s), link %.1f%%  small idle p50 %.1f p99 %.1f ms, bulk p50 %.1f p99 %.1f ms  lost %d/%d rel %d/%d seq  resent %d",
+			c.Peer, c.GoodputPct, c.BulkDone, reachText(c.ReachS), c.LinkPct, c.IdleP50, c.IdleP99, c.BulkP50, c.BulkP99, c.RelLost, c.RelSent, c.SeqLost, c.SeqSent, c.Resent)
 		if c.Share > 0 {
 			fmt.Fprintf(w, "  share %.2f", c.Share)
 		}
@@ -948,6 +1019,8 @@ type bnCell struct {
 	MinShare   float64      `json:"min_share,omitempty"`
 	MaxShare   float64      `json:"max_share,omitempty"`
 	Jain       float64      `json:"jain,omitempty"`
+	MinGShare  float64      `json:"min_goodput_share,omitempty"`
+	MaxGShare  float64      `json:"max_goodput_share,omitempty"`
 	Peers      []bnPeerCell `json:"peers"`
 	Ended      int          `json:"runs_with_an_ended_connection"`
 }
@@ -957,6 +1030,7 @@ type bnCell struct {
 type bnPeerCell struct {
 	Peer       string  `json:"peer"`
 	GoodputPct float64 `json:"goodput_pct"`
+	LinkPct    float64 `json:"link_pct"`
 	ReachS     float64 `json:"reach_s"` // median; -1: never in most runs
 	IdleP50    float64 `json:"idle_p50_ms"`
 	IdleP99    float64 `json:"idle_p99_ms"`
@@ -981,6 +1055,7 @@ func summariseBn(sc scenario, rs []runRecord) bnCell {
 	type peerAcc struct {
 		cell              bnPeerCell
 		good, reach, rise []float64
+		link              []float64
 		i50, i99, b50     []float64
 		b99, resent       []float64
 	}
@@ -1001,6 +1076,8 @@ func summariseBn(sc scenario, rs []runRecord) bnCell {
 		add("min", m.MinShare)
 		add("max", m.MaxShare)
 		add("jain", m.Jain)
+		add("gmin", m.MinGoodputShare)
+		add("gmax", m.MaxGoodputShare)
 		ended := false
 		rise := map[string]float64{}
 		for _, cr := range m.Conns {
@@ -1011,6 +1088,7 @@ func summariseBn(sc scenario, rs []runRecord) bnCell {
 				peers = append(peers, pa)
 			}
 			pa.good = append(pa.good, cr.GoodputPct)
+			pa.link = append(pa.link, cr.LinkPct)
 			pa.reach = append(pa.reach, reachKey(cr.ReachS))
 			pa.i50, pa.i99 = append(pa.i50, cr.IdleP50), append(pa.i99, cr.IdleP99)
 			pa.b50, pa.b99 = append(pa.b50, cr.BulkP50), append(pa.b99, cr.BulkP99)
@@ -1034,9 +1112,11 @@ func summariseBn(sc scenario, rs []runRecord) bnCell {
 	c.MaxQueueMs = [2]float64{g("queue0"), g("queue1")}
 	c.LinkUsePct, c.LinkReachS = g("use"), unreach(g("reach"))
 	c.TotalPct, c.MinShare, c.MaxShare, c.Jain = g("total"), g("min"), g("max"), g("jain")
+	c.MinGShare, c.MaxGShare = g("gmin"), g("gmax")
 	for _, pa := range peers {
 		p := pa.cell
 		p.GoodputPct, p.ReachS = procstat.Median(pa.good), unreach(procstat.Median(pa.reach))
+		p.LinkPct = procstat.Median(pa.link)
 		p.IdleP50, p.IdleP99 = procstat.Median(pa.i50), procstat.Median(pa.i99)
 		p.BulkP50, p.BulkP99 = procstat.Median(pa.b50), slices.Max(pa.b99)
 		p.P99Rise, p.Resent = procstat.Median(pa.rise), procstat.Median(pa.resent)
@@ -1140,24 +1220,27 @@ func writeBns(w io.Writer, cells []bnCell, opt *options) {
 	}
 	if len(fair) > 0 {
 		fmt.Fprintf(w, "\n### Several udpgate connections through one bottleneck (bn-fair-N)\n\n"+
-			"Share: a connection's goodput ÷ the connections' mean goodput, from %v after the bulk phase's start.\n\n", bnFairWarm)
-		fmt.Fprintln(w, "| scenario | link | server | conns | goodput together % of link | share min / max | Jain | drops → server / → client % | max queue ms | small RTT idle p99 ms | during bulk p50 / p99 ms (worst) | lost reliable / sequenced | ended |")
-		fmt.Fprintln(w, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+			"From %v after the bulk phase's start. *Link share*: a connection's bytes the bottleneck took toward the server ÷ the "+
+			"connections' mean (fine-grained; resends included), with Jain's index of them: the targets use it. *Goodput share*: the same of "+
+			"goodputs, counted in whole 1 MiB messages, so coarse when a connection completes few in the window (bn-fair-10: about 2 "+
+			"Mbit/s each, a message every 4 s).\n\n", bnFairWarm)
+		fmt.Fprintln(w, "| scenario | link | server | conns | goodput together % of link | link share min / max | Jain | goodput share min / max | drops → server / → client % | max queue ms | small RTT idle p99 ms | during bulk p50 / p99 ms (worst) | lost reliable / sequenced | ended |")
+		fmt.Fprintln(w, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 		for _, c := range fair {
 			p := c.peer(c.Variant)
 			if p == nil {
 				continue
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %d | %.1f | %.2f / %.2f | %.3f | %.2f / %.2f | %.0f / %.0f | %.1f | %.1f / %.1f | %d / %d | %s |\n",
-				c.Scenario, c.link(), c.Variant, c.Conns, c.TotalPct, c.MinShare, c.MaxShare, c.Jain, c.DropPct[0], c.DropPct[1],
+			fmt.Fprintf(w, "| %s | %s | %s | %d | %.1f | %.2f / %.2f | %.3f | %.2f / %.2f | %.2f / %.2f | %.0f / %.0f | %.1f | %.1f / %.1f | %d / %d | %s |\n",
+				c.Scenario, c.link(), c.Variant, c.Conns, c.TotalPct, c.MinShare, c.MaxShare, c.Jain, c.MinGShare, c.MaxGShare, c.DropPct[0], c.DropPct[1],
 				c.MaxQueueMs[0], c.MaxQueueMs[1], p.IdleP99, p.BulkP50, p.BulkP99, p.RelLost, p.SeqLost, endedText(c.Ended))
 		}
 	}
 	if len(quic) > 0 {
 		fmt.Fprintf(w, "\n### udpgate beside quic-go through one bottleneck (bn-vs-quic)\n\n"+
 			"Both connections start their bulk flows together; goodputs from %v after the start.\n\n", bnFairWarm)
-		fmt.Fprintln(w, "| scenario | link | server | goodput % of link: udpgate / quic-go | udpgate ÷ both | drops → server / → client % | max queue ms | udpgate small RTT p99 idle / bulk ms | quic-go small RTT p99 idle / bulk ms | lost reliable / sequenced (udpgate) | ended |")
-		fmt.Fprintln(w, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+		fmt.Fprintln(w, "| scenario | link | server | goodput % of link: udpgate / quic-go | bytes into the link, %: udpgate / quic-go | udpgate ÷ both (goodput) | drops → server / → client % | max queue ms | udpgate small RTT p99 idle / bulk ms | quic-go small RTT p99 idle / bulk ms | lost reliable / sequenced (udpgate) | ended |")
+		fmt.Fprintln(w, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 		for _, c := range quic {
 			u, q := c.peer(c.Variant), c.peer(kindQUIC)
 			if u == nil || q == nil {
@@ -1167,8 +1250,8 @@ func writeBns(w io.Writer, cells []bnCell, opt *options) {
 			if u.GoodputPct+q.GoodputPct > 0 {
 				both = u.GoodputPct / (u.GoodputPct + q.GoodputPct)
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %.1f / %.1f | %.2f | %.2f / %.2f | %.0f / %.0f | %.1f / %.1f | %.1f / %.1f | %d / %d | %s |\n",
-				c.Scenario, c.link(), c.Variant, u.GoodputPct, q.GoodputPct, both, c.DropPct[0], c.DropPct[1],
+			fmt.Fprintf(w, "| %s | %s | %s | %.1f / %.1f | %.1f / %.1f | %.2f | %.2f / %.2f | %.0f / %.0f | %.1f / %.1f | %.1f / %.1f | %d / %d | %s |\n",
+				c.Scenario, c.link(), c.Variant, u.GoodputPct, q.GoodputPct, u.LinkPct, q.LinkPct, both, c.DropPct[0], c.DropPct[1],
 				c.MaxQueueMs[0], c.MaxQueueMs[1], u.IdleP99, u.BulkP99, q.IdleP99, q.BulkP99, u.RelLost, u.SeqLost, endedText(c.Ended))
 		}
 	}
@@ -1202,8 +1285,8 @@ func bnTargets(c bnCell) []target {
 		common()
 	case b.Conns > 1:
 		ts = append(ts,
-			target{Name: name("lowest share ÷ equal share"), Goal: "≥ 0.75", Got: c.MinShare, Met: c.MinShare >= 0.75},
-			target{Name: name("highest share ÷ equal share"), Goal: "≤ 1.33", Got: c.MaxShare, Met: c.MaxShare <= 1.33},
+			target{Name: name("lowest link share ÷ equal share"), Goal: "≥ 0.75", Got: c.MinShare, Met: c.MinShare >= 0.75},
+			target{Name: name("highest link share ÷ equal share"), Goal: "≤ 1.33", Got: c.MaxShare, Met: c.MaxShare <= 1.33},
 			target{Name: name("goodput together, % of link"), Goal: "≥ 85", Got: c.TotalPct, Met: c.TotalPct >= 85},
 		)
 		common()

@@ -46,6 +46,11 @@ func TestBottleneckScenarios(t *testing.T) {
 		if r.Scenario == "bn-fair-2" && m.TotalPct > 0 && (m.MinShare > m.MaxShare || m.Jain <= 0 || m.Jain > 1+1e-9) {
 			t.Errorf("%s: shares %v–%v, Jain %v", r.Scenario, m.MinShare, m.MaxShare, m.Jain)
 		}
+		for _, c := range m.Conns {
+			if c.LinkPct <= 0 {
+				t.Errorf("%s %s: no bytes of %s counted into the link: %+v", r.Scenario, r.Variant, c.Peer, c)
+			}
+		}
 	}
 	names := map[string]bool{}
 	for _, tg := range rep.Targets {
@@ -56,8 +61,8 @@ func TestBottleneckScenarios(t *testing.T) {
 		"bn-20 (udpgate): bottleneck drops, % of datagrams offered (worse direction)",
 		"bn-20 (udpgate): small messages' p99 during bulk − idle p99, ms",
 		"bn-20 (udpgate): reliable small messages lost (worst run)",
-		"bn-fair-2 (udpgate): lowest share ÷ equal share",
-		"bn-fair-2 (udpgate): highest share ÷ equal share",
+		"bn-fair-2 (udpgate): lowest link share ÷ equal share",
+		"bn-fair-2 (udpgate): highest link share ÷ equal share",
 		"bn-vs-quic (udpgate): goodput beside quic-go, % of link",
 	} {
 		if !names[want] {

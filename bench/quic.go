@@ -285,6 +285,8 @@ func (q *quicConn) ended() string {
 // resent: quic-go's packets declared lost (each one's data is sent again).
 func (q *quicConn) resent() int64 { return int64(q.c.ConnectionStats().PacketsLost) }
 
+func (q *quicConn) port() uint16 { return addrPort(q.c.LocalAddr()) }
+
 func (q *quicConn) close() {
 	q.c.CloseWithError(0, "")
 	q.wg.Wait()
