@@ -78,6 +78,9 @@ func parseScenario(s string) (scenario, error) {
 	if sc, ok, err := parseMsgScenario(s); ok {
 		return sc, err
 	}
+	if sc, ok, err := parseBnScenario(s); ok {
+		return sc, err
+	}
 	rest, sealed := strings.CutPrefix(s, sealedPrefix)
 	kind, n, ok := strings.Cut(rest, "-")
 	if !ok {
@@ -121,8 +124,11 @@ func (sc scenario) runs(v variant) bool {
 	switch {
 	case sc.messages():
 		return sc.msgRuns(v)
-	case v.Kind == kindKCP:
-		// kcp-go only has message scenarios.
+	case sc.Kind == scBn:
+		return sc.bnRuns(v)
+	case v.Kind == kindKCP || v.Kind == kindQUIC:
+		// kcp-go only has message and bottleneck scenarios, quic-go
+		// bottleneck scenarios.
 		return false
 	case sc.Sealed && v.Kind == kindNaive:
 		// The naive server has no sealed mode.
@@ -207,6 +213,10 @@ type options struct {
 	MsgDuration time.Duration `json:"msg_duration,omitempty"`
 	MsgRate     float64       `json:"msg_rate,omitempty"`
 	MsgBulk     int           `json:"msg_bulk,omitempty"`
+	// Bottleneck scenarios: the bulk phase (0: the scenario's) and
+	// udpgate's Config.Messages.SendRate (0: the library's default).
+	BnDuration time.Duration `json:"bn_duration,omitempty"`
+	BnSendRate int           `json:"bn_send_rate,omitempty"`
 	// Quiet: the longest wait, before each run, for the machine to be
 	// idle (other processes distort CPU figures); 0 skips the wait.
 	Quiet time.Duration `json:"quiet"`
@@ -267,6 +277,7 @@ type runRecord struct {
 	RTT         *rttRecord   `json:"rtt,omitempty"`
 	Mem         *memRecord   `json:"mem,omitempty"`
 	Msg         *msgRecord   `json:"msg,omitempty"`
+	Bn          *bnRecord    `json:"bottleneck,omitempty"`
 	ServerStats string       `json:"server_stats"`
 	Flag        string       `json:"flag,omitempty"`
 }
@@ -321,6 +332,9 @@ func logRun(w io.Writer, r *runRecord) {
 	switch {
 	case r.Msg != nil:
 		logMsg(w, r)
+		return
+	case r.Bn != nil:
+		logBn(w, r)
 		return
 	case r.Storm != nil:
 		st := r.Storm
@@ -435,6 +449,8 @@ func runOne(ctx context.Context, opt *options, sc scenario, v variant, rep int) 
 		return runConns(ctx, opt, sc, v, rep)
 	case scMsgLossy, scMsgBulk, scMsgCPU:
 		return runMsg(ctx, opt, sc, v, rep)
+	case scBn:
+		return runBn(ctx, opt, sc, v, rep)
 	}
 	rec := runRecord{Rep: rep, Scenario: sc.Name, Variant: v.Spec}
 	life := opt.Warmup + opt.Window + connectBudget + 30*time.Second

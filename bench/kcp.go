@@ -16,7 +16,9 @@ import (
 // compared with, in the profile the issue fixes: nodelay 1, a 10 ms
 // interval, fast resend after 2 duplicate acks, no congestion window,
 // 1024-segment windows both ways, message mode, writes flushed at once,
-// acks sent at once; no FEC, no encryption.
+// acks sent at once; no FEC, no encryption. The bottleneck scenarios
+// (bottleneck.go) also run variant kcp/cc, kcp-go's normal mode with its
+// congestion window on (kcpCCProfile).
 
 // kcpProfile sets the benchmark's kcp-go profile on a session.
 func kcpProfile(s *kcp.UDPSession) {
@@ -25,6 +27,27 @@ func kcpProfile(s *kcp.UDPSession) {
 	s.SetStreamMode(false)
 	s.SetWriteDelay(false)
 	s.SetACKNoDelay(true)
+}
+
+// kcpCCProfile is kcp-go's normal mode with its congestion window on:
+// SetNoDelay(0, 40, 0, 0) (no nodelay, a 40 ms interval, no fast resend,
+// nc 0), acks at kcp-go's default pace; the flow windows are the fast
+// profile's 1024 segments, so that the congestion window, not kcp-go's
+// default 32-segment send window, is what limits it; message mode, writes
+// flushed at once.
+func kcpCCProfile(s *kcp.UDPSession) {
+	s.SetNoDelay(0, 40, 0, 0)
+	s.SetWindowSize(1024, 1024)
+	s.SetStreamMode(false)
+	s.SetWriteDelay(false)
+}
+
+// kcpProfileFor is variant v's profile.
+func kcpProfileFor(v variant) func(*kcp.UDPSession) {
+	if v.KCPCC {
+		return kcpCCProfile
+	}
+	return kcpProfile
 }
 
 // kcpReadBuf holds any message kcp-go delivers: its session cuts writes
@@ -40,7 +63,7 @@ const kcpEchoBatch = 64
 // (those that were ready together, together), and a bulk message is
 // counted (kcp-go delivers it in pieces of at most mss bytes) and answered
 // with bulkReply once complete.
-func startKCPServer() (*server, error) {
+func startKCPServer(profile func(*kcp.UDPSession)) (*server, error) {
 	l, err := kcp.ListenWithOptions("127.0.0.1:0", nil, 0, 0)
 	if err != nil {
 		return nil, err
@@ -56,7 +79,7 @@ func startKCPServer() (*server, error) {
 				return
 			}
 			sessions.Add(1)
-			kcpProfile(s)
+			profile(s)
 			go serveKCP(s, &in, &out)
 		}
 	}()
@@ -121,16 +144,23 @@ func serveKCP(s *kcp.UDPSession, in, out *atomic.Uint64) {
 
 // kcpClient is a kcp-go session with a reader goroutine.
 type kcpClient struct {
-	s    *kcp.UDPSession
-	done chan struct{}
+	s       *kcp.UDPSession
+	done    chan struct{}
+	readErr error // set before done closes
 }
 
 func dialKCP(ctx context.Context, addr netip.AddrPort, _ msgServerSpec, on func([]byte)) (msgClient, error) {
+	return dialKCPWith(addr, kcpProfile, on)
+}
+
+// dialKCPWith opens a session to addr with profile, reading its messages
+// into on.
+func dialKCPWith(addr netip.AddrPort, profile func(*kcp.UDPSession), on func([]byte)) (*kcpClient, error) {
 	s, err := kcp.DialWithOptions(addr.String(), nil, 0, 0)
 	if err != nil {
 		return nil, err
 	}
-	kcpProfile(s)
+	profile(s)
 	s.SetReadBuffer(msgSocketBuffer)
 	s.SetWriteBuffer(msgSocketBuffer)
 	c := &kcpClient{s: s, done: make(chan struct{})}
@@ -140,6 +170,7 @@ func dialKCP(ctx context.Context, addr netip.AddrPort, _ msgServerSpec, on func(
 		for {
 			n, err := s.Read(buf)
 			if err != nil {
+				c.readErr = err
 				return
 			}
 			on(buf[:n])

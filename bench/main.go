@@ -16,17 +16,24 @@
 // Markdown table and into -out as bench-results.md, bench-results.json and
 // bench-results.svg (a chart).
 //
-// Usage:
+// bench is a module of its own (bench/go.mod), so that the peers it
+// measures udpgate against (kcp-go, quic-go) stay out of the library's
+// go.mod: run it from this directory (cd bench && go run .), or from the
+// repository's root with go -C bench run . (paths such as -out are then
+// relative to bench/).
 //
-//	go run ./bench                  # quick mode: 1 repetition, 2 s windows, 1k and 10k clients (~35 s)
-//	go run ./bench -full            # full mode: 5 repetitions, 4 s windows, every scenario below (~17 min)
-//	go run ./bench -full -out bench/results
-//	go run ./bench -scenarios data-1k -variants udpgate/b8,udpgate/b32,udpgate/b64,rawecho -reps 3
-//	go run ./bench -scenarios storm-1k,storm-10k,storm-100k -variants udpgate,naive -reps 5
-//	go run ./bench -scenarios rtt-under-flood -variants udpgate,udpgate/overload,naive -reps 5
-//	go run ./bench -scenarios rtt-under-storm -variants udpgate,udpgate/nosteer,naive -reps 5
-//	go run ./bench -scenarios sealed-data-1k,sealed-data-100k,data-1k,sealed-storm-10k -variants udpgate,rawecho
-//	go run ./bench -scenarios msg-lossy,msg-lossy-20,msg-bulk,msg-cpu-1k -variants udpgate,kcp,rawecho -reps 3
+// Usage, in bench/:
+//
+//	go run .                     # quick mode: 1 repetition, 2 s windows, 1k and 10k clients (~35 s)
+//	go run . -full               # full mode: 5 repetitions, 4 s windows, every scenario below (~17 min)
+//	go run . -full -out results
+//	go run . -scenarios data-1k -variants udpgate/b8,udpgate/b32,udpgate/b64,rawecho -reps 3
+//	go run . -scenarios storm-1k,storm-10k,storm-100k -variants udpgate,naive -reps 5
+//	go run . -scenarios rtt-under-flood -variants udpgate,udpgate/overload,naive -reps 5
+//	go run . -scenarios rtt-under-storm -variants udpgate,udpgate/nosteer,naive -reps 5
+//	go run . -scenarios sealed-data-1k,sealed-data-100k,data-1k,sealed-storm-10k -variants udpgate,rawecho
+//	go run . -scenarios msg-lossy,msg-lossy-20,msg-bulk,msg-cpu-1k -variants udpgate,kcp,rawecho -reps 3
+//	go run . -scenarios bn-2,bn-20,bn-100,bn-loss,bn-fair-2,bn-fair-10,bn-vs-quic -variants udpgate,quic,kcp,kcp/cc
 //
 // Packet-rate scenarios are kind-clients with kind challenge (Initial →
 // Challenge), ack (a connected client's valid Response → Ack again) or
@@ -61,7 +68,23 @@
 // wire per payload byte), msg-bulk (one 1 MiB reliable message over 1 %
 // loss: seconds until the server has it) and msg-cpu-N (N clients sending
 // bursts of 4 messages on loopback: server CPU per echoed message, against
-// the raw echo's per datagram at the same burst rate).
+// the raw echo's per datagram at the same burst rate); msg-bulk-Nm sends
+// N MiB instead.
+//
+// Bottleneck scenarios (bottleneck.go) put connections through netem's
+// bottleneck, a rate and a drop-tail queue each way with 25 ms delay
+// after it: one connection carrying a bulk flow of 1 MiB reliable
+// messages and a game's small messages (30 reliable and 30 sequenced a
+// second, echoed) compared across udpgate, quic-go (variant quic,
+// github.com/quic-go/quic-go) and kcp-go in two profiles (kcp, kcp/cc):
+// bn-N (N Mbit/s), bn-loss (50 Mbit/s with 5 % random loss each way),
+// bn-fair-N (N udpgate connections through one 20 Mbit/s link) and
+// bn-vs-quic (a udpgate and a quic-go connection through one 20 Mbit/s
+// link). Per run: bulk goodput as a share of the link and the time until
+// it first reaches 85 %, the bottleneck's drops each way and its largest
+// queue, the small messages' round trip p50/p99 idle and during the bulk
+// flow, small messages lost, connections that ended, and for several
+// connections each one's share of their goodput.
 //
 // Sealed mode (docs/protocol.md §11) has two kinds, run by udpgate with a
 // private key drawn per run (sealed.go): sealed-data-N is data-N with
@@ -70,7 +93,8 @@
 // server has no sealed mode); sealed-storm-N is storm-N with the token's
 // proof in every handshake.
 //
-// Variants are udpgate, rawecho, naive or kcp (no settings), with optional settings /bN
+// Variants are udpgate, rawecho, naive, kcp (kcp/cc: its congestion window
+// on) or quic (no settings), with optional settings /bN
 // (batch), /sN (sockets), /rSIZE (socket buffers, e.g. r208k, r4m), /pN
 // (GOMAXPROCS), /frag, for rawecho /c (the raw echo in C, compiled at bench
 // time with the system's C compiler, skipped with a message without one:
@@ -79,7 +103,8 @@
 // kernel steering of handshakes and connection packets). A variant runs only
 // in the scenarios it applies to: rawecho in the packet-rate ones and
 // msg-cpu-N, udpgate/overload in storms and the player's scenarios, kcp in the
-// message scenarios. Ratios use the first
+// message and bottleneck scenarios, kcp/cc and quic in the bottleneck
+// scenarios of one connection. Ratios use the first
 // rawecho and naive variants; each run starts a fresh server, so
 // repetitions are independent.
 //
@@ -129,14 +154,16 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	reps := fs.Int("reps", 0, "repetitions (0: the mode's)")
 	warmup := fs.Duration("warmup", 0, "warm-up before each window (0: the mode's)")
 	window := fs.Duration("window", 0, "measuring window (0: the mode's)")
-	scenarios := fs.String("scenarios", "", "comma-separated list: kind-clients with kind challenge, ack, data, storm, conns, sealed-data or sealed-storm (e.g. data-100k, storm-10k, conns-100k, sealed-data-1k), low-load, rtt-under-flood, msg-lossy, msg-lossy-N (N % loss), msg-bulk, msg-cpu-N (default: the mode's)")
-	variants := fs.String("variants", "", "comma-separated servers: udpgate, rawecho, naive, kcp (kcp-go, message scenarios only), each but kcp with optional /bN /sN /rSIZE /pN (GOMAXPROCS) /frag, rawecho also /c (the raw echo in C, built with the system's C compiler), udpgate also /overload /defaults /nosteer (default: "+defaultServers+"; -full: "+fullServers+")")
+	scenarios := fs.String("scenarios", "", "comma-separated list: kind-clients with kind challenge, ack, data, storm, conns, sealed-data or sealed-storm (e.g. data-100k, storm-10k, conns-100k, sealed-data-1k), low-load, rtt-under-flood, msg-lossy, msg-lossy-N (N % loss), msg-bulk, msg-bulk-Nm (N MiB), msg-cpu-N, bn-N (N Mbit/s bottleneck), bn-loss, bn-fair-N, bn-vs-quic (default: the mode's)")
+	variants := fs.String("variants", "", "comma-separated servers: udpgate, rawecho, naive, kcp (kcp-go, message and bottleneck scenarios), kcp/cc (kcp-go with its congestion window, bottleneck scenarios), quic (quic-go, bottleneck scenarios), each but kcp and quic with optional /bN /sN /rSIZE /pN (GOMAXPROCS) /frag, rawecho also /c (the raw echo in C, built with the system's C compiler), udpgate also /overload /defaults /nosteer (default: "+defaultServers+"; -full: "+fullServers+")")
 	connsRate := fs.Float64("conns-rate", 1, "conns-N: Data packets per second per client while GC is measured (0: closed loop)")
 	floodSources := fs.Int("flood-sources", 64, "rtt-under-flood: the attacker's source ports (one address), 1 to 4096")
 	floodSenders := fs.Int("flood-senders", 1, "rtt-under-flood: the attacker's sending threads, 1 to 8 (each takes a core if it can)")
 	msgDuration := fs.Duration("msg-duration", 20*time.Second, "msg-lossy: how long each client sends (60 messages/s; drained for up to 10 s more)")
 	msgRate := fs.Float64("msg-rate", 30000, "msg-cpu-N: messages per second, all clients together (bursts of 4)")
-	msgBulk := fs.Int("msg-bulk", 3, "msg-bulk: 1 MiB transfers per run")
+	msgBulk := fs.Int("msg-bulk", 3, "msg-bulk: transfers per run")
+	bnDuration := fs.Duration("bn-duration", 0, "bottleneck scenarios: the bulk phase (0: the scenario's, 12-16 s; the idle phase before it is a quarter of it, 0.5 to 3 s)")
+	bnSendRate := fs.Int("bn-send-rate", 0, "bottleneck scenarios: udpgate's Config.Messages.SendRate, bytes per second (0: the library's default)")
 	out := fs.String("out", "", "directory for bench-results.{md,json,svg} (default: a new temporary directory)")
 	loadSockets := fs.Int("load-sockets", 0, "load generator sockets (0: 2)")
 	loadWindow := fs.Int("load-window", 0, "outstanding requests per load socket (0: 256)")
@@ -160,8 +187,9 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		LoadSockets: *loadSockets, LoadWindow: *loadWindow, LoadBatch: *loadBatch,
 		ConnsRate: *connsRate, FloodSources: *floodSources, FloodSenders: *floodSenders,
 		MsgDuration: *msgDuration, MsgRate: *msgRate, MsgBulk: *msgBulk,
+		BnDuration: *bnDuration, BnSendRate: *bnSendRate,
 		MinAcct: 0.85, Retries: 0, Out: *out,
-		Command: "go run ./bench " + strings.Join(args, " "),
+		Command: "go run . " + strings.Join(args, " "), // in bench/
 	}
 	scs, vars := quickScenarios, defaultServers
 	if *full {
@@ -193,6 +221,9 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	}
 	if *msgDuration <= 0 || *msgDuration > 2*time.Minute || *msgRate <= 0 || *msgRate > 1e6 || *msgBulk < 1 || *msgBulk > 20 {
 		return nil, fmt.Errorf("-msg-duration must be in (0, 2m], -msg-rate in (0, 1e6] and -msg-bulk 1 to 20")
+	}
+	if *bnDuration < 0 || *bnDuration > 2*time.Minute || *bnSendRate < 0 {
+		return nil, fmt.Errorf("-bn-duration must be in [0, 2m] and -bn-send-rate not negative")
 	}
 	if opt.Warmup+opt.Window > time.Minute || opt.Reps > 50 {
 		return nil, fmt.Errorf("a run of %v + %v × %d repetitions is more than this harness allows (1 min per run, 50 repetitions)", opt.Warmup, opt.Window, opt.Reps)

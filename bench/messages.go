@@ -38,7 +38,8 @@ import (
 //     its echo's arrival, and UDP bytes on the wire (both directions, lost
 //     datagrams included) per delivered payload byte (100 each way per
 //     echoed message).
-//   - msg-bulk: one client sends one 1 MiB reliable message over 1 % loss
+//   - msg-bulk (msg-bulk-Nm: N MiB, up to 8, the largest message udpgate
+//     takes): one client sends one 1 MiB reliable message over 1 % loss
 //     and 25 ms each way, and the server answers with a short "got N bytes"
 //     message once it holds all of it: seconds from the send call to that
 //     answer, -msg-bulk times per run (median per run). udpgate runs with
@@ -66,18 +67,20 @@ const (
 	// to a udpgate or kcp child.
 	msgEnv = "UDPGATE_BENCH_MSG"
 
-	msgSize       = 100 // bytes per message in msg-lossy and msg-cpu
-	msgLossyN     = 4   // msg-lossy's clients
-	msgLossyRate  = 60  // messages per second per client
-	msgDelay      = 25 * time.Millisecond
-	msgJitter     = 4 * time.Millisecond
-	msgLossDef    = 0.05
-	msgBulkSize   = 1 << 20
-	msgBulkLoss   = 0.01
-	msgBulkRate   = 8 << 20 // udpgate's Config.Messages.SendRate in msg-bulk
-	msgBulkWait   = 30 * time.Second
-	msgBurst      = 4 // messages per flush in msg-cpu
-	msgDrainLimit = 10 * time.Second
+	msgSize        = 100 // bytes per message in msg-lossy and msg-cpu
+	msgLossyN      = 4   // msg-lossy's clients
+	msgLossyRate   = 60  // messages per second per client
+	msgDelay       = 25 * time.Millisecond
+	msgJitter      = 4 * time.Millisecond
+	msgLossDef     = 0.05
+	msgBulkSize    = 1 << 20 // msg-bulk; msg-bulk-Nm: N MiB
+	msgBulkMaxMiB  = 8       // message.MaxMessageSizeLimit
+	msgBulkLoss    = 0.01
+	msgBulkRate    = 8 << 20          // udpgate's Config.Messages.SendRate in msg-bulk
+	msgBulkWait    = 30 * time.Second // per transfer, plus msgBulkWaitMiB per MiB past the first
+	msgBulkWaitMiB = 5 * time.Second
+	msgBurst       = 4 // messages per flush in msg-cpu
+	msgDrainLimit  = 10 * time.Second
 	// msgRawSize is the raw echo's datagram in msg-cpu: about what
 	// carries a burst of 4 messages of 100 bytes with their headers.
 	msgRawSize = msgBurst*msgSize + 32
@@ -120,14 +123,30 @@ func msgTime(b []byte) time.Time {
 	return time.Unix(0, int64(binary.LittleEndian.Uint64(b[offTime:])))
 }
 
+// A bulk answer's header adds the server's clock (Unix ns) when it had the
+// whole message: the harness and the servers share the machine's clock, so
+// the bottleneck scenarios time deliveries where they happen, without the
+// answer's way back.
+const (
+	offRecv     = msgHeader
+	replyHeader = offRecv + 8
+)
+
 // bulkReply is the server's answer to a complete bulk message of n bytes
-// whose first bytes are head: the header, then "got N bytes".
+// whose first bytes are head: the header, the time it was complete, then
+// "got N bytes".
 func bulkReply(head []byte, n int) []byte {
-	r := make([]byte, msgHeader, msgHeader+24)
+	r := make([]byte, replyHeader, replyHeader+24)
 	copy(r, head[:msgHeader])
 	r[0] = tagReply
 	binary.LittleEndian.PutUint32(r[offTotal:], uint32(n))
+	binary.LittleEndian.PutUint64(r[offRecv:], uint64(time.Now().UnixNano()))
 	return fmt.Appendf(r, "got %d bytes", n)
+}
+
+// replyTime is when the server had the bulk message answer r is about.
+func replyTime(r []byte) time.Time {
+	return time.Unix(0, int64(binary.LittleEndian.Uint64(r[offRecv:])))
 }
 
 // msgServerSpec is a message server child's settings.
@@ -136,6 +155,12 @@ type msgServerSpec struct {
 	// defaults).
 	SendRate       int `json:"send_rate,omitempty"`
 	MaxMessageSize int `json:"max_message_size,omitempty"`
+	// Tools: the tools' channel layout (internal/msgcfg: reliable,
+	// unreliable, sequenced, bulk), a bulk message answered on the
+	// reliable channel. LibTimers: the library's default KeepAlive and
+	// Timeout instead of the benchmark's far ones.
+	Tools     bool `json:"tools,omitempty"`
+	LibTimers bool `json:"lib_timers,omitempty"`
 }
 
 func (sc scenario) messages() bool {
@@ -143,9 +168,16 @@ func (sc scenario) messages() bool {
 }
 
 // parseMsgScenario reads msg-lossy, msg-lossy-N (N % loss each way),
-// msg-bulk and msg-cpu-N (N clients); ok is false for other names.
+// msg-bulk, msg-bulk-Nm (N MiB) and msg-cpu-N (N clients); ok is false
+// for other names.
 func parseMsgScenario(s string) (sc scenario, ok bool, err error) {
 	switch {
+	case strings.HasPrefix(s, scMsgBulk+"-"):
+		n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(s, scMsgBulk+"-"), "m"))
+		if err != nil || !strings.HasSuffix(s, "m") || n < 1 || n > msgBulkMaxMiB {
+			return sc, true, fmt.Errorf("scenario %q: want msg-bulk-Nm with N the message in MiB, 1 to %d", s, msgBulkMaxMiB)
+		}
+		return scenario{Name: s, Kind: scMsgBulk, Clients: 1}, true, nil
 	case s == scMsgLossy || s == scMsgBulk:
 		n := msgLossyN
 		if s == scMsgBulk {
@@ -168,11 +200,13 @@ func parseMsgScenario(s string) (sc scenario, ok bool, err error) {
 	return sc, false, nil
 }
 
-// lightCPU: msg-lossy and msg-bulk measure time and bytes, not CPU, and
-// use a few per cent of the machine, so whatever else runs on it outweighs
-// them: their runs are neither retried nor flagged for sharing the machine
-// (acct is still recorded).
-func (sc scenario) lightCPU() bool { return sc.Kind == scMsgLossy || sc.Kind == scMsgBulk }
+// lightCPU: msg-lossy, msg-bulk and the bottleneck scenarios measure time
+// and bytes, not CPU, and use a few per cent of the machine, so whatever
+// else runs on it outweighs them: their runs are neither retried nor
+// flagged for sharing the machine (acct is still recorded).
+func (sc scenario) lightCPU() bool {
+	return sc.Kind == scMsgLossy || sc.Kind == scMsgBulk || sc.Kind == scBn
+}
 
 // msgLoss is the scenario's loss probability each way.
 func (sc scenario) msgLoss() float64 {
@@ -197,7 +231,9 @@ func (sc scenario) msgRuns(v variant) bool {
 	case kindUdpgate:
 		return !v.Overload
 	case kindKCP:
-		return true
+		// kcp/cc is for the bottleneck scenarios: here kcp-go runs the
+		// issue's fast profile.
+		return !v.KCPCC
 	case kindRawEcho:
 		return sc.Kind == scMsgCPU
 	}
@@ -277,9 +313,22 @@ func msgDialerFor(kind string) msgDialer {
 // msgSpec is the server (and client) message settings of a scenario.
 func (sc scenario) msgSpec() msgServerSpec {
 	if sc.Kind == scMsgBulk {
-		return msgServerSpec{SendRate: msgBulkRate, MaxMessageSize: msgBulkSize}
+		return msgServerSpec{SendRate: msgBulkRate, MaxMessageSize: sc.bulkSize()}
 	}
 	return msgServerSpec{}
+}
+
+// bulkSize is msg-bulk's message: 1 MiB, msg-bulk-Nm's N MiB.
+func (sc scenario) bulkSize() int {
+	if n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(sc.Name, scMsgBulk+"-"), "m")); err == nil {
+		return n << 20
+	}
+	return msgBulkSize
+}
+
+// bulkWait bounds one msg-bulk transfer.
+func (sc scenario) bulkWait() time.Duration {
+	return msgBulkWait + time.Duration(sc.bulkSize()/msgBulkSize-1)*msgBulkWaitMiB
 }
 
 // startMsgChild starts variant v's message server.
@@ -299,7 +348,9 @@ func startMsgServer(v variant, specJSON string) (*server, error) {
 	case kindUdpgate:
 		return startUdpgateMsgServer(v, spec)
 	case kindKCP:
-		return startKCPServer()
+		return startKCPServer(kcpProfileFor(v))
+	case kindQUIC:
+		return startQUICServer()
 	}
 	return nil, fmt.Errorf("variant %s has no message server", v.Spec)
 }
@@ -654,22 +705,23 @@ func runMsgLossy(ctx context.Context, opt *options, sc scenario, v variant, rep 
 func runMsgBulk(ctx context.Context, opt *options, sc scenario, v variant, rep int, rec *runRecord) (*msgRecord, error) {
 	n := opt.MsgBulk
 	ts := []*tracker{newTracker(0)}
-	lr, err := startLossy(ctx, sc, v, rep, time.Duration(n)*msgBulkWait, ts)
+	size, wait := sc.bulkSize(), sc.bulkWait()
+	lr, err := startLossy(ctx, sc, v, rep, time.Duration(n)*wait, ts)
 	if err != nil {
 		return nil, err
 	}
 	defer lr.close()
 	ch, cs := lr.ch, lr.cs
-	m := &msgRecord{Clients: 1, LossPct: 100 * sc.msgLoss(), BulkBytes: msgBulkSize}
+	m := &msgRecord{Clients: 1, LossPct: 100 * sc.msgLoss(), BulkBytes: size}
 	w0 := lr.mark()
-	big := make([]byte, msgBulkSize)
+	big := make([]byte, size)
 	for i := range big {
 		big[i] = byte(i)
 	}
 	for k := range n {
 		t0 := time.Now()
 		putHeader(big, tagBulk, uint32(k), 0, t0)
-		binary.LittleEndian.PutUint32(big[offTotal:], msgBulkSize)
+		binary.LittleEndian.PutUint32(big[offTotal:], uint32(size))
 		if err := cs[0].send([][]byte{big}); err != nil {
 			return m, fmt.Errorf("bulk send %d: %w", k, err)
 		}
@@ -679,12 +731,12 @@ func runMsgBulk(ctx context.Context, opt *options, sc scenario, v variant, rep i
 				if msgSeq(r) != uint32(k) {
 					continue
 				}
-				if got := binary.LittleEndian.Uint32(r[offTotal:]); got != msgBulkSize {
-					return m, fmt.Errorf("bulk %d: the server got %d bytes, not %d", k, got, msgBulkSize)
+				if got := binary.LittleEndian.Uint32(r[offTotal:]); got != uint32(size) {
+					return m, fmt.Errorf("bulk %d: the server got %d bytes, not %d", k, got, size)
 				}
 				m.BulkSeconds = append(m.BulkSeconds, time.Since(t0).Seconds())
-			case <-time.After(msgBulkWait):
-				return m, fmt.Errorf("bulk %d: no answer within %v", k, msgBulkWait)
+			case <-time.After(wait):
+				return m, fmt.Errorf("bulk %d: no answer within %v", k, wait)
 			case <-ctx.Done():
 				return m, ctx.Err()
 			}
@@ -692,7 +744,7 @@ func runMsgBulk(ctx context.Context, opt *options, sc scenario, v variant, rep i
 		}
 	}
 	w1 := lr.mark()
-	lr.wire(m, w0, w1, uint64(n)*msgBulkSize)
+	lr.wire(m, w0, w1, uint64(n)*uint64(size))
 	m.BulkMedian = procstat.Median(m.BulkSeconds)
 	if w0.s.err == nil && w1.s.err == nil {
 		rec.Acct = acct(w0.s, w1.s)
@@ -869,6 +921,7 @@ type msgCell struct {
 	WirePerByte   float64 `json:"wire_per_payload_byte"`
 	WireIPPerByte float64 `json:"wire_ip_per_payload_byte"`
 	Resent        float64 `json:"resent"`
+	BulkBytes     int     `json:"bulk_bytes,omitempty"`
 	BulkMedian    float64 `json:"bulk_median_s"`
 	BulkMin       float64 `json:"bulk_min_s"`
 	BulkMax       float64 `json:"bulk_max_s"`
@@ -911,6 +964,7 @@ func summariseMsg(sc scenario, rs []runRecord, kcpRuns, rawRuns map[int]runRecor
 		add("wireip", m.WireIPPerByte)
 		add("resent", float64(m.Resent))
 		add("bulk", m.BulkMedian)
+		c.BulkBytes = m.BulkBytes
 		for _, s := range m.BulkSeconds {
 			c.BulkMin, c.BulkMax = min(c.BulkMin, s), max(c.BulkMax, s)
 		}
@@ -991,17 +1045,17 @@ func writeMsgs(w io.Writer, cells []msgCell, opt *options) {
 		}
 	}
 	if len(bulk) > 0 {
-		fmt.Fprintf(w, "\n### One 1 MiB reliable message (msg-bulk)\n\n"+
+		fmt.Fprintf(w, "\n### One 1 MiB reliable message (msg-bulk; msg-bulk-Nm: N MiB)\n\n"+
 			"%d transfer(s) per run over %.0f %% loss and %v delay each way (no jitter): seconds from the send call until the client has the "+
-			"server's \"got N bytes\" answer, sent once the server holds all %d bytes. udpgate: Config.Messages.SendRate %d MiB/s, "+
-			"MaxMessageSize 1 MiB. kcp-go: one Write of 1 MiB in message mode, which kcp-go's session cuts into separate messages of at "+
+			"server's \"got N bytes\" answer, sent once the server holds the whole message. udpgate: Config.Messages.SendRate %d MiB/s, "+
+			"MaxMessageSize the message's size. kcp-go: one Write of the whole message in message mode, which kcp-go's session cuts into separate messages of at "+
 			"most one segment (mss), so the server counts bytes up to the size in the first segment's header.\n\n",
-			opt.MsgBulk, 100*msgBulkLoss, msgDelay, msgBulkSize, msgBulkRate>>20)
-		fmt.Fprintln(w, "| scenario | server | seconds (median) | range | ÷ kcp | resent |")
-		fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|")
+			opt.MsgBulk, 100*msgBulkLoss, msgDelay, msgBulkRate>>20)
+		fmt.Fprintln(w, "| scenario | server | size | seconds (median) | range | ÷ kcp | resent |")
+		fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|")
 		for _, c := range bulk {
-			fmt.Fprintf(w, "| %s | %s%s | %.3f | %.3f–%.3f | %s | %s |\n", c.Scenario, c.Variant, flagMark(c.Flagged),
-				c.BulkMedian, c.BulkMin, c.BulkMax, ratio(c.BulkVsKCP), c.resentText())
+			fmt.Fprintf(w, "| %s | %s%s | %d MiB | %.3f | %.3f–%.3f | %s | %s |\n", c.Scenario, c.Variant, flagMark(c.Flagged),
+				c.BulkBytes>>20, c.BulkMedian, c.BulkMin, c.BulkMax, ratio(c.BulkVsKCP), c.resentText())
 		}
 	}
 	if len(cpu) > 0 {

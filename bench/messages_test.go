@@ -90,6 +90,7 @@ func TestMessageScenarioNames(t *testing.T) {
 		{"msg-lossy", scMsgLossy, 4, 0.05},
 		{"msg-lossy-20", scMsgLossy, 4, 0.20},
 		{"msg-bulk", scMsgBulk, 1, 0.01},
+		{"msg-bulk-8m", scMsgBulk, 1, 0.01},
 		{"msg-cpu-1k", scMsgCPU, 1000, 0},
 	} {
 		sc, err := parseScenario(tc.name)
@@ -97,7 +98,13 @@ func TestMessageScenarioNames(t *testing.T) {
 			t.Errorf("%s: %+v, loss %v, %v", tc.name, sc, sc.msgLoss(), err)
 		}
 	}
-	for _, bad := range []string{"msg-lossy-x", "msg-lossy-60", "msg-cpu-0", "msg-cpu-10k", "msg-other"} {
+	if sc, _ := parseScenario("msg-bulk-8m"); sc.bulkSize() != 8<<20 || sc.msgSpec().MaxMessageSize != 8<<20 {
+		t.Errorf("msg-bulk-8m: %d bytes, spec %+v", sc.bulkSize(), sc.msgSpec())
+	}
+	if sc, _ := parseScenario("msg-bulk"); sc.bulkSize() != 1<<20 {
+		t.Errorf("msg-bulk: %d bytes", sc.bulkSize())
+	}
+	for _, bad := range []string{"msg-lossy-x", "msg-lossy-60", "msg-cpu-0", "msg-cpu-10k", "msg-other", "msg-bulk-9m", "msg-bulk-0m", "msg-bulk-8"} {
 		if _, err := parseScenario(bad); err == nil {
 			t.Errorf("%s: accepted", bad)
 		}

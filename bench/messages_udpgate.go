@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/conn"
+	"github.com/udpgate/udpgate/internal/msgcfg"
 	"github.com/udpgate/udpgate/message"
 )
 
@@ -16,6 +17,9 @@ import (
 // msgChannels: channel 0 reliable-ordered (every benchmark message), 1
 // unreliable (configured, unused), as a game would have both.
 func msgConfig(spec msgServerSpec) message.Config {
+	if spec.Tools {
+		return msgcfg.Config(spec.MaxMessageSize, spec.SendRate)
+	}
 	return message.Config{
 		Channels:       []message.ChannelConfig{{Kind: message.ReliableOrdered}, {Kind: message.Unreliable}},
 		SendRate:       spec.SendRate,
@@ -23,10 +27,15 @@ func msgConfig(spec msgServerSpec) message.Config {
 	}
 }
 
-// msgEchoApp is the udpgate message server's application.
-type msgEchoApp struct{ conn.NopHandler }
+// msgEchoApp is the udpgate message server's application: it echoes a
+// message on its channel and answers a bulk message on replyCh (-1: on the
+// bulk message's channel).
+type msgEchoApp struct {
+	conn.NopHandler
+	replyCh int
+}
 
-func (msgEchoApp) OnMessage(c *conn.Conn, ch int, msg []byte) {
+func (a msgEchoApp) OnMessage(c *conn.Conn, ch int, msg []byte) {
 	if len(msg) == 0 {
 		return
 	}
@@ -35,7 +44,11 @@ func (msgEchoApp) OnMessage(c *conn.Conn, ch int, msg []byte) {
 		c.SendMessage(ch, msg)
 	case tagBulk:
 		if len(msg) >= msgHeader {
-			c.SendMessage(ch, bulkReply(msg, len(msg)))
+			r := ch
+			if a.replyCh >= 0 {
+				r = a.replyCh
+			}
+			c.SendMessage(r, bulkReply(msg, len(msg)))
 		}
 	}
 }
@@ -44,7 +57,15 @@ func (msgEchoApp) OnMessage(c *conn.Conn, ch int, msg []byte) {
 // scenarios, as startServer's: no per-source Challenge limit, no limit of
 // connections per address (every client is 127.0.0.1), connection timers
 // far beyond a run so no KeepAlive adds datagrams to the wire count.
+//
+// With spec.LibTimers the connection timers are the library's defaults
+// instead, as a game would run them (the bottleneck scenarios).
 func msgBaseConfig(h conn.Handler, spec msgServerSpec) conn.Config {
+	if spec.LibTimers {
+		cfg := msgBaseConfig(h, msgServerSpec{Tools: spec.Tools, SendRate: spec.SendRate, MaxMessageSize: spec.MaxMessageSize})
+		cfg.KeepAlive, cfg.Timeout = 0, 0
+		return cfg
+	}
 	return conn.Config{
 		Handler:             h,
 		NetworkVersion:      benchNetVersion,
@@ -59,7 +80,13 @@ func msgBaseConfig(h conn.Handler, spec msgServerSpec) conn.Config {
 }
 
 func startUdpgateMsgServer(v variant, spec msgServerSpec) (*server, error) {
-	cfg := msgBaseConfig(msgEchoApp{}, spec)
+	app := msgEchoApp{replyCh: -1}
+	if spec.Tools {
+		// A bulk message is answered on the game's reliable channel, not
+		// the bulk one.
+		app.replyCh = msgcfg.Reliable
+	}
+	cfg := msgBaseConfig(app, spec)
 	cfg.Sockets, cfg.BatchSize, cfg.RecvBuffer, cfg.SendBuffer = v.Sockets, v.Batch, v.Buffer, v.Buffer
 	cfg.AllowFragmentation, cfg.NoSteering = v.Frag, v.NoSteer
 	s, err := conn.Listen("127.0.0.1:0", cfg)
@@ -104,4 +131,6 @@ func (u *udpgateMsgClient) send(msgs [][]byte) error {
 
 func (u *udpgateMsgClient) resent() int64 { return int64(u.c.Conn().MessageStats().Resent) }
 
-func (u *udpgateMsgClient) close() { u.c.Close() }
+// close discards what is still queued (Close would linger for it): the
+// run's figures are taken.
+func (u *udpgateMsgClient) close() { u.c.CloseNow() }

@@ -68,6 +68,7 @@ type report struct {
 	StormRTTs []rttCell   `json:"rtt_under_storm,omitempty"`
 	Mems      []memCell   `json:"memory,omitempty"`
 	Msgs      []msgCell   `json:"messages,omitempty"`
+	Bns       []bnCell    `json:"bottleneck,omitempty"`
 	Targets   []target    `json:"targets"`
 	Runs      []runRecord `json:"runs"`
 }
@@ -136,6 +137,9 @@ func summarise(opt *options, recs []runRecord) *report {
 					rawRuns = msgRunsByRep(opt, recs, sc.Name, kindRawEcho)
 				}
 				rep.Msgs = append(rep.Msgs, summariseMsg(sc, rs, kcpRuns, rawRuns))
+				continue
+			case scBn:
+				rep.Bns = append(rep.Bns, summariseBn(sc, rs))
 				continue
 			}
 			c := cell{Scenario: sc.Name, Variant: v.Spec, Runs: len(rs), CPUMin: math.Inf(1)}
@@ -288,7 +292,7 @@ func writeMarkdown(w io.Writer, rep *report) {
 		"*÷ naive (pkts/CPU-s)*: packets per CPU-second over the naive server's (per-packet syscalls, hmac.New per cookie, one mutex map).\n\n",
 		loadShape(opt), opt.Warmup, opt.Window, opt.Reps)
 	if opt.Mode == "quick" && scenarioList(opt.Scenarios) == quickScenarios {
-		fmt.Fprintf(w, "Quick mode stays short (for CI): one repetition, and 10k connections where the full mode (`go run ./bench -full`) uses 100k.\n\n")
+		fmt.Fprintf(w, "Quick mode stays short (for CI): one repetition, and 10k connections where the full mode (`go run . -full` in bench/) uses 100k.\n\n")
 	}
 	// The C echo's column only when it ran.
 	withC := cEchoBaseline(opt.Variants) != ""
@@ -468,6 +472,9 @@ func writeIssueTables(w io.Writer, rep *report) {
 	if len(rep.Msgs) > 0 {
 		writeMsgs(w, rep.Msgs, rep.Options)
 	}
+	if len(rep.Bns) > 0 {
+		writeBns(w, rep.Bns, rep.Options)
+	}
 }
 
 // issueTargets checks issue 11's storm, player and memory goals for every
@@ -478,7 +485,8 @@ func issueTargets(opt *options, rep *report) []target {
 	ts = udpgateTargets(ts, rep.RTTs, func(c rttCell) string { return c.Variant }, rttTargets)
 	ts = udpgateTargets(ts, rep.StormRTTs, func(c rttCell) string { return c.Variant }, rttStormTargets)
 	ts = udpgateTargets(ts, rep.Mems, func(c memCell) string { return c.Variant }, memTargets)
-	return udpgateTargets(ts, rep.Msgs, func(c msgCell) string { return c.Variant }, msgTargets)
+	ts = udpgateTargets(ts, rep.Msgs, func(c msgCell) string { return c.Variant }, msgTargets)
+	return udpgateTargets(ts, rep.Bns, func(c bnCell) string { return c.Variant }, bnTargets)
 }
 
 // udpgateTargets appends to ts the goals of each cell whose variant (as

@@ -33,7 +33,7 @@ const (
 	// benchmark's (see startServer).
 	profileEnv = "UDPGATE_BENCH_PROFILE"
 	// cpuProfileEnv names a file for the udpgate child's CPU profile:
-	// UDPGATE_BENCH_CPUPROFILE=cpu.out go run ./bench -variants udpgate ...
+	// UDPGATE_BENCH_CPUPROFILE=cpu.out go run . -variants udpgate ...
 	cpuProfileEnv   = "UDPGATE_BENCH_CPUPROFILE"
 	profileDefaults = "defaults"
 	// benchNetVersion is the NetworkVersion every server and the load
@@ -59,7 +59,9 @@ const (
 // rtt-under-flood always uses; nosteer: udpgate without kernel steering of
 // handshake and connection packets, as cmd/server -steer=false; c: the raw
 // echo in C, cecho.go). Zero
-// settings take the server's defaults.
+// settings take the server's defaults. The peers take no settings but
+// kcp/cc (kcp-go with its congestion window, kcp.go); quic is quic-go
+// (quic.go).
 type variant struct {
 	Spec       string `json:"spec"`
 	Kind       string `json:"kind"`
@@ -86,6 +88,9 @@ type variant struct {
 	NoSteer bool `json:"nosteer,omitempty"`
 	// C runs the raw echo written in C (cecho.go) instead of batchio's.
 	C bool `json:"c,omitempty"`
+	// KCPCC runs kcp-go in its normal mode with its congestion window on
+	// (kcp/cc, kcpCCProfile) instead of the fast profile.
+	KCPCC bool `json:"kcp_cc,omitempty"`
 }
 
 func parseVariant(s string) (variant, error) {
@@ -94,12 +99,22 @@ func parseVariant(s string) (variant, error) {
 	switch v.Kind {
 	case kindUdpgate, kindRawEcho, kindNaive:
 	case kindKCP:
-		// kcp-go (message scenarios only) takes no settings.
+		// kcp-go (message and bottleneck scenarios) takes one setting:
+		// /cc, its normal mode with the congestion window on.
+		if len(parts) == 2 && parts[1] == "cc" {
+			v.KCPCC = true
+			return v, nil
+		}
 		if len(parts) > 1 {
-			return v, fmt.Errorf("variant %q: kcp takes no settings", s)
+			return v, fmt.Errorf("variant %q: kcp takes no settings but /cc", s)
+		}
+	case kindQUIC:
+		// quic-go (bottleneck scenarios only) takes no settings.
+		if len(parts) > 1 {
+			return v, fmt.Errorf("variant %q: quic takes no settings", s)
 		}
 	default:
-		return v, fmt.Errorf("variant %q: unknown server %q (want udpgate, rawecho, naive or kcp)", s, v.Kind)
+		return v, fmt.Errorf("variant %q: unknown server %q (want udpgate, rawecho, naive, kcp or quic)", s, v.Kind)
 	}
 	for _, p := range parts[1:] {
 		if p == "" {

@@ -8,31 +8,53 @@
 #     allocates, so they skip under it) and the heap-per-connection test;
 #  3. every fuzz target for FUZZTIME (default 10s) from its committed seed
 #     corpus, found by name so a new target is never forgotten.
+# Each step covers every module of the repository: the library (the root)
+# and bench/, the benchmark harness, a module of its own so that the peers
+# it measures against (kcp-go, quic-go) stay out of the library's go.mod.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+modules=(. bench)
+
 echo "== race tests"
-go test -race -count=1 -timeout 15m ./...
+for m in "${modules[@]}"; do
+  echo "-- module $m"
+  go -C "$m" test -race -count=1 -timeout 15m ./...
+done
 
 echo "== heavy, allocation and memory tests without the race detector"
-go test -count=1 -timeout 10m -run '^TestFlood|Alloc|^TestHeapPerConnection' ./...
+for m in "${modules[@]}"; do
+  echo "-- module $m"
+  go -C "$m" test -count=1 -timeout 10m -run '^TestFlood|Alloc|^TestHeapPerConnection' ./...
+done
+
+# moduleof prints the directory of the go.mod that owns directory $1
+# (relative to the root, "." for the root's).
+moduleof() {
+  local d=$1
+  while [ "$d" != "." ] && [ ! -f "$d/go.mod" ]; do d=$(dirname "$d"); done
+  echo "$d"
+}
 
 echo "== fuzzing, ${FUZZTIME:=10s} per target"
 fuzzlog=$(mktemp)
 trap 'rm -f "$fuzzlog"' EXIT
 for file in $(git ls-files '*_test.go' 2>/dev/null || find . -name '*_test.go'); do
-  dir=./$(dirname "$file")
+  dir=$(dirname "$file")
+  mod=$(moduleof "$dir")
+  # The package as go test names it from its module's directory.
+  if [ "$mod" = "." ]; then pkg=./$dir; else pkg=.${dir#"$mod"}; fi
   for target in $(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$file"); do
-    echo "-- $dir $target"
+    echo "-- ./$dir $target"
     # The full output is kept and shown on failure. Go 1.26's fuzzing
     # coordinator can report "context deadline exceeded" as the -fuzztime
     # window closes, with no failing input (go.dev/issue/75804, fixed in Go
     # 1.27): such a run gets one retry. A real failure saves its input under
     # testdata/fuzz and so fails the retry too.
-    if ! go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$dir" >"$fuzzlog" 2>&1; then
+    if ! go -C "$mod" test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" >"$fuzzlog" 2>&1; then
       cat "$fuzzlog"
-      echo "-- $dir $target failed; once more"
-      go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$dir" >"$fuzzlog" 2>&1 || { cat "$fuzzlog"; exit 1; }
+      echo "-- ./$dir $target failed; once more"
+      go -C "$mod" test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" >"$fuzzlog" 2>&1 || { cat "$fuzzlog"; exit 1; }
     fi
     tail -n 3 "$fuzzlog"
   done
