@@ -351,10 +351,10 @@ func (u *udpgateBn) port() uint16  { return u.c.LocalAddr().Port() }
 
 // close discards what is still queued: the run is over, and Close's
 // linger would only add seconds.
-func (u *udpgateBn) close() { u.c.CloseNow() }
+func (u *udpgateBn) close() { _ = u.c.Close() } // Linger -1: at once
 
 // path is the congestion controller's view of the path.
-func (u *udpgateBn) path() message.PathStats { return u.c.Conn().PathStats() }
+func (u *udpgateBn) path() message.PathStats { return u.c.Conn().MessageStats().Path }
 
 // kcp-go's side (kcpClient, kcp.go); kcpBn counts its resends as the
 // process's resent segments (one session per run).

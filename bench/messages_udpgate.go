@@ -76,6 +76,9 @@ func msgBaseConfig(h conn.Handler, spec msgServerSpec) conn.Config {
 		MaxClientsPerIP:     -1,
 		MaxClientsPerPrefix: -1,
 		Messages:            msgConfig(spec),
+		// A finished run's clients close at once: Close would otherwise
+		// wait up to 5 s for what is still queued, time no run measures.
+		Linger: -1,
 	}
 }
 
@@ -133,4 +136,4 @@ func (u *udpgateMsgClient) resent() int64 { return int64(u.c.Conn().MessageStats
 
 // close discards what is still queued (Close would linger for it): the
 // run's figures are taken.
-func (u *udpgateMsgClient) close() { u.c.CloseNow() }
+func (u *udpgateMsgClient) close() { _ = u.c.Close() } // Linger -1: at once
