@@ -224,7 +224,7 @@ func (c *Conn) send(kind protocol.Kind, payload []byte, sealed bool) (uint16, er
 	var scratch *[protocol.MaxDatagramLimit]byte
 	if e := c.endpoint(); e != nil {
 		if evicted {
-			e.Lost(lost.Seq, ns)
+			e.Evicted(lost.Seq, ns)
 		}
 		if kind == protocol.KindMessages {
 			scratch = sendBufs.Get().(*[protocol.MaxDatagramLimit]byte)
@@ -332,6 +332,7 @@ func (c *Conn) receiveLocked(h *protocol.ConnHeader, payload []byte, now time.Ti
 		for _, p := range rep.LostPackets() {
 			m.Lost(p.Seq, ns)
 		}
+		m.Acks(h.Ack, h.AckBits, ns)
 		if rep.RTTSample >= 0 {
 			m.SetRTT(time.Duration(rep.RTTSample * float64(time.Second)))
 		}

@@ -671,6 +671,54 @@ func (e *Endpoint) age(now int64) {
 	}
 }
 
+// Evicted reports that the packet layer stopped tracking packet seq
+// unreported (seqwin.SeqState.Send's eviction, after 128 newer packets):
+// it will never say whether seq arrived. The endpoint keeps the packet and
+// reads its fate from the ack fields of the packets that follow (Acks), as
+// the packet layer would have.
+func (e *Endpoint) Evicted(seq uint16, now int64) {
+	if e.recs == nil {
+		return
+	}
+	if rec := e.recs.find(seq); rec != nil && !rec.evicted {
+		rec.evicted = true
+		e.recs.evicted++
+	}
+}
+
+// Acks takes the Ack and AckBits of a packet the packet layer accepted,
+// for the packets it no longer tracks (Evicted): one that Ack or its bit
+// names arrived; one more than 64 behind Ack, unnamed, is lost. Call it
+// for every accepted packet, after its AckReport's Acked and Lost; with
+// nothing evicted it costs a comparison.
+func (e *Endpoint) Acks(ack uint16, bits uint64, now int64) {
+	r := e.recs
+	if r == nil || r.evicted == 0 {
+		return
+	}
+	mask := uint32(len(r.recs) - 1)
+	// The evicted records are the oldest unreported ones: the packet
+	// layer evicts in sequence order.
+	for i := r.rHead; i != r.rTail && r.evicted > 0; i++ {
+		rec := &r.recs[i&mask]
+		if rec.done {
+			continue
+		}
+		if !rec.evicted {
+			break
+		}
+		d := uint16(ack-rec.seq) & (seqModulus - 1)
+		switch {
+		case d >= seqModulus/2:
+			return // newer than the peer's newest: not yet
+		case d == 0 || d <= ackWindow && bits&(1<<(d-1)) != 0:
+			e.Acked(rec.seq, now)
+		case d > ackWindow:
+			e.lose(rec, now)
+		}
+	}
+}
+
 // Lost reports packet seq lost: its units are due at once.
 func (e *Endpoint) Lost(seq uint16, now int64) {
 	if e.recs == nil {

@@ -10,6 +10,7 @@ type record struct {
 	done     bool   // reported (Acked or Lost)
 	repaired bool   // made due by fast repair already
 	gone     bool   // out of the congestion controller's flight: lost, by inference or timeout
+	evicted  bool   // the packet layer no longer tracks it: Acks reads its fate
 }
 
 // entRef names one unit sent in a packet.
@@ -26,8 +27,9 @@ type records struct {
 	rHead, rTail uint32
 	eHead, eTail uint32
 	// aged: records before it are reported or gone (Endpoint.age).
-	aged uint32
-	live int // records not yet reported
+	aged    uint32
+	live    int // records not yet reported
+	evicted int // of them, those the packet layer no longer tracks (Endpoint.Evicted)
 }
 
 func (r *records) pushEntry(ch uint8, id uint16) {
@@ -63,6 +65,9 @@ func (r *records) find(seq uint16) *record {
 func (r *records) report(rec *record) {
 	rec.done = true
 	r.live--
+	if rec.evicted {
+		r.evicted--
+	}
 	r.popDone()
 }
 

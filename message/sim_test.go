@@ -118,7 +118,7 @@ func (sm *sim) step(dt time.Duration) {
 			}
 			seq, ack, bits, lost, ev := side.seq.Send(sm.secs())
 			if ev {
-				ep.Lost(lost.Seq, sm.now)
+				ep.Evicted(lost.Seq, sm.now)
 			}
 			n := ep.WritePayload(sm.buf, seq, sm.now)
 			ep.PacketSent(sm.now)
@@ -168,6 +168,7 @@ func (sm *sim) deliver(p simPacket) {
 	for _, d := range side.rep.LostPackets() {
 		ep.Lost(d.Seq, sm.now)
 	}
+	ep.Acks(p.ack, p.ackBits, sm.now)
 	if side.rep.RTTSample >= 0 {
 		ep.SetRTT(time.Duration(side.seq.RTT() * 1e9))
 	}

@@ -34,6 +34,9 @@ const (
 	// flow is taken to fill the queue (compete); as many below half the
 	// target end it.
 	competeRounds = 10
+	// ssSamples: slow start ends after this many samples in a row more
+	// than a quarter of the target above the base.
+	ssSamples = 8
 	// maxVelocity bounds the window's growth, packets per round trip.
 	maxVelocity = 16
 	// standSamples: a standing-RTT window holds at least this many
@@ -82,6 +85,7 @@ type Controller struct {
 	events    uint64         // congestion events
 	sink      *atomic.Uint64 // counts them too, when set (CountEvents)
 	ups       uint8          // rounds of growth in a row
+	ssHigh    uint8          // samples in a row above the base in slow start
 	over      uint8          // rounds in a row with the queue far above the target (near empty, competing)
 	competing bool           // beside a flow that fills the queue: loss-based (compete)
 	grew      bool           // the window grew in this round
@@ -144,7 +148,7 @@ func (c *Controller) OnAcked(n int, sent, now, srtt int64) {
 			c.cwnd += c.mss * b / c.cwnd
 		}
 	case c.slowStart:
-		if qd > TargetDelay/2 {
+		if qd > TargetDelay/2 || c.ssHigh >= ssSamples {
 			c.exitSlowStart()
 			break
 		}
@@ -312,6 +316,14 @@ func (c *Controller) sample(s, now, srtt int64) {
 		return
 	}
 	c.latest = s
+	// Slow start's early exit: the standing RTT lags by up to a round
+	// trip while the window doubles; ssSamples samples in a row a
+	// quarter of the target above the base show the queue sooner.
+	if c.slowStart && c.base[0] != 0 && s-c.BaseRTT() > TargetDelay/4 {
+		c.ssHigh++
+	} else {
+		c.ssHigh = 0
+	}
 	if c.base[0] == 0 || s < c.base[0] {
 		c.base[0] = s
 	}
@@ -356,14 +368,16 @@ func (c *Controller) StandingRTT() int64 {
 func (c *Controller) QueueDelay() int64 { return max(c.StandingRTT()-c.BaseRTT(), 0) }
 
 // PacingRate is the rate packets should leave at, in bytes per second:
-// 2 (slow start) or 1.25 windows per smoothed round trip, at most the
-// ceiling.
+// 1.5 (slow start) or 1.25 windows per smoothed round trip, at most the
+// ceiling. A slow start paced at twice the window builds a round trip's
+// worth of queue before its delay shows (the game's p99 through a 20
+// Mbit/s link: +36 ms at 2, +16 ms at 1.5).
 func (c *Controller) PacingRate(srtt int64) int64 {
 	srtt = max(srtt, int64(100*time.Microsecond))
 	w := c.window()
 	r := w * 1e9 / srtt
 	if c.slowStart {
-		r *= 2
+		r += r / 2
 	} else {
 		r += r / 4
 	}

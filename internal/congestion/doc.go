@@ -11,7 +11,8 @@
 // near a target delay (TargetDelay) instead of filling it:
 //
 //   - Slow start doubles the window each round trip until the queueing
-//     delay passes half the target; the window then falls back to what
+//     delay passes half the target (or 8 samples in a row a quarter of it
+//     above the base); the window then falls back to what
 //     the path delivered (the delay that shows a queue is a round trip
 //     old).
 //   - Below the target, each acknowledged packet grows the window by up
@@ -43,7 +44,7 @@
 //
 // # The pacer
 //
-// Packets leave at PacingRate: 2 × window ÷ RTT in slow start, 1.25 ×
+// Packets leave at PacingRate: 1.5 × window ÷ RTT in slow start, 1.25 ×
 // window ÷ RTT after, never above a ceiling the operator sets. The pacer
 // is a token bucket whose depth is 5 ms of the rate (Quantum, at least two
 // packets), the granularity of the sender's timer, so a window never

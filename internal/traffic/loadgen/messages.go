@@ -272,7 +272,7 @@ func (w *worker) msgPacket(j int, now int64) bool {
 	id := &w.ids[j]
 	seq, ack, ackBits, lost, evicted := w.seqs[j].Send(seconds(now))
 	if evicted {
-		ep.Lost(lost.Seq, now)
+		ep.Evicted(lost.Seq, now)
 	}
 	n := ep.WritePayload(buf[w.payOff:w.payOff+m.pay], seq, now)
 	h := protocol.ConnHeader{SessionID: id.session, ClientID: id.clientID, Tag: id.tag,
@@ -347,11 +347,12 @@ func (w *worker) msgSent(j int, now int64) {
 	}
 }
 
-// msgLost tells client j's endpoint that SeqState.Send evicted one of its
-// packets unreported.
-func (w *worker) msgLost(j int, seq uint16, now int64) {
+// msgEvicted tells client j's endpoint that SeqState.Send evicted one of
+// its packets unreported: the endpoint reads its fate from the ack fields
+// that follow (msgAcks).
+func (w *worker) msgEvicted(j int, seq uint16, now int64) {
 	if ep := w.msg.eps[j]; ep != nil {
-		ep.Lost(seq, now)
+		ep.Evicted(seq, now)
 	}
 }
 
@@ -370,11 +371,12 @@ func (w *worker) msgCheck(j int, payload []byte) bool {
 }
 
 // msgAcks hands the AckReport of a packet client j just accepted to its
-// endpoint, with the RTT. With bulk messages, acks are what lets the
+// endpoint, with the RTT, and the packet's ack fields (for the packets the
+// sequence layer evicted). With bulk messages, acks are what lets the
 // endpoint send more (its window, and packets in flight, make room), so
 // the client sends then what its endpoint has (at most msgMaxBurst) rather
 // than at its next poll: a bulk transfer is clocked by its acks.
-func (w *worker) msgAcks(j int, now int64) {
+func (w *worker) msgAcks(j int, ack uint16, ackBits uint64, now int64) {
 	ep := w.msg.eps[j]
 	if ep == nil {
 		return
@@ -386,6 +388,7 @@ func (w *worker) msgAcks(j int, now int64) {
 	for _, p := range w.rep.LostPackets() {
 		ep.Lost(p.Seq, now)
 	}
+	ep.Acks(ack, ackBits, now)
 	if w.rep.RTTSample >= 0 {
 		ep.SetRTT(time.Duration(w.rep.RTTSample * float64(time.Second)))
 	}

@@ -749,7 +749,7 @@ func (w *worker) buildConn(j int, now int64, kind protocol.Kind) []byte {
 		// Any packet carries acks; an eviction loses a packet that may
 		// have carried messages.
 		if evicted {
-			w.msgLost(j, lost.Seq, now)
+			w.msgEvicted(j, lost.Seq, now)
 		}
 		w.msgSent(j, now)
 	}
@@ -857,7 +857,7 @@ func (w *worker) connPacket(j int, payload []byte, now int64, measuring bool) {
 		w.heardAt[j] = now
 	}
 	if w.msg != nil {
-		w.msgAcks(j, now)
+		w.msgAcks(j, h.Ack, h.AckBits, now)
 	}
 	if w.sealers == nil {
 		// A packet the connection took came from the server, which

@@ -1,0 +1,46 @@
+package message
+
+import (
+	"testing"
+	"time"
+)
+
+// More packets in flight than the packet layer tracks (128): the oldest
+// are evicted unreported, and the endpoint reads their fate from the ack
+// fields itself. A large message over a loss-free, long path then arrives
+// whole with nothing sent twice (evictions reported as losses would resend
+// every evicted packet's units), and over a lossy one still arrives.
+func TestSimBeyondTrackedPackets(t *testing.T) {
+	for _, loss := range []float64{0, 0.05} {
+		sm := newSim(t, Config{Channels: []ChannelConfig{{Kind: ReliableOrdered, Bulk: true}}, MaxMessageSize: 1 << 20}, 21)
+		sm.latency, sm.loss = int64(100*time.Millisecond), loss
+		for i := range sm.s {
+			sm.s[i].ep.SetRTT(200 * time.Millisecond)
+		}
+		const size = 600_000 // about 510 packets
+		if err := sm.s[0].ep.Send(0, simMsg(0, 0, size), sm.now); err != nil {
+			t.Fatal(err)
+		}
+		peak, evicted := 0, 0
+		for step := 0; step < 20_000 && len(sm.s[1].recv[0]) == 0; step++ {
+			sm.step(time.Millisecond)
+			r := sm.s[0].ep.recs
+			if r != nil {
+				peak = max(peak, r.live)
+				evicted = max(evicted, r.evicted)
+			}
+		}
+		if len(sm.s[1].recv[0]) != 1 || checkSimMsg(t, 0, sm.s[1].recv[0][0]) != 0 {
+			t.Fatalf("loss %v: the message did not arrive", loss)
+		}
+		st := sm.s[0].ep.Stats()
+		t.Logf("loss %v: %.2f s, at most %d packets in flight (%d untracked at once), resent %d",
+			loss, float64(sm.now-simStart)/1e9, peak, evicted, st.Resent)
+		if peak <= 128 || evicted == 0 {
+			t.Fatalf("loss %v: at most %d packets in flight, %d evicted: the test did not go past the packet layer's 128", loss, peak, evicted)
+		}
+		if loss == 0 && st.Resent != 0 {
+			t.Fatalf("%d units resent on a loss-free path: evicted packets taken for lost", st.Resent)
+		}
+	}
+}
