@@ -100,8 +100,12 @@ type PathStats struct {
 	// DeliveryRate is the bytes per second acknowledged over the last
 	// round trip (at least 50 ms): the path's rate while the window is
 	// full, what the application sends otherwise.
-	DeliveryRate     int64
-	SlowStart        bool
+	DeliveryRate int64
+	SlowStart    bool
+	// Competing: another flow fills the bottleneck's queue (a loss-based
+	// TCP or QUIC transfer); the controller competes by loss until it
+	// leaves, and the game's messages wait in that queue meanwhile.
+	Competing        bool
 	CongestionEvents uint64 // window cuts for loss
 }
 

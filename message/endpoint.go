@@ -883,6 +883,7 @@ func (e *Endpoint) path() PathStats {
 		st := e.cc.Stats()
 		p.BaseRTT, p.QueueDelay, p.Window, p.InFlight = st.BaseRTT, st.QueueDelay, int(st.Window), int(st.InFlight)
 		p.DeliveryRate, p.SlowStart, p.CongestionEvents = st.DeliveryRate, st.SlowStart, st.Events
+		p.Competing = st.Competing
 	}
 	return p
 }

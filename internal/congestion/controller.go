@@ -19,6 +19,9 @@ const (
 	// MaxWindow bounds the window in bytes (the sender has its own caps
 	// in packets and units).
 	MaxWindow = 64 << 20
+	// probeInterval: a connection with no sample near its base for this
+	// long drains its queue to measure the base again.
+	probeInterval = int64(10 * time.Second)
 	// baseBucket is the length of each of the two buckets whose minimum
 	// is the base round trip: a path that really got longer is learnt
 	// within two buckets.
@@ -29,7 +32,7 @@ const (
 	// overflows before it shows); fewer are the path's noise.
 	heavyLoss  = 4
 	heavyRound = 16
-	// competeRounds: rounds in a row with the queueing delay above 1.5 ×
+	// competeRounds: rounds in a row with the queueing delay above 3 ×
 	// the target, each of them cutting the window, after which another
 	// flow is taken to fill the queue (compete); as many below half the
 	// target end it.
@@ -74,6 +77,7 @@ type Controller struct {
 	roundAcked, roundLost  int64
 	recoveryUntil          int64 // losses of packets sent before this are one event
 	drainUntil, drainSaved int64 // a drain of the queue in progress, and the window before it
+	nearBase               int64 // the last sample within a quarter of the target of the base
 
 	// Delivery rate: bytes acknowledged since delivAt, and the last
 	// window's rate.
@@ -99,7 +103,7 @@ func (c *Controller) Init(mss int, ceiling int64, now int64) {
 		ceiling = MaxRate
 	}
 	*c = Controller{mss: int64(mss), cwnd: InitialWindow * int64(mss), ceiling: ceiling,
-		slowStart: true, velocity: 1, baseAt: now, standAt: now, delivAt: now, roundStart: now}
+		slowStart: true, velocity: 1, baseAt: now, nearBase: now, standAt: now, delivAt: now, roundStart: now}
 }
 
 // CanSend reports whether the window has room for another packet.
@@ -143,7 +147,10 @@ func (c *Controller) OnAcked(n int, sent, now, srtt int64) {
 	switch {
 	case c.competing:
 		// Loss-based, as the flow that fills the queue is: one packet a
-		// round trip, whatever the delay.
+		// round trip, whatever the delay. (Growing faster, as CUBIC
+		// does far from its last loss, took 0.87 of a link from
+		// NewReno, and two of our own connections that once competed
+		// kept each other competing, the queue full.)
 		if limited {
 			c.cwnd += c.mss * b / c.cwnd
 		}
@@ -281,7 +288,7 @@ func (c *Controller) compete(qd int64) {
 		} else if c.over++; c.over >= competeRounds {
 			c.competing, c.over = false, 0
 		}
-	case qd > TargetDelay*3/2:
+	case qd > 3*TargetDelay:
 		if c.over == 0 {
 			c.yielded = c.cwnd
 		}
@@ -327,13 +334,23 @@ func (c *Controller) sample(s, now, srtt int64) {
 	if c.base[0] == 0 || s < c.base[0] {
 		c.base[0] = s
 	}
+	if s-c.BaseRTT() <= TargetDelay/4 {
+		c.nearBase = now
+	}
+	probe := probeInterval
+	if c.competing {
+		probe *= 3 // the queue is another flow's: a drain costs the share, and tells only whether it left
+	}
+	if now-c.nearBase >= probe && !c.slowStart && c.drainUntil == 0 {
+		// No sample near the base for probeInterval: drain for two
+		// round trips, so that this connection's own queue is gone.
+		// A connection that started while another held the queue took
+		// that queue for the path's base; when it drains, the queue
+		// the other (starved by it, near two packets) leaves is next
+		// to nothing, and its base comes right (BBR's ProbeRTT).
+		c.drainSaved, c.drainUntil, c.nearBase = c.cwnd, now+2*srtt, now
+	}
 	if now-c.baseAt >= baseBucket {
-		// The bucket that ends never saw the queue empty: drain it for
-		// two round trips, so that this connection, and any other
-		// through the same queue, sees the path's base again.
-		if prev := min(c.base[1], c.base[0]); c.base[1] != 0 && c.base[0] > prev+TargetDelay/2 && !c.slowStart {
-			c.drainSaved, c.drainUntil = c.cwnd, now+2*srtt
-		}
 		c.base[1], c.base[0], c.baseAt = c.base[0], s, now
 	}
 	if c.standCur == 0 || s < c.standCur {

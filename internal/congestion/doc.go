@@ -28,15 +28,14 @@
 //     the path's noise (radio, a policer) and do not shrink the window. A
 //     loss-based controller (Reno, CUBIC) collapses on 5 % random loss;
 //     this one does not.
-//   - Ten rounds in a row far above the target (1.5 ×), cutting each
+//   - Ten rounds in a row far above the target (3 ×), cutting each
 //     time, mean another flow fills the queue (a loss-based TCP or QUIC
 //     flow): the controller then competes, loss-based as that flow is,
 //     until the queue is seen near empty again.
-//   - The base round trip is the smallest sample of the last 30–60 s; a
-//     30 s bucket that never came near it ends in a drain (two packets
-//     for two round trips), so that every connection behind the queue
-//     sees the base again and a late one does not take its own queue
-//     for the path.
+//   - The base round trip is the smallest sample of the last 30–60 s. A
+//     connection with no sample near it for 10 s drains (two packets for
+//     two round trips), so that a late one, which took the queue it found
+//     for the path, sees the base again.
 //
 // The queueing delay is the standing round trip (the smallest sample of
 // the last half round trip, at least four samples, which filters out the

@@ -271,6 +271,9 @@ func scaled(v []float64, k float64) []string {
 func TestSimLatecomer(t *testing.T) {
 	r := simulateStaggered(t, 20e6/8, 256<<10, 0, 2, 10*time.Second, 100*time.Second, 75*time.Second, 4, nil)
 	t.Logf("shares of an equal share after 65 s together: %v; total %.1f %%, queue p99 %v", scaled(r.share, 2), 100*r.total, r.qdelayP99)
+	if r.qdelayP99 > 25*time.Millisecond {
+		t.Errorf("queue p99 %v: the two took each other for a queue filler (compete), want ≤ 25 ms", r.qdelayP99)
+	}
 	for i, s := range r.share {
 		if x := s * 2; x < 0.75 || x > 1.33 {
 			t.Errorf("flow %d got %.2f × an equal share, want 0.75–1.33", i, x)
