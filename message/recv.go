@@ -257,6 +257,24 @@ func (e *Endpoint) Next() (ch int, msg []byte, ok bool) {
 	return 0, nil, false
 }
 
+// Discard takes every message Next would return and drops it, counted as
+// DropUnhandled (not as Delivered), for a receiver with no use for
+// messages; it returns how many. The packets that carried them stay
+// acknowledged.
+func (e *Endpoint) Discard() int {
+	n := 0
+	for {
+		if _, _, ok := e.Next(); !ok {
+			break
+		}
+		n++
+	}
+	e.freeRet()
+	e.stats.Delivered -= uint64(n)
+	e.l.drops[DropUnhandled].Add(uint64(n))
+	return n
+}
+
 // drain takes channel c's in-order units until a message is complete.
 func (e *Endpoint) drain(i int, c *channel) ([]byte, bool) {
 	l := e.l
