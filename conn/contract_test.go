@@ -3,14 +3,19 @@ package conn
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/udpgate/udpgate/cookie"
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/message"
 	"github.com/udpgate/udpgate/netsim"
+	"github.com/udpgate/udpgate/token"
 )
 
 // Issue 31's silent failures: each test here failed before its fix.
@@ -95,6 +100,60 @@ func TestSimUnhandledMessages(t *testing.T) {
 		}
 		if n := logs.count(slog.LevelWarn, "no OnMessage"); n != 1 {
 			t.Errorf("%d warnings that the Handler has no OnMessage, want 1; the log:\n%s", n, strings.Join(logs.lines(), "\n"))
+		}
+	})
+}
+
+// TestSealedLateProof: a late proof (the client missed the sealed
+// KeepAlive that told it it is in) is answered as docs/protocol.md §11.3
+// step 4 says: with a new sealed KeepAlive, the connection's next Counter
+// and Seq, not the first one again; and a late proof that comes within
+// half the proof resend interval (125 ms) of the connection's last packet
+// is counted but gets no reply.
+func TestSealedLateProof(t *testing.T) {
+	onSim(t, func(t *testing.T, n *testNet) {
+		clk := &clock{}
+		s := n.sealed(Config{Now: clk.Now})
+		tok := makeToken(t, nil, token.Params{ClientID: 42, ServerAddresses: []netip.AddrPort{s.Addr()}})
+		p := n.peer(s, "127.0.0.1:0")
+		pc := p.handshake()
+		next, rx := rawProofs(t, p.clientID, &pc, tok)
+		serverSeq, _ := cookie.Sequences(&pc.Cookie)
+		keepAlive := func(what string) (uint64, uint16) {
+			t.Helper()
+			reply, ok := p.recv(time.Nanosecond)
+			if !ok {
+				t.Fatalf("no answer to the %s", what)
+			}
+			var h protocol.ConnHeader
+			if _, r := wire.DecodeSealed(wire.Magic{}, reply, &h); r != protocol.DropNone {
+				t.Fatalf("answer to the %s: %v", what, r)
+			}
+			_, ctr, r := wire.OpenConn(wire.Magic{}, reply, &h, rx)
+			if r != protocol.DropNone || h.Kind != protocol.KindKeepAlive {
+				t.Fatalf("answer to the %s: %v, kind %v", what, r, h.Kind)
+			}
+			return ctr, h.Seq
+		}
+		p.send(next())
+		if ctr, seq := keepAlive("proof"); ctr != 0 || seq != serverSeq {
+			t.Fatalf("the first KeepAlive: counter %d, Seq %d; want 0 and ServerSeq %d", ctr, seq, serverSeq)
+		}
+		lateProofs := func() uint64 { synctest.Wait(); return s.Stats().Drops[protocol.DropLateProof] }
+		before := lateProofs()
+		clk.Advance(proofResendInterval/2 - time.Millisecond)
+		p.send(next())
+		p.silentFor("a late proof 124 ms after the KeepAlive", time.Millisecond)
+		if d := lateProofs() - before; d != 1 {
+			t.Fatalf("late proofs counted: %d, want 1", d)
+		}
+		clk.Advance(time.Millisecond)
+		p.send(next())
+		if ctr, seq := keepAlive("late proof 125 ms after the KeepAlive"); ctr != 1 || seq != (serverSeq+1)%protocol.SeqModulus {
+			t.Fatalf("the KeepAlive for the late proof: counter %d, Seq %d; want the next ones, 1 and %d", ctr, seq, (serverSeq+1)%protocol.SeqModulus)
+		}
+		if d := lateProofs() - before; d != 2 || s.Len() != 1 {
+			t.Fatalf("late proofs counted: %d, want 2; connections %d, want 1", d, s.Len())
 		}
 	})
 }
