@@ -165,11 +165,36 @@ func (c *Client) Send(payload []byte) (uint16, error) { return c.Conn().Send(pay
 // RTT is the smoothed round-trip time.
 func (c *Client) RTT() time.Duration { return c.Conn().RTT() }
 
-// LocalAddr is the client's current local address.
+// LocalAddr is the client's current local address: its socket's port and
+// the address its datagrams to the server leave from. A socket bound to
+// an unspecified address (the default: Config.LocalAddr empty) reports
+// the source address the host's routes choose for the server, as the
+// server sees it without NAT, not "0.0.0.0" or "::".
 func (c *Client) LocalAddr() netip.AddrPort {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.udp.LocalAddr()
+	la := c.udp.LocalAddr()
+	c.mu.Unlock()
+	if !la.Addr().IsUnspecified() || c.st.Network != nil {
+		return la
+	}
+	if ip, ok := sourceAddr(c.server); ok {
+		return netip.AddrPortFrom(ip, la.Port())
+	}
+	return la
+}
+
+// sourceAddr is the local address the host's routes pick for datagrams
+// to server: a UDP socket connected there (connect sends nothing) learns
+// it from the kernel. An IPv4-mapped one is unmapped, as the server sees
+// it.
+func sourceAddr(server netip.AddrPort) (netip.Addr, bool) {
+	udp, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(server))
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	defer udp.Close()
+	ap := udp.LocalAddr().(*net.UDPAddr).AddrPort()
+	return ap.Addr().Unmap(), ap.Addr().IsValid() && !ap.Addr().IsUnspecified()
 }
 
 // Done is closed when the connection ends; Err then says why.

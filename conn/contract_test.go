@@ -157,3 +157,21 @@ func TestSealedLateProof(t *testing.T) {
 		}
 	})
 }
+
+// TestClientLocalAddr: a client that binds no particular address (the
+// default) reports the address in use, the one the server holds its
+// connection at, not the socket's unspecified "[::]:port". On loopback
+// sockets: the answer is the kernel's.
+func TestClientLocalAddr(t *testing.T) {
+	s := listen(t, Config{})
+	cli := dial(t, s, Config{})
+	la := cli.LocalAddr()
+	if la.Addr().IsUnspecified() || !la.Addr().IsLoopback() {
+		t.Fatalf("LocalAddr %v, want the loopback address the client sends from", la)
+	}
+	if _, ok := s.Conn(la); !ok {
+		var at []netip.AddrPort
+		s.Range(func(c *Conn) bool { at = append(at, c.RemoteAddr()); return true })
+		t.Fatalf("LocalAddr %v, but the server holds the connection at %v", la, at)
+	}
+}
