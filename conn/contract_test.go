@@ -12,6 +12,7 @@ import (
 
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
 	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/message"
 	"github.com/udpgate/udpgate/netsim"
@@ -21,10 +22,11 @@ import (
 // Issue 31's silent failures: each test here failed before its fix.
 
 // recordLog is a slog.Handler that keeps every record's level and
-// message.
+// message, and fires sig at each.
 type recordLog struct {
 	mu   sync.Mutex
 	recs []slog.Record
+	sig  conntest.Signal
 }
 
 func (*recordLog) Enabled(context.Context, slog.Level) bool { return true }
@@ -32,6 +34,7 @@ func (l *recordLog) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	l.recs = append(l.recs, r)
 	l.mu.Unlock()
+	l.sig.Fire()
 	return nil
 }
 func (l *recordLog) WithAttrs([]slog.Attr) slog.Handler { return l }
@@ -173,5 +176,26 @@ func TestClientLocalAddr(t *testing.T) {
 		var at []netip.AddrPort
 		s.Range(func(c *Conn) bool { at = append(at, c.RemoteAddr()); return true })
 		t.Fatalf("LocalAddr %v, but the server holds the connection at %v", la, at)
+	}
+}
+
+// TestListenLogsNoInfo: Listen, and the steering switch every start
+// makes spreadHold later, write nothing at Info or above into the
+// application's log on a healthy host (they went to Info, where an
+// application's own lines are; now Debug). On loopback sockets: steering
+// is the kernel's.
+func TestListenLogsNoInfo(t *testing.T) {
+	logs := &recordLog{}
+	s := listen(t, Config{Logger: slog.New(logs)})
+	if s.spread != nil {
+		spread := func() bool { return logs.count(slog.LevelDebug, "spread over every socket") > 0 }
+		if !logs.sig.Await(10*time.Second, spread) {
+			t.Fatalf("connection packets never spread over every socket:\n%s", strings.Join(logs.lines(), "\n"))
+		}
+	}
+	// Warnings are the host's problems (a kernel that refuses steering);
+	// Info lines are what must not be there.
+	if n := logs.count(slog.LevelInfo, "") - logs.count(slog.LevelWarn, ""); n != 0 {
+		t.Fatalf("Listen logged %d lines at Info:\n%s", n, strings.Join(logs.lines(), "\n"))
 	}
 }
