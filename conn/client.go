@@ -25,9 +25,12 @@ type Client struct {
 	local    string
 	clientID uint8
 
-	mu       sync.Mutex // guards hs, udp, conn, restarts, dialed, hsErr
-	hs       handshake.ClientHandshake
-	udp      clientSocket // a UDP socket, or a simulated network's endpoint
+	mu  sync.Mutex // guards hs, udp, srcIP, conn, restarts, dialed, hsErr
+	hs  handshake.ClientHandshake
+	udp clientSocket // a UDP socket, or a simulated network's endpoint
+	// srcIP is the address udp's datagrams to the server leave from when
+	// udp is bound to an unspecified one (LocalAddr), else invalid.
+	srcIP    netip.Addr
 	conn     *Conn
 	restarts uint64
 	// connected is closed, once, when Dial has its answer: the first
@@ -97,7 +100,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.udp = udp
+	c.udp, c.srcIP = udp, c.sourceAddr(udp)
 	c.wg.Add(2)
 	go c.read(udp)
 	go c.timers()
@@ -172,29 +175,34 @@ func (c *Client) RTT() time.Duration { return c.Conn().RTT() }
 // server sees it without NAT, not "0.0.0.0" or "::".
 func (c *Client) LocalAddr() netip.AddrPort {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	la := c.udp.LocalAddr()
-	c.mu.Unlock()
-	if !la.Addr().IsUnspecified() || c.st.Network != nil {
-		return la
-	}
-	if ip, ok := sourceAddr(c.server); ok {
-		return netip.AddrPortFrom(ip, la.Port())
+	if c.srcIP.IsValid() {
+		return netip.AddrPortFrom(c.srcIP, la.Port())
 	}
 	return la
 }
 
-// sourceAddr is the local address the host's routes pick for datagrams
-// to server: a UDP socket connected there (connect sends nothing) learns
-// it from the kernel. An IPv4-mapped one is unmapped, as the server sees
-// it.
-func sourceAddr(server netip.AddrPort) (netip.Addr, bool) {
-	udp, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(server))
-	if err != nil {
-		return netip.Addr{}, false
+// sourceAddr is the local address the host's routes pick for udp's
+// datagrams to the server, when udp is a UDP socket bound to an
+// unspecified address: a UDP socket connected to the server (connect
+// sends nothing) learns it from the kernel, once per socket. An
+// IPv4-mapped one is unmapped, as the server sees it. Otherwise, or when
+// the kernel has no route, it is invalid.
+func (c *Client) sourceAddr(udp clientSocket) netip.Addr {
+	if _, ok := udp.(udpSocket); !ok || !udp.LocalAddr().Addr().IsUnspecified() {
+		return netip.Addr{}
 	}
-	defer udp.Close()
-	ap := udp.LocalAddr().(*net.UDPAddr).AddrPort()
-	return ap.Addr().Unmap(), ap.Addr().IsValid() && !ap.Addr().IsUnspecified()
+	probe, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(c.server))
+	if err != nil {
+		return netip.Addr{}
+	}
+	defer probe.Close()
+	ip := probe.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap()
+	if ip.IsUnspecified() {
+		return netip.Addr{}
+	}
+	return ip
 }
 
 // Done is closed when the connection ends; Err then says why.
@@ -234,9 +242,10 @@ func (c *Client) Rebind() error {
 	if err != nil {
 		return err
 	}
+	src := c.sourceAddr(udp)
 	c.mu.Lock()
 	old := c.udp
-	c.udp = udp
+	c.udp, c.srcIP = udp, src
 	if c.conn != nil {
 		c.conn.mu.Lock()
 		c.conn.link = udp.link()
