@@ -306,8 +306,9 @@ func TestResendTimingAndRepair(t *testing.T) {
 			t.Fatalf("at 79 ms the packet carries %d bytes, want b's entry alone", len(p))
 		}
 		f.Send(0, []byte("c"), t0+80*ms)
-		if p := writeOne(t, f, 3, t0+80*ms); len(p) != 10 || f.Stats().Resent != 1 {
-			t.Fatalf("at 80 ms the packet carries %d bytes (resent %d), want c's entry and a copy of a", len(p), f.Stats().Resent)
+		if p := writeOne(t, f, 3, t0+80*ms); len(p) != 10 || f.Stats().Copies != 1 || f.Stats().Resent != 0 {
+			t.Fatalf("at 80 ms the packet carries %d bytes (copies %d, resent %d), want c's entry and a copy of a, counted as a copy",
+				len(p), f.Stats().Copies, f.Stats().Resent)
 		}
 	}
 	e.SetRTT(4 * time.Millisecond) // timeout 8 ms < MinResend 10 ms

@@ -224,12 +224,12 @@ func (e *Endpoint) Next() (ch int, msg []byte, ok bool) {
 	e.freeRet()
 	l := e.l
 	var en entry
-	for e.pkt != nil && e.pktOff < len(e.pkt) {
+	for e.pkt != nil && int(e.pktOff) < len(e.pkt) {
 		w, r := getEntry(e.pkt[e.pktOff:], l.kinds, &en)
 		if r != DropNone {
 			break
 		}
-		e.pktOff += w
+		e.pktOff += int32(w)
 		switch l.kinds[en.ch] {
 		case Unreliable:
 			e.stats.Delivered++
@@ -406,5 +406,5 @@ func (e *Endpoint) Release() {
 	e.held = 0
 	e.ch, e.recs, e.pkt, e.cc = nil, nil, nil, nil
 	e.sendMask, e.fragOut, e.ready, e.progress, e.progHeld, e.ackDue, e.rxUnacked = 0, 0, 0, -1, 0, false, 0
-	e.stats.InFlight = 0
+	e.inFlight = 0
 }
