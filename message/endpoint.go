@@ -55,6 +55,7 @@ type channel struct {
 	// ua..sendNext-1 went out at least once.
 	units                []sunit
 	ua, sendNext, nextID uint16
+	unitPeaks            ringPeaks[uint16] // units in use, for shrinking (ring.go)
 	// Sequenced send: the id of the next message written.
 	seqOut   uint16
 	queued   int  // storage bytes held for sending
@@ -63,11 +64,16 @@ type channel struct {
 	// Unreliable and sequenced send queue (ring).
 	pq             []*[]byte
 	pendHead, pend int
+	pendPeaks      ringPeaks[uint32]
 
 	// Reliable receive: slots for ids next.. (ring, power of two);
 	// expect is the first id at or after next not held.
 	slots        []rslot
 	next, expect uint16
+	// slotsHeld counts the slots holding a unit; slotPeaks the span of
+	// the ring in use (ids next.. up to the farthest held).
+	slotsHeld uint16
+	slotPeaks ringPeaks[uint16]
 	// Reassembly: the fragments taken in order so far.
 	asm      []*[]byte
 	asmLen   int
@@ -186,6 +192,7 @@ func (e *Endpoint) Send(ch int, msg []byte, now int64) error {
 		return ErrQueueFull
 	}
 	c.growUnits(inUse + n)
+	c.unitPeaks.note(inUse + n)
 	mask := uint16(len(c.units) - 1)
 	if n == 1 {
 		c.units[c.nextID&mask] = sunit{buf: l.get(msg)}
@@ -225,6 +232,7 @@ func (c *channel) pushPend(p *[]byte) {
 	q := c.pq
 	q[(c.pendHead+c.pend)&(len(q)-1)] = p
 	c.pend++
+	c.pendPeaks.note(c.pend)
 }
 
 func (c *channel) popPend(l *Layer) {
@@ -236,6 +244,11 @@ func (c *channel) popPend(l *Layer) {
 	n := l.put(p)
 	c.queued -= int(n)
 	l.queued.Add(-n)
+	if c.pend == 0 {
+		if size := c.pendPeaks.emptied(len(q), 4); size > 0 {
+			c.pq, c.pendHead = make([]*[]byte, size), 0
+		}
+	}
 }
 
 // SetRTT gives the endpoint a round-trip sample from the packet layer (the
@@ -747,8 +760,13 @@ func (e *Endpoint) ackUnit(ci int, id uint16) {
 		*u = sunit{}
 		c.ua++
 	}
-	if c.ua == c.nextID && c.pend == 0 {
-		e.sendMask &^= 1 << ci
+	if c.ua == c.nextID {
+		if size := c.unitPeaks.emptied(len(c.units), 8); size > 0 {
+			c.units = make([]sunit, size)
+		}
+		if c.pend == 0 {
+			e.sendMask &^= 1 << ci
+		}
 	}
 }
 

@@ -172,6 +172,8 @@ func (e *Endpoint) Receive(payload []byte, now int64) {
 			continue
 		}
 		c.growSlots(int(d) + 1)
+		c.slotsHeld++
+		c.slotPeaks.note(int(d) + 1)
 		buf := l.get(en.data)
 		cost := int64(cap(*buf))
 		e.held += cost
@@ -286,6 +288,11 @@ func (e *Endpoint) drain(i int, c *channel) ([]byte, bool) {
 		buf, idx, cnt := s.buf, s.idx, s.cnt
 		*s = rslot{}
 		c.next++
+		if c.slotsHeld--; c.slotsHeld == 0 {
+			if size := c.slotPeaks.emptied(len(c.slots), 8); size > 0 {
+				c.slots = make([]rslot, size)
+			}
+		}
 		if cnt == 0 {
 			if c.asmOn {
 				e.abandon(i, c, DropBadFragment)
@@ -338,6 +345,9 @@ func (e *Endpoint) finishAsm(i int, c *channel) {
 		c.asm[j] = nil
 	}
 	c.asm = c.asm[:0]
+	if cap(c.asm) > shrinkAbove {
+		c.asm = nil // a large message's: the next one appends afresh
+	}
 	c.asmOn, c.asmLen, c.asmHeld = false, 0, 0
 	if int(e.progress) == i {
 		e.progress, e.progHeld = -1, 0
