@@ -61,6 +61,15 @@ func TestRefusalCounter(t *testing.T) {
 			t.Errorf("%s's example: reason %d at %#x; the server uses %#x", src.where, reason, example, got)
 		}
 	}
+	// Wherever else a document states it, it is the same.
+	want := uint64(math.MaxUint64) - wire.RefusalCounter(0) + 1
+	for _, name := range []string{"README.md", "docs/threat-model.md", "docs/operations.md", "docs/architecture.md"} {
+		for _, m := range counterRE.FindAllStringSubmatch(readDoc(t, name), -1) {
+			if k, _ := strconv.ParseUint(m[1], 10, 64); k != want {
+				t.Errorf("%s says a sealed refusal's counter is 2^64 − %d + reason; it is 2^64 − %d + reason", name, k, want)
+			}
+		}
+	}
 }
 
 // TestSealedSizes: §13's proof packet and sealed overhead, and §11.2's
