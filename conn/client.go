@@ -53,7 +53,11 @@ type Client struct {
 // Dial connects to the server at addr ("127.0.0.1:7777", "[::1]:7777",
 // "localhost:7777") and returns when the handshake completes, fails (a
 // *DeniedError, a *VersionError, an *UnreachableError, ErrTimedOut) or ctx
-// ends.
+// ends. Against a sealed server (docs/protocol.md §11) a Dial without
+// Config.Token fails with ErrTokenRequired, as soon as the server's Ack
+// says it is sealed; a sealed Dial fails with the refusal's error
+// (ErrToken*, *DeniedError), or with a *DisconnectedError when the server
+// closed the new connection before the client learned it was in.
 //
 // When the server's host answers the first Initial with ICMP port
 // unreachable (nothing listens on that port), Dial fails at once with an
@@ -526,6 +530,13 @@ func (c *Client) event(ev handshake.ClientEvent, now time.Time) {
 			c.st.Logger.Debug("restart refused: the server does not know this connection", "reason", c.hs.DeniedReason())
 			conn.shutdown(ReasonShutdown, true)
 		}
+	case handshake.EventTokenRequired:
+		// A sealed server's Ack, and no token to prove: it made no
+		// connection, and Dial fails now rather than connect a client
+		// whose first packet it would refuse (reason 11).
+		c.mu.Lock()
+		c.dialDoneLocked(ErrTokenRequired)
+		c.mu.Unlock()
 	case handshake.EventWrongVersion:
 		c.mu.Lock()
 		v, f := c.hs.ServerVersions()

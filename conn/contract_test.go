@@ -2,10 +2,12 @@ package conn
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -305,5 +307,44 @@ func TestSimResentCountsRepairs(t *testing.T) {
 				t.Errorf("a message whose only packet was lost: resent %d, copies %d; want 1 and 0", st.Resent, st.Copies)
 			}
 		})
+	})
+}
+
+// closeOnConnect closes each connection as soon as it connects.
+type closeOnConnect struct{ NopHandler }
+
+func (closeOnConnect) OnConnect(c *Conn) { go c.Close() }
+
+// connectCounter counts OnConnect calls.
+type connectCounter struct {
+	NopHandler
+	n atomic.Int32
+}
+
+func (h *connectCounter) OnConnect(*Conn) { h.n.Add(1) }
+
+// TestSimSealedFirstPacketDisconnect: a sealed client whose first sealed
+// packet from the server is a Disconnect (the KeepAlive that said it was
+// in was lost, and the server closed the connection at once) is not
+// connected: Dial fails with the Disconnect's reason, and the client's
+// Handler never hears of a connection.
+func TestSimSealedFirstPacketDisconnect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw, _ := simSealed(t, 10*time.Millisecond, Config{Handler: closeOnConnect{}, PublicAddresses: []netip.AddrPort{simServerAddr}})
+		var dropped atomic.Bool
+		nw.Drop = func(from, _ netip.AddrPort, p []byte) bool {
+			pr, r := wire.DecodePrefix(wire.Magic{}, p)
+			return from == simServerAddr && r == protocol.DropNone && !pr.Handshake && dropped.CompareAndSwap(false, true)
+		}
+		h := &connectCounter{}
+		tok := makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{simServerAddr}})
+		cli, err := simDial(t, nw, Config{Token: tok, Handler: h})
+		var de *DisconnectedError
+		if cli != nil || !errors.As(err, &de) || de.Reason != ReasonClosed || !de.Remote {
+			t.Fatalf("Dial: client %v, error %v; want a *DisconnectedError, closed by the peer", cli != nil, err)
+		}
+		if !dropped.Load() || h.n.Load() != 0 {
+			t.Fatalf("KeepAlive dropped %v, OnConnect called %d times; want true and 0", dropped.Load(), h.n.Load())
+		}
 	})
 }

@@ -35,8 +35,9 @@
 // Dial runs the client side of the handshake and returns a connected
 // Client, or a typed error: ErrTimedOut when nothing answers,
 // *DeniedError when the server is full, holds as many connections from the
-// client's address or network as it allows, or refuses the client, and
-// *VersionError when the NetworkVersion or NetworkFeatures differ.
+// client's address or network as it allows, or refuses the client,
+// *VersionError when the NetworkVersion or NetworkFeatures differ, and
+// ErrTokenRequired when the server is sealed and Config.Token is not set.
 // Client.Done and Client.Err say when and why a connection ended
 // (*DisconnectedError). Rebind moves a client to a new local port, as a
 // NAT rebinding would; the server follows it (migration).

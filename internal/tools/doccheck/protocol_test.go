@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/udpgate/udpgate/internal/handshake"
 	"github.com/udpgate/udpgate/internal/msgcfg"
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/wire"
@@ -88,6 +89,18 @@ func TestSealedSizes(t *testing.T) {
 	want := fmt.Sprintf("The largest payload at the\n  default 1200-byte maximum is %d bytes.", protocol.DefaultMaxDatagram-wire.SealedConnLen(m, 0))
 	if !strings.Contains(section(t, doc, "### 11.2"), want) {
 		t.Errorf("§11.2 does not say %q", want)
+	}
+}
+
+// TestAckTimestamps: §13's Ack Timestamps are the server's, unsealed and
+// sealed (the sealed Ack tells a client without a token that it needs
+// one, §11.3).
+func TestAckTimestamps(t *testing.T) {
+	doc := readDoc(t, "docs/protocol.md")
+	got := row(t, section(t, doc, "## 13."), "Ack Timestamp")[1]
+	want := fmt.Sprintf("−%g; −%g from a sealed server", -handshake.AckTimestamp, -handshake.SealedAckTimestamp)
+	if got != want {
+		t.Errorf("§13 Ack Timestamp: %q, the server's: %q", got, want)
 	}
 }
 
