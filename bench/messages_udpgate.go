@@ -132,7 +132,13 @@ func (u *udpgateMsgClient) send(msgs [][]byte) error {
 	return c.Flush()
 }
 
-func (u *udpgateMsgClient) resent() int64 { return int64(u.c.Conn().MessageStats().Resent) }
+// resent counts every entry sent again, resends and speculative copies
+// alike (message.Stats.Resent + Copies), as kcp-go counts every segment
+// it sends again: what the comparison weighs is the bytes spent.
+func (u *udpgateMsgClient) resent() int64 {
+	st := u.c.Conn().MessageStats()
+	return int64(st.Resent + st.Copies)
+}
 
 // close discards what is still queued (Close would linger for it): the
 // run's figures are taken.

@@ -25,9 +25,12 @@ type Client struct {
 	local    string
 	clientID uint8
 
-	mu       sync.Mutex // guards hs, udp, conn, restarts, dialed, hsErr
-	hs       handshake.ClientHandshake
-	udp      clientSocket // a UDP socket, or a simulated network's endpoint
+	mu  sync.Mutex // guards hs, udp, srcIP, conn, restarts, dialed, hsErr
+	hs  handshake.ClientHandshake
+	udp clientSocket // a UDP socket, or a simulated network's endpoint
+	// srcIP is the address udp's datagrams to the server leave from when
+	// udp is bound to an unspecified one (LocalAddr), else invalid.
+	srcIP    netip.Addr
 	conn     *Conn
 	restarts uint64
 	// connected is closed, once, when Dial has its answer: the first
@@ -50,7 +53,11 @@ type Client struct {
 // Dial connects to the server at addr ("127.0.0.1:7777", "[::1]:7777",
 // "localhost:7777") and returns when the handshake completes, fails (a
 // *DeniedError, a *VersionError, an *UnreachableError, ErrTimedOut) or ctx
-// ends.
+// ends. Against a sealed server (docs/protocol.md §11) a Dial without
+// Config.Token fails with ErrTokenRequired, as soon as the server's Ack
+// says it is sealed; a sealed Dial fails with the refusal's error
+// (ErrToken*, *DeniedError), or with a *DisconnectedError when the server
+// closed the new connection before the client learned it was in.
 //
 // When the server's host answers the first Initial with ICMP port
 // unreachable (nothing listens on that port), Dial fails at once with an
@@ -97,7 +104,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.udp = udp
+	c.udp, c.srcIP = udp, c.sourceAddr(udp)
 	c.wg.Add(2)
 	go c.read(udp)
 	go c.timers()
@@ -165,11 +172,41 @@ func (c *Client) Send(payload []byte) (uint16, error) { return c.Conn().Send(pay
 // RTT is the smoothed round-trip time.
 func (c *Client) RTT() time.Duration { return c.Conn().RTT() }
 
-// LocalAddr is the client's current local address.
+// LocalAddr is the client's current local address: its socket's port and
+// the address its datagrams to the server leave from. A socket bound to
+// an unspecified address (the default: Config.LocalAddr empty) reports
+// the source address the host's routes choose for the server, as the
+// server sees it without NAT, not "0.0.0.0" or "::".
 func (c *Client) LocalAddr() netip.AddrPort {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.udp.LocalAddr()
+	la := c.udp.LocalAddr()
+	if c.srcIP.IsValid() {
+		return netip.AddrPortFrom(c.srcIP, la.Port())
+	}
+	return la
+}
+
+// sourceAddr is the local address the host's routes pick for udp's
+// datagrams to the server, when udp is a UDP socket bound to an
+// unspecified address: a UDP socket connected to the server (connect
+// sends nothing) learns it from the kernel, once per socket. An
+// IPv4-mapped one is unmapped, as the server sees it. Otherwise, or when
+// the kernel has no route, it is invalid.
+func (c *Client) sourceAddr(udp clientSocket) netip.Addr {
+	if _, ok := udp.(udpSocket); !ok || !udp.LocalAddr().Addr().IsUnspecified() {
+		return netip.Addr{}
+	}
+	probe, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(c.server))
+	if err != nil {
+		return netip.Addr{}
+	}
+	defer probe.Close()
+	ip := probe.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap()
+	if ip.IsUnspecified() {
+		return netip.Addr{}
+	}
+	return ip
 }
 
 // Done is closed when the connection ends; Err then says why.
@@ -209,9 +246,10 @@ func (c *Client) Rebind() error {
 	if err != nil {
 		return err
 	}
+	src := c.sourceAddr(udp)
 	c.mu.Lock()
 	old := c.udp
-	c.udp = udp
+	c.udp, c.srcIP = udp, src
 	if c.conn != nil {
 		c.conn.mu.Lock()
 		c.conn.link = udp.link()
@@ -496,6 +534,13 @@ func (c *Client) event(ev handshake.ClientEvent, now time.Time) {
 			c.st.Logger.Debug("restart refused: the server does not know this connection", "reason", c.hs.DeniedReason())
 			conn.shutdown(ReasonShutdown, true)
 		}
+	case handshake.EventTokenRequired:
+		// A sealed server's Ack, and no token to prove: it made no
+		// connection, and Dial fails now rather than connect a client
+		// whose first packet it would refuse (reason 11).
+		c.mu.Lock()
+		c.dialDoneLocked(ErrTokenRequired)
+		c.mu.Unlock()
 	case handshake.EventWrongVersion:
 		c.mu.Lock()
 		v, f := c.hs.ServerVersions()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/udpgate/udpgate/internal/handshake"
@@ -169,6 +170,12 @@ type settings struct {
 	seqHandler SequencedPacketHandler
 	// sendable is Handler as a SendableHandler, or nil.
 	sendable SendableHandler
+	// msgHandler is Handler as a MessageHandler, or nil: then the
+	// messages that arrive are discarded, counted (message.DropUnhandled)
+	// and, the first time, logged; unhandledLogged is shared by every copy
+	// of these settings (a server's or client's connections).
+	msgHandler      MessageHandler
+	unhandledLogged *atomic.Bool
 	// msgs is the message layer (nil: no channels configured), and
 	// msgPayload the bytes one Messages packet carries.
 	msgs       *message.Layer
@@ -254,6 +261,8 @@ func (c Config) settings() (settings, error) {
 	s.sealed = s.PrivateKey != nil || s.Token != nil
 	s.seqHandler, _ = s.Handler.(SequencedPacketHandler)
 	s.sendable, _ = s.Handler.(SendableHandler)
+	s.msgHandler, _ = s.Handler.(MessageHandler)
+	s.unhandledLogged = new(atomic.Bool)
 	if s.Linger == 0 {
 		s.Linger = defaultLinger
 	}

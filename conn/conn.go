@@ -41,7 +41,8 @@ type Conn struct {
 	lastRecv atomic.Int64
 	lastSend atomic.Int64
 	addr     netip.AddrPort
-	// Payload bytes; the packet counters are seq's.
+	// Payload bytes of Data and Messages packets (ConnStats); the packet
+	// counters are seq's.
 	bytesIn, bytesOut uint64
 	// seq's scalars follow; it ends in a ring of send times.
 	seq seqwin.SeqState
@@ -93,10 +94,16 @@ type Conn struct {
 // ConnStats are a connection's counters.
 type ConnStats struct {
 	PacketsIn, PacketsOut uint64 // connection packets received (accepted) and sent
-	BytesIn, BytesOut     uint64 // Data payload bytes
-	Delivered, Lost       uint64 // own packets acknowledged, or fallen out of the window
-	Stale                 uint64 // duplicates, packets older than the window and suspect sequences, dropped
-	RTT                   time.Duration
+	// BytesIn and BytesOut count the payload bytes of the Data and
+	// Messages packets received (accepted) and sent: Send's payloads,
+	// and the message entries (docs/protocol.md §14.2: their headers,
+	// resends and copies included). Not counted: connection headers,
+	// KeepAlive padding, Disconnects and, in sealed mode, the 24 bytes
+	// of counter and MAC per packet.
+	BytesIn, BytesOut uint64
+	Delivered, Lost   uint64 // own packets acknowledged, or fallen out of the window
+	Stale             uint64 // duplicates, packets older than the window and suspect sequences, dropped
+	RTT               time.Duration
 }
 
 // link is where a connection's packets go: a server socket's transport
@@ -237,7 +244,7 @@ func (c *Conn) send(kind protocol.Kind, payload []byte, sealed bool) (uint16, er
 	}
 	h := protocol.ConnHeader{SessionID: c.session, ClientID: c.clientID, Tag: c.tag,
 		Seq: seq, Ack: ack, AckBits: bits, Kind: kind}
-	if kind == protocol.KindData {
+	if kind == protocol.KindData || kind == protocol.KindMessages {
 		c.bytesOut += uint64(len(payload))
 	}
 	if l != nil && l.out < len(l.sb.Msgs) {
@@ -346,7 +353,7 @@ func (c *Conn) receiveLocked(h *protocol.ConnHeader, payload []byte, now time.Ti
 			c.wakeLinger()
 		}
 	}
-	if h.Kind == protocol.KindData {
+	if h.Kind == protocol.KindData || h.Kind == protocol.KindMessages {
 		c.bytesIn += uint64(len(payload))
 	}
 	c.inLoop = l

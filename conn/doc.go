@@ -35,20 +35,31 @@
 // Dial runs the client side of the handshake and returns a connected
 // Client, or a typed error: ErrTimedOut when nothing answers,
 // *DeniedError when the server is full, holds as many connections from the
-// client's address or network as it allows, or refuses the client, and
-// *VersionError when the NetworkVersion or NetworkFeatures differ.
+// client's address or network as it allows, or refuses the client,
+// *VersionError when the NetworkVersion or NetworkFeatures differ, and
+// ErrTokenRequired when the server is sealed and Config.Token is not set.
 // Client.Done and Client.Err say when and why a connection ended
 // (*DisconnectedError). Rebind moves a client to a new local port, as a
 // NAT rebinding would; the server follows it (migration).
 //
 // # Connections
 //
-// Both sides talk through a Conn: Send transmits one Data payload
-// unreliably, with a sequence number; the peer's acks measure the RTT and,
-// for a Handler that also implements DeliveryHandler, say which payloads
-// arrived and which were lost. Nothing is resent: the application decides
-// what a loss means. KeepAlives flow while a side has nothing to send, and
-// a connection silent for Config.Timeout ends.
+// Both sides talk through a Conn, in two ways. Send transmits one Data
+// payload unreliably, with a sequence number; the peer's acks measure the
+// RTT and, for a Handler that also implements DeliveryHandler, say which
+// payloads arrived and which were lost. A Data payload is never resent:
+// the application decides what its loss means. With Config.Messages, the
+// connection also carries messages on channels (package message):
+// SendMessage queues one, a reliable-ordered channel resends what is lost
+// and delivers every message once and in order, and a Handler that
+// implements MessageHandler receives them (without OnMessage they are
+// acknowledged and counted as dropped, message.DropUnhandled).
+// KeepAlives flow while a side has nothing to send, and a connection
+// silent for Config.Timeout ends.
+//
+// A Handler hears of a connection in order: OnConnect returns before the
+// connection's first packet or message reaches OnPacket or OnMessage, and
+// OnDisconnect comes once, after the last of them has returned.
 //
 // # The protocol
 //

@@ -40,6 +40,16 @@ const (
 // whichever goroutine calls Close, so they must be safe for concurrent use.
 // They must not block: a slow OnPacket stalls every connection on its
 // socket.
+//
+// The calls for one connection come in order: OnConnect returns before
+// the connection's first packet or message reaches the Handler (a packet
+// that arrives meanwhile waits for it), and OnDisconnect is called once,
+// after every call a received packet made (OnPacket, OnSequencedPacket,
+// OnMessage, and the OnDelivery and OnSendable reports it carried) has
+// returned; none of those follows it. (A DeliveryHandler's loss reports
+// that a Send itself makes, when the 128-packet window evicts a packet
+// never acknowledged, run on the goroutine that called Send.) Calls for
+// different connections run concurrently.
 type Handler interface {
 	// OnConnect: a client completed the handshake (server), or the client
 	// connected (client).

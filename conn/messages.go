@@ -214,9 +214,24 @@ func (c *Conn) sendMessages() (sent bool, err error) {
 }
 
 // deliverMessages hands the messages the last Messages packet made
-// deliverable to the Handler, then sends what the Handler queued.
+// deliverable to the Handler, then sends what the Handler queued. A
+// Handler without OnMessage gets none: they are discarded and counted
+// (message.DropUnhandled), and the first time said in the log, since the
+// packets that carried them are acknowledged and the peer believes them
+// delivered.
 func (c *Conn) deliverMessages() {
-	mh, _ := c.st.Handler.(MessageHandler)
+	mh := c.st.msgHandler
+	if mh == nil {
+		c.mu.Lock()
+		n := c.msg.Discard()
+		c.mu.Unlock()
+		if n > 0 && !c.st.unhandledLogged.Swap(true) {
+			c.st.Logger.Warn("messages arrived, but the Handler has no OnMessage(c *conn.Conn, channel int, msg []byte): "+
+				"they are acknowledged and dropped, counted as the message drop \"unhandled\"; implement conn.MessageHandler, "+
+				"or configure no channels (Config.Messages); logged once", "remote", c.RemoteAddr())
+		}
+		return
+	}
 	for {
 		c.mu.Lock()
 		ch, m, ok := c.msg.Next()
@@ -224,9 +239,7 @@ func (c *Conn) deliverMessages() {
 		if !ok {
 			break
 		}
-		if mh != nil {
-			mh.OnMessage(c, ch, m)
-		}
+		mh.OnMessage(c, ch, m)
 	}
 }
 

@@ -49,11 +49,12 @@ var (
 	ErrTokenForeignServer = errors.New("conn: the server refused the connect token: this server is not in the token (the backend sent the client to another server)")
 	ErrTokenInUse         = errors.New("conn: the server refused the connect token: token already in use from another address")
 	// ErrTokenRequired: the server is sealed and this client has no
-	// connect token. A Client's Err matches it (errors.Is) one round trip
-	// after Dial returned: the server cannot tell a client without a
-	// token from one whose proof is on its way until the client's first
-	// connection packet, which a client without a token sends as soon as
-	// its Ack arrives.
+	// connect token. Dial returns it when the server's Ack says it is
+	// sealed (its Timestamp −2, docs/protocol.md §11.3), before any
+	// connection packet. A sealed server older than that Ack tells the
+	// client only by refusing its first connection packet (reason 11):
+	// then Dial has returned, and the Client's Err matches it (errors.Is)
+	// one round trip later.
 	ErrTokenRequired = errors.New("conn: the server is in sealed mode and needs a connect token, and this client has none: get a connect token from the game's backend and connect with DialToken (Config.Token; cmd/client connect: -token FILE)")
 )
 
@@ -795,8 +796,21 @@ func (c *Client) handleSealed(conn *Conn, pkt []byte, now time.Time, rep *seqwin
 		return r
 	}
 	if conn.sec.state.Load() == sealUnproven {
-		if h.Kind == protocol.KindDisconnect && payload[0] >= protocol.DisconnectForeignServer {
-			c.refused(DisconnectReason(payload[0]))
+		if h.Kind == protocol.KindDisconnect {
+			if payload[0] >= protocol.DisconnectForeignServer {
+				c.refused(DisconnectReason(payload[0]))
+				return protocol.DropNone
+			}
+			// The connection's own Disconnect before its KeepAlive came
+			// (the server closed or replaced it at once, or is shutting
+			// down): the dial fails, it never was connected.
+			reason := ReasonClosed
+			if r := DisconnectReason(payload[0]); r >= 1 && r < protocol.NumDisconnectReasons {
+				reason = r
+			}
+			c.mu.Lock()
+			c.dialDoneLocked(&DisconnectedError{Reason: reason, Remote: true})
+			c.mu.Unlock()
 			return protocol.DropNone
 		}
 		if !conn.sec.state.CompareAndSwap(sealUnproven, sealProven) {

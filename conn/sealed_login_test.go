@@ -152,13 +152,57 @@ func TestSealedObserverCannotReplace(t *testing.T) {
 }
 
 // TestSimTokenRequired: a client without a token that dials a sealed
-// server learns why one round trip after its Ack: its first packet (sent
-// at once, padded to a Disconnect's size) is answered with a Disconnect in
-// clear, reason 11, and the client's Err matches ErrTokenRequired.
+// server learns why from the server's Ack, whose Timestamp −2 says the
+// server is sealed: Dial itself returns ErrTokenRequired, two round trips
+// after it began, and the client sends no connection packet.
 func TestSimTokenRequired(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const oneWay = 20 * time.Millisecond
 		nw, srv := simSealed(t, oneWay, Config{Handler: simEcho{}})
+		var connPackets atomic.Int32
+		nw.Drop = func(_, to netip.AddrPort, p []byte) bool {
+			if pr, r := wire.DecodePrefix(wire.Magic{}, p); to == simServerAddr && r == protocol.DropNone && !pr.Handshake {
+				connPackets.Add(1)
+			}
+			return false
+		}
+		start := time.Now()
+		cli, err := simDial(t, nw, Config{})
+		if !errors.Is(err, ErrTokenRequired) || cli != nil {
+			t.Fatalf("Dial: %v, %v; want ErrTokenRequired", cli, err)
+		}
+		if took := time.Since(start); took != 4*oneWay {
+			t.Fatalf("Dial failed after %v, want %v (the Ack)", took, 4*oneWay)
+		}
+		advance(time.Second)
+		st := srv.Stats()
+		if n := connPackets.Load(); n != 0 || st.Drops[protocol.DropTokenRequired] != 0 || st.Connections != 0 {
+			t.Fatalf("after the sealed Ack: %d connection packets sent, token_required %d, connections %d; want none",
+				n, st.Drops[protocol.DropTokenRequired], st.Connections)
+		}
+	})
+}
+
+// TestSimTokenRequiredOldServer: from a sealed server whose Ack carries
+// −1, as servers did before the sealed Ack, a client without a token
+// connects, and learns one round trip after its Ack, from the reason 11
+// that answers its first packet (sent at once, padded to a Disconnect's
+// size), that it needs a token: its Err matches ErrTokenRequired.
+func TestSimTokenRequiredOldServer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const oneWay = 20 * time.Millisecond
+		nw, srv := simSealed(t, oneWay, Config{Handler: simEcho{}})
+		nw.Drop = func(from, to netip.AddrPort, p []byte) bool {
+			var h protocol.Handshake
+			if from != simServerAddr || wire.DecodeHandshake(wire.Magic{}, p, &h) != protocol.DropNone ||
+				h.Type != protocol.TypeAck || h.Timestamp != -2 {
+				return false
+			}
+			h.Timestamp = -1 // the Ack of an older server
+			b := make([]byte, len(p))
+			nw.Deliver(from, to, b[:wire.EncodeHandshake(b, wire.Magic{}, &h)])
+			return true
+		}
 		start := time.Now()
 		cli, err := simDial(t, nw, Config{})
 		if err != nil {
@@ -206,15 +250,13 @@ func TestSimTokenRequiredNoAmplification(t *testing.T) {
 			}
 			return false
 		}
-		cli, err := simDial(t, nw, Config{})
-		if err != nil {
-			t.Fatal(err)
+		if _, err := simDial(t, nw, Config{}); !errors.Is(err, ErrTokenRequired) {
+			t.Fatalf("Dial without a token: %v, want ErrTokenRequired", err)
 		}
-		<-cli.Done()
 		mu.Lock()
-		cliAddr = cli.LocalAddr()
+		cliAddr = netip.MustParseAddrPort("127.0.0.1:40001")
 		mu.Unlock()
-		if _, ok := srv.Conn(cliAddr); ok || srv.Len() != 0 {
+		if srv.Len() != 0 {
 			t.Fatal("the server keeps a connection for a client without a token")
 		}
 		buf := make([]byte, 64)
@@ -293,14 +335,15 @@ func TestSimProofFlood(t *testing.T) {
 		}
 		var atk []attacker
 		for range 4 {
-			cli, err := simDial(t, nw, Config{})
+			ep, err := nw.Bind(netip.MustParseAddrPort("127.0.0.1:0"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			a := cli.LocalAddr()
-			<-cli.Done() // told: token required
-			h, pc := clientProof(cli)
-			atk = append(atk, attacker{a, h, pc})
+			defer ep.Close()
+			p := &rawPeer{t: t, pc: ep.PacketConn(), server: simServerAddr, clientID: 1, netV: srv.st.NetworkVersion, rnd: wire.NewRand(9)}
+			pc := p.handshake() // a sealed Ack: no connection
+			h := protocol.ConnHeader{SessionID: srv.st.SessionID, ClientID: p.clientID, Tag: cookie.SessionTag(&pc.Cookie), Kind: protocol.KindKeepAlive}
+			atk = append(atk, attacker{ep.LocalAddr(), h, pc})
 		}
 		buf := make([]byte, 2048)
 		n := wire.SealProof(buf, wire.Magic{}, &atk[0].h, &atk[0].pc, body, &tx)
@@ -423,11 +466,9 @@ func TestSimTokenlessTakesNoAddressPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nw, srv := simSealed(t, 5*time.Millisecond, Config{Handler: simEcho{}, MaxClientsPerIP: 2, MaxClientsPerPrefix: -1})
 		for range 6 {
-			cli, err := simDial(t, nw, Config{})
-			if err != nil {
-				t.Fatalf("a tokenless handshake was refused: %v", err)
+			if _, err := simDial(t, nw, Config{}); !errors.Is(err, ErrTokenRequired) {
+				t.Fatalf("a tokenless handshake: %v, want ErrTokenRequired", err)
 			}
-			<-cli.Done()
 		}
 		if n := srv.Len(); n != 0 {
 			t.Fatalf("%d connections after tokenless handshakes, want 0", n)

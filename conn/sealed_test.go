@@ -487,11 +487,11 @@ func TestFloodTokenlessHandshakes(t *testing.T) {
 		_, _ = g.Connect(ctx)
 	}()
 	// Connect while the flood is under way: once its clients have heard
-	// 2,000 Acks.
+	// 2,000 Acks (sealed Acks: each ends its client, token required).
 	actx, acancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer acancel()
-	if !g.Await(actx, func(c *loadgen.Counters) bool { return c.Handshakes >= 2000 }) {
-		t.Fatalf("the flood's clients heard %d Acks, want 2,000", g.Counters().Handshakes)
+	if !g.Await(actx, func(c *loadgen.Counters) bool { return c.TokenRequired >= 2000 }) {
+		t.Fatalf("the flood's clients heard %d sealed Acks, want 2,000", g.Counters().TokenRequired)
 	}
 	tok := makeToken(t, nil, token.Params{ClientID: 1, ServerAddresses: []netip.AddrPort{s.Addr()}})
 	c, err := dialToken(t, s.Addr(), tok, Config{LocalAddr: "127.0.0.9:0"})

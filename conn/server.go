@@ -217,7 +217,7 @@ func newServer(st settings, now time.Time, secrets *cookie.Secrets, group transp
 		s.loops = append(s.loops, l)
 	}
 	if group.Steered() {
-		st.Logger.Info("handshake packets steered to their own sockets, connection packets to every socket while no handshake flood backs up",
+		st.Logger.Debug("handshake packets steered to their own sockets, connection packets to every socket while no handshake flood backs up",
 			"handshake_sockets", len(socks)-len(s.connSocks), "connection_sockets", len(s.connSocks))
 		if g, ok := group.(spreadGroup); ok {
 			// The halves start apart: a (re)start is when logins storm.

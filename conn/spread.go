@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"context"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -64,6 +65,10 @@ type spreader struct {
 	// broken is set when the kernel refused a switch: the group then
 	// stays as it is, and the refusal is logged once.
 	broken atomic.Bool
+	// flooded: a backlog kept the classes apart since they last spread.
+	// Those switches are logged at Info; the spreading that follows every
+	// start, the server's own routine, only at Debug.
+	flooded atomic.Bool
 }
 
 // observe is called by a loop after each batch of n datagrams, of which
@@ -122,5 +127,11 @@ func (sp *spreader) set(on bool, why string) {
 		}
 		return
 	}
-	sp.log.Info(why)
+	level := slog.LevelInfo
+	if on && !sp.flooded.Swap(false) {
+		level = slog.LevelDebug
+	} else if !on {
+		sp.flooded.Store(true)
+	}
+	sp.log.Log(context.Background(), level, why)
 }

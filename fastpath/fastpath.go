@@ -105,10 +105,11 @@ const (
 	// The ClientEvents a caller acts on: the attempt's end. Other events
 	// (a restart's) need no action: the caller keeps sending what Poll and
 	// Receive write.
-	EventConnected    = handshake.EventConnected
-	EventDenied       = handshake.EventDenied
-	EventWrongVersion = handshake.EventWrongVersion
-	EventTimedOut     = handshake.EventTimedOut
+	EventConnected     = handshake.EventConnected
+	EventDenied        = handshake.EventDenied
+	EventWrongVersion  = handshake.EventWrongVersion
+	EventTimedOut      = handshake.EventTimedOut
+	EventTokenRequired = handshake.EventTokenRequired // a sealed server's Ack: it wants a connect token (docs/protocol.md §11.3), which conn.DialToken proves
 
 	// Connection packet kinds.
 	KindData       = protocol.KindData

@@ -115,8 +115,18 @@ type Stats struct {
 	Sent      uint64 // messages accepted by Send
 	Delivered uint64 // messages returned by Next
 	Acked     uint64 // reliable messages acknowledged by the peer
-	Resent    uint64 // entries sent again
-	InFlight  int    // reliable messages queued or unacknowledged
+	// Resent counts reliable entries sent again because they were lost
+	// or late: their packet reported lost, a later packet acknowledged
+	// first (fast repair), or the retransmission timeout passed. 0 on a
+	// path that loses and delays nothing.
+	Resent uint64
+	// Copies counts speculative copies: reliable entries sent again
+	// before any sign of loss, riding on packets that leave anyway once
+	// ResendFactor × the timeout has passed (Config.ResendFactor), so
+	// that a loss costs less than a round trip. They are bytes spent, not
+	// repairs: a loss-free path has them too.
+	Copies   uint64
+	InFlight int // reliable messages queued or unacknowledged
 	// Queued is the storage each channel holds for sending: messages
 	// queued, and reliable ones not yet acknowledged (what
 	// ChannelConfig.MaxQueued bounds). A bulk sender keeps its channel's
@@ -130,6 +140,5 @@ type Stats struct {
 
 // counters are the Stats an endpoint keeps; Stats adds the rest.
 type counters struct {
-	Sent, Delivered, Acked, Resent uint64
-	InFlight                       int
+	Sent, Delivered, Acked, Resent, Copies uint64
 }

@@ -14,6 +14,10 @@ const (
 	DropOverBudget              // storage would exceed the endpoint's or the layer's budget
 	DropDuplicate               // reliable unit already delivered or buffered (entry ignored)
 	DropStale                   // sequenced message not newer than the newest delivered
+	// DropUnhandled: a message delivered to a receiver that takes none
+	// (Endpoint.Discard; conn: a Handler without OnMessage). It was
+	// acknowledged: a reliable sender must not stall on a deaf peer.
+	DropUnhandled
 	// NumDropReasons is the number of DropReason values.
 	NumDropReasons = iota
 )
@@ -21,6 +25,7 @@ const (
 var dropLabels = [NumDropReasons]string{
 	"none", "malformed", "reserved_bits", "bad_channel", "bad_fragment",
 	"too_large", "out_of_window", "over_budget", "duplicate", "stale",
+	"unhandled",
 }
 
 // Label is the reason's stable snake_case name, for metric labels.

@@ -14,8 +14,7 @@ type Endpoint struct {
 	ch   []*channel // per channel, allocated on first use
 	recs *records   // packets that carried reliable units
 
-	pkt    []byte // the last received payload, for Next's unreliable pass
-	pktOff int
+	pkt []byte // the last received payload, for Next's unreliable pass (from pktOff)
 
 	ret    *[]byte // the last reliable message Next returned, freed by the next call
 	retBig []byte  // or the last reassembled one
@@ -35,14 +34,18 @@ type Endpoint struct {
 	progHeld int64
 	stats    counters
 
-	sendMask  uint32 // channels with something queued or unacknowledged
-	blocked   uint32 // channels whose Send returned ErrQueueFull since they last drained to half
-	sendable  uint32 // blocked channels that drained to half, for TakeSendable
-	fragOut   uint32 // channels with fragments sent and unacknowledged, or a fragmented message part sent (midMessage)
-	ready     uint32 // reliable channels with a unit at next
-	progress  int8   // the channel whose reassembly may use the reserve; -1: none
-	rr        uint8  // the channel WritePayload starts with
-	rxUnacked uint8  // packets with reliable units received since our last packet
+	sendMask uint32 // channels with something queued or unacknowledged
+	blocked  uint32 // channels whose Send returned ErrQueueFull since they last drained to half
+	sendable uint32 // blocked channels that drained to half, for TakeSendable
+	fragOut  uint32 // channels with fragments sent and unacknowledged, or a fragmented message part sent (midMessage)
+	ready    uint32 // reliable channels with a unit at next
+	// pktOff (into pkt) and inFlight (Stats.InFlight) are 32 bits, next
+	// to the masks, so an Endpoint fits 256 bytes (TestIdleEndpointMemory).
+	pktOff    int32
+	inFlight  int32
+	progress  int8  // the channel whose reassembly may use the reserve; -1: none
+	rr        uint8 // the channel WritePayload starts with
+	rxUnacked uint8 // packets with reliable units received since our last packet
 	ackDue    bool
 }
 
@@ -52,6 +55,7 @@ type channel struct {
 	// ua..sendNext-1 went out at least once.
 	units                []sunit
 	ua, sendNext, nextID uint16
+	unitPeaks            ringPeaks[uint16] // units in use, for shrinking (ring.go)
 	// Sequenced send: the id of the next message written.
 	seqOut   uint16
 	queued   int  // storage bytes held for sending
@@ -60,11 +64,16 @@ type channel struct {
 	// Unreliable and sequenced send queue (ring).
 	pq             []*[]byte
 	pendHead, pend int
+	pendPeaks      ringPeaks[uint32]
 
 	// Reliable receive: slots for ids next.. (ring, power of two);
 	// expect is the first id at or after next not held.
 	slots        []rslot
 	next, expect uint16
+	// slotsHeld counts the slots holding a unit; slotPeaks the span of
+	// the ring in use (ids next.. up to the farthest held).
+	slotsHeld uint16
+	slotPeaks ringPeaks[uint16]
 	// Reassembly: the fragments taken in order so far.
 	asm      []*[]byte
 	asmLen   int
@@ -183,6 +192,7 @@ func (e *Endpoint) Send(ch int, msg []byte, now int64) error {
 		return ErrQueueFull
 	}
 	c.growUnits(inUse + n)
+	c.unitPeaks.note(inUse + n)
 	mask := uint16(len(c.units) - 1)
 	if n == 1 {
 		c.units[c.nextID&mask] = sunit{buf: l.get(msg)}
@@ -198,7 +208,7 @@ func (e *Endpoint) Send(ch int, msg []byte, now int64) error {
 	l.queued.Add(cost)
 	e.sendMask |= 1 << ch
 	e.stats.Sent++
-	e.stats.InFlight++
+	e.inFlight++
 	return nil
 }
 
@@ -222,6 +232,7 @@ func (c *channel) pushPend(p *[]byte) {
 	q := c.pq
 	q[(c.pendHead+c.pend)&(len(q)-1)] = p
 	c.pend++
+	c.pendPeaks.note(c.pend)
 }
 
 func (c *channel) popPend(l *Layer) {
@@ -233,6 +244,11 @@ func (c *channel) popPend(l *Layer) {
 	n := l.put(p)
 	c.queued -= int(n)
 	l.queued.Add(-n)
+	if c.pend == 0 {
+		if size := c.pendPeaks.emptied(len(q), 4); size > 0 {
+			c.pq, c.pendHead = make([]*[]byte, size), 0
+		}
+	}
 }
 
 // SetRTT gives the endpoint a round-trip sample from the packet layer (the
@@ -527,9 +543,13 @@ func (e *Endpoint) writeReliable(dst []byte, n, ci int, now, spec, full int64, b
 		u.last = now
 		u.flags &^= uDue
 		if timed {
+			// Lost (due), repaired, or past its timeout: a resend.
 			u.tries = min(u.tries+1, maxBackoff)
+			e.stats.Resent++
+		} else {
+			// Early, riding along: a speculative copy.
+			e.stats.Copies++
 		}
-		e.stats.Resent++
 		e.recs.pushEntry(uint8(ci), id)
 	}
 	// Then new units inside the window; the game's pass stops at the
@@ -783,13 +803,18 @@ func (e *Endpoint) ackUnit(ci int, id uint16) {
 		}
 		if u.cnt == 0 || u.idx == u.cnt-1 {
 			e.stats.Acked++
-			e.stats.InFlight--
+			e.inFlight--
 		}
 		*u = sunit{}
 		c.ua++
 	}
-	if c.ua == c.nextID && c.pend == 0 {
-		e.sendMask &^= 1 << ci
+	if c.ua == c.nextID {
+		if size := c.unitPeaks.emptied(len(c.units), 8); size > 0 {
+			c.units = make([]sunit, size)
+		}
+		if c.pend == 0 {
+			e.sendMask &^= 1 << ci
+		}
 	}
 }
 
@@ -892,7 +917,7 @@ func (e *Endpoint) path() PathStats {
 // whole messages (when every unit of a message is acknowledged).
 func (e *Endpoint) Stats() Stats {
 	st := Stats{Sent: e.stats.Sent, Delivered: e.stats.Delivered, Acked: e.stats.Acked,
-		Resent: e.stats.Resent, InFlight: e.stats.InFlight, Path: e.path()}
+		Resent: e.stats.Resent, Copies: e.stats.Copies, InFlight: int(e.inFlight), Path: e.path()}
 	for i, c := range e.ch {
 		if c != nil {
 			st.Queued[i] = c.queued
@@ -902,4 +927,4 @@ func (e *Endpoint) Stats() Stats {
 }
 
 // InFlight is Stats().InFlight, without the rest.
-func (e *Endpoint) InFlight() int { return e.stats.InFlight }
+func (e *Endpoint) InFlight() int { return int(e.inFlight) }

@@ -3,6 +3,7 @@ package message
 import (
 	"bytes"
 	"errors"
+	"math"
 	"runtime"
 	"testing"
 	"time"
@@ -306,8 +307,9 @@ func TestResendTimingAndRepair(t *testing.T) {
 			t.Fatalf("at 79 ms the packet carries %d bytes, want b's entry alone", len(p))
 		}
 		f.Send(0, []byte("c"), t0+80*ms)
-		if p := writeOne(t, f, 3, t0+80*ms); len(p) != 10 || f.Stats().Resent != 1 {
-			t.Fatalf("at 80 ms the packet carries %d bytes (resent %d), want c's entry and a copy of a", len(p), f.Stats().Resent)
+		if p := writeOne(t, f, 3, t0+80*ms); len(p) != 10 || f.Stats().Copies != 1 || f.Stats().Resent != 0 {
+			t.Fatalf("at 80 ms the packet carries %d bytes (copies %d, resent %d), want c's entry and a copy of a, counted as a copy",
+				len(p), f.Stats().Copies, f.Stats().Resent)
 		}
 	}
 	e.SetRTT(4 * time.Millisecond) // timeout 8 ms < MinResend 10 ms
@@ -436,14 +438,19 @@ func TestIdleEndpointMemory(t *testing.T) {
 	l := testLayer(t, func(c *Config) { c.Channels = make([]ChannelConfig, MaxChannels) })
 	const n = 1000
 	eps := make([]*Endpoint, n)
-	var a, b runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&a)
-	for i := range eps {
-		eps[i] = l.NewEndpoint()
+	// TotalAlloc counts every goroutine's allocations: the least of three
+	// tries is the endpoints' own, whatever else runs.
+	per := uint64(math.MaxUint64)
+	for range 3 {
+		var a, b runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&a)
+		for i := range eps {
+			eps[i] = l.NewEndpoint()
+		}
+		runtime.ReadMemStats(&b)
+		per = min(per, (b.TotalAlloc-a.TotalAlloc)/n)
 	}
-	runtime.ReadMemStats(&b)
-	per := (b.TotalAlloc - a.TotalAlloc) / n
 	if per > 256 {
 		t.Fatalf("%d bytes per idle endpoint", per)
 	}

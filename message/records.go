@@ -30,6 +30,8 @@ type records struct {
 	aged    uint32
 	live    int // records not yet reported
 	evicted int // of them, those the packet layer no longer tracks (Endpoint.Evicted)
+	// recPeaks and entPeaks: the rings' use, for shrinking (ring.go).
+	recPeaks, entPeaks ringPeaks[uint32]
 }
 
 func (r *records) pushEntry(ch uint8, id uint16) {
@@ -38,6 +40,7 @@ func (r *records) pushEntry(ch uint8, id uint16) {
 	}
 	r.ents[r.eTail&uint32(len(r.ents)-1)] = entRef{ch, id}
 	r.eTail++
+	r.entPeaks.note(int(r.eTail - r.eHead))
 }
 
 func (r *records) pushRecord(rec record) {
@@ -47,6 +50,7 @@ func (r *records) pushRecord(rec record) {
 	r.recs[r.rTail&uint32(len(r.recs)-1)] = rec
 	r.rTail++
 	r.live++
+	r.recPeaks.note(int(r.rTail - r.rHead))
 }
 
 // find returns the unreported record of packet seq, nil when none.
@@ -84,4 +88,11 @@ func (r *records) popDone() {
 		r.rHead++
 	}
 	r.eHead = r.eTail
+	// Every record reported: both rings are empty.
+	if size := r.recPeaks.emptied(len(r.recs), 16); size > 0 {
+		r.recs = make([]record, size)
+	}
+	if size := r.entPeaks.emptied(len(r.ents), 64); size > 0 {
+		r.ents = make([]entRef, size)
+	}
 }

@@ -172,6 +172,8 @@ func (e *Endpoint) Receive(payload []byte, now int64) {
 			continue
 		}
 		c.growSlots(int(d) + 1)
+		c.slotsHeld++
+		c.slotPeaks.note(int(d) + 1)
 		buf := l.get(en.data)
 		cost := int64(cap(*buf))
 		e.held += cost
@@ -224,12 +226,12 @@ func (e *Endpoint) Next() (ch int, msg []byte, ok bool) {
 	e.freeRet()
 	l := e.l
 	var en entry
-	for e.pkt != nil && e.pktOff < len(e.pkt) {
+	for e.pkt != nil && int(e.pktOff) < len(e.pkt) {
 		w, r := getEntry(e.pkt[e.pktOff:], l.kinds, &en)
 		if r != DropNone {
 			break
 		}
-		e.pktOff += w
+		e.pktOff += int32(w)
 		switch l.kinds[en.ch] {
 		case Unreliable:
 			e.stats.Delivered++
@@ -257,6 +259,24 @@ func (e *Endpoint) Next() (ch int, msg []byte, ok bool) {
 	return 0, nil, false
 }
 
+// Discard takes every message Next would return and drops it, counted as
+// DropUnhandled (not as Delivered), for a receiver with no use for
+// messages; it returns how many. The packets that carried them stay
+// acknowledged.
+func (e *Endpoint) Discard() int {
+	n := 0
+	for {
+		if _, _, ok := e.Next(); !ok {
+			break
+		}
+		n++
+	}
+	e.freeRet()
+	e.stats.Delivered -= uint64(n)
+	e.l.drops[DropUnhandled].Add(uint64(n))
+	return n
+}
+
 // drain takes channel c's in-order units until a message is complete.
 func (e *Endpoint) drain(i int, c *channel) ([]byte, bool) {
 	l := e.l
@@ -268,6 +288,11 @@ func (e *Endpoint) drain(i int, c *channel) ([]byte, bool) {
 		buf, idx, cnt := s.buf, s.idx, s.cnt
 		*s = rslot{}
 		c.next++
+		if c.slotsHeld--; c.slotsHeld == 0 {
+			if size := c.slotPeaks.emptied(len(c.slots), 8); size > 0 {
+				c.slots = make([]rslot, size)
+			}
+		}
 		if cnt == 0 {
 			if c.asmOn {
 				e.abandon(i, c, DropBadFragment)
@@ -320,6 +345,9 @@ func (e *Endpoint) finishAsm(i int, c *channel) {
 		c.asm[j] = nil
 	}
 	c.asm = c.asm[:0]
+	if cap(c.asm) > shrinkAbove {
+		c.asm = nil // a large message's: the next one appends afresh
+	}
 	c.asmOn, c.asmLen, c.asmHeld = false, 0, 0
 	if int(e.progress) == i {
 		e.progress, e.progHeld = -1, 0
@@ -388,5 +416,5 @@ func (e *Endpoint) Release() {
 	e.held = 0
 	e.ch, e.recs, e.pkt, e.cc = nil, nil, nil, nil
 	e.sendMask, e.fragOut, e.ready, e.progress, e.progHeld, e.ackDue, e.rxUnacked = 0, 0, 0, -1, 0, false, 0
-	e.stats.InFlight = 0
+	e.inFlight = 0
 }

@@ -33,3 +33,42 @@ func grownRing16[T any](ring []T, n int, from uint16, count int) []T {
 	}
 	return q
 }
+
+// Shrinking. A ring grows to what a burst needs (a large message's
+// fragments, a backlog of unreliable messages, a window of out-of-order
+// units) and would keep that size for the connection's life. So when a
+// ring empties (there is nothing to copy then), it is replaced by a
+// smaller one if it is longer than shrinkAbove and than shrinkFactor
+// times what the ring held at most during its previous use (the period
+// between its last two emptyings): after a burst, the first emptying
+// gives the memory back. A steady flow (each use about as large as the
+// one before) keeps its ring, and so allocates nothing per message; a
+// flow that alternates bursts with small uses pays one allocation per
+// burst, when it regrows.
+const (
+	shrinkAbove  = 64
+	shrinkFactor = 4
+)
+
+// ringPeaks are a ring's largest use (entries held at once) in its
+// current use and in the one before.
+type ringPeaks[N uint16 | uint32] struct{ cur, prev N }
+
+// note records a use of n entries.
+func (p *ringPeaks[N]) note(n int) { p.cur = max(p.cur, N(n)) }
+
+// emptied is called when the ring of length n has emptied: it returns the
+// length of the ring that replaces it (at least least, a power of two,
+// twice the previous use), or 0 to keep it, and starts a new use.
+func (p *ringPeaks[N]) emptied(n, least int) int {
+	prev := int(p.prev)
+	p.prev, p.cur = p.cur, 0
+	if n <= shrinkAbove || n <= shrinkFactor*prev {
+		return 0
+	}
+	size := least
+	for size < 2*prev {
+		size *= 2
+	}
+	return size
+}

@@ -136,9 +136,10 @@ func runConnect(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return explainDial(err, server, &cfg, tok != nil)
 	}
 	defer cli.Close() // a second Close after the clean one is harmless
-	// Without a token, a sealed server says it needs one a round trip
-	// after the Ack (conn.ErrTokenRequired). Before giving up at the end
-	// of input, wait that long: the dial took two round trips at least.
+	// Without a token, a sealed server says so in its Ack, and Dial
+	// failed above (conn.ErrTokenRequired). A sealed server older than
+	// that Ack says so a round trip later instead: before giving up at
+	// the end of input, wait that long (the dial took two round trips).
 	settle := min(max(time.Since(dialStart), 20*time.Millisecond), time.Second)
 	if tok != nil {
 		settle = 0
@@ -290,10 +291,18 @@ func explainDial(err error, server string, cfg *conn.Config, sealed bool) error 
 	case errors.Is(err, conn.ErrTimedOut):
 		return fmt.Errorf("timed out: no answer from %s within %v: check that the server runs there and that -magic matches its -magic (a server ignores packets with another magic header)",
 			server, cfg.ConnectTimeout)
+	case errors.Is(err, conn.ErrTokenRequired):
+		return errTokenRequired(server)
 	case errors.Is(err, context.Canceled):
 		return fmt.Errorf("interrupted before the connection to %s was made", server)
 	}
 	return err
+}
+
+// errTokenRequired says that the server is sealed and this run has no
+// token.
+func errTokenRequired(server string) error {
+	return fmt.Errorf("the server at %s is in sealed mode and needs a connect token, and none was given: run again with -token FILE (a token from the game's backend, or one made with client token and the server's private key and protocol id)", server)
 }
 
 // settled waits up to d for cli's connection to end, and reports whether
@@ -318,7 +327,7 @@ func explainEnd(err error, server string) error {
 	if errors.As(err, &de) {
 		switch {
 		case errors.Is(err, conn.ErrTokenRequired):
-			return fmt.Errorf("the server at %s is in sealed mode and needs a connect token, and none was given: run again with -token FILE (a token from the game's backend, or one made with client token and the server's private key and protocol id)", server)
+			return errTokenRequired(server)
 		case de.Reason == conn.ReasonShutdown:
 			return fmt.Errorf("the server at %s is shutting down", server)
 		case de.Reason == conn.ReasonTimedOut && !de.Remote:

@@ -430,8 +430,8 @@ func loadPrintMessages(w io.Writer, r *loadgen.RunResult, clients int, cfg *load
 		q := r.MessageLatency
 		fmt.Fprintf(w, "messages: %d clients for %v, %s: %d sent, %d delivered (echoed), %d out of order, %d duplicated, %d unanswered at the end\n",
 			clients, r.Elapsed.Round(time.Millisecond), mode, t.MessagesSent, t.MessagesDelivered, t.MessagesOutOfOrder, t.MessagesDuplicated, r.MessagesUnanswered)
-		fmt.Fprintf(w, "message round trips (from the first send): p50 %v p90 %v p99 %v max %v; %d entries resent, %d sends refused (queue full), %d Messages packets, %d ack-only KeepAlives\n",
-			loadRound(q.P50), loadRound(q.P90), loadRound(q.P99), loadRound(q.Max), r.MessagesResent, t.MessagesRefused, t.MessagePackets, t.MessageAcks)
+		fmt.Fprintf(w, "message round trips (from the first send): p50 %v p90 %v p99 %v max %v; %d entries resent (lost or late), %d copied ahead of loss, %d sends refused (queue full), %d Messages packets, %d ack-only KeepAlives\n",
+			loadRound(q.P50), loadRound(q.P90), loadRound(q.P99), loadRound(q.Max), r.MessagesResent, r.MessagesCopies, t.MessagesRefused, t.MessagePackets, t.MessageAcks)
 	}
 	if cfg.BulkSize > 0 {
 		q := r.BulkLatency
@@ -441,7 +441,8 @@ func loadPrintMessages(w io.Writer, r *loadgen.RunResult, clients int, cfg *load
 		fmt.Fprintf(w, "bulk round trips (from the first send to the echo's last byte): p50 %v p90 %v p99 %v max %v\n",
 			loadRound(q.P50), loadRound(q.P90), loadRound(q.P99), loadRound(q.Max))
 		if cfg.Messages == loadgen.MessagesOff {
-			fmt.Fprintf(w, "message packets: %d entries resent, %d Messages packets, %d ack-only KeepAlives\n", r.MessagesResent, t.MessagePackets, t.MessageAcks)
+			fmt.Fprintf(w, "message packets: %d entries resent (lost or late), %d copied ahead of loss, %d Messages packets, %d ack-only KeepAlives\n",
+				r.MessagesResent, r.MessagesCopies, t.MessagePackets, t.MessageAcks)
 		}
 	}
 	if t.MessagesDropped+t.MessagesUnexpected+t.Unexpected > 0 {

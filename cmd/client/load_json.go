@@ -121,6 +121,7 @@ type loadMessagesJSON struct {
 	Unanswered int     `json:"messages_unanswered"`
 	Refused    uint64  `json:"messages_refused"`
 	Resent     uint64  `json:"messages_resent"`
+	Copies     uint64  `json:"messages_copied"`
 	Dropped    uint64  `json:"messages_dropped"`
 	Packets    uint64  `json:"message_packets"`
 	Stalled    uint64  `json:"messages_stalled"`
@@ -161,7 +162,7 @@ func newLoadRunJSON(r *loadgen.RunResult, cfg *loadgen.Config) *loadRunJSON {
 		m = &loadMessagesJSON{
 			Sent: t.MessagesSent, Delivered: t.MessagesDelivered, OutOfOrder: t.MessagesOutOfOrder,
 			Duplicated: t.MessagesDuplicated, Unanswered: r.MessagesUnanswered, Refused: t.MessagesRefused,
-			Resent: r.MessagesResent, Dropped: t.MessagesDropped, Packets: t.MessagePackets, Stalled: t.MessagesStalled,
+			Resent: r.MessagesResent, Copies: r.MessagesCopies, Dropped: t.MessagesDropped, Packets: t.MessagePackets, Stalled: t.MessagesStalled,
 			RTTP50: ms(q.P50), RTTP99: ms(q.P99), RTTMax: ms(q.Max),
 		}
 	}

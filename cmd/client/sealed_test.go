@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/udpgate/udpgate/cmd/internal/sealflag"
 	"github.com/udpgate/udpgate/conn"
+	"github.com/udpgate/udpgate/internal/testkit/conntest"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -219,5 +221,35 @@ func TestConnectTokenUsage(t *testing.T) {
 		if code != exitUsage || !strings.Contains(errb, c.want) {
 			t.Errorf("connect %q: status %d, stderr:\n%s\nwant status 2 and %q", c.args, code, errb, c.want)
 		}
+	}
+}
+
+// TestConnectWithoutTokenStdinOpen: with standard input left open (a
+// user at a terminal who has typed nothing), connect without -token
+// against a sealed server still exits 1 within 2 s naming the token, and
+// never says it connected: the server's Ack says it is sealed, so the
+// dial itself fails.
+func TestConnectWithoutTokenStdinOpen(t *testing.T) {
+	srv, _ := startSealed(t, nil)
+	stdin, w := io.Pipe()
+	defer w.Close()
+	var out, errb conntest.SyncBuffer
+	done := make(chan int, 1)
+	start := time.Now()
+	go func() { done <- run([]string{"connect", "-server", srv.Addr().String()}, stdin, &out, &errb) }()
+	select {
+	case code := <-done:
+		took := time.Since(start)
+		if code != exitFailure || !strings.Contains(errb.String(), "needs a connect token") || out.String() != "" {
+			t.Errorf("status %d, stdout %q, stderr:\n%s\nwant status 1 and the missing token", code, out.String(), errb.String())
+		}
+		if strings.Contains(errb.String(), "connected") {
+			t.Errorf("it said it connected:\n%s", errb.String())
+		}
+		if took > 2*time.Second {
+			t.Errorf("took %v, want under 2 s", took)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("still running after 10 s with standard input open; stderr:\n%s", errb.String())
 	}
 }

@@ -128,15 +128,17 @@ const (
 	// clientConnected: the server Acked; the authorised cookie is known. A
 	// restart (Restarting) keeps the state Connected.
 	clientConnected
-	// clientTimedOut, clientDenied, clientWrongVersion are terminal.
+	// clientTimedOut, clientDenied, clientWrongVersion and
+	// clientTokenRequired are terminal.
 	clientTimedOut
 	clientDenied
 	clientWrongVersion
+	clientTokenRequired
 	numClientStates
 )
 
 var clientStateNames = [numClientStates]string{"disconnected", "sending_initial",
-	"sending_response", "connected", "timed_out", "denied", "wrong_version"}
+	"sending_response", "connected", "timed_out", "denied", "wrong_version", "token_required"}
 
 func (s ClientState) String() string {
 	if s < numClientStates {
@@ -173,11 +175,17 @@ const (
 	// this client, so the RestartHandshake was forged, or a straggler. The
 	// connection carries on as before.
 	EventRestartCanceled
+	// EventTokenRequired: the first Ack was a sealed server's (its
+	// Timestamp SealedAckTimestamp, docs/protocol.md §11.3): the server
+	// made no connection and admits only a client that proves a connect
+	// token. Terminal, for a client that does not prove one
+	// (ClientConfig.ProofAfterChallenge false).
+	EventTokenRequired
 	numClientEvents
 )
 
 var clientEventNames = [numClientEvents]string{"none", "connected", "reconnected",
-	"denied", "wrong_version", "timed_out", "restarting", "restart_canceled"}
+	"denied", "wrong_version", "timed_out", "restarting", "restart_canceled", "token_required"}
 
 func (e ClientEvent) String() string {
 	if e < numClientEvents {
@@ -642,6 +650,13 @@ func (c *ClientHandshake) onAck(now float64, h *protocol.Handshake) (ClientEvent
 		return EventNone, protocol.DropWrongCookie
 	}
 	c.measure(now, h.SentCount)
+	if h.Timestamp == SealedAckTimestamp && !c.cfg.ProofAfterChallenge {
+		// A sealed server: it made no connection, and this client has
+		// no token to prove.
+		c.state = clientTokenRequired
+		c.answering = false
+		return EventTokenRequired, protocol.DropNone
+	}
 	c.connect(now, &h.Cookie, c.answeredFrom[i])
 	return EventConnected, protocol.DropNone
 }

@@ -847,7 +847,7 @@ func TestClientNotStartedAndTerminal(t *testing.T) {
 	}
 }
 
-// The vectors of testdata/vectors.json (docs/protocol.md §9), hard-coded so the test does not
+// The vectors of fastpath/testdata/vectors.json (docs/protocol.md §9), hard-coded so the test does not
 // depend on the file.
 const (
 	clientVecChallenge = "a401820001820181000000000010b061bfda4130e4dfdfbcabc556b51fc2c41933b4237531c81ba0a1a2a3a4a5a6a701"

@@ -671,11 +671,25 @@ func versionsOK(remoteMin, remoteCur uint8) bool {
 // with 16 random bytes and a 32-bit magic header.
 const MaxReplyLen = (protocol.MaxMagicBits + protocol.IDBits + protocol.BaseBits + 225 + 8*protocol.MaxRandomBytes + 1 + 7) / 8
 
+// The Timestamp of an Ack (docs/protocol.md §3.2): AckTimestamp, or a
+// sealed server's SealedAckTimestamp, which tells a client without a
+// connect token that the server made no connection and wants a proof
+// (§11.3). A client that checks only Timestamp < 0 takes either as an Ack.
+const (
+	AckTimestamp       = -1.0
+	SealedAckTimestamp = -2.0
+)
+
 // BuildAck writes the Ack that completes a handshake (or answers a repeated
-// Response or a RestartResponse) carrying authorised cookie c. It returns 0
-// when the reply cannot be made no larger than the request.
+// Response or a RestartResponse) carrying authorised cookie c; a sealed
+// server's carries SealedAckTimestamp. It returns 0 when the reply cannot
+// be made no larger than the request.
 func (c *ServerConfig) BuildAck(out []byte, to *ReplyTo, ck *cookie.Cookie, rnd *wire.Rand) int {
-	return c.encodeReply(out, &reply{Type: protocol.TypeAck, SecretID: 1, Timestamp: -1, Cookie: ck}, to, rnd)
+	ts := AckTimestamp
+	if c.Sealed {
+		ts = SealedAckTimestamp
+	}
+	return c.encodeReply(out, &reply{Type: protocol.TypeAck, SecretID: 1, Timestamp: ts, Cookie: ck}, to, rnd)
 }
 
 // DeniedUnknownConnection answers a RestartResponse whose OrigCookie and

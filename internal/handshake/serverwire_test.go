@@ -296,8 +296,8 @@ func TestPutReplyVectors(t *testing.T) {
 		}
 		n++
 	}
-	if n != 5 {
-		t.Fatalf("%d server reply vectors, want one of each of the 5 types", n)
+	if n != 6 {
+		t.Fatalf("%d server reply vectors, want one of each of the 5 types and the sealed Ack", n)
 	}
 }
 

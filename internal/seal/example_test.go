@@ -140,6 +140,19 @@ func TestSealedExample(t *testing.T) {
 		{"Data \"echo\", server → client (counter 1)", appendSealed(nil, m, hdr(serverSeq+1, clientSeq+1, 1, protocol.KindData), []byte("echo"), nil, nil, &s2c), false, false, protocol.KindData, []byte("echo")},
 		{"Disconnect reason 1, client → server (counter 2)", appendSealed(nil, m, hdr(clientSeq+2, serverSeq+1, 0, protocol.KindDisconnect), []byte{1}, nil, nil, &c2s), false, true, protocol.KindDisconnect, []byte{1}},
 	}
+	// Had the server refused the proof (§11.3): a sealed Disconnect at
+	// the reserved counter 2^64 − 257 + reason, with Seq and Ack from the
+	// cookie alone, in place of the KeepAlive.
+	var refusal seal.Sealer
+	refusal.Init(&tok.ServerToClientKey, salt)
+	rb := make([]byte, 64)
+	const reason = uint8(protocol.DisconnectForeignServer)
+	rb = rb[:wire.SealRefusal(rb, m, sessionID, clientID, &ck, reason, &refusal)]
+	if ctr := binary.LittleEndian.Uint64(rb[wire.ConnHeaderOffset(m)+4:]); ctr != 1<<64-1-256+uint64(reason) || len(rb) != wire.SealedConnLen(m, 1) {
+		t.Fatalf("refusal: counter %#x, %d bytes", ctr, len(rb))
+	}
+	pkts = append(pkts, pkt{"Refusal reason 7 (this server is not in the token), server → client, in place of the KeepAlive (counter 2^64 − 250)",
+		rb, false, false, protocol.KindDisconnect, []byte{reason}})
 
 	// The receivers: the server learns the keys from the proof's token.
 	opener := token.NewOpener(&privateKey, 0x1122334455667788)
@@ -202,7 +215,12 @@ func TestSealedExample(t *testing.T) {
 			field("request.nonce", token.NonceBytes)
 			field("request.sealed_private", token.PrivateBytes)
 		}
-		field(fmt.Sprintf("counter (%d)", binary.LittleEndian.Uint64(b)), 8)
+		ctr := binary.LittleEndian.Uint64(b)
+		label := fmt.Sprintf("counter (%d)", ctr)
+		if ctr >= 1<<63 {
+			label = fmt.Sprintf("counter (2^64 − %d)", -ctr)
+		}
+		field(label, 8)
 		field("ciphertext", len(b)-seal.TagBytes-1)
 		pl := plains[i]
 		fmt.Fprintf(&out, "%-28s %s\n", "  plaintext", wrap(strings.TrimSpace(hex.EncodeToString(pl[:2])+" "+hex.EncodeToString(pl[2:4])+" "+

@@ -5,6 +5,6 @@
 // protocol.DropReason out, with no I/O, no clock and no allocation.
 //
 // Its tests check every packet against the byte-exact vectors of
-// testdata/vectors.json; package wiretest shares those vectors with the
-// tests of the packages built on wire.
+// fastpath/testdata/vectors.json; package wiretest shares those vectors
+// with the tests of the packages built on wire.
 package wire

@@ -143,9 +143,10 @@ func SealRefusal(dst []byte, m Magic, sessionID, clientID uint8, ck *cookie.Cook
 	return SealConn(dst, m, &h, p[:], s)
 }
 
-// RefusalCounter is the counter of a sealed refusal with reason: from the
-// top of the counter space, which no connection reaches (a sender stops at
-// 2^64 − 1), one per reason.
+// RefusalCounter is the counter of a sealed refusal with reason,
+// 2^64 − 257 + reason (docs/protocol.md §11.3 and §13; reason 7 is
+// 0xffffffffffffff06): from the top of the counter space, which no
+// connection reaches (a sender stops at 2^64 − 1), one per reason byte.
 func RefusalCounter(reason uint8) uint64 { return math.MaxUint64 - 256 + uint64(reason) }
 
 func sealedHeaderOK(h *protocol.ConnHeader, payloadLen int) bool {

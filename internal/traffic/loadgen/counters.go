@@ -31,6 +31,7 @@ const (
 	cDeniedOther
 	cTimedOut
 	cWrongVersion
+	cTokenRequired
 	cResent
 	cClosedApp
 	cClosedShutdown
@@ -114,12 +115,15 @@ type Counters struct {
 	// Why handshakes failed. Denied by the server's reason (docs/protocol.md
 	// §3: 1 server full, 2 refused by the application, anything else);
 	// TimedOut: no progress within ConnectTimeout, or still handshaking
-	// when the phase ended; WrongVersion: the server sent VersionUpgrade.
+	// when the phase ended; WrongVersion: the server sent VersionUpgrade;
+	// TokenRequired: a sealed server's Ack (docs/protocol.md §11.3), to a
+	// run without tokens.
 	DeniedFull    uint64
 	DeniedRefused uint64
 	DeniedOther   uint64
 	TimedOut      uint64
 	WrongVersion  uint64
+	TokenRequired uint64
 	// Resent: clients that connected only after resending an Initial or a
 	// Response (a request or its answer was lost, or came after the 1 s
 	// resend interval).
@@ -261,6 +265,7 @@ func (c Counters) Endings() []Ending {
 		{"handshake denied: other reason", c.DeniedOther},
 		{"handshake timed out", c.TimedOut},
 		{"handshake refused: wrong version", c.WrongVersion},
+		{"handshake ended: the server is sealed and needs a connect token", c.TokenRequired},
 		{"token refused: token expired", c.RefusedExpired},
 		{"token refused: token invalid (wrong key or protocol id)", c.RefusedInvalid},
 		{"token refused: this server is not in the token", c.RefusedForeign},

@@ -307,17 +307,20 @@ type RunResult struct {
 	// send, over the whole Run (the drain included); MessagesUnanswered:
 	// messages of clients still connected with no echo at the end of the
 	// drain; MessagesResent: message entries the clients' endpoints sent
-	// again.
+	// again after a loss or a timeout (message.Stats.Resent), and
+	// MessagesCopies those they sent again speculatively, riding on
+	// packets that left anyway (message.Stats.Copies).
 	MessageLatency     Quantiles
 	MessagesUnanswered int
 	MessagesResent     uint64
+	MessagesCopies     uint64
 
 	// Bulk messages (Config.BulkSize; the counts are in Window and Total,
 	// Bulk*), as the messages above: BulkLatency, each echo's round trip
 	// from the first send to its last byte in, over the whole Run;
 	// BulkUnanswered, bulk messages of clients still connected with no
-	// echo at the end of the drain. MessagesResent counts the bulk
-	// channel's entries too.
+	// echo at the end of the drain. MessagesResent and MessagesCopies
+	// count the bulk channel's entries too.
 	BulkLatency    Quantiles
 	BulkUnanswered int
 }
@@ -453,6 +456,7 @@ func (g *Generator) Run(ctx context.Context, spec RunSpec) (RunResult, error) {
 				res.BulkUnanswered += int(m.bulk.unanswered)
 			}
 			res.MessagesResent += m.resent
+			res.MessagesCopies += m.copies
 		}
 	}
 	res.Latency = h.Summary()

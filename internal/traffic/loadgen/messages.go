@@ -59,8 +59,9 @@ type workerMsgs struct {
 	// pollEvery: the gap between polls, msgPollEvery, longer for many
 	// clients (a poll looks at every endpoint).
 	pollEvery int64
-	// At the end of a Run: entries resent, all channels.
-	resent uint64
+	// At the end of a Run: entries resent and entries copied, all
+	// channels.
+	resent, copies uint64
 }
 
 // msgStream is one stream of numbered messages on one channel, each
@@ -480,16 +481,18 @@ func (w *worker) msgEnd(j int) {
 }
 
 // msgFinish records, at the end of a Run, the messages unechoed and the
-// entries the endpoints resent.
+// entries the endpoints resent and copied.
 func (w *worker) msgFinish() {
 	m := w.msg
 	for _, s := range m.streams {
 		s.unanswered = s.out
 	}
-	m.resent = 0
+	m.resent, m.copies = 0, 0
 	for _, ep := range m.eps {
 		if ep != nil {
-			m.resent += ep.Stats().Resent
+			st := ep.Stats()
+			m.resent += st.Resent
+			m.copies += st.Copies
 		}
 	}
 }

@@ -414,6 +414,9 @@ func (w *worker) handshakeEvent(h *handshake.ClientHandshake, j int, ev handshak
 		w.ctr.loc[cWrongVersion]++
 	case handshake.EventTimedOut:
 		w.ctr.loc[cTimedOut]++
+	case handshake.EventTokenRequired:
+		// A sealed server, and this run has no tokens.
+		w.ctr.loc[cTokenRequired]++
 	default:
 		return 0
 	}

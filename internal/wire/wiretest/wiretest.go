@@ -1,5 +1,5 @@
 // Package wiretest is the codec's test kit: the byte-exact vectors of
-// docs/protocol.md (testdata/vectors.json beside the wire package) and
+// docs/protocol.md (fastpath/testdata/vectors.json, the one copy) and
 // random or garbage handshakes, shared by the tests of wire and of the
 // packages built on it. Only tests import it.
 package wiretest
