@@ -173,7 +173,6 @@ func (e *Endpoint) Send(ch int, msg []byte, now int64) error {
 		}
 		c.pushPend(l.get(msg))
 		c.queued += cost
-		l.queued.Add(int64(cost))
 		e.sendMask |= 1 << ch
 		e.stats.Sent++
 		return nil
@@ -205,7 +204,6 @@ func (e *Endpoint) Send(ch int, msg []byte, now int64) error {
 		}
 	}
 	c.queued += int(cost)
-	l.queued.Add(cost)
 	e.sendMask |= 1 << ch
 	e.stats.Sent++
 	e.inFlight++
@@ -243,7 +241,6 @@ func (c *channel) popPend(l *Layer) {
 	c.pend--
 	n := l.put(p)
 	c.queued -= int(n)
-	l.queued.Add(-n)
 	if c.pend == 0 {
 		if size := c.pendPeaks.emptied(len(q), 4); size > 0 {
 			c.pq, c.pendHead = make([]*[]byte, size), 0
@@ -790,7 +787,6 @@ func (e *Endpoint) ackUnit(ci int, id uint16) {
 	}
 	freed := e.l.put(u.buf)
 	c.queued -= int(freed)
-	e.l.queued.Add(-freed)
 	u.buf = nil
 	if bit := uint32(1) << ci; e.blocked&bit != 0 && c.queued <= e.l.maxQueued[ci]/2 {
 		e.blocked &^= bit
@@ -924,6 +920,18 @@ func (e *Endpoint) Stats() Stats {
 		}
 	}
 	return st
+}
+
+// Queued is the storage all channels hold for sending (the sum of
+// Stats().Queued), without the rest.
+func (e *Endpoint) Queued() int {
+	n := 0
+	for _, c := range e.ch {
+		if c != nil {
+			n += c.queued
+		}
+	}
+	return n
 }
 
 // InFlight is Stats().InFlight, without the rest.

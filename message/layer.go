@@ -38,7 +38,6 @@ type Layer struct {
 	pools    [numClasses]sync.Pool
 
 	held     atomic.Int64
-	queued   atomic.Int64  // send storage of all endpoints (channel.queued)
 	ccEvents atomic.Uint64 // congestion events of all endpoints
 	drops    [NumDropReasons]atomic.Uint64
 }
@@ -156,10 +155,6 @@ func (l *Layer) Drops() [NumDropReasons]uint64 {
 // Held is the bytes all endpoints hold for out-of-order and partly
 // reassembled messages.
 func (l *Layer) Held() int64 { return l.held.Load() }
-
-// Queued is the bytes all endpoints hold for sending: messages queued and
-// reliable ones not yet acknowledged.
-func (l *Layer) Queued() int64 { return l.queued.Load() }
 
 // CongestionEvents counts the congestion controllers' window cuts for
 // loss over all endpoints (PathStats.CongestionEvents).

@@ -398,7 +398,6 @@ func (e *Endpoint) Release() {
 			if c.units[j].buf != nil {
 				n := l.put(c.units[j].buf)
 				c.queued -= int(n)
-				l.queued.Add(-n)
 			}
 		}
 		for c.pend > 0 {

@@ -83,17 +83,21 @@ type Controller struct {
 	// window's rate.
 	delivered, delivAt, deliveryRate int64
 
-	maxRate   int64          // the largest delivery rate seen in slow start
-	yielded   int64          // the window when the queue first stayed far above the target
-	velocity  int64          // packets per round trip the window may grow by
-	events    uint64         // congestion events
-	sink      *atomic.Uint64 // counts them too, when set (CountEvents)
-	ups       uint8          // rounds of growth in a row
-	ssHigh    uint8          // samples in a row above the base in slow start
-	over      uint8          // rounds in a row with the queue far above the target (near empty, competing)
-	competing bool           // beside a flow that fills the queue: loss-based (compete)
-	grew      bool           // the window grew in this round
-	slowStart bool
+	maxRate  int64 // the largest delivery rate seen in slow start
+	yielded  int64 // the window when the queue first stayed far above the target
+	velocity int64 // packets per round trip the window may grow by
+	// rate: the last PacingRate, for the window, RTT and mode it was
+	// worked out for.
+	rate, rateW, rateRTT int64
+	rateSS               bool
+	events               uint64         // congestion events
+	sink                 *atomic.Uint64 // counts them too, when set (CountEvents)
+	ups                  uint8          // rounds of growth in a row
+	ssHigh               uint8          // samples in a row above the base in slow start
+	over                 uint8          // rounds in a row with the queue far above the target (near empty, competing)
+	competing            bool           // beside a flow that fills the queue: loss-based (compete)
+	grew                 bool           // the window grew in this round
+	slowStart            bool
 }
 
 // Init readies c for packets of at most mss bytes, paced at most at
@@ -392,13 +396,18 @@ func (c *Controller) QueueDelay() int64 { return max(c.StandingRTT()-c.BaseRTT()
 func (c *Controller) PacingRate(srtt int64) int64 {
 	srtt = max(srtt, int64(100*time.Microsecond))
 	w := c.window()
+	if w == c.rateW && srtt == c.rateRTT && c.slowStart == c.rateSS {
+		return c.rate // a sender asks several times a packet: no division
+	}
+	c.rateW, c.rateRTT, c.rateSS = w, srtt, c.slowStart
 	r := w * 1e9 / srtt
 	if c.slowStart {
 		r += r / 2
 	} else {
 		r += r / 4
 	}
-	return min(r, c.ceiling)
+	c.rate = min(r, c.ceiling)
+	return c.rate
 }
 
 // SetCeiling changes the pacing rate's cap (0: MaxRate).
@@ -406,7 +415,7 @@ func (c *Controller) SetCeiling(ceiling int64) {
 	if ceiling <= 0 || ceiling > MaxRate {
 		ceiling = MaxRate
 	}
-	c.ceiling = ceiling
+	c.ceiling, c.rateW = ceiling, -1
 }
 
 // Stats is a snapshot of a controller.
