@@ -527,8 +527,8 @@ func (e *Endpoint) writeReliable(dst []byte, n, ci int, now, spec, full int64, b
 		if bulk {
 			iv = 2 * full
 		}
-		timed := u.due(iv) <= now
-		if !timed && u.flags&uDue == 0 && (bulk || now-u.last < spec) {
+		timed, due := u.due(iv) <= now, u.flags&uDue != 0
+		if !timed && !due && (bulk || now-u.last < spec) {
 			continue
 		}
 		en.id, en.frag, en.idx, en.cnt, en.data = id, u.cnt != 0, u.idx, u.cnt, *u.buf
@@ -540,11 +540,16 @@ func (e *Endpoint) writeReliable(dst []byte, n, ci int, now, spec, full int64, b
 		u.last = now
 		u.flags &^= uDue
 		if timed {
-			// Lost (due), repaired, or past its timeout: a resend.
 			u.tries = min(u.tries+1, maxBackoff)
+		}
+		if timed || due {
+			// Lost (due), repaired, or past its timeout: a resend.
 			e.stats.Resent++
 		} else {
-			// Early, riding along: a speculative copy.
+			// Early, riding along: a speculative copy. (One copy per
+			// send at most cut the wire bytes at 5 % loss from 2.58 to
+			// 2.40 per payload byte, still above kcp-go's 1.57, and
+			// raised the p99 from 0.61 to 0.71 of kcp-go's: tuning.md.)
 			e.stats.Copies++
 		}
 		e.recs.pushEntry(uint8(ci), id)
