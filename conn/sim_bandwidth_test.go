@@ -240,8 +240,8 @@ func TestSimBandwidthRandomLoss(t *testing.T) {
 }
 
 // Target 4 (between udpgate connections): two connections through one
-// bottleneck each get 0.75–1.33 × an equal share after 5 s, the second
-// starting a second after the first.
+// bottleneck each get 0.75–1.33 × an equal share over the 40 s after the
+// first 5, the second starting a second after the first.
 func TestSimBandwidthFair(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const rate = 10e6 / 8
@@ -258,6 +258,14 @@ func TestSimBandwidthFair(t *testing.T) {
 		time.Sleep(5 * time.Second)
 		a1, a2 := g1.acked(), g2.acked()
 		if bwTrace {
+			for i := 0; i < 10; i++ {
+				time.Sleep(2 * time.Second)
+				p1, p2 := g1.c.MessageStats().Path, g2.c.MessageStats().Path
+				fmt.Printf("%2d: w %6d %6d  qd %5.1f %5.1f  base %5.1f %5.1f  ss %v %v comp %v %v ev %d %d\n", i, p1.Window, p2.Window,
+					float64(p1.QueueDelay)/1e6, float64(p2.QueueDelay)/1e6, float64(p1.BaseRTT)/1e6, float64(p2.BaseRTT)/1e6, p1.SlowStart, p2.SlowStart, p1.Competing, p2.Competing, p1.CongestionEvents, p2.CongestionEvents)
+			}
+		}
+		if bwTrace && false {
 			for i := 0; i < 30; i++ {
 				b1, b2 := g1.acked(), g2.acked()
 				time.Sleep(time.Second)
@@ -265,8 +273,8 @@ func TestSimBandwidthFair(t *testing.T) {
 				t.Logf("%d: %.2f %.2f  w %d %d qd %v %v base %v %v ev %d %d", i, float64(g1.acked()-b1)/rate, float64(g2.acked()-b2)/rate, p1.Window, p2.Window, p1.QueueDelay, p2.QueueDelay, p1.BaseRTT, p2.BaseRTT, p1.CongestionEvents, p2.CongestionEvents)
 			}
 		}
-		time.Sleep(10 * time.Second)
-		s1, s2 := float64(g1.acked()-a1)/10/rate, float64(g2.acked()-a2)/10/rate
+		time.Sleep(40 * time.Second)
+		s1, s2 := float64(g1.acked()-a1)/40/rate, float64(g2.acked()-a2)/40/rate
 		t.Logf("shares of the link %.2f and %.2f (× an equal share: %.2f, %.2f); drops %d of %d",
 			s1, s2, 2*s1, 2*s2, up.Stats().Dropped, up.Stats().Offered)
 		for i, s := range []float64{s1, s2} {

@@ -248,12 +248,12 @@ func (c *Controller) round(sent, now int64, lost bool) {
 		c.congestion(now)
 	} else if !c.competing && !c.slowStart && c.drainUntil == 0 && qd > TargetDelay {
 		// Above the target: a cut in proportion to the excess, at
-		// least 1/16 and at most half the window. Once a round,
+		// least 1/8 and at most half the window. Once a round,
 		// because the delay that says so lags the window by a round
 		// trip. Every connection through the queue sees the same
 		// delay and cuts the same fraction: with the constant growth
 		// below the target, that is AIMD, and the shares converge.
-		cut := max(min(qd-TargetDelay, TargetDelay)*c.cwnd/(2*TargetDelay), c.cwnd/16)
+		cut := max(min(qd-TargetDelay, TargetDelay)*c.cwnd/(2*TargetDelay), c.cwnd/8)
 		c.cwnd = max(c.cwnd-cut, MinWindow*c.mss)
 		c.velocity, c.ups = 1, 0
 	} else if c.grew {

@@ -19,7 +19,7 @@
 //     to a velocity of packets a round trip (halved in the upper half of
 //     the target; doubled after three rounds of growth, up to 16 and an
 //     eighth of the window). Above it, once a round trip, the window is
-//     cut in proportion to the excess: at least 1/16, at most half.
+//     cut in proportion to the excess: at least 1/8, at most half.
 //     Connections through one bottleneck see the same queue: they grow
 //     alike and cut the same fraction, which converges to equal shares.
 //   - A loss is congestion only when the queue is far above the target
