@@ -148,8 +148,8 @@ func (s *Server) SocketStats() []SocketStats {
 // once per receive batch, so it costs the receive path nothing; with
 // messages configured it also visits every connection, under its lock, to
 // sum MessageQueued (8-13 ms at 100k connections with endpoints, Intel
-// Xeon): read it every few
-// seconds, as the summary line and a Prometheus scrape do, not per packet.
+// Xeon): read it every few seconds, as the summary line and a Prometheus
+// scrape do, not per packet.
 func (s *Server) Stats() Stats {
 	var st Stats
 	st.Connections = s.Len()
