@@ -173,7 +173,10 @@ func (c *Conn) MaxPayload() int {
 	return c.st.MaxDatagram - wire.ConnLen(c.st.magic, protocol.KindData, 0)
 }
 
-// MessageStats are the connection's message counters, the bytes each
+// MessageStats are the connection's message counters (once it ended, as
+// in OnDisconnect, InFlight counts the reliable messages it ended with
+// unacknowledged, on every path: Close, a timeout, a stall, the peer's
+// Disconnect), the bytes each
 // channel holds for sending (Queued: a bulk sender keeps its channel's
 // below ChannelConfig.MaxQueued, or waits for OnSendable), and what its
 // congestion controller knows of the path (Path: round trips, queueing

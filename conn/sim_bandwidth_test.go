@@ -498,3 +498,55 @@ func TestSimCloseInCallback(t *testing.T) {
 		<-leaving.Done()
 	})
 }
+
+// Every path that ends a connection says whether its reliable messages
+// went out: in OnDisconnect, MessageStats().InFlight counts those it ended
+// with unacknowledged. Here a peer that times out with one message sent
+// into a cut path, and one that closes after its message was acknowledged.
+func TestSimUndeliveredAtEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := netsim.New()
+		nw.SetLink(netsim.Link{Latency: 10 * time.Millisecond})
+		simListen(t, nw, Config{Messages: testChannels, Handler: &msgEcho{}})
+		ended := make(chan int, 2)
+		h := &endLog{ended: ended}
+		cut := netip.MustParseAddrPort("10.0.0.7:50000")
+		cli, err := simDial(t, nw, Config{Messages: testChannels, Handler: h, LocalAddr: cut.String(),
+			Timeout: 2 * time.Second, KeepAlive: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nw.SetPath(cut, simServerAddr, netsim.Link{Loss: 1, Seed: 9})
+		nw.SetPath(simServerAddr, cut, netsim.Link{Loss: 1, Seed: 10})
+		if err := cli.Conn().SendMessage(0, []byte("into the void")); err != nil {
+			t.Fatal(err)
+		}
+		if n := <-ended; n != 1 {
+			t.Errorf("timed out with %d reliable messages unacknowledged, want 1", n)
+		}
+
+		ok, err := simDial(t, nw, Config{Messages: testChannels, Handler: h, LocalAddr: "10.0.0.8:50000"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ok.Conn().SendMessage(0, []byte("delivered")); err != nil {
+			t.Fatal(err)
+		}
+		if err := ok.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := <-ended; n != 0 {
+			t.Errorf("closed with %d reliable messages unacknowledged after Close lingered, want 0", n)
+		}
+	})
+}
+
+// endLog reports each connection's unacknowledged messages at its end.
+type endLog struct {
+	NopHandler
+	ended chan int
+}
+
+func (e *endLog) OnDisconnect(c *Conn, _ DisconnectReason, _ bool) {
+	e.ended <- c.MessageStats().InFlight
+}

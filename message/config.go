@@ -126,7 +126,10 @@ type Stats struct {
 	// that a loss costs less than a round trip. They are bytes spent, not
 	// repairs: a loss-free path has them too.
 	Copies   uint64
-	InFlight int // reliable messages queued or unacknowledged
+	// InFlight: reliable messages queued or unacknowledged; after
+	// Release (a connection that ended), those it discarded so, which
+	// may not have arrived.
+	InFlight int
 	// Queued is the storage each channel holds for sending: messages
 	// queued, and reliable ones not yet acknowledged (what
 	// ChannelConfig.MaxQueued bounds). A bulk sender keeps its channel's

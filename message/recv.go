@@ -385,8 +385,10 @@ func (e *Endpoint) freeRet() {
 }
 
 // Release frees every buffer (the connection closed). The endpoint is
-// left empty: later calls are harmless, but it must not carry messages
-// for the connection again (its ids restart).
+// left empty but for its counters (Stats.InFlight then counts the
+// reliable messages discarded unacknowledged): later calls are harmless,
+// but it must not carry messages for the connection again (its ids
+// restart).
 func (e *Endpoint) Release() {
 	l := e.l
 	e.freeRet()
@@ -415,5 +417,6 @@ func (e *Endpoint) Release() {
 	e.held = 0
 	e.ch, e.recs, e.pkt, e.cc = nil, nil, nil, nil
 	e.sendMask, e.fragOut, e.ready, e.progress, e.progHeld, e.ackDue, e.rxUnacked = 0, 0, 0, -1, 0, false, 0
-	e.inFlight = 0
+	// inFlight stays: the reliable messages discarded unacknowledged,
+	// which Stats reports after the end.
 }
