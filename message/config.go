@@ -125,7 +125,7 @@ type Stats struct {
 	// ResendFactor × the timeout has passed (Config.ResendFactor), so
 	// that a loss costs less than a round trip. They are bytes spent, not
 	// repairs: a loss-free path has them too.
-	Copies   uint64
+	Copies uint64
 	// InFlight: reliable messages queued or unacknowledged; after
 	// Release (a connection that ended), those it discarded so, which
 	// may not have arrived.
