@@ -24,8 +24,6 @@ import (
 // player sees is asserted: the bulk fills the link without overflowing its
 // queue, and the game's messages keep their idle round trip.
 
-var bwTrace = false
-
 var bwClientAddr = netip.MustParseAddrPort("10.0.0.2:50000")
 
 // bwServer echoes the game's channels and counts the bulk bytes.
@@ -51,6 +49,7 @@ type bwClient struct {
 	mu    sync.Mutex
 	rtts  []time.Duration
 	count [msgcfg.NumChannels]int
+	more  chan struct{} // a reliable echo arrived
 }
 
 func (h *bwClient) OnMessage(_ *Conn, ch int, msg []byte) {
@@ -58,10 +57,12 @@ func (h *bwClient) OnMessage(_ *Conn, ch int, msg []byte) {
 	defer h.mu.Unlock()
 	h.count[ch]++
 	if ch == msgcfg.Reliable || ch == msgcfg.Sequenced {
-		rtt := time.Since(time.Unix(0, int64(binary.LittleEndian.Uint64(msg[4:]))))
-		h.rtts = append(h.rtts, rtt)
-		if bwTrace && rtt > 70*time.Millisecond {
-			fmt.Printf("slow echo ch %d at %v: %v\n", ch, time.Now().UnixMilli()%100000, rtt)
+		h.rtts = append(h.rtts, time.Since(time.Unix(0, int64(binary.LittleEndian.Uint64(msg[4:])))))
+	}
+	if ch == msgcfg.Reliable {
+		select {
+		case h.more <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -77,7 +78,6 @@ func (h *bwClient) take() []time.Duration {
 
 type bwResult struct {
 	goodput        float64 // bulk bytes a second ÷ the link's rate, after the first 2 s
-	reached        time.Duration
 	idleP99, p99   time.Duration
 	drops, offered uint64
 	lost           int // reliable game messages not echoed
@@ -95,7 +95,7 @@ func simBandwidth(t *testing.T, rate int64, queue int, idle, bulk time.Duration)
 	mc := message.Config{Channels: msgcfg.Channels(), MaxMessageSize: 1 << 20, SendRate: 1 << 30}
 	srv := &bwServer{}
 	simListen(t, nw, Config{Handler: srv, Messages: mc, Timeout: time.Minute})
-	h := &bwClient{}
+	h := &bwClient{more: make(chan struct{}, 1)}
 	cli, err := simDial(t, nw, Config{Handler: h, Messages: mc, Timeout: time.Minute, LocalAddr: bwClientAddr.String(), Linger: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -146,9 +146,6 @@ func simBandwidth(t *testing.T, rate int64, queue int, idle, bulk time.Duration)
 			queued += int64(cost)
 		}
 		el := time.Since(bulkAt)
-		if bwTrace && i%30 == 0 {
-			t.Logf("%v bulk %d acked %d stats %+v path %+v", el, srv.bulk.Load(), acked(), c.MessageStats(), c.MessageStats().Path)
-		}
 		if el >= 2*time.Second && at2.IsZero() {
 			at2, got0 = time.Now(), acked()
 		}
@@ -159,15 +156,19 @@ func simBandwidth(t *testing.T, rate int64, queue int, idle, bulk time.Duration)
 	us, ds := up.Stats(), down.Stats()
 	r.drops, r.offered = us.Dropped+ds.Dropped, us.Offered+ds.Offered
 	// Every reliable game message comes back, within a second of the end.
-	deadline := time.Now().Add(time.Second)
-	for time.Now().Before(deadline) {
+	deadline := time.After(time.Second)
+	for waiting := true; waiting; {
 		h.mu.Lock()
 		n := h.count[msgcfg.Reliable]
 		h.mu.Unlock()
 		if n == sent {
 			break
 		}
-		time.Sleep(10 * time.Millisecond) // virtual time: advances the bubble's clock
+		select {
+		case <-h.more:
+		case <-deadline:
+			waiting = false
+		}
 	}
 	h.mu.Lock()
 	r.lost = sent - h.count[msgcfg.Reliable]
@@ -257,22 +258,6 @@ func TestSimBandwidthFair(t *testing.T) {
 		g2 := bwBulk(t, nw, second, 0)
 		time.Sleep(5 * time.Second)
 		a1, a2 := g1.acked(), g2.acked()
-		if bwTrace {
-			for i := 0; i < 10; i++ {
-				time.Sleep(2 * time.Second)
-				p1, p2 := g1.c.MessageStats().Path, g2.c.MessageStats().Path
-				fmt.Printf("%2d: w %6d %6d  qd %5.1f %5.1f  base %5.1f %5.1f  ss %v %v comp %v %v ev %d %d\n", i, p1.Window, p2.Window,
-					float64(p1.QueueDelay)/1e6, float64(p2.QueueDelay)/1e6, float64(p1.BaseRTT)/1e6, float64(p2.BaseRTT)/1e6, p1.SlowStart, p2.SlowStart, p1.Competing, p2.Competing, p1.CongestionEvents, p2.CongestionEvents)
-			}
-		}
-		if bwTrace && false {
-			for i := 0; i < 30; i++ {
-				b1, b2 := g1.acked(), g2.acked()
-				time.Sleep(time.Second)
-				p1, p2 := g1.c.MessageStats().Path, g2.c.MessageStats().Path
-				t.Logf("%d: %.2f %.2f  w %d %d qd %v %v base %v %v ev %d %d", i, float64(g1.acked()-b1)/rate, float64(g2.acked()-b2)/rate, p1.Window, p2.Window, p1.QueueDelay, p2.QueueDelay, p1.BaseRTT, p2.BaseRTT, p1.CongestionEvents, p2.CongestionEvents)
-			}
-		}
 		time.Sleep(40 * time.Second)
 		s1, s2 := float64(g1.acked()-a1)/40/rate, float64(g2.acked()-a2)/40/rate
 		t.Logf("shares of the link %.2f and %.2f (× an equal share: %.2f, %.2f); drops %d of %d",
@@ -458,12 +443,14 @@ func TestSimCloseInCallback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nw := netsim.New()
 		nw.SetLink(netsim.Link{Latency: 25 * time.Millisecond})
+		closing := make(chan struct{})
 		simListen(t, nw, Config{Sockets: 1, Messages: testChannels, Handler: messageFunc(func(c *Conn, ch int, msg []byte) {
 			if string(msg) == "bye" {
 				_ = c.SendMessage(0, numbered(1, 100<<10))
 				if err := c.Close(); err != nil {
 					t.Errorf("Close in OnMessage: %v", err)
 				}
+				close(closing) // the linger runs now
 				return
 			}
 			_ = c.SendMessage(ch, msg)
@@ -480,10 +467,14 @@ func TestSimCloseInCallback(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		bye := time.Now()
 		if err := leaving.Conn().SendMessage(0, []byte("bye")); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(30 * time.Millisecond) // "bye" reached the server: its Close runs
+		<-closing
+		if took := time.Since(bye); took != 25*time.Millisecond {
+			t.Errorf("Close in OnMessage returned %v after the message was sent, want at its arrival (25ms): it held the receive loop", took)
+		}
 		start := time.Now()
 		if err := other.Conn().SendMessage(0, []byte("ping")); err != nil {
 			t.Fatal(err)

@@ -221,10 +221,6 @@ func (c *Controller) OnLateAck(sent, now, srtt int64) {
 	}
 }
 
-// OnForgotten reports a packet of n bytes whose fate will never be known
-// (its record was dropped): it leaves the flight without a verdict.
-func (c *Controller) OnForgotten(n int) { c.inflight = max(c.inflight-int64(n), 0) }
-
 // round counts a packet's fate in the current round, and ends the round
 // once a packet sent after its start is reported: a round that lost
 // heavily is congestion.
@@ -408,14 +404,6 @@ func (c *Controller) PacingRate(srtt int64) int64 {
 	}
 	c.rate = min(r, c.ceiling)
 	return c.rate
-}
-
-// SetCeiling changes the pacing rate's cap (0: MaxRate).
-func (c *Controller) SetCeiling(ceiling int64) {
-	if ceiling <= 0 || ceiling > MaxRate {
-		ceiling = MaxRate
-	}
-	c.ceiling, c.rateW = ceiling, -1
 }
 
 // Stats is a snapshot of a controller.

@@ -40,9 +40,6 @@ func (p *Pacer) Refill(now, rate int64, burstMin int) {
 	p.tokens = min(p.tokens+min(dt, 1e9)*rate, depth)
 }
 
-// Balance is the bucket's balance in bytes (negative: owed).
-func (p *Pacer) Balance() int64 { return p.tokens / 1e9 }
-
 // Positive reports whether the balance is above zero.
 func (p *Pacer) Positive() bool { return p.tokens > 0 }
 

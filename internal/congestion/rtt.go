@@ -48,9 +48,6 @@ func (r *RTTStats) MeanDev() int64 {
 	return r.meanDev
 }
 
-// Sampled reports whether a sample arrived.
-func (r *RTTStats) Sampled() bool { return r.sampled }
-
 // RTO is the retransmission timeout: smoothed + max(2 × deviation, 2 ms).
 func (r *RTTStats) RTO() int64 {
 	return r.Smoothed() + max(2*r.MeanDev(), int64(2*time.Millisecond))

@@ -15,8 +15,6 @@ import (
 // one is acknowledged (the link keeps order). Time moves in steps of
 // simStep, the sender's timer granularity.
 
-var simTrace = false
-
 const (
 	simMSS  = 1200
 	simStep = int64(100 * time.Microsecond)
@@ -166,10 +164,6 @@ func simulateStaggered(t *testing.T, rate, queue int64, loss float64, flows int,
 					f.c.OnLost(simMSS, p.sent, now)
 				}
 				f.out = f.out[1:]
-			}
-			if c, ok := f.c.(*Controller); ok && simTrace && now%int64(500*time.Millisecond) == 0 {
-				st := c.Stats()
-				t.Logf("%v cwnd %d infl %d qd %v base %v stand %v ss %v rate %d srtt %v comp %v", time.Duration(now), st.Window/simMSS, st.InFlight/simMSS, st.QueueDelay, st.BaseRTT, time.Duration(c.StandingRTT()), st.SlowStart, c.PacingRate(f.rtt.Smoothed())/simMSS, time.Duration(f.rtt.Smoothed()), st.Competing)
 			}
 			// Send what the window and the pacer allow.
 			f.p.Refill(now, f.c.PacingRate(f.rtt.Smoothed()), 2*simMSS)
