@@ -126,7 +126,7 @@ func runStorm(ctx context.Context, opt *options, sc scenario, v variant, rep int
 		P50ms: ms(c.SinceStart.P50), P99ms: ms(c.SinceStart.P99), MaxMs: ms(c.SinceStart.Max),
 		Resent: c.Resent, Denied: c.DeniedFull + c.DeniedRefused + c.DeniedOther +
 			c.RefusedExpired + c.RefusedInvalid + c.RefusedForeign + c.RefusedInUse + c.RefusedFull,
-		TimedOut: c.TimedOut + c.WrongVersion, Packets: c.Packets,
+		TimedOut: c.TimedOut + c.WrongVersion + c.WrongLayout, Packets: c.Packets,
 		KernelDrops: d1 - d0, LoadDrops: l1 - l0, PromotionFull: -1,
 	}
 	if c.Connected > 0 {

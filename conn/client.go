@@ -13,6 +13,7 @@ import (
 
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/msgcfg"
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seqwin"
 	"github.com/udpgate/udpgate/internal/wire"
@@ -95,6 +96,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 		Magic:           st.magic,
 		NetworkVersion:  st.NetworkVersion,
 		NetworkFeatures: st.NetworkFeatures,
+		Layout:          msgcfg.Layout(&st.Messages, st.MaxDatagram),
 		ClientID:        clientID,
 		ConnectTimeout:  st.connectTO,
 		// Sealed: the proof follows the Challenge (docs/protocol.md §11.3).
@@ -545,6 +547,11 @@ func (c *Client) event(ev handshake.ClientEvent, now time.Time) {
 		c.mu.Lock()
 		v, f := c.hs.ServerVersions()
 		c.dialDoneLocked(&VersionError{ServerNetworkVersion: v, ServerNetworkFeatures: f})
+		c.mu.Unlock()
+	case handshake.EventWrongLayout:
+		c.mu.Lock()
+		c.dialDoneLocked(&VersionError{ServerNetworkVersion: c.st.NetworkVersion, ServerNetworkFeatures: c.st.NetworkFeatures,
+			Layout: msgcfg.LayoutDiff(c.hs.ServerLayout(), msgcfg.Layout(&c.st.Messages, c.st.MaxDatagram))})
 		c.mu.Unlock()
 	case handshake.EventTimedOut:
 		c.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/msgcfg"
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/ratelimit"
 	"github.com/udpgate/udpgate/internal/wire"
@@ -293,6 +294,7 @@ func (s *settings) fastpathConfig(loops int) handshake.ServerConfig {
 		IgnoreNetworkVersion: s.IgnoreNetworkVersion,
 		MaxDatagram:          s.MaxDatagram,
 		Sealed:               s.PrivateKey != nil,
+		Layout:               msgcfg.Layout(&s.Messages, s.MaxDatagram),
 	}
 	// Config's rates mean what a ratelimit.Limit's do (0 the default, a
 	// negative rate unlimited, a burst of 0 twice the rate), so they pass

@@ -125,13 +125,23 @@ func (e *DeniedError) Error() string {
 }
 
 // VersionError is Dial's error when the server speaks another
-// NetworkVersion or NetworkFeatures.
+// NetworkVersion or NetworkFeatures, or (Layout set) configures other
+// message channels.
 type VersionError struct {
 	ServerNetworkVersion  uint32
 	ServerNetworkFeatures uint16
+	// Layout, when not empty, says how the server's message layout
+	// (channels, kinds, MaxMessageSize, MaxDatagram) differs from this
+	// client's: the versions matched, but the server would misread this
+	// client's messages (docs/protocol.md §3.7).
+	Layout string
 }
 
 func (e *VersionError) Error() string {
+	if e.Layout != "" {
+		return "conn: the server's message layout differs: " + e.Layout +
+			": configure Config.Messages (channels in the same order, same kinds, same MaxMessageSize) and MaxDatagram as the server does"
+	}
 	return fmt.Sprintf("conn: wrong version: the server runs NetworkVersion %d features %d: set Config.NetworkVersion and NetworkFeatures to match",
 		e.ServerNetworkVersion, e.ServerNetworkFeatures)
 }

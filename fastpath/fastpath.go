@@ -51,6 +51,9 @@ type (
 	Bucket = ratelimit.Bucket
 	// Grant is a token a Bucket reserved, spent only if the reply is sent.
 	Grant = ratelimit.Grant
+	// Layout is a side's message layout, which a client declares in its
+	// Initials and a server compares (docs/protocol.md §3.7).
+	Layout = protocol.Layout
 
 	// The client's side of the handshake (docs/protocol.md §6).
 
@@ -108,6 +111,7 @@ const (
 	EventConnected     = handshake.EventConnected
 	EventDenied        = handshake.EventDenied
 	EventWrongVersion  = handshake.EventWrongVersion
+	EventWrongLayout   = handshake.EventWrongLayout // the server's message layout differs (docs/protocol.md §3.7)
 	EventTimedOut      = handshake.EventTimedOut
 	EventTokenRequired = handshake.EventTokenRequired // a sealed server's Ack: it wants a connect token (docs/protocol.md §11.3), which conn.DialToken proves
 

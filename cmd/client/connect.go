@@ -273,6 +273,8 @@ func explainDial(err error, server string, cfg *conn.Config, sealed bool) error 
 			return fmt.Errorf("denied: the server at %s holds as many connections from this address or network as it allows (its -max-clients-per-ip / -max-clients-per-prefix): close some, or try later", server)
 		}
 		return fmt.Errorf("denied by the server at %s (reason %d)", server, denied.Reason)
+	case errors.As(err, &version) && version.Layout != "":
+		return fmt.Errorf("refused: the server at %s has another message layout: %s: run again with -message-max-size as the server's (this tool declares the stock channels and 1200-byte datagrams)", server, version.Layout)
 	case errors.As(err, &version):
 		return fmt.Errorf("wrong version: the server at %s runs network version %d, features %d; this client sent version %d, features %d: run again with -network-version %d -network-features %d",
 			server, version.ServerNetworkVersion, version.ServerNetworkFeatures, cfg.NetworkVersion, cfg.NetworkFeatures,

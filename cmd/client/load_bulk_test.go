@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/internal/msgcfg"
@@ -132,17 +131,18 @@ func TestLoadBulkText(t *testing.T) {
 	}
 }
 
-// TestLoadBulkServerTooSmall: a server whose -message-max-size is below
-// -bulk-size never echoes a bulk message; the command fails and says
-// what to check.
+// TestLoadBulkServerTooSmall: a server whose -message-max-size differs
+// from the clients' refuses them at connect (docs/protocol.md §3.7): the
+// command fails at once, counts them, and says what to set.
 func TestLoadBulkServerTooSmall(t *testing.T) {
-	// The server hears nothing it accepts from the client and times it
-	// out: sooner than the default 5 s.
-	s := loadBulkServer(t, 100_000, conn.Config{Timeout: time.Second, KeepAlive: 200 * time.Millisecond})
+	s := loadBulkServer(t, 100_000, conn.Config{})
 	code, out, errb := runCmd(t, "", "load", "-server", s.Addr().String(), "-clients", "1",
 		"-bulk-size", "200000", "-message-max-size", "200000", "-duration", "200ms", "-disconnect", "1")
 	t.Logf("stdout:\n%s\nstderr:\n%s", out, errb)
-	if code != exitFailure || !strings.Contains(errb, "-message-max-size allow 200000 bytes") {
-		t.Errorf("exit status %d, stderr %q; want a failure naming the server's -message-max-size", code, errb)
+	if code != exitFailure || !strings.Contains(errb, "message layout differs") || !strings.Contains(errb, "-message-max-size") {
+		t.Errorf("exit status %d, stderr %q; want a failure naming the layout and -message-max-size", code, errb)
+	}
+	if !strings.Contains(out, "handshake refused: the server's message layout differs") {
+		t.Errorf("stdout does not count the refusal")
 	}
 }

@@ -71,6 +71,7 @@ type loadConnectJSON struct {
 	DeniedOther    int               `json:"denied_other"`
 	TimedOut       int               `json:"timed_out"`
 	WrongVersion   int               `json:"wrong_version"`
+	WrongLayout    int               `json:"wrong_layout"`
 	Resent         int               `json:"resent"`
 	ElapsedSeconds float64           `json:"elapsed_seconds"`
 	PerSecond      float64           `json:"per_second"`
@@ -82,7 +83,7 @@ func newLoadConnectJSON(r *loadgen.ConnectResult) loadConnectJSON {
 	return loadConnectJSON{
 		Clients: r.Clients, Connected: r.Connected, Failed: r.Failed,
 		DeniedFull: r.DeniedFull, DeniedRefused: r.DeniedRefused, DeniedOther: r.DeniedOther,
-		TimedOut: r.TimedOut, WrongVersion: r.WrongVersion, Resent: r.Resent,
+		TimedOut: r.TimedOut, WrongVersion: r.WrongVersion, WrongLayout: r.WrongLayout, Resent: r.Resent,
 		ElapsedSeconds: r.Elapsed.Seconds(), PerSecond: r.PerSecond(), Packets: r.Packets,
 		Latency: newLoadQuantilesJSON(r.Latency),
 	}

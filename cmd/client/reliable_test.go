@@ -26,7 +26,9 @@ func startMsgServer(t *testing.T, cfg conn.Config) (*conn.Server, *msgEchoServer
 	h := &msgEchoServer{}
 	cfg.Handler = h
 	cfg.SweepInterval = 10 * time.Millisecond
-	cfg.Messages = msgcfg.Config(0, 0)
+	if len(cfg.Messages.Channels) == 0 {
+		cfg.Messages = msgcfg.Config(0, 0)
+	}
 	return conntest.Listen(t, conn.Listen, cfg), h
 }
 
@@ -267,10 +269,24 @@ func TestLoadMessagesFlags(t *testing.T) {
 // TestConnectReliableTooLong: a line longer than -message-max-size is not
 // sent, the others are, and the status is 1.
 func TestConnectReliableTooLong(t *testing.T) {
-	srv, _ := startMsgServer(t, conn.Config{NetworkVersion: 1})
+	// The server's largest message is the client's: layouts must agree
+	// (docs/protocol.md §3.7; TestConnectReliableLayoutMismatch).
+	srv, _ := startMsgServer(t, conn.Config{NetworkVersion: 1, Messages: msgcfg.Config(2000, 0)})
 	in := "a\n" + strings.Repeat("x", 3000) + "\nb\n"
 	code, out, errb := runCmd(t, in, "connect", "-reliable", "-server", srv.Addr().String(), "-message-max-size", "2000")
 	if code != exitFailure || out != "a\nb\n" || !strings.Contains(errb, "1 of 3 lines not sent: longer than the largest message") {
+		t.Errorf("status %d, stdout %q, stderr:\n%s", code, out, errb)
+	}
+}
+
+// TestConnectReliableLayoutMismatch: a client whose -message-max-size
+// differs from the server's is refused at connect, never prints
+// "connected", and says what differs and what to set.
+func TestConnectReliableLayoutMismatch(t *testing.T) {
+	srv, _ := startMsgServer(t, conn.Config{NetworkVersion: 1})
+	code, out, errb := runCmd(t, "a\n", "connect", "-reliable", "-server", srv.Addr().String(), "-message-max-size", "2000")
+	if code != exitFailure || out != "" || strings.Contains(errb, "connected") ||
+		!strings.Contains(errb, "MaxMessageSize is 262144 on the server, 2000 on this client") || !strings.Contains(errb, "-message-max-size") {
 		t.Errorf("status %d, stdout %q, stderr:\n%s", code, out, errb)
 	}
 }

@@ -40,6 +40,9 @@ type ClientConfig struct {
 	Magic           wire.Magic
 	NetworkVersion  uint32
 	NetworkFeatures uint16
+	// Layout is the message layout the Initials declare (docs/protocol.md
+	// §3.7); the zero Layout declares none, and the server checks nothing.
+	Layout protocol.Layout
 	// ClientID (0..7; higher bits are ignored) tells this connection attempt
 	// apart from an earlier one at the same address (docs/protocol.md §2). The
 	// caller picks a new one for every attempt.
@@ -128,17 +131,18 @@ const (
 	// clientConnected: the server Acked; the authorised cookie is known. A
 	// restart (Restarting) keeps the state Connected.
 	clientConnected
-	// clientTimedOut, clientDenied, clientWrongVersion and
-	// clientTokenRequired are terminal.
+	// clientTimedOut, clientDenied, clientWrongVersion,
+	// clientTokenRequired and clientWrongLayout are terminal.
 	clientTimedOut
 	clientDenied
 	clientWrongVersion
 	clientTokenRequired
+	clientWrongLayout
 	numClientStates
 )
 
 var clientStateNames = [numClientStates]string{"disconnected", "sending_initial",
-	"sending_response", "connected", "timed_out", "denied", "wrong_version", "token_required"}
+	"sending_response", "connected", "timed_out", "denied", "wrong_version", "token_required", "wrong_layout"}
 
 func (s ClientState) String() string {
 	if s < numClientStates {
@@ -181,11 +185,15 @@ const (
 	// token. Terminal, for a client that does not prove one
 	// (ClientConfig.ProofAfterChallenge false).
 	EventTokenRequired
+	// EventWrongLayout: the server's message layout differs from
+	// ClientConfig.Layout (docs/protocol.md §3.7); see ServerLayout.
+	// Terminal.
+	EventWrongLayout
 	numClientEvents
 )
 
 var clientEventNames = [numClientEvents]string{"none", "connected", "reconnected",
-	"denied", "wrong_version", "timed_out", "restarting", "restart_canceled", "token_required"}
+	"denied", "wrong_version", "timed_out", "restarting", "restart_canceled", "token_required", "wrong_layout"}
 
 func (e ClientEvent) String() string {
 	if e < numClientEvents {
@@ -240,6 +248,7 @@ type ClientHandshake struct {
 	deniedReason   uint8
 	serverNetVer   uint32
 	serverNetFea   uint16
+	serverLayout   protocol.Layout
 
 	// nextSend: when the next Initial or Response is due.
 	nextSend float64
@@ -324,6 +333,10 @@ func (c *ClientHandshake) Restarting() bool { return c.restarting }
 func (c *ClientHandshake) ServerVersions() (netVersion uint32, netFeatures uint16) {
 	return c.serverNetVer, c.serverNetFea
 }
+
+// ServerLayout is the message layout a LayoutMismatch carried: the
+// server's own (the zero Layout: a server without messages).
+func (c *ClientHandshake) ServerLayout() protocol.Layout { return c.serverLayout }
 
 // Heard tells the handshake that the connection accepted a valid connection
 // packet from the server at time at (its session tag matched and the
@@ -435,6 +448,7 @@ func (c *ClientHandshake) send(now float64, out []byte) int {
 		SentCount:       c.sentCount,
 		NetworkVersion:  c.cfg.NetworkVersion,
 		NetworkFeatures: c.cfg.NetworkFeatures,
+		Layout:          c.cfg.Layout,
 	}
 	if c.answering {
 		h.Type = protocol.TypeResponse
@@ -518,7 +532,8 @@ func (c *ClientHandshake) Receive(now float64, pkt []byte, out []byte) (n int, e
 		return 0, EventNone, r
 	}
 	switch h.Type {
-	case protocol.TypeChallenge, protocol.TypeAck, protocol.TypeRestartHandshake, protocol.TypeVersionUpgrade, protocol.TypeDenied:
+	case protocol.TypeChallenge, protocol.TypeAck, protocol.TypeRestartHandshake, protocol.TypeVersionUpgrade, protocol.TypeDenied,
+		protocol.TypeLayoutMismatch:
 	default:
 		return 0, EventNone, protocol.DropUnexpectedType
 	}
@@ -541,6 +556,17 @@ func (c *ClientHandshake) Receive(now float64, pkt []byte, out []byte) (n int, e
 	}
 	if !clientVersionsOK(h.MinVersion, h.CurVersion) {
 		return 0, EventNone, protocol.DropBadVersion
+	}
+	if h.Type == protocol.TypeLayoutMismatch {
+		// The answer to an Initial that declared a layout (§3.7); a
+		// client that declared none, or is past its Initials' answer,
+		// was not asked about it.
+		if c.state == clientConnected || !c.cfg.Layout.Declared() {
+			return 0, EventNone, protocol.DropUnexpectedType
+		}
+		c.state = clientWrongLayout
+		c.serverLayout = h.Layout
+		return 0, EventWrongLayout, protocol.DropNone
 	}
 
 	switch h.Type {

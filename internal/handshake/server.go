@@ -21,6 +21,10 @@ type ServerConfig struct {
 	// Initial (docs/protocol.md §3: "unless that check is turned off");
 	// NetworkFeatures are always compared.
 	IgnoreNetworkVersion bool
+	// Layout is the server's message layout (docs/protocol.md §3.7): an
+	// Initial that declares another is answered LayoutMismatch; the zero
+	// Layout is a server without messages.
+	Layout protocol.Layout
 	// MaxDatagram: longer datagrams are dropped (DropTooLarge). 0 means
 	// DefaultMaxDatagram.
 	MaxDatagram int
@@ -370,6 +374,16 @@ func (s *Server) handleInitial(d *Decision, src netip.AddrPort, h *request, now 
 		s.answer(d, src, now, out, &reply{Type: protocol.TypeVersionUpgrade})
 		return
 	}
+	if newAttempt && h.Layout.Declared() && h.Layout != s.cfg.Layout {
+		// A client whose messages this server would misread (§3.7): it
+		// declared a layout, so it reads the answer.
+		if s.Shed.NoVersionUpgrade {
+			d.Drop = protocol.DropOverload
+			return
+		}
+		s.answer(d, src, now, out, &reply{Type: protocol.TypeLayoutMismatch})
+		return
+	}
 	if _, ok := s.Shed.Challenges.Reserve(now); !ok {
 		d.Drop = protocol.DropOverload
 		return
@@ -574,7 +588,8 @@ func (s *Server) allow(t protocol.PacketType, src netip.AddrPort, now float64) b
 	switch t {
 	case protocol.TypeChallenge:
 		return s.allowChallenge(src, now)
-	case protocol.TypeVersionUpgrade:
+	case protocol.TypeVersionUpgrade, protocol.TypeLayoutMismatch:
+		// One budget for both answers to an incompatible build.
 		return s.allowUpgrade(src, now)
 	default: // protocol.TypeRestartHandshake
 		return s.restartRL.Allow(src, now)

@@ -46,6 +46,7 @@ type request struct {
 	Timestamp       float64
 	Cookie          cookie.Cookie
 	OrigCookie      cookie.Cookie
+	Layout          protocol.Layout
 }
 
 // load64 returns the 64 bits of b from bit off on. Byte off>>3 + 8 must
@@ -136,6 +137,7 @@ func decodeRequest(m wire.Magic, b []byte, pw uint64, pb int, q *request) protoc
 	q.Reason = 0
 	q.Timestamp = 0
 	q.OrigCookie = cookie.Cookie{}
+	q.Layout = protocol.Layout{}
 	switch t {
 	case protocol.TypeRestartHandshake, protocol.TypeVersionUpgrade: // no body
 		q.Cookie = cookie.Cookie{}
@@ -154,16 +156,30 @@ func decodeRequest(m wire.Magic, b []byte, pw uint64, pb int, q *request) protoc
 	w2 := binary.LittleEndian.Uint64(bw[16:])
 	w3 := binary.LittleEndian.Uint64(bw[24:])
 	if t == protocol.TypeInitial {
-		// SecretId bit 0, then 28 zero bytes: bits s..s+224.
-		if w0>>(s&7)|w1|w2|w3&(1<<(s+33)-1) != 0 {
+		q.Cookie = cookie.Cookie{}
+		// SecretId bit 0, then the Layout (§3.7), 28 zero bytes when
+		// none is declared: bits s..s+224.
+		if w0>>(s&7)|w1|w2|w3&(1<<(s+33)-1) == 0 {
+			return protocol.DropNone
+		}
+		f0, f1, f2, f3 := funnel(w0, w1, s), funnel(w1, w2, s), funnel(w2, w3, s), w3>>(s&7)
+		if f0&1 != 0 || !wire.LayoutFromWords(f0>>1|f1<<63, f1>>1|f2<<63, f2>>1|f3<<63, f3>>1, &q.Layout) {
 			return protocol.DropBadBody
 		}
-		q.Cookie = cookie.Cookie{}
 		return protocol.DropNone
 	}
 	// SecretId(1) Timestamp(64) Cookie(160): each output word is two
 	// aligned words shifted together.
 	f0, f1, f2, f3 := funnel(w0, w1, s), funnel(w1, w2, s), funnel(w2, w3, s), w3>>(s&7)
+	if t == protocol.TypeLayoutMismatch {
+		// A client's type, and so dropped later as unexpected: decoded
+		// only for the verdict DecodeHandshake gives.
+		q.Cookie = cookie.Cookie{}
+		if !wire.LayoutFromWords(f0, f1, f2, f3, &q.Layout) {
+			return protocol.DropBadBody
+		}
+		return protocol.DropNone
+	}
 	q.SecretID = uint8(f0 & 1)
 	q.Timestamp = math.Float64frombits(f0>>1 | f1<<63)
 	binary.LittleEndian.PutUint64(q.Cookie[0:], f1>>1|f2<<63)
@@ -188,7 +204,7 @@ func decodeRequestShort(m wire.Magic, b []byte, q *request) protocol.DropReason 
 			MinVersion: h.MinVersion, CurVersion: h.CurVersion, Type: h.Type, SentCount: h.SentCount,
 			RandomLen: h.RandomLen, SecretID: h.SecretID, Reason: h.Reason,
 			NetworkFeatures: h.NetworkFeatures, NetworkVersion: h.NetworkVersion,
-			Timestamp: h.Timestamp, Cookie: h.Cookie, OrigCookie: h.OrigCookie}
+			Timestamp: h.Timestamp, Cookie: h.Cookie, OrigCookie: h.OrigCookie, Layout: h.Layout}
 	}
 	return r
 }
@@ -272,7 +288,7 @@ func (c *ServerConfig) writeReply(out []byte, rep *reply, to *ReplyTo, hi int, r
 // length, HandshakeLen(c.Magic, rep.Type, r), and writes nothing past it.
 //
 // rep must be a reply the server makes: Challenge, Ack, Denied,
-// RestartHandshake or VersionUpgrade, with SecretID ≤ 1 and the RestartBit
+// RestartHandshake, VersionUpgrade or LayoutMismatch, with SecretID ≤ 1 and the RestartBit
 // its type requires, and r must be 8..16. Like EncodeHandshake, it returns
 // 0 when out is too short or an ID does not fit its field (c.SessionID > 3,
 // to.ClientID > 7).
@@ -302,6 +318,15 @@ func (c *ServerConfig) putReply(out []byte, rep *reply, to *ReplyTo, r int, r0, 
 		w = w.put(buf, math.Float64bits(rep.Timestamp), 64)
 	case protocol.TypeDenied:
 		w = w.put(buf, uint64(rep.Reason), 8)
+	case protocol.TypeLayoutMismatch:
+		// The server's Layout (§3.7): Channels(8) Kinds(64)
+		// MaxMessage(32) MaxDatagram(16), 104 zero bits.
+		l := &c.Layout
+		w = w.put(buf, uint64(l.Channels)|l.Kinds<<8, 64)
+		w = w.put(buf, l.Kinds>>56|uint64(l.MaxMessage)<<8|uint64(l.MaxDatagram)<<40, 56)
+		w = w.put(buf, 0, 64)
+		w = w.put(buf, 0, 40)
+		withCookie = false
 	default: // RestartHandshake, VersionUpgrade: no body
 		withCookie = false
 	}

@@ -35,7 +35,7 @@ func requestOf(h *protocol.Handshake) request {
 		MinVersion: h.MinVersion, CurVersion: h.CurVersion, Type: h.Type, SentCount: h.SentCount,
 		RandomLen: h.RandomLen, SecretID: h.SecretID, Reason: h.Reason,
 		NetworkFeatures: h.NetworkFeatures, NetworkVersion: h.NetworkVersion,
-		Timestamp: h.Timestamp, Cookie: h.Cookie, OrigCookie: h.OrigCookie}
+		Timestamp: h.Timestamp, Cookie: h.Cookie, OrigCookie: h.OrigCookie, Layout: h.Layout}
 }
 
 // requestGarbage has every byte set, to catch a field decodeRequest leaves.
@@ -187,6 +187,8 @@ func refReplyHandshake(c *ServerConfig, rep *reply, to *ReplyTo) protocol.Handsh
 		h.SecretID, h.Timestamp, h.Cookie = rep.SecretID, rep.Timestamp, *rep.Cookie
 	case protocol.TypeDenied:
 		h.Reason, h.Cookie = rep.Reason, *rep.Cookie
+	case protocol.TypeLayoutMismatch:
+		h.Layout = c.Layout
 	}
 	return h
 }
@@ -197,7 +199,8 @@ var serverReplyTypes = []struct {
 	t       protocol.PacketType
 	restart *bool
 }{{protocol.TypeChallenge, nil}, {protocol.TypeAck, nil}, {protocol.TypeDenied, nil},
-	{protocol.TypeRestartHandshake, new(true)}, {protocol.TypeVersionUpgrade, new(false)}}
+	{protocol.TypeRestartHandshake, new(true)}, {protocol.TypeVersionUpgrade, new(false)},
+	{protocol.TypeLayoutMismatch, nil}}
 
 // checkEncodeReply fails t when encodeReply and refEncodeReply differ: in
 // the length, the bytes, the bytes after the packet (which it must not
@@ -225,6 +228,9 @@ func TestEncodeReplyMatchesGeneric(t *testing.T) {
 			for range 300 {
 				c := ServerConfig{Magic: m, SessionID: uint8(rng.IntN(4)),
 					NetworkVersion: rng.Uint32(), NetworkFeatures: uint16(rng.Uint32())}
+				if rng.IntN(4) != 0 {
+					c.Layout = wiretest.RandLayout(rng)
+				}
 				ck := cookie.Cookie{}
 				for i := range ck {
 					ck[i] = byte(rng.Uint32())
@@ -310,6 +316,9 @@ func FuzzServerReply(f *testing.F) {
 		randomLen uint8, reqLen int, restart bool, secretID uint8, ts uint64, reason uint8, ckb []byte, outLen uint8, seed uint64) {
 		rt := serverReplyTypes[int(typ)%len(serverReplyTypes)]
 		c := ServerConfig{Magic: fuzzMagic(magicLen, magicBits), SessionID: sid, NetworkVersion: nv, NetworkFeatures: nf}
+		if seed&1 != 0 {
+			c.Layout = wiretest.RandLayout(rand.New(rand.NewPCG(seed, 0)))
+		}
 		var ck cookie.Cookie
 		copy(ck[:], ckb)
 		rep := reply{Type: rt.t, Restart: restart, SecretID: secretID & 1, Reason: reason,

@@ -12,7 +12,13 @@
 // kinds.
 package msgcfg
 
-import "github.com/udpgate/udpgate/message"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/message"
+)
 
 // The channels, by number.
 const (
@@ -62,4 +68,76 @@ func ChannelName(ch int) string {
 		return "bulk"
 	}
 	return "unknown"
+}
+
+// Layout is the message layout (docs/protocol.md §3.7) a side with message
+// configuration c and largest datagram maxDatagram declares in its Initials
+// and, as a server, compares an Initial's with: the zero Layout without
+// channels. It lives here, beside the stock layout, because conn and the
+// load generator both declare one.
+func Layout(c *message.Config, maxDatagram int) protocol.Layout {
+	if len(c.Channels) == 0 {
+		return protocol.Layout{}
+	}
+	l := protocol.Layout{Channels: uint8(len(c.Channels)), MaxDatagram: uint16(maxDatagram)}
+	reliable := false
+	for i, ch := range c.Channels {
+		// The wire's codes are the kinds' values plus one: 0 is "no
+		// channel".
+		l.Kinds |= uint64(ch.Kind+1) << (2 * i)
+		reliable = reliable || ch.Kind == message.ReliableOrdered
+	}
+	if reliable {
+		l.MaxMessage = uint32(c.MaxMessageSize)
+		if c.MaxMessageSize == 0 {
+			l.MaxMessage = message.DefaultMaxMessageSize
+		}
+	}
+	return l
+}
+
+// kindNames are the wire's kind codes (docs/protocol.md §3.7) by name.
+var kindNames = [4]string{"none", "reliable-ordered", "unreliable", "sequenced"}
+
+// LayoutDiff says, for a user, how layout server differs from layout
+// client: the channel count, the first channel of another kind, the
+// largest message and the largest datagram, whichever differ.
+func LayoutDiff(server, client protocol.Layout) string {
+	if !server.Declared() {
+		return "the server has no message channels, this client " + describe(client)
+	}
+	var diffs []string
+	sk, ck := kindsOf(server), kindsOf(client)
+	if len(sk) != len(ck) {
+		diffs = append(diffs, "the server has "+describe(server)+", this client "+describe(client))
+	} else {
+		for i := range sk {
+			if sk[i] != ck[i] {
+				diffs = append(diffs, fmt.Sprintf("channel %d is %s on the server, %s on this client", i, sk[i], ck[i]))
+				break
+			}
+		}
+	}
+	if server.MaxMessage != client.MaxMessage {
+		diffs = append(diffs, fmt.Sprintf("MaxMessageSize is %d on the server, %d on this client", server.MaxMessage, client.MaxMessage))
+	}
+	if server.MaxDatagram != client.MaxDatagram {
+		diffs = append(diffs, fmt.Sprintf("MaxDatagram is %d on the server, %d on this client", server.MaxDatagram, client.MaxDatagram))
+	}
+	return strings.Join(diffs, "; ")
+}
+
+// describe names a layout's channels: "3 channels (reliable-ordered,
+// unreliable, sequenced)".
+func describe(l protocol.Layout) string {
+	return fmt.Sprintf("%d channels (%s)", l.Channels, strings.Join(kindsOf(l), ", "))
+}
+
+// kindsOf names a layout's channel kinds, in order.
+func kindsOf(l protocol.Layout) []string {
+	k := make([]string, l.Channels)
+	for i := range k {
+		k[i] = kindNames[l.Kinds>>(2*i)&3]
+	}
+	return k
 }

@@ -41,11 +41,14 @@ const (
 	TypeRestartResponse
 	TypeVersionUpgrade
 	TypeDenied
+	// TypeLayoutMismatch answers an Initial whose declared message layout
+	// differs from the server's (docs/protocol.md §3.7).
+	TypeLayoutMismatch
 	NumPacketTypes
 )
 
 var typeNames = [NumPacketTypes]string{"initial", "challenge", "response", "ack",
-	"restart_handshake", "restart_response", "version_upgrade", "denied"}
+	"restart_handshake", "restart_response", "version_upgrade", "denied", "layout_mismatch"}
 
 func (t PacketType) String() string {
 	if t < NumPacketTypes {
@@ -60,6 +63,7 @@ func (t PacketType) String() string {
 var typeBodyBits = [NumPacketTypes]int{
 	TypeInitial: 225, TypeChallenge: 225, TypeResponse: 225, TypeAck: 225,
 	TypeRestartHandshake: 0, TypeRestartResponse: 385, TypeVersionUpgrade: 0, TypeDenied: 168,
+	TypeLayoutMismatch: layoutBits,
 }
 
 // BodyBits is the type's body size in bits, or -1 for an unknown type.
@@ -114,6 +118,9 @@ type Handshake struct {
 	Cookie     cookie.Cookie // Challenge, Response, Ack, RestartResponse, Denied
 	OrigCookie cookie.Cookie // RestartResponse
 	Reason     uint8         // Denied
+	// Layout: an Initial's declared message layout (zero: none declared),
+	// or a LayoutMismatch's, the server's own.
+	Layout Layout
 
 	Random    [MaxRandomBytes]byte
 	RandomLen uint8 // 8..16
@@ -129,3 +136,29 @@ type ConnHeader struct {
 	AckBits   uint64
 	Kind      Kind
 }
+
+// layoutBits is the size of a Layout on the wire: the 28 bytes an Initial
+// carries after its SecretId bit, and a LayoutMismatch's whole body.
+const layoutBits = 224
+
+// Layout is the message layout a side declares in its Initial and a server
+// compares with its own (docs/protocol.md §3.7): the channels' kinds in
+// order, the largest reliable message and the largest datagram, the
+// settings both sides of a connection must share for its messages to be
+// read as they were meant. The zero Layout declares nothing.
+type Layout struct {
+	// Channels is the number of channels, 0..32.
+	Channels uint8
+	// MaxDatagram is the largest datagram the side sends and accepts.
+	MaxDatagram uint16
+	// MaxMessage is the largest reliable message.
+	MaxMessage uint32
+	// Kinds holds channel i's kind code (1 reliable-ordered, 2 unreliable,
+	// 3 sequenced) in bits 2i and 2i+1; codes of channels ≥ Channels are 0.
+	Kinds uint64
+}
+
+// Declared reports whether l declares a layout: an Initial with the zero
+// Layout (every client before §3.7, and any without messages) is not
+// checked.
+func (l *Layout) Declared() bool { return *l != Layout{} }

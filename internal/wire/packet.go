@@ -117,8 +117,75 @@ func handshakeEncodable(h *protocol.Handshake) bool {
 		return h.Restart
 	case protocol.TypeVersionUpgrade:
 		return !h.Restart
+	case protocol.TypeInitial:
+		return layoutValid(&h.Layout)
+	case protocol.TypeLayoutMismatch:
+		return layoutValid(&h.Layout)
 	}
 	return true
+}
+
+// layoutValid reports whether l is a Layout the wire may carry: the zero Layout,
+// or 1..32 channels each with a kind code 1..3, no code beyond them, and a
+// nonzero MaxDatagram; MaxMessage is nonzero exactly when a channel is
+// reliable-ordered, so that two sides that agree compare equal.
+func layoutValid(l *protocol.Layout) bool {
+	if !l.Declared() {
+		return true
+	}
+	if l.Channels == 0 || l.Channels > maxLayoutChannels || l.MaxDatagram == 0 {
+		return false
+	}
+	reliable := false
+	for i := range maxLayoutChannels {
+		k := l.Kinds >> (2 * i) & 3
+		if (k == 0) != (i >= int(l.Channels)) {
+			return false
+		}
+		reliable = reliable || k == 1
+	}
+	return reliable == (l.MaxMessage != 0)
+}
+
+// maxLayoutChannels is the most channels a Layout describes
+// (docs/protocol.md §14.1).
+const maxLayoutChannels = 32
+
+// writeLayout writes l's 224 bits (docs/protocol.md §3.7): Channels(8)
+// Kinds(64) MaxMessage(32) MaxDatagram(16) and 104 zero bits.
+func writeLayout(w *BitWriter, l *protocol.Layout) {
+	w.WriteBits(uint64(l.Channels)|l.Kinds<<8, 64)
+	w.WriteBits(l.Kinds>>56|uint64(l.MaxMessage)<<8|uint64(l.MaxDatagram)<<40, 56)
+	w.WriteBits(0, 64)
+	w.WriteBits(0, 40)
+}
+
+// LayoutFromWords reads a Layout from the 224 bits after its start, given
+// as the four little-endian words f0..f3 (bits 0..63, 64..127, …; only the
+// low 32 bits of f3 are its). It returns false, with l unset, for bits that
+// are not a Layout the wire may carry (Layout.Valid, reserved bits zero):
+// the receiver drops the packet as bad_body.
+func LayoutFromWords(f0, f1, f2, f3 uint64, l *protocol.Layout) bool {
+	v := protocol.Layout{
+		Channels:    uint8(f0),
+		Kinds:       f0>>8 | f1<<56,
+		MaxMessage:  uint32(f1 >> 8),
+		MaxDatagram: uint16(f1 >> 40),
+	}
+	if f1>>56|f2|f3&(1<<32-1) != 0 || !layoutValid(&v) {
+		return false
+	}
+	*l = v
+	return true
+}
+
+// readLayout reads a Layout's 224 bits from br.
+func readLayout(br *bitReader, l *protocol.Layout) bool {
+	f0 := br.ReadBits(64)
+	f1 := br.ReadBits(64)
+	f2 := br.ReadBits(64)
+	f3 := br.ReadBits(32)
+	return LayoutFromWords(f0, f1, f2, f3, l)
 }
 
 // EncodeHandshake writes h as the handshake packet of §3 into dst: prefix
@@ -129,10 +196,9 @@ func handshakeEncodable(h *protocol.Handshake) bool {
 // It returns 0, having written nothing, when dst is too short or when h is
 // not a packet DecodeHandshake would accept: an unknown Type, RandomLen
 // outside 8..16, SessionID > 3, ClientID > 7, SecretID > 1 (types that carry
-// it), or a RestartBit the type forbids (RestartHandshake and
-// RestartResponse need Restart, VersionUpgrade needs !Restart). Fields the
-// type does not carry are ignored: an Initial's body is always written as
-// zeros.
+// it), a RestartBit the type forbids (RestartHandshake and
+// RestartResponse need Restart, VersionUpgrade needs !Restart), or a Layout
+// the wire may not carry (not Valid). Fields the type does not carry are ignored.
 func EncodeHandshake(dst []byte, m Magic, h *protocol.Handshake) int {
 	if !handshakeEncodable(h) {
 		return 0
@@ -154,12 +220,11 @@ func EncodeHandshake(dst []byte, m Magic, h *protocol.Handshake) int {
 	w.WriteBits(uint64(h.NetworkVersion)|uint64(h.NetworkFeatures)<<32, 48)
 	switch h.Type {
 	case protocol.TypeInitial:
-		// SecretId 0 and 28 zero bytes: 1 + 3·64 + 32 bits.
+		// SecretId 0, then the declared Layout (28 zero bytes for none).
 		w.WriteBits(0, 1)
-		w.WriteBits(0, 64)
-		w.WriteBits(0, 64)
-		w.WriteBits(0, 64)
-		w.WriteBits(0, 32)
+		writeLayout(&w, &h.Layout)
+	case protocol.TypeLayoutMismatch:
+		writeLayout(&w, &h.Layout)
 	case protocol.TypeChallenge, protocol.TypeResponse, protocol.TypeAck, protocol.TypeRestartResponse:
 		w.WriteBits(uint64(h.SecretID), 1)
 		w.WriteBits(math.Float64bits(h.Timestamp), 64)
@@ -215,10 +280,11 @@ func CheckShape(t protocol.PacketType, randomBits int, restart bool) protocol.Dr
 //     prefix or the base;
 //   - DropBadMagic: the magic header differs;
 //   - DropUnexpectedType: HandshakeBit is 0 (a connection packet);
-//   - DropUnknownType: PacketType above 7;
+//   - DropUnknownType: PacketType above 8;
 //   - DropBadSize: the bits after the base are not the type's body plus
 //     8..16 whole random bytes;
-//   - DropBadBody: an Initial whose body is not all zero, or a RestartBit the
+//   - DropBadBody: an Initial or LayoutMismatch whose Layout is not one the
+//     wire may carry (§3.7: Valid, reserved bits zero), or a RestartBit the
 //     type forbids (RestartHandshake and RestartResponse need 1,
 //     VersionUpgrade needs 0).
 //
@@ -264,9 +330,16 @@ func DecodeHandshake(m Magic, b []byte, h *protocol.Handshake) protocol.DropReas
 	h.SecretID = 0
 	h.Timestamp = 0
 	h.Reason = 0
+	h.Layout = protocol.Layout{}
 	switch t {
 	case protocol.TypeInitial:
-		if br.ReadBits(1)|br.ReadBits(64)|br.ReadBits(64)|br.ReadBits(64)|br.ReadBits(32) != 0 {
+		if br.ReadBits(1) != 0 || !readLayout(&br, &h.Layout) {
+			return protocol.DropBadBody
+		}
+		clear(h.Cookie[:])
+		clear(h.OrigCookie[:])
+	case protocol.TypeLayoutMismatch:
+		if !readLayout(&br, &h.Layout) {
 			return protocol.DropBadBody
 		}
 		clear(h.Cookie[:])

@@ -112,7 +112,7 @@ func TestEncodeHandshakeRejects(t *testing.T) {
 		{"random 7", func(h *protocol.Handshake) { h.RandomLen = 7 }},
 		{"random 17", func(h *protocol.Handshake) { h.RandomLen = 17 }},
 		{"random 0", func(h *protocol.Handshake) { h.RandomLen = 0 }},
-		{"type 8", func(h *protocol.Handshake) { h.Type = 8 }},
+		{"type 9", func(h *protocol.Handshake) { h.Type = 9 }},
 		{"type 255", func(h *protocol.Handshake) { h.Type = 255 }},
 		{"session 4", func(h *protocol.Handshake) { h.SessionID = 4 }},
 		{"client 8", func(h *protocol.Handshake) { h.ClientID = 8 }},
@@ -121,6 +121,11 @@ func TestEncodeHandshakeRejects(t *testing.T) {
 		{"restart_response without restart", func(h *protocol.Handshake) { *h = base(protocol.TypeRestartResponse); h.Restart = false }},
 		{"restart_response secret 2", func(h *protocol.Handshake) { *h = base(protocol.TypeRestartResponse); h.SecretID = 2 }},
 		{"version_upgrade with restart", func(h *protocol.Handshake) { *h = base(protocol.TypeVersionUpgrade); h.Restart = true }},
+		{"initial with an invalid layout", func(h *protocol.Handshake) { *h = base(protocol.TypeInitial); h.Layout.Channels = 1 }},
+		{"layout_mismatch with 33 channels", func(h *protocol.Handshake) {
+			*h = base(protocol.TypeLayoutMismatch)
+			h.Layout = protocol.Layout{Channels: 33, MaxDatagram: 1200, Kinds: 1<<64 - 1, MaxMessage: 1}
+		}},
 	} {
 		h := base(protocol.TypeChallenge)
 		tc.mod(&h)
@@ -187,11 +192,12 @@ func TestHandshakeLen(t *testing.T) {
 		{Magic{}, protocol.TypeRestartResponse, 8, 68},
 		{Magic{}, protocol.TypeRestartResponse, 16, 76},
 		{Magic{}, protocol.TypeDenied, 8, 40},
-		{m4, protocol.TypeInitial, 8, 48},          // 4+87+225+64+1 = 381 bits
-		{m4, protocol.TypeRestartHandshake, 8, 20}, // 157 bits
-		{m32, protocol.TypeAck, 16, 60},            // 32+87+225+128+1 = 473 bits
-		{Magic{}, protocol.TypeInitial, 0, 40},     // any length, for searching
-		{Magic{}, 8, 8, 0},
+		{m4, protocol.TypeInitial, 8, 48},             // 4+87+225+64+1 = 381 bits
+		{m4, protocol.TypeRestartHandshake, 8, 20},    // 157 bits
+		{m32, protocol.TypeAck, 16, 60},               // 32+87+225+128+1 = 473 bits
+		{Magic{}, protocol.TypeInitial, 0, 40},        // any length, for searching
+		{Magic{}, protocol.TypeLayoutMismatch, 8, 47}, // 87+224+64+1 = 376 bits
+		{Magic{}, 9, 8, 0},
 		{Magic{}, protocol.TypeInitial, -1, 0},
 	} {
 		if got := HandshakeLen(tc.m, tc.t, tc.r); got != tc.want {
@@ -257,14 +263,30 @@ func TestDecodeHandshakeDrops(t *testing.T) {
 		{"magic where none is expected reads as a prefix", Magic{}, codecRawHandshake(m4, 0, false, 225+64), protocol.DropUnexpectedType},
 		{"connection packet", Magic{}, append([]byte{0x04}, make([]byte, 17)...), protocol.DropMalformed},
 		{"connection packet, terminated", Magic{}, append(append([]byte{0x04}, make([]byte, 17)...), 1), protocol.DropUnexpectedType},
-		{"type 8", Magic{}, codecRawHandshake(Magic{}, 8, false, 225+64), protocol.DropUnknownType},
+		{"type 9", Magic{}, codecRawHandshake(Magic{}, 9, false, 225+64), protocol.DropUnknownType},
 		{"type 255", Magic{}, codecRawHandshake(Magic{}, 255, false, 225+64), protocol.DropUnknownType},
-		{"type 8, no body", Magic{}, codecRawHandshake(Magic{}, 8, false, 64), protocol.DropUnknownType},
+		{"type 9, no body", Magic{}, codecRawHandshake(Magic{}, 9, false, 64), protocol.DropUnknownType},
 		{"initial secret bit", Magic{}, codecRawHandshake(Magic{}, 0, false, 225+64, 0), protocol.DropBadBody},
 		{"initial first zero byte", Magic{}, codecRawHandshake(Magic{}, 0, false, 225+64, 1), protocol.DropBadBody},
 		{"initial timestamp sign", Magic{}, codecRawHandshake(Magic{}, 0, false, 225+64, 64), protocol.DropBadBody},
 		{"initial last zero bit", Magic{}, codecRawHandshake(Magic{}, 0, false, 225+64, 224), protocol.DropBadBody},
 		{"initial last zero bit, magic", m4, codecRawHandshake(m4, 0, false, 225+64, 224), protocol.DropBadBody},
+		// An Initial's Layout (§3.7) from body bit 1: Channels 1..8,
+		// Kinds 9..72, MaxMessage 73..104, MaxDatagram 105..120,
+		// reserved 121..224; a LayoutMismatch's from bit 0.
+		{"initial layout: one unreliable channel", Magic{}, codecRawHandshake(Magic{}, 0, false, 225+64, 1, 10, 105), protocol.DropNone},
+		{"initial layout: one reliable channel", Magic{}, codecRawHandshake(Magic{}, 0, false, 225+64, 1, 9, 73, 105), protocol.DropNone},
+		{"initial layout: reliable, MaxMessage 0", Magic{}, codecRawHandshake(Magic{}, 0, false, 225+64, 1, 9, 105), protocol.DropBadBody},
+		{"initial layout: MaxMessage without a reliable channel", Magic{}, codecRawHandshake(Magic{}, 0, false, 225+64, 1, 10, 73, 105), protocol.DropBadBody},
+		{"initial layout: MaxDatagram 0", Magic{}, codecRawHandshake(Magic{}, 0, false, 225+64, 1, 10), protocol.DropBadBody},
+		{"initial layout: kind code 0 inside", Magic{}, codecRawHandshake(Magic{}, 0, false, 225+64, 2, 10, 105), protocol.DropBadBody},
+		{"initial layout: kind beyond Channels", Magic{}, codecRawHandshake(Magic{}, 0, false, 225+64, 1, 10, 12, 105), protocol.DropBadBody},
+		{"initial layout: 33 channels", Magic{}, codecRawHandshake(Magic{}, 0, false, 225+64, 1, 6, 10, 105), protocol.DropBadBody},
+		{"initial layout: reserved bit", Magic{}, codecRawHandshake(Magic{}, 0, false, 225+64, 1, 10, 105, 121), protocol.DropBadBody},
+		{"initial layout: 0 channels, MaxDatagram", Magic{}, codecRawHandshake(Magic{}, 0, false, 225+64, 105), protocol.DropBadBody},
+		{"layout_mismatch: one sequenced channel", Magic{}, codecRawHandshake(Magic{}, 8, false, 224+64, 0, 8, 9, 104), protocol.DropNone},
+		{"layout_mismatch: a server without messages", Magic{}, codecRawHandshake(Magic{}, 8, false, 224+64), protocol.DropNone},
+		{"layout_mismatch: reserved bit", Magic{}, codecRawHandshake(Magic{}, 8, false, 224+64, 0, 8, 9, 104, 223), protocol.DropBadBody},
 		{"initial random is free", Magic{}, codecRawHandshake(Magic{}, 0, false, 225+64, 225, 288), protocol.DropNone},
 		{"initial with restart", Magic{}, codecRawHandshake(Magic{}, 0, true, 225+64), protocol.DropNone},
 		{"restart_handshake restart 0", Magic{}, codecRawHandshake(Magic{}, 4, false, 64), protocol.DropBadBody},
@@ -450,10 +472,17 @@ func TestHandshakeEveryGeometry(t *testing.T) {
 				}
 				var body []uint64 // 8-bit fields unless noted
 				switch typ {
-				case protocol.TypeInitial:
-					for range 225 {
+				case protocol.TypeInitial, protocol.TypeLayoutMismatch:
+					if typ == protocol.TypeInitial && field(1) != 0 {
+						t.Fatalf("M=%d: Initial SecretId set", mlen)
+					}
+					l := h.Layout
+					if field(8) != uint64(l.Channels) || field(64) != l.Kinds || field(32) != uint64(l.MaxMessage) || field(16) != uint64(l.MaxDatagram) {
+						t.Fatalf("M=%d %v: Layout fields", mlen, typ)
+					}
+					for range 104 {
 						if field(1) != 0 {
-							t.Fatalf("M=%d: Initial body bit %d set", mlen, pos-1)
+							t.Fatalf("M=%d %v: reserved bit %d set", mlen, typ, pos-1)
 						}
 					}
 				case protocol.TypeChallenge, protocol.TypeResponse, protocol.TypeAck, protocol.TypeRestartResponse:

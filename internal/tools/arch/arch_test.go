@@ -28,6 +28,7 @@ var layers = [][]string{
 	{"internal/wire", "internal/ratelimit", "internal/seqwin", "internal/wire/wiretest"},
 	{"internal/handshake"},
 	{"fastpath", "message", "netsim"},
+	{"internal/msgcfg"},
 	{"conn"},
 	{"metrics"},
 }

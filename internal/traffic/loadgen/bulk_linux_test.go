@@ -76,8 +76,9 @@ func TestMessagesBulkAlone(t *testing.T) {
 // skipped and counted, each once (no retry loop), and those sent still
 // all come back.
 func TestMessagesBulkRefused(t *testing.T) {
-	s := listenMsgEcho(t, conn.Config{})
 	const clients, rate, size = 2, 50, 20_000
+	// The server's largest message is the clients' (docs/protocol.md §3.7).
+	s := listenMsgEcho(t, conn.Config{Messages: msgcfg.Config(size, 0)})
 	// 1 MB/s offered per client against 200 kB/s sent; the queue holds
 	// 128 KiB (2 × 64 KiB, as the largest message is smaller).
 	cfg := Config{Server: s.Addr(), Mode: ModeData, Clients: clients, BulkSize: size, BulkRate: rate,

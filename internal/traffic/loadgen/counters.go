@@ -32,6 +32,7 @@ const (
 	cTimedOut
 	cWrongVersion
 	cTokenRequired
+	cWrongLayout
 	cResent
 	cClosedApp
 	cClosedShutdown
@@ -117,13 +118,15 @@ type Counters struct {
 	// TimedOut: no progress within ConnectTimeout, or still handshaking
 	// when the phase ended; WrongVersion: the server sent VersionUpgrade;
 	// TokenRequired: a sealed server's Ack (docs/protocol.md §11.3), to a
-	// run without tokens.
+	// run without tokens; WrongLayout: the server sent LayoutMismatch (its
+	// message channels or largest message differ, §3.7).
 	DeniedFull    uint64
 	DeniedRefused uint64
 	DeniedOther   uint64
 	TimedOut      uint64
 	WrongVersion  uint64
 	TokenRequired uint64
+	WrongLayout   uint64
 	// Resent: clients that connected only after resending an Initial or a
 	// Response (a request or its answer was lost, or came after the 1 s
 	// resend interval).
@@ -266,6 +269,7 @@ func (c Counters) Endings() []Ending {
 		{"handshake timed out", c.TimedOut},
 		{"handshake refused: wrong version", c.WrongVersion},
 		{"handshake ended: the server is sealed and needs a connect token", c.TokenRequired},
+		{"handshake refused: the server's message layout differs (-message-max-size, channels)", c.WrongLayout},
 		{"token refused: token expired", c.RefusedExpired},
 		{"token refused: token invalid (wrong key or protocol id)", c.RefusedInvalid},
 		{"token refused: this server is not in the token", c.RefusedForeign},

@@ -18,7 +18,7 @@ func TestCountersLayout(t *testing.T) {
 		cHandshakeFailures: &c.HandshakeFailures, cHandshakePackets: &c.HandshakePackets,
 		cDisconnects: &c.Disconnects,
 		cDeniedFull:  &c.DeniedFull, cDeniedRefused: &c.DeniedRefused, cDeniedOther: &c.DeniedOther,
-		cTimedOut: &c.TimedOut, cWrongVersion: &c.WrongVersion, cTokenRequired: &c.TokenRequired, cResent: &c.Resent,
+		cTimedOut: &c.TimedOut, cWrongVersion: &c.WrongVersion, cTokenRequired: &c.TokenRequired, cWrongLayout: &c.WrongLayout, cResent: &c.Resent,
 		cClosedApp: &c.ClosedApp, cClosedShutdown: &c.ClosedShutdown, cClosedTimedOut: &c.ClosedTimedOut,
 		cClosedReplaced: &c.ClosedReplaced, cClosedOther: &c.ClosedOther,
 		cRestartHandshakes: &c.RestartHandshakes, cRestarts: &c.Restarts,

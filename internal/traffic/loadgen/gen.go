@@ -150,12 +150,15 @@ type ConnectResult struct {
 	// Failed by cause (they sum to Failed): Denied by reason (server
 	// full, refused by the application, any other reason), timed out (no
 	// progress within ConnectTimeout, or unfinished when the phase ended),
-	// and wrong version (the server sent VersionUpgrade).
+	// wrong version (the server sent VersionUpgrade) and wrong layout (it
+	// sent LayoutMismatch: its message layout differs, docs/protocol.md
+	// §3.7).
 	DeniedFull    int
 	DeniedRefused int
 	DeniedOther   int
 	TimedOut      int
 	WrongVersion  int
+	WrongLayout   int
 	// Sealed mode: tokens the server refused, by reason (token expired,
 	// invalid, this server not in the token, in use from another address,
 	// server full); also part of Failed.
@@ -254,6 +257,7 @@ func (g *Generator) connect(ctx context.Context, open bool) (ConnectResult, erro
 	res.Failed = int(d.HandshakeFailures)
 	res.DeniedFull, res.DeniedRefused, res.DeniedOther = int(d.DeniedFull), int(d.DeniedRefused), int(d.DeniedOther)
 	res.TimedOut, res.WrongVersion, res.Resent = int(d.TimedOut), int(d.WrongVersion), int(d.Resent)
+	res.WrongLayout = int(d.WrongLayout)
 	res.AllIn = time.Duration(lastAck - start)
 	res.Latency = h.Summary()
 	res.SinceStart = since.Summary()
@@ -261,6 +265,9 @@ func (g *Generator) connect(ctx context.Context, open bool) (ConnectResult, erro
 	res.Proofs = d.Proofs
 	res.RefusedExpired, res.RefusedInvalid, res.RefusedForeign = int(d.RefusedExpired), int(d.RefusedInvalid), int(d.RefusedForeign)
 	res.RefusedInUse, res.RefusedFull = int(d.RefusedInUse), int(d.RefusedFull)
+	if err == nil && res.Connected == 0 && res.WrongLayout > 0 {
+		err = fmt.Errorf("loadgen: no client connected to %v: the server's message layout differs from the clients' (docs/protocol.md §3.7): give both the same -message-max-size", g.cfg.Server)
+	}
 	if err == nil && res.Connected == 0 && res.Clients > 0 {
 		err = fmt.Errorf("loadgen: no client connected to %v (is the server running, with the same magic header and network version?)", g.cfg.Server)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/internal/handshake"
+	"github.com/udpgate/udpgate/internal/msgcfg"
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seal"
 	"github.com/udpgate/udpgate/internal/seqwin"
@@ -226,6 +227,7 @@ func (w *worker) connect(start, deadline int64, open bool) {
 		Magic:           cfg.Magic,
 		NetworkVersion:  cfg.NetworkVersion,
 		NetworkFeatures: cfg.NetworkFeatures,
+		Layout:          msgcfg.Layout(&cfg.MessageConfig, protocol.DefaultMaxDatagram),
 		ResendInterval:  cfg.ResendInterval.Seconds(),
 		ConnectTimeout:  cfg.ConnectTimeout.Seconds(),
 		// Sealed: the proof follows the Challenge (docs/protocol.md §11.3).
@@ -412,6 +414,8 @@ func (w *worker) handshakeEvent(h *handshake.ClientHandshake, j int, ev handshak
 		w.ctr.loc[deniedCounter(h.DeniedReason())]++
 	case handshake.EventWrongVersion:
 		w.ctr.loc[cWrongVersion]++
+	case handshake.EventWrongLayout:
+		w.ctr.loc[cWrongLayout]++
 	case handshake.EventTimedOut:
 		w.ctr.loc[cTimedOut]++
 	case handshake.EventTokenRequired:

@@ -65,8 +65,33 @@ func RandHandshake(rng *rand.Rand, t protocol.PacketType) protocol.Handshake {
 		h.Restart = true
 	case protocol.TypeVersionUpgrade:
 		h.Restart = false
+	case protocol.TypeInitial:
+		if rng.IntN(2) == 1 {
+			h.Layout = RandLayout(rng)
+		}
+	case protocol.TypeLayoutMismatch:
+		h.Layout = RandLayout(rng)
 	}
 	return h
+}
+
+// RandLayout returns a random declared, valid Layout (docs/protocol.md
+// §3.7).
+func RandLayout(rng *rand.Rand) protocol.Layout {
+	l := protocol.Layout{
+		Channels:    uint8(1 + rng.IntN(32)), // 32 channels at most (§3.7),
+		MaxDatagram: uint16(1 + rng.IntN(1<<16-1)),
+	}
+	reliable := false
+	for i := range int(l.Channels) {
+		k := uint64(1 + rng.IntN(3))
+		l.Kinds |= k << (2 * i)
+		reliable = reliable || k == 1
+	}
+	if reliable {
+		l.MaxMessage = 1 + rng.Uint32()>>1
+	}
+	return l
 }
 
 // Garbage is a Handshake with every byte set, to catch a decoder that
@@ -74,7 +99,8 @@ func RandHandshake(rng *rand.Rand, t protocol.PacketType) protocol.Handshake {
 func Garbage() protocol.Handshake {
 	h := protocol.Handshake{SessionID: 0xFF, ClientID: 0xFF, Restart: true, MinVersion: 0xFF, CurVersion: 0xFF,
 		Type: 0xFF, SentCount: 0xFF, NetworkVersion: 0xFFFFFFFF, NetworkFeatures: 0xFFFF,
-		SecretID: 0xFF, Timestamp: math.Inf(1), Reason: 0xFF, RandomLen: 0xFF}
+		SecretID: 0xFF, Timestamp: math.Inf(1), Reason: 0xFF, RandomLen: 0xFF,
+		Layout: protocol.Layout{Channels: 0xFF, MaxDatagram: 0xFFFF, MaxMessage: 0xFFFFFFFF, Kinds: 1<<64 - 1}}
 	for i := range h.Cookie {
 		h.Cookie[i], h.OrigCookie[i] = 0xFF, 0xFF
 	}
@@ -234,6 +260,18 @@ func VectorHandshake(f *Fields) protocol.Handshake {
 	}
 	if f.Has("reason") {
 		h.Reason = uint8(f.Uint("reason", 8))
+	}
+	if f.Has("layout") {
+		var l struct {
+			Kinds       []uint8 `json:"kinds"`
+			MaxMessage  uint32  `json:"max_message"`
+			MaxDatagram uint16  `json:"max_datagram"`
+		}
+		f.Get("layout", &l)
+		h.Layout = protocol.Layout{Channels: uint8(len(l.Kinds)), MaxMessage: l.MaxMessage, MaxDatagram: l.MaxDatagram}
+		for i, k := range l.Kinds {
+			h.Layout.Kinds |= uint64(k) << (2 * i)
+		}
 	}
 	return h
 }
