@@ -124,7 +124,7 @@ func TestCheckDropReasons(t *testing.T) {
 		{"unreliable_too_long", "01 62" + strings.Repeat("00", 98), DropTooLarge},
 		{"sequenced_too_long", "02 0000 60" + strings.Repeat("00", 96), DropTooLarge},
 		{"ok_unreliable_max", "01 61" + strings.Repeat("00", 97), DropNone},
-		{"out_of_window", "00 0001 01 61", DropOutOfWindow},
+		{"out_of_window", "00 0004 01 61", DropOutOfWindow}, // unit 1024: the window is [0, 1024)
 		{"out_of_window_far", "00 ff7f 01 61", DropOutOfWindow},
 		{"bad_after_good", "00 0000 01 61 c0", DropReservedBits},
 	} {

@@ -37,7 +37,7 @@ const (
 	// window is the reliable receive window in units (a fragment is one
 	// unit): a sender never sends a unit id ≥ its oldest unacknowledged
 	// id + window.
-	window        = 256
+	window        = 1024
 	minQueuedBase = 64 << 10
 	// minMaxPayload, maxMaxPayload bound NewLayer's maxPayload: a fragment
 	// (maxPayload − 9) must hold at least 16 bytes and a 2-byte length.
@@ -47,9 +47,10 @@ const (
 	// carrying units are unreported; resends are not held back. Above
 	// the 128 packets the packet layer tracks (seqwin.SeqRingSize): a
 	// packet it stops tracking is Evicted, and its fate read from the
-	// ack fields directly (Acks). With the 256-unit window, about 280 KB
-	// in flight: 45 Mbit/s at a 50 ms round trip.
-	maxLivePackets = 240
+	// ack fields directly (Acks). Below the 1024-unit window: about
+	// 1.1 MB in flight, 180 Mbit/s at a 50 ms round trip (docs/decisions.md,
+	// "A 1024-unit window").
+	maxLivePackets = 960
 	// ackWindow is how far back a packet's ack fields reach (§7.4):
 	// Ack, and AckBits for the 64 before it.
 	ackWindow = 64
