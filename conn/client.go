@@ -17,6 +17,7 @@ import (
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/seqwin"
 	"github.com/udpgate/udpgate/internal/wire"
+	"github.com/udpgate/udpgate/netsim"
 )
 
 // Client is a connection to a server, made by Dial.
@@ -74,7 +75,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	server, err := resolve(addr)
+	server, err := resolve(st.Network, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +146,17 @@ func (c Config) localAddr(server netip.AddrPort) string {
 	return "[::]:0"
 }
 
-func resolve(addr string) (netip.AddrPort, error) {
+// resolve finds the server's address: on the simulated network nw if it is
+// set (netsim.Network.Resolve: literal addresses and the names SetHost
+// gave), else by the system's resolver.
+func resolve(nw *netsim.Network, addr string) (netip.AddrPort, error) {
+	if nw != nil {
+		ap, err := nw.Resolve(addr)
+		if err != nil {
+			return netip.AddrPort{}, fmt.Errorf("conn: bad server address %q: %w", addr, err)
+		}
+		return ap, nil
+	}
 	if ap, err := netip.ParseAddrPort(addr); err == nil {
 		return ap, nil
 	}

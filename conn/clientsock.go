@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strconv"
 	"syscall"
 
 	"github.com/udpgate/udpgate/netsim"
@@ -33,7 +32,7 @@ type clientSocket interface {
 // port, port 0 for any): on nw if it is set, else a UDP socket.
 func listenClient(nw *netsim.Network, local string) (clientSocket, error) {
 	if nw != nil {
-		ap, err := simAddr(local)
+		ap, err := nw.Resolve(local)
 		if err != nil {
 			return nil, fmt.Errorf("conn: bad local address %q: %v", local, err)
 		}
@@ -53,35 +52,6 @@ func listenClient(nw *netsim.Network, local string) (clientSocket, error) {
 	}
 	enableRecvErr(udp)
 	return udpSocket{udp}, nil
-}
-
-// simAddr parses an address on a simulated network: "10.0.0.1:7777",
-// "[::1]:0", ":7777" (the unspecified IPv4 address) or "localhost:7777"
-// (127.0.0.1). There is no resolver.
-func simAddr(s string) (netip.AddrPort, error) {
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
-	}
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return netip.AddrPort{}, err
-	}
-	p, err := strconv.ParseUint(port, 10, 16)
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("bad port %q", port)
-	}
-	var ip netip.Addr
-	switch host {
-	case "":
-		ip = netip.IPv4Unspecified()
-	case "localhost":
-		ip = netip.AddrFrom4([4]byte{127, 0, 0, 1})
-	default:
-		if ip, err = netip.ParseAddr(host); err != nil {
-			return netip.AddrPort{}, fmt.Errorf("%q is not an IP address (a simulated network has no resolver)", host)
-		}
-	}
-	return netip.AddrPortFrom(ip.Unmap(), uint16(p)), nil
 }
 
 // udpSocket is a client's UDP socket, reporting ICMP errors on Linux

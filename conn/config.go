@@ -109,7 +109,9 @@ type Config struct {
 	LocalAddr string
 	// Network, when set, makes Listen and Dial bind on this simulated
 	// network instead of real sockets (tests; package netsim): addresses
-	// are the network's, and an unspecified one binds its loopback.
+	// are the network's, and an unspecified one binds its loopback. Host
+	// names are the network's too (netsim.Network.SetHost; Dial never asks
+	// the real DNS then).
 	Network *netsim.Network
 
 	// ClientID (client only): 0 picks one at random for each Dial, so a

@@ -94,7 +94,7 @@ func (n *testNet) peer(s *Server, local string) *rawPeer {
 	if n.nw == nil {
 		return newRawPeer(n.t, s, local)
 	}
-	ap, err := simAddr(local)
+	ap, err := n.nw.Resolve(local)
 	if err != nil {
 		n.t.Fatal(err)
 	}

@@ -109,7 +109,7 @@ func listenStopped(addr string, cfg Config) (*Server, error) {
 	}
 	if st.Network != nil {
 		// A simulated network: its endpoints are the sockets, unsteered.
-		ap, err := simAddr(addr)
+		ap, err := st.Network.Resolve(addr)
 		if err != nil {
 			return nil, fmt.Errorf("conn: bad listen address %q: %v", addr, err)
 		}

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,6 +157,7 @@ type Network struct {
 	mu       sync.Mutex
 	groups   map[netip.AddrPort]*Group
 	nextPort int
+	hosts    map[string]netip.Addr
 	def      *rule
 	paths    map[pathKey]*rule
 
@@ -173,6 +176,54 @@ type Network struct {
 // New returns an empty network whose links are perfect.
 func New() *Network {
 	return &Network{groups: make(map[netip.AddrPort]*Group), nextPort: FirstEphemeralPort}
+}
+
+// SetHost names addr host on this network, for Resolve: a simulated
+// network has no DNS, so a test that dials by name says what the name is.
+// Names are compared as given (use lower case).
+func (nw *Network) SetHost(host string, addr netip.Addr) {
+	nw.mu.Lock()
+	if nw.hosts == nil {
+		nw.hosts = make(map[string]netip.Addr)
+	}
+	nw.hosts[host] = addr
+	nw.mu.Unlock()
+}
+
+// Resolve reads hostport, "host:port", as an address of this network: a
+// literal address ("10.0.0.1:7777", "[::1]:0"), a host named with SetHost,
+// "localhost" (127.0.0.1 unless SetHost says otherwise) or no host
+// (":7777", the unspecified IPv4 address). IPv4-mapped IPv6 addresses are
+// unmapped. It never asks the real DNS.
+func (nw *Network) Resolve(hostport string) (netip.AddrPort, error) {
+	if ap, err := netip.ParseAddrPort(hostport); err == nil {
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
+	}
+	host, portStr, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("netsim: bad address %q: %v (use host:port)", hostport, err)
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("netsim: bad port in %q (use host:port, port 0..65535)", hostport)
+	}
+	nw.mu.Lock()
+	addr, ok := nw.hosts[host]
+	nw.mu.Unlock()
+	switch {
+	case ok:
+	case host == "":
+		addr, ok = netip.IPv4Unspecified(), true
+	case host == "localhost":
+		addr, ok = netip.AddrFrom4([4]byte{127, 0, 0, 1}), true
+	default:
+		addr, err = netip.ParseAddr(host)
+		ok = err == nil
+	}
+	if !ok {
+		return netip.AddrPort{}, fmt.Errorf("netsim: no host %q on this network: name its address with Network.SetHost", host)
+	}
+	return netip.AddrPortFrom(addr.Unmap(), uint16(port)), nil
 }
 
 // SetLink makes l the link of every path SetPath does not name.
