@@ -1,0 +1,118 @@
+package cclient_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// The C library and its test programs are built with the system compiler
+// (cc, or $CC) into a temporary directory, never into the source tree.
+
+var (
+	buildDir  string
+	buildMu   sync.Mutex
+	built     = map[string]string{}
+	buildErrs = map[string]error{}
+)
+
+func TestMain(m *testing.M) {
+	d, err := os.MkdirTemp("", "udpgate-cclient-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	buildDir = d
+	code := m.Run()
+	os.RemoveAll(d)
+	os.Exit(code)
+}
+
+// compiler returns the C compiler to use, or skips the test saying why.
+func compiler(t testing.TB) string {
+	t.Helper()
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "cc"
+	}
+	if _, err := exec.LookPath(cc); err != nil {
+		t.Skipf("no C compiler (%s): install one (scripts/deps.sh) to run the C client's tests", cc)
+	}
+	return cc
+}
+
+// sodiumFlags returns libsodium's compile and link flags, or skips.
+func sodiumFlags(t testing.TB) []string {
+	t.Helper()
+	out, err := exec.Command("pkg-config", "--cflags", "--libs", "libsodium").Output()
+	if err != nil {
+		// No pkg-config: try the plain library.
+		if _, err2 := os.Stat("/usr/include/sodium.h"); err2 != nil {
+			t.Skipf("libsodium not found (pkg-config libsodium: %v): install libsodium-dev (scripts/deps.sh)", err)
+		}
+		return []string{"-lsodium"}
+	}
+	return strings.Fields(string(out))
+}
+
+// variant is how a program is built.
+type variant string
+
+const (
+	plain    variant = "plain"    // -O2
+	sanitize variant = "sanitize" // -fsanitize=address,undefined
+	fuzzer   variant = "fuzzer"   // clang -fsanitize=fuzzer,address,undefined
+)
+
+// program builds test/<name>.c with the library's sources and returns the
+// executable's path; a build failure fails the test.
+func program(t testing.TB, name string, v variant) string {
+	t.Helper()
+	cc := compiler(t)
+	if v == fuzzer {
+		if _, err := exec.LookPath("clang"); err != nil {
+			t.Skip("no clang for the libFuzzer driver: install clang (scripts/deps.sh)")
+		}
+		cc = "clang"
+	}
+	sodium := sodiumFlags(t)
+	key := name + "/" + string(v)
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := built[key]; ok {
+		return p
+	}
+	if err, ok := buildErrs[key]; ok {
+		t.Fatal(err)
+	}
+	srcs, _ := filepath.Glob("src/*.c")
+	out := filepath.Join(buildDir, name+"-"+string(v))
+	args := []string{"-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-Iinclude", "-g"}
+	switch v {
+	case plain:
+		args = append(args, "-O2")
+	case sanitize:
+		args = append(args, "-O1", "-fno-omit-frame-pointer", "-fsanitize=address,undefined", "-fno-sanitize-recover=all")
+	case fuzzer:
+		args = append(args, "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all")
+	}
+	args = append(args, "-o", out, filepath.Join("test", name+".c"))
+	args = append(args, srcs...)
+	args = append(args, sodium...)
+	args = append(args, "-lm")
+	cmd := exec.Command(cc, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		e := fmt.Errorf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, stderr.String())
+		buildErrs[key] = e
+		t.Fatal(e)
+	}
+	built[key] = out
+	return out
+}
