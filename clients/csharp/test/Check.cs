@@ -1,0 +1,122 @@
+// Check.cs: the binding's checks that need the CLR, run by sample_test.go
+// (compiled together with src/*.cs, so it sees the internal mirrors).
+//
+//   mono check.exe enums          every enum member: "Enum.Member value"
+//   mono check.exe layout         offsets and sizes of the struct mirrors
+//   mono check.exe allocs ADDR N  bytes the managed heap grew by while N
+//                                 reliable messages went out and came back
+//                                 from an echo server at ADDR (unsealed)
+
+using System;
+using System.Diagnostics;
+using System.Runtime.InteropServices;
+using Udpgate;
+
+static class Check
+{
+    static int Main(string[] args)
+    {
+        switch (args.Length > 0 ? args[0] : "")
+        {
+            case "enums":
+                Enums(typeof(Result));
+                Enums(typeof(State));
+                Enums(typeof(ChannelKind));
+                Enums(typeof(Drop));
+                return 0;
+            case "layout":
+                Layout();
+                return 0;
+            case "allocs":
+                return Allocs(args[1], int.Parse(args[2]));
+        }
+        Console.Error.WriteLine("usage: check.exe enums | layout | allocs ADDR N");
+        return 2;
+    }
+
+    static void Enums(Type t)
+    {
+        foreach (var name in Enum.GetNames(t))
+            Console.WriteLine(t.Name + "." + name + " " + Convert.ToInt64(Enum.Parse(t, name)));
+    }
+
+    static void Layout()
+    {
+        var c = typeof(Native.Config);
+        Console.WriteLine("sizeof(udpgate_config) " + Marshal.SizeOf(c));
+        foreach (var f in c.GetFields())
+            Console.WriteLine("udpgate_config." + f.Name + " " + Marshal.OffsetOf(c, f.Name));
+        var s = typeof(Native.StatsHead);
+        foreach (var f in s.GetFields())
+            Console.WriteLine("udpgate_stats." + f.Name + " " + Marshal.OffsetOf(s, f.Name));
+        Console.WriteLine("udpgate_stats.drops " + Marshal.SizeOf(s));
+        Console.WriteLine("sizeof(udpgate_stats) " + (Marshal.SizeOf(s) + 8 * (int)Drop.Count));
+        var a = typeof(Native.Address);
+        Console.WriteLine("sizeof(udpgate_address) " + Marshal.SizeOf(a));
+        Console.WriteLine("udpgate_address.family " + Marshal.OffsetOf(a, "family"));
+        Console.WriteLine("udpgate_address.port " + Marshal.OffsetOf(a, "port"));
+    }
+
+    // Connects, warms up (the marshalling stubs are made at a method's first
+    // call), then counts the managed bytes allocated while n messages make
+    // the round trip through TrySend, Update, TryReceive, State and GetStats.
+    static int Allocs(string address, int n)
+    {
+        var clock = Stopwatch.StartNew();
+        using (var client = new Client())
+        {
+            client.Connect(address, clock.Elapsed.TotalSeconds);
+            var msg = new byte[100];
+            var buf = new byte[2048];
+            var stats = new Stats();
+            if (!RoundTrips(client, clock, msg, buf, stats, 100))
+                return 1;
+            long before = GC.GetAllocatedBytesForCurrentThread();
+            if (!RoundTrips(client, clock, msg, buf, stats, n))
+                return 1;
+            long after = GC.GetAllocatedBytesForCurrentThread();
+            Console.WriteLine("allocated " + (after - before) + " bytes for " + n + " messages");
+            return 0;
+        }
+    }
+
+    static bool RoundTrips(Client client, Stopwatch clock, byte[] msg, byte[] buf, Stats stats, int n)
+    {
+        int sent = 0, got = 0;
+        double deadline = clock.Elapsed.TotalSeconds + 30;
+        while (got < n)
+        {
+            double now = clock.Elapsed.TotalSeconds;
+            if (now > deadline)
+            {
+                Console.Error.WriteLine("FAIL: timed out: " + got + " of " + n);
+                return false;
+            }
+            client.Update(now);
+            State st = client.State;
+            if (st < 0)
+            {
+                Console.Error.WriteLine("FAIL: " + client.StateText);
+                return false;
+            }
+            if (st == State.Connected && sent < n)
+            {
+                msg[0] = (byte)sent;
+                if (client.TrySend(0, new ReadOnlySpan<byte>(msg, 0, 1 + sent % msg.Length)) == Result.Ok)
+                    sent++;
+            }
+            int ch, len;
+            while (client.TryReceive(buf, out ch, out len))
+            {
+                if (ch != 0 || buf[0] != (byte)got)
+                {
+                    Console.Error.WriteLine("FAIL: echo " + got + " out of order");
+                    return false;
+                }
+                got++;
+            }
+            client.GetStats(stats);
+        }
+        return true;
+    }
+}
