@@ -1,0 +1,410 @@
+package csharp_test
+
+// The C# binding, tested by the server it talks to: the C library is built
+// as a shared library with the system compiler, the binding, its sample and
+// its check program with Mono's mcs, all into a temporary directory; the
+// sample runs under mono against an in-process sealed udpgate server with an
+// echo handler.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/udpgate/udpgate/conn"
+	"github.com/udpgate/udpgate/internal/msgcfg"
+	"github.com/udpgate/udpgate/token"
+)
+
+var (
+	testKey        = [token.KeyBytes]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32}
+	otherKey       = [token.KeyBytes]byte{99}
+	testProtocolID = uint64(0x1122334455667788)
+)
+
+// ---- building --------------------------------------------------------------
+
+var (
+	buildDir  string
+	buildOnce sync.Once
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	d, err := os.MkdirTemp("", "udpgate-csharp-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	buildDir = d
+	code := m.Run()
+	os.RemoveAll(d)
+	os.Exit(code)
+}
+
+// tools returns the C compiler, or skips the test saying what is missing and
+// how to get it.
+func tools(t *testing.T) string {
+	t.Helper()
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "cc"
+	}
+	for _, tool := range []string{"mcs", "mono", cc} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not found: install mono-mcs, mono-runtime and a C compiler (scripts/deps.sh) to test the C# binding", tool)
+		}
+	}
+	return cc
+}
+
+// sodium returns libsodium's link flags, or skips.
+func sodium(t *testing.T) []string {
+	t.Helper()
+	out, err := exec.Command("pkg-config", "--cflags", "--libs", "libsodium").Output()
+	if err == nil {
+		return strings.Fields(string(out))
+	}
+	if _, err2 := os.Stat("/usr/include/sodium.h"); err2 != nil {
+		t.Skipf("libsodium not found (pkg-config libsodium: %v): install libsodium-dev (scripts/deps.sh)", err)
+	}
+	return []string{"-lsodium"}
+}
+
+func run(name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out.String())
+	}
+	return nil
+}
+
+// build makes, once for the package: libudpgate.so from ../c/src; Udpgate.dll
+// and sample.exe as the Makefile makes them; check.exe (test/Check.cs with
+// the binding's sources) and layout (test/layout.c).
+func build(t *testing.T) string {
+	t.Helper()
+	cc := tools(t)
+	libs := sodium(t)
+	buildOnce.Do(func() {
+		csrc, _ := filepath.Glob("../c/src/*.c")
+		args := []string{"-std=c99", "-O2", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror", "-I../c/include",
+			"-o", filepath.Join(buildDir, "libudpgate.so")}
+		args = append(append(append(args, csrc...), libs...), "-lm")
+		if buildErr = run(cc, args...); buildErr != nil {
+			return
+		}
+		if buildErr = run(cc, "-std=c99", "-Wall", "-Werror", "-I../c/include", "-o", filepath.Join(buildDir, "layout"), "test/layout.c"); buildErr != nil {
+			return
+		}
+		src, _ := filepath.Glob("src/*.cs")
+		sample, _ := filepath.Glob("sample/*.cs")
+		flags := []string{"-optimize+", "-warnaserror+", "-nologo"} // the Makefile's MCSFLAGS
+		dll := filepath.Join(buildDir, "Udpgate.dll")
+		if buildErr = run("mcs", append(append(flags, "-target:library", "-out:"+dll), src...)...); buildErr != nil {
+			return
+		}
+		if buildErr = run("mcs", append(append(flags, "-target:exe", "-r:"+dll, "-out:"+filepath.Join(buildDir, "sample.exe")), sample...)...); buildErr != nil {
+			return
+		}
+		buildErr = run("mcs", append(append(flags, "-target:exe", "-out:"+filepath.Join(buildDir, "check.exe"), "test/Check.cs"), src...)...)
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildDir
+}
+
+// mono runs a program of the build under mono with the library on
+// LD_LIBRARY_PATH and returns its exit code and combined output.
+func mono(t *testing.T, prog string, args ...string) (int, string) {
+	t.Helper()
+	dir := build(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "mono", append([]string{"--debug", filepath.Join(dir, prog)}, args...)...)
+	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+dir)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ctx.Err() != nil {
+			t.Fatalf("mono %s %s: %v\n%s", prog, strings.Join(args, " "), err, out)
+		}
+		code = ee.ExitCode()
+	}
+	return code, string(out)
+}
+
+// ---- the server --------------------------------------------------------------
+
+// echoServer echoes every message on the channel it came on (cmd/server's
+// -app echo) and records the reliable ones' first bytes.
+type echoServer struct {
+	conn.NopHandler
+	mu       sync.Mutex
+	reliable [][]byte
+}
+
+func (e *echoServer) OnMessage(c *conn.Conn, ch int, msg []byte) {
+	if ch == 0 {
+		e.mu.Lock()
+		e.reliable = append(e.reliable, append([]byte(nil), msg...))
+		e.mu.Unlock()
+	}
+	_ = c.SendMessage(ch, msg)
+}
+
+// startServer starts a udpgate server on 127.0.0.1:0 with the stock message
+// layout, sealed with testKey when sealed is set.
+func startServer(t *testing.T, sealed bool) (*conn.Server, *echoServer) {
+	t.Helper()
+	h := &echoServer{}
+	cfg := conn.Config{
+		NetworkVersion: 1,
+		Messages:       msgcfg.Config(0, 0),
+		Handler:        h,
+		Sockets:        1,
+		Timeout:        30 * time.Second,
+	}
+	if sealed {
+		cfg.PrivateKey, cfg.ProtocolID = &testKey, testProtocolID
+	}
+	s, err := conn.Listen("127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, h
+}
+
+// tokenFile writes a connect token for the server at addr, sealed with key,
+// and returns its path.
+func tokenFile(t *testing.T, key *[token.KeyBytes]byte, addr netip.AddrPort) string {
+	t.Helper()
+	tok, err := token.Generate(key, &token.Params{
+		ProtocolID:      testProtocolID,
+		ClientID:        42,
+		ServerAddresses: []netip.AddrPort{addr},
+		Expire:          60 * time.Second,
+		Timeout:         30 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tok.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// ---- the sample ----------------------------------------------------------------
+
+// TestCSharpSampleSealed is issue 30's target 5: the Mono sample connects
+// with a token and exchanges reliable messages, all echoed once and in order.
+func TestCSharpSampleSealed(t *testing.T) {
+	s, h := startServer(t, true)
+	const n = 500
+	code, out := mono(t, "sample.exe", "-token", tokenFile(t, &testKey, s.Addr()), "-n", strconv.Itoa(n), "-size", "300", "-timeout", "30")
+	if code != 0 {
+		t.Fatalf("sample exited %d:\n%s", code, out)
+	}
+	if !strings.Contains(out, fmt.Sprintf("ok: %d echoes of 300 bytes in order", n)) {
+		t.Fatalf("sample's output lacks the success line:\n%s", out)
+	}
+	// The server got each message once, in order, byte for byte.
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.reliable) != n {
+		t.Fatalf("server got %d reliable messages, want %d", len(h.reliable), n)
+	}
+	for i, m := range h.reliable {
+		if len(m) != 300 || int(m[0])|int(m[1])<<8|int(m[2])<<16|int(m[3])<<24 != i || m[299] != byte(i*31+299) {
+			t.Fatalf("server's message %d is wrong: % x...", i, m[:8])
+		}
+	}
+	t.Logf("%s", strings.TrimSpace(out))
+}
+
+// TestCSharpSampleUnsealed: the same without a token, by address.
+func TestCSharpSampleUnsealed(t *testing.T) {
+	s, _ := startServer(t, false)
+	code, out := mono(t, "sample.exe", "-connect", s.Addr().String(), "-n", "100")
+	if code != 0 || !strings.Contains(out, "ok: 100 echoes") {
+		t.Fatalf("sample exited %d:\n%s", code, out)
+	}
+}
+
+// TestCSharpSampleRefused: a refusal reaches C# as its State and the C
+// library's text, and the sample exits 1 saying so.
+func TestCSharpSampleRefused(t *testing.T) {
+	s, _ := startServer(t, true)
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		state string
+	}{
+		{"wrong key", []string{"-token", tokenFile(t, &otherKey, s.Addr())}, "TokenInvalid"},
+		{"no token", []string{"-connect", s.Addr().String()}, "TokenRequired"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := mono(t, "sample.exe", append(tc.args, "-n", "1", "-timeout", "10")...)
+			if code != 1 || !strings.Contains(out, "FAIL: ") || !strings.Contains(out, "(state "+tc.state+",") {
+				t.Fatalf("sample exited %d, want 1 with state %s:\n%s", code, tc.state, out)
+			}
+		})
+	}
+}
+
+// ---- the mirrors ---------------------------------------------------------------
+
+// TestCSharpEnumsMatchHeader: every value of the header's udpgate_result,
+// udpgate_state, udpgate_channel_kind and udpgate_drop has a C# member of
+// the same name (UDPGATE_STATE_TOKEN_IN_USE: State.TokenInUse) and value,
+// and C# has no other.
+func TestCSharpEnumsMatchHeader(t *testing.T) {
+	header, err := os.ReadFile("../c/include/udpgate.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{}
+	enums := map[string]struct{ csharp, prefix string }{
+		"udpgate_result":       {"Result", "UDPGATE_ERR_"},
+		"udpgate_state":        {"State", "UDPGATE_STATE_"},
+		"udpgate_channel_kind": {"ChannelKind", "UDPGATE_"},
+		"udpgate_drop":         {"Drop", "UDPGATE_DROP_"},
+	}
+	block := regexp.MustCompile(`(?s)typedef enum (\w+) \{(.*?)\}`)
+	member := regexp.MustCompile(`(?m)^\s*(UDPGATE_\w+)(?:\s*=\s*(-?\d+))?\s*,?`)
+	for _, b := range block.FindAllSubmatch(header, -1) {
+		e, ok := enums[string(b[1])]
+		if !ok {
+			t.Fatalf("udpgate.h has enum %s, which the binding does not mirror", b[1])
+		}
+		next := 0
+		for _, m := range member.FindAllSubmatch(b[2], -1) {
+			name := string(m[1])
+			if len(m[2]) > 0 {
+				next, _ = strconv.Atoi(string(m[2]))
+			}
+			if name == "UDPGATE_OK" {
+				name = "UDPGATE_ERR_OK"
+			}
+			if !strings.HasPrefix(name, e.prefix) {
+				t.Fatalf("%s: %s lacks the prefix %s", b[1], name, e.prefix)
+			}
+			want[e.csharp+"."+camel(strings.TrimPrefix(name, e.prefix))] = next
+			next++
+		}
+	}
+	if len(want) < 50 {
+		t.Fatalf("parsed only %d enum values from udpgate.h: %v", len(want), want)
+	}
+	code, out := mono(t, "check.exe", "enums")
+	if code != 0 {
+		t.Fatalf("check.exe enums exited %d:\n%s", code, out)
+	}
+	got := map[string]int{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var name string
+		var v int
+		if _, err := fmt.Sscanf(sc.Text(), "%s %d", &name, &v); err != nil {
+			t.Fatalf("check.exe enums: %q: %v", sc.Text(), err)
+		}
+		got[name] = v
+	}
+	var diffs []string
+	for k, v := range want {
+		if g, ok := got[k]; !ok {
+			diffs = append(diffs, fmt.Sprintf("%s = %d is missing in C#", k, v))
+		} else if g != v {
+			diffs = append(diffs, fmt.Sprintf("%s is %d in C#, %d in udpgate.h", k, g, v))
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			diffs = append(diffs, fmt.Sprintf("%s is in C# only", k))
+		}
+	}
+	sort.Strings(diffs)
+	for _, d := range diffs {
+		t.Error(d)
+	}
+}
+
+// camel turns the header's TOKEN_IN_USE into TokenInUse; NOMEM, the one
+// abbreviation, is NoMemory.
+func camel(s string) string {
+	if s == "NOMEM" {
+		return "NoMemory"
+	}
+	var b strings.Builder
+	for _, w := range strings.Split(s, "_") {
+		if w != "" {
+			b.WriteString(w[:1] + strings.ToLower(w[1:]))
+		}
+	}
+	return b.String()
+}
+
+// TestCSharpLayoutMatchesHeader: the C# mirrors of udpgate_config,
+// udpgate_stats and udpgate_address have the C compiler's offsets and sizes.
+func TestCSharpLayoutMatchesHeader(t *testing.T) {
+	dir := build(t)
+	c, err := exec.Command(filepath.Join(dir, "layout")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, cs := mono(t, "check.exe", "layout")
+	if code != 0 {
+		t.Fatalf("check.exe layout exited %d:\n%s", code, cs)
+	}
+	want := strings.Split(strings.TrimSpace(string(c)), "\n")
+	got := strings.Split(strings.TrimSpace(cs), "\n")
+	sort.Strings(want)
+	sort.Strings(got)
+	if strings.Join(want, "\n") != strings.Join(got, "\n") {
+		t.Fatalf("layouts differ:\nC:\n%s\nC#:\n%s", strings.Join(want, "\n"), strings.Join(got, "\n"))
+	}
+}
+
+// TestCSharpReceiveAllocs: a message's round trip through the binding
+// (TrySend, Update, TryReceive into the caller's buffer, State, GetStats)
+// allocates nothing on the managed heap once warm.
+func TestCSharpReceiveAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation tests run without -race (scripts/test.sh)")
+	}
+	s, _ := startServer(t, false)
+	code, out := mono(t, "check.exe", "allocs", s.Addr().String(), "2000")
+	if code != 0 {
+		t.Fatalf("check.exe allocs exited %d:\n%s", code, out)
+	}
+	var bytes, n int
+	if _, err := fmt.Sscanf(strings.TrimSpace(out), "allocated %d bytes for %d messages", &bytes, &n); err != nil {
+		t.Fatalf("check.exe allocs: %q: %v", out, err)
+	}
+	if bytes != 0 {
+		t.Fatalf("the binding allocated %d bytes for %d messages, want 0", bytes, n)
+	}
+}
