@@ -116,3 +116,51 @@ func program(t testing.TB, name string, v variant) string {
 	built[key] = out
 	return out
 }
+
+// TestMake: the Makefile builds the static and shared library and
+// udpgate.pc warning-free (-Werror) with gcc and with clang, into a
+// temporary directory.
+func TestMake(t *testing.T) {
+	compiler(t)
+	sodiumFlags(t)
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make: install it (scripts/deps.sh)")
+	}
+	for _, cc := range []string{"gcc", "clang"} {
+		t.Run(cc, func(t *testing.T) {
+			if _, err := exec.LookPath(cc); err != nil {
+				t.Skipf("no %s: install it (scripts/deps.sh)", cc)
+			}
+			dir := t.TempDir()
+			out, err := exec.Command("make", "-s", "CC="+cc, "BUILD="+dir).CombinedOutput()
+			if err != nil {
+				t.Fatalf("make CC=%s: %v\n%s", cc, err, out)
+			}
+			for _, f := range []string{"libudpgate.a", "libudpgate.so", "udpgate.pc"} {
+				if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestCMake: CMakeLists.txt configures and builds both libraries.
+func TestCMake(t *testing.T) {
+	compiler(t)
+	sodiumFlags(t)
+	if _, err := exec.LookPath("cmake"); err != nil {
+		t.Skip("no cmake: install it (scripts/deps.sh)")
+	}
+	dir := t.TempDir()
+	for _, args := range [][]string{{"-S", ".", "-B", dir}, {"--build", dir}} {
+		if out, err := exec.Command("cmake", args...).CombinedOutput(); err != nil {
+			t.Fatalf("cmake %v: %v\n%s", args, err, out)
+		}
+	}
+	for _, f := range []string{"libudpgate.a", "libudpgate.so", "udpgate.pc"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

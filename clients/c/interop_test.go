@@ -149,6 +149,14 @@ func clientArgs(t *testing.T, su setup, s *conn.Server, addr netip.AddrPort, ext
 	return append(args, extra...)
 }
 
+// eachVariant runs f with the C client built plain and with AddressSanitizer
+// and UndefinedBehaviorSanitizer (issue 30, target 3).
+func eachVariant(t *testing.T, f func(t *testing.T, prog string)) {
+	for _, v := range []variant{plain, sanitize} {
+		t.Run(string(v), func(t *testing.T) { f(t, program(t, "client", v)) })
+	}
+}
+
 func modes(t *testing.T, f func(t *testing.T, su setup)) {
 	for _, sealed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sealed=%v", sealed), func(t *testing.T) { f(t, setup{sealed: sealed, loss: -1}) })
@@ -172,13 +180,14 @@ func numbered(i uint32) []byte {
 // TestConnect: the C client connects, unsealed and sealed, and its
 // allocator hook sees no allocation after create.
 func TestConnect(t *testing.T) {
-	prog := program(t, "client", plain)
-	modes(t, func(t *testing.T, su setup) {
-		s, addr, _, _ := startServer(t, su)
-		out := runC(t, prog, clientArgs(t, su, s, addr, "connect", addr.String())...)
-		if !strings.HasPrefix(out, fmt.Sprintf("state %d ", 2)) {
-			t.Fatalf("not connected:\n%s", out)
-		}
+	eachVariant(t, func(t *testing.T, prog string) {
+		modes(t, func(t *testing.T, su setup) {
+			s, addr, _, _ := startServer(t, su)
+			out := runC(t, prog, clientArgs(t, su, s, addr, "connect", addr.String())...)
+			if !strings.HasPrefix(out, fmt.Sprintf("state %d ", 2)) {
+				t.Fatalf("not connected:\n%s", out)
+			}
+		})
 	})
 }
 
@@ -186,69 +195,72 @@ func TestConnect(t *testing.T) {
 // arrive once and in order at the server, and their echoes once and in
 // order at the C client (issue 30, target 1).
 func TestReliableLossy(t *testing.T) {
-	prog := program(t, "client", plain)
-	modes(t, func(t *testing.T, su setup) {
-		su.loss = 0.1
-		s, addr, _, h := startServer(t, su)
-		const n = 1000
-		out := runC(t, prog, clientArgs(t, su, s, addr, "reliable", addr.String(), strconv.Itoa(n))...)
-		if !strings.Contains(out, "ok reliable 1000") {
-			t.Fatalf("C client:\n%s", out)
-		}
-		got := h.messages(msgcfg.Reliable)
-		if len(got) != n {
-			t.Fatalf("server got %d reliable messages, want exactly %d", len(got), n)
-		}
-		for i, m := range got {
-			if !bytes.Equal(m, numbered(uint32(i))) {
-				t.Fatalf("server's message %d is not the C client's message %d", i, i)
+	eachVariant(t, func(t *testing.T, prog string) {
+		modes(t, func(t *testing.T, su setup) {
+			su.loss = 0.1
+			s, addr, _, h := startServer(t, su)
+			const n = 1000
+			out := runC(t, prog, clientArgs(t, su, s, addr, "reliable", addr.String(), strconv.Itoa(n))...)
+			if !strings.Contains(out, "ok reliable 1000") {
+				t.Fatalf("C client:\n%s", out)
 			}
-		}
+			got := h.messages(msgcfg.Reliable)
+			if len(got) != n {
+				t.Fatalf("server got %d reliable messages, want exactly %d", len(got), n)
+			}
+			for i, m := range got {
+				if !bytes.Equal(m, numbered(uint32(i))) {
+					t.Fatalf("server's message %d is not the C client's message %d", i, i)
+				}
+			}
+		})
 	})
 }
 
 // TestBigMessageLossy: a 256 KiB message each way, byte-exact, through 10 %
 // loss.
 func TestBigMessageLossy(t *testing.T) {
-	prog := program(t, "client", plain)
-	modes(t, func(t *testing.T, su setup) {
-		su.loss = 0.1
-		s, addr, _, h := startServer(t, su)
-		out := runC(t, prog, clientArgs(t, su, s, addr, "big", addr.String(), strconv.Itoa(256<<10))...)
-		if !strings.Contains(out, "ok big 262144") {
-			t.Fatalf("C client:\n%s", out)
-		}
-		got := h.messages(msgcfg.Reliable)
-		if len(got) != 1 || len(got[0]) != 256<<10 {
-			t.Fatalf("server got %d messages", len(got))
-		}
+	eachVariant(t, func(t *testing.T, prog string) {
+		modes(t, func(t *testing.T, su setup) {
+			su.loss = 0.1
+			s, addr, _, h := startServer(t, su)
+			out := runC(t, prog, clientArgs(t, su, s, addr, "big", addr.String(), strconv.Itoa(256<<10))...)
+			if !strings.Contains(out, "ok big 262144") {
+				t.Fatalf("C client:\n%s", out)
+			}
+			got := h.messages(msgcfg.Reliable)
+			if len(got) != 1 || len(got[0]) != 256<<10 {
+				t.Fatalf("server got %d messages", len(got))
+			}
+		})
 	})
 }
 
 // TestSequenced: the sequenced channel delivers only newer messages, both
 // ways (the C client checks the echoes, this test the server's log).
 func TestSequenced(t *testing.T) {
-	prog := program(t, "client", plain)
-	modes(t, func(t *testing.T, su setup) {
-		su.loss = 0.1
-		s, addr, _, h := startServer(t, su)
-		out := runC(t, prog, clientArgs(t, su, s, addr, "sequenced", addr.String(), "600")...)
-		if !strings.Contains(out, "ok sequenced") {
-			t.Fatalf("C client:\n%s", out)
-		}
-		got := h.messages(msgcfg.Sequenced)
-		if len(got) == 0 {
-			t.Fatal("server got no sequenced message")
-		}
-		last := int64(-1)
-		for _, m := range got {
-			id := int64(binary.LittleEndian.Uint32(m))
-			if id <= last {
-				t.Fatalf("server got sequenced %d after %d", id, last)
+	eachVariant(t, func(t *testing.T, prog string) {
+		modes(t, func(t *testing.T, su setup) {
+			su.loss = 0.1
+			s, addr, _, h := startServer(t, su)
+			out := runC(t, prog, clientArgs(t, su, s, addr, "sequenced", addr.String(), "600")...)
+			if !strings.Contains(out, "ok sequenced") {
+				t.Fatalf("C client:\n%s", out)
 			}
-			last = id
-		}
-		t.Logf("%s; server got %d", strings.TrimSpace(out), len(got))
+			got := h.messages(msgcfg.Sequenced)
+			if len(got) == 0 {
+				t.Fatal("server got no sequenced message")
+			}
+			last := int64(-1)
+			for _, m := range got {
+				id := int64(binary.LittleEndian.Uint32(m))
+				if id <= last {
+					t.Fatalf("server got sequenced %d after %d", id, last)
+				}
+				last = id
+			}
+			t.Logf("%s; server got %d", strings.TrimSpace(out), len(got))
+		})
 	})
 }
 
@@ -279,56 +291,57 @@ const (
 )
 
 func TestRefusals(t *testing.T) {
-	prog := program(t, "client", plain)
-	check := func(t *testing.T, want int, args ...string) {
-		t.Helper()
-		st, secs, out := connectState(t, prog, args...)
-		if st != want || secs >= 2 {
-			t.Fatalf("state %d after %.3fs, want %d within 2 s:\n%s", st, secs, want, out)
+	eachVariant(t, func(t *testing.T, prog string) {
+		check := func(t *testing.T, want int, args ...string) {
+			t.Helper()
+			st, secs, out := connectState(t, prog, args...)
+			if st != want || secs >= 2 {
+				t.Fatalf("state %d after %.3fs, want %d within 2 s:\n%s", st, secs, want, out)
+			}
 		}
-	}
-	t.Run("server-full", func(t *testing.T) {
-		modes(t, func(t *testing.T, su setup) {
-			su.cfg = func(c *conn.Config) { c.MaxClients = 1 }
-			s, addr, _, _ := startServer(t, su)
-			// A first C client takes the only slot and holds it.
-			first := exec.Command(prog, clientArgs(t, su, s, addr, "wait", addr.String())...)
-			stdout, _ := first.StdoutPipe()
-			if err := first.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { first.Process.Kill(); first.Wait() }()
-			line, _ := bufio.NewReader(stdout).ReadString('\n')
-			if line != "connected\n" {
-				t.Fatalf("first client: %q", line)
-			}
-			check(t, stDeniedFull, clientArgs(t, su, s, addr, "connect", addr.String())...)
+		t.Run("server-full", func(t *testing.T) {
+			modes(t, func(t *testing.T, su setup) {
+				su.cfg = func(c *conn.Config) { c.MaxClients = 1 }
+				s, addr, _, _ := startServer(t, su)
+				// A first C client takes the only slot and holds it.
+				first := exec.Command(prog, clientArgs(t, su, s, addr, "wait", addr.String())...)
+				stdout, _ := first.StdoutPipe()
+				if err := first.Start(); err != nil {
+					t.Fatal(err)
+				}
+				defer func() { first.Process.Kill(); first.Wait() }()
+				line, _ := bufio.NewReader(stdout).ReadString('\n')
+				if line != "connected\n" {
+					t.Fatalf("first client: %q", line)
+				}
+				check(t, stDeniedFull, clientArgs(t, su, s, addr, "connect", addr.String())...)
+			})
 		})
-	})
-	t.Run("version-mismatch", func(t *testing.T) {
-		s, addr, _, _ := startServer(t, setup{loss: -1})
-		_ = s
-		check(t, stVersionMismatch, "-nv", "2", "connect", addr.String())
-	})
-	t.Run("token-required", func(t *testing.T) {
-		_, addr, _, _ := startServer(t, setup{sealed: true, loss: -1})
-		check(t, stTokenRequired, "connect", addr.String())
-	})
-	t.Run("token-expired", func(t *testing.T) {
-		s, addr, _, _ := startServer(t, setup{sealed: true, loss: -1})
-		tf := tokenFile(t, &testKey, addr, s.Addr(), func(p *token.Params) {
-			p.Now = func() time.Time { return time.Now().Add(-time.Hour) }
+		t.Run("version-mismatch", func(t *testing.T) {
+			s, addr, _, _ := startServer(t, setup{loss: -1})
+			_ = s
+			check(t, stVersionMismatch, "-nv", "2", "connect", addr.String())
 		})
-		check(t, stTokenExpired, "-token", tf, "connect", addr.String())
-	})
-	t.Run("wrong-key", func(t *testing.T) {
-		s, addr, _, _ := startServer(t, setup{sealed: true, loss: -1})
-		check(t, stTokenInvalid, "-token", tokenFile(t, &otherKey, addr, s.Addr(), nil), "connect", addr.String())
-	})
-	t.Run("foreign-server", func(t *testing.T) {
-		_, addr, _, _ := startServer(t, setup{sealed: true, loss: -1})
-		other := netip.MustParseAddrPort("127.0.0.1:9")
-		check(t, stTokenForeign, "-token", tokenFile(t, &testKey, addr, other, nil), "connect", addr.String())
+		t.Run("token-required", func(t *testing.T) {
+			_, addr, _, _ := startServer(t, setup{sealed: true, loss: -1})
+			check(t, stTokenRequired, "connect", addr.String())
+		})
+		t.Run("token-expired", func(t *testing.T) {
+			s, addr, _, _ := startServer(t, setup{sealed: true, loss: -1})
+			tf := tokenFile(t, &testKey, addr, s.Addr(), func(p *token.Params) {
+				p.Now = func() time.Time { return time.Now().Add(-time.Hour) }
+			})
+			check(t, stTokenExpired, "-token", tf, "connect", addr.String())
+		})
+		t.Run("wrong-key", func(t *testing.T) {
+			s, addr, _, _ := startServer(t, setup{sealed: true, loss: -1})
+			check(t, stTokenInvalid, "-token", tokenFile(t, &otherKey, addr, s.Addr(), nil), "connect", addr.String())
+		})
+		t.Run("foreign-server", func(t *testing.T) {
+			_, addr, _, _ := startServer(t, setup{sealed: true, loss: -1})
+			other := netip.MustParseAddrPort("127.0.0.1:9")
+			check(t, stTokenForeign, "-token", tokenFile(t, &testKey, addr, other, nil), "connect", addr.String())
+		})
 	})
 }
 
@@ -371,37 +384,39 @@ func waitEnding(t *testing.T, prog string, act func(), args ...string) (int, flo
 // TestSilentServer: a server that falls silent is reported as timed out at
 // the configured timeout.
 func TestSilentServer(t *testing.T) {
-	prog := program(t, "client", plain)
-	modes(t, func(t *testing.T, su setup) {
-		su.loss = 0
-		s, addr, proxy, _ := startServer(t, su)
-		const timeout = 2.0
-		args := []string{"-timeout", "2", "wait", addr.String()}
-		if su.sealed {
-			// A sealed connection's timeout is the token's (§11.3).
-			args = append([]string{"-token", tokenFile(t, &testKey, addr, s.Addr(), func(p *token.Params) {
-				p.Timeout = 2 * time.Second
-			})}, args...)
-		}
-		st, secs, out := waitEnding(t, prog, func() { proxy.Close() }, args...)
-		if st != stTimedOut || secs < timeout-0.2 || secs > timeout+2 {
-			t.Fatalf("state %d after %.3fs, want %d at the %.0f s timeout:\n%s", st, secs, stTimedOut, timeout, out)
-		}
+	eachVariant(t, func(t *testing.T, prog string) {
+		modes(t, func(t *testing.T, su setup) {
+			su.loss = 0
+			s, addr, proxy, _ := startServer(t, su)
+			const timeout = 2.0
+			args := []string{"-timeout", "2", "wait", addr.String()}
+			if su.sealed {
+				// A sealed connection's timeout is the token's (§11.3).
+				args = append([]string{"-token", tokenFile(t, &testKey, addr, s.Addr(), func(p *token.Params) {
+					p.Timeout = 2 * time.Second
+				})}, args...)
+			}
+			st, secs, out := waitEnding(t, prog, func() { proxy.Close() }, args...)
+			if st != stTimedOut || secs < timeout-0.2 || secs > timeout+2 {
+				t.Fatalf("state %d after %.3fs, want %d at the %.0f s timeout:\n%s", st, secs, stTimedOut, timeout, out)
+			}
+		})
 	})
 }
 
 // TestShutdown: the server's shutdown is reported as such.
 func TestShutdown(t *testing.T) {
-	prog := program(t, "client", plain)
-	modes(t, func(t *testing.T, su setup) {
-		s, addr, _, _ := startServer(t, su)
-		st, _, out := waitEnding(t, prog, func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			s.Shutdown(ctx)
-		}, clientArgs(t, su, s, addr, "wait", addr.String())...)
-		if st != stShutdown {
-			t.Fatalf("state %d, want %d (shutdown):\n%s", st, stShutdown, out)
-		}
+	eachVariant(t, func(t *testing.T, prog string) {
+		modes(t, func(t *testing.T, su setup) {
+			s, addr, _, _ := startServer(t, su)
+			st, _, out := waitEnding(t, prog, func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				s.Shutdown(ctx)
+			}, clientArgs(t, su, s, addr, "wait", addr.String())...)
+			if st != stShutdown {
+				t.Fatalf("state %d, want %d (shutdown):\n%s", st, stShutdown, out)
+			}
+		})
 	})
 }

@@ -1045,7 +1045,7 @@ static void deliver(udpgate_client *cl, int c) {
 
 /* Checks a Messages payload as a whole (pass 0) or applies it (pass 1). */
 static int messages(udpgate_client *cl, const uint8_t *p, int len, int apply, int *reliable) {
-    int pos = 0, r, need = 0, need_reserve = 0, touched = 0;
+    int pos = 0, r, need = 0, need_reserve = 0, touched = 0; /* touched: a unit stored */
     ug_entry e;
     if (len == 0)
         return UG_MSG_MALFORMED;
@@ -1098,7 +1098,7 @@ static int messages(udpgate_client *cl, const uint8_t *p, int len, int apply, in
                 cl->slot_len[s] = (uint16_t)e.len;
                 cl->slot_meta[s] = e.fragment ? ((uint32_t)e.index << 16 | e.count) : 0;
                 ch->slot_of[e.id & (WINDOW - 1)] = s;
-                touched |= 1 << e.channel;
+                touched = 1;
             }
         }
     }
@@ -1107,10 +1107,10 @@ static int messages(udpgate_client *cl, const uint8_t *p, int len, int apply, in
             return UG_MSG_OVER_BUDGET;
         return UG_PASS;
     }
-    if (touched) {
+    if (touched) { /* every reliable channel: one may wait for another's reassembly */
         int c;
         for (c = 0; c < cl->nch; c++)
-            if (touched & (1 << c))
+            if (cl->kinds[c] == UDPGATE_RELIABLE_ORDERED)
                 deliver(cl, c);
     }
     return UG_PASS;
