@@ -25,6 +25,7 @@ import (
 
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/internal/msgcfg"
+	"github.com/udpgate/udpgate/internal/testkit/netem"
 	"github.com/udpgate/udpgate/token"
 )
 
@@ -54,33 +55,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// tools returns the C compiler, or skips the test saying what is missing and
-// how to get it.
-func tools(t *testing.T) string {
+// tools skips the test, saying what is missing and how to get it, unless
+// every tool the build needs is here.
+func tools(t *testing.T) {
 	t.Helper()
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "cc"
-	}
-	for _, tool := range []string{"mcs", "mono", cc} {
+	for _, tool := range []string{"mcs", "mono", "make", "cc", "pkg-config"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not found: install mono-mcs, mono-runtime and a C compiler (scripts/deps.sh) to test the C# binding", tool)
+			t.Skipf("%s not found: install mono-mcs, mono-runtime, make, a C compiler and pkg-config (scripts/deps.sh) to test the C# binding", tool)
 		}
 	}
-	return cc
-}
-
-// sodium returns libsodium's link flags, or skips.
-func sodium(t *testing.T) []string {
-	t.Helper()
-	out, err := exec.Command("pkg-config", "--cflags", "--libs", "libsodium").Output()
-	if err == nil {
-		return strings.Fields(string(out))
+	if err := exec.Command("pkg-config", "--exists", "libsodium").Run(); err != nil {
+		t.Skip("libsodium not found (pkg-config libsodium): install libsodium-dev (scripts/deps.sh) to test the C# binding")
 	}
-	if _, err2 := os.Stat("/usr/include/sodium.h"); err2 != nil {
-		t.Skipf("libsodium not found (pkg-config libsodium: %v): install libsodium-dev (scripts/deps.sh)", err)
-	}
-	return []string{"-lsodium"}
 }
 
 func run(name string, args ...string) error {
@@ -93,35 +79,29 @@ func run(name string, args ...string) error {
 	return nil
 }
 
-// build makes, once for the package: libudpgate.so from ../c/src; Udpgate.dll
-// and sample.exe as the Makefile makes them; check.exe (test/Check.cs with
-// the binding's sources) and layout (test/layout.c).
+// build makes, once for the package, with the two Makefiles: libudpgate.so
+// (clients/c, exporting only the header's functions), Udpgate.dll and
+// sample.exe; then check.exe (test/Check.cs with the binding's sources, for
+// its internals) and layout (test/layout.c).
 func build(t *testing.T) string {
 	t.Helper()
-	cc := tools(t)
-	libs := sodium(t)
+	tools(t)
 	buildOnce.Do(func() {
-		csrc, _ := filepath.Glob("../c/src/*.c")
-		args := []string{"-std=c99", "-O2", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror", "-I../c/include",
-			"-o", filepath.Join(buildDir, "libudpgate.so")}
-		args = append(append(append(args, csrc...), libs...), "-lm")
-		if buildErr = run(cc, args...); buildErr != nil {
+		cdir := filepath.Join(buildDir, "c")
+		if buildErr = run("make", "-s", "-C", "../c", "BUILD="+cdir, cdir+"/libudpgate.so"); buildErr != nil {
 			return
 		}
-		if buildErr = run(cc, "-std=c99", "-Wall", "-Werror", "-I../c/include", "-o", filepath.Join(buildDir, "layout"), "test/layout.c"); buildErr != nil {
+		if buildErr = os.Rename(filepath.Join(cdir, "libudpgate.so"), filepath.Join(buildDir, "libudpgate.so")); buildErr != nil {
+			return
+		}
+		if buildErr = run("make", "-s", "OUT="+buildDir); buildErr != nil {
+			return
+		}
+		if buildErr = run("cc", "-std=c99", "-Wall", "-Werror", "-I../c/include", "-o", filepath.Join(buildDir, "layout"), "test/layout.c"); buildErr != nil {
 			return
 		}
 		src, _ := filepath.Glob("src/*.cs")
-		sample, _ := filepath.Glob("sample/*.cs")
-		flags := []string{"-optimize+", "-warnaserror+", "-nologo"} // the Makefile's MCSFLAGS
-		dll := filepath.Join(buildDir, "Udpgate.dll")
-		if buildErr = run("mcs", append(append(flags, "-target:library", "-out:"+dll), src...)...); buildErr != nil {
-			return
-		}
-		if buildErr = run("mcs", append(append(flags, "-target:exe", "-r:"+dll, "-out:"+filepath.Join(buildDir, "sample.exe")), sample...)...); buildErr != nil {
-			return
-		}
-		buildErr = run("mcs", append(append(flags, "-target:exe", "-out:"+filepath.Join(buildDir, "check.exe"), "test/Check.cs"), src...)...)
+		buildErr = run("mcs", append([]string{"-nologo", "-warnaserror+", "-out:" + filepath.Join(buildDir, "check.exe"), "test/Check.cs"}, src...)...)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -192,16 +172,18 @@ func startServer(t *testing.T, sealed bool) (*conn.Server, *echoServer) {
 	return s, h
 }
 
-// tokenFile writes a connect token for the server at addr, sealed with key,
-// and returns its path.
-func tokenFile(t *testing.T, key *[token.KeyBytes]byte, addr netip.AddrPort) string {
+// tokenFile writes a connect token, sealed with key, for the server at
+// internal dialled at public (a proxy's address, or the server's), and
+// returns its path.
+func tokenFile(t *testing.T, key *[token.KeyBytes]byte, public, internal netip.AddrPort) string {
 	t.Helper()
 	tok, err := token.Generate(key, &token.Params{
-		ProtocolID:      testProtocolID,
-		ClientID:        42,
-		ServerAddresses: []netip.AddrPort{addr},
-		Expire:          60 * time.Second,
-		Timeout:         30 * time.Second,
+		ProtocolID:              testProtocolID,
+		ClientID:                42,
+		ServerAddresses:         []netip.AddrPort{public},
+		InternalServerAddresses: []netip.AddrPort{internal},
+		Expire:                  60 * time.Second,
+		Timeout:                 30 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +206,7 @@ func tokenFile(t *testing.T, key *[token.KeyBytes]byte, addr netip.AddrPort) str
 func TestCSharpSampleSealed(t *testing.T) {
 	s, h := startServer(t, true)
 	const n = 500
-	code, out := mono(t, "sample.exe", "-token", tokenFile(t, &testKey, s.Addr()), "-n", strconv.Itoa(n), "-size", "300", "-timeout", "30")
+	code, out := mono(t, "sample.exe", "-token", tokenFile(t, &testKey, s.Addr(), s.Addr()), "-n", strconv.Itoa(n), "-size", "300", "-timeout", "30")
 	if code != 0 {
 		t.Fatalf("sample exited %d:\n%s", code, out)
 	}
@@ -241,6 +223,30 @@ func TestCSharpSampleSealed(t *testing.T) {
 		if len(m) != 300 || int(m[0])|int(m[1])<<8|int(m[2])<<16|int(m[3])<<24 != i || m[299] != byte(i*31+299) {
 			t.Fatalf("server's message %d is wrong: % x...", i, m[:8])
 		}
+	}
+	t.Logf("%s", strings.TrimSpace(out))
+}
+
+// TestCSharpSampleLossy: the sealed sample through the lossy proxy the C
+// client's tests use, 10 % of the datagrams dropped each way: every message
+// still comes back once and in order.
+func TestCSharpSampleLossy(t *testing.T) {
+	s, h := startServer(t, true)
+	proxy, err := netem.New(s.Addr(), netem.Config{Loss: 0.10, Seed: 7, SocketBuffer: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	const n = 300
+	code, out := mono(t, "sample.exe", "-token", tokenFile(t, &testKey, proxy.Addr(), s.Addr()), "-n", strconv.Itoa(n), "-size", "100", "-timeout", "60")
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("ok: %d echoes", n)) {
+		t.Fatalf("sample exited %d:\n%s", code, out)
+	}
+	h.mu.Lock()
+	got := len(h.reliable)
+	h.mu.Unlock()
+	if got != n {
+		t.Fatalf("server got %d reliable messages, want %d", got, n)
 	}
 	t.Logf("%s", strings.TrimSpace(out))
 }
@@ -263,7 +269,7 @@ func TestCSharpSampleRefused(t *testing.T) {
 		args  []string
 		state string
 	}{
-		{"wrong key", []string{"-token", tokenFile(t, &otherKey, s.Addr())}, "TokenInvalid"},
+		{"wrong key", []string{"-token", tokenFile(t, &otherKey, s.Addr(), s.Addr())}, "TokenInvalid"},
 		{"no token", []string{"-connect", s.Addr().String()}, "TokenRequired"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
