@@ -265,19 +265,43 @@ func TestCSharpSampleUnsealed(t *testing.T) {
 func TestCSharpSampleRefused(t *testing.T) {
 	s, _ := startServer(t, true)
 	for _, tc := range []struct {
-		name  string
-		args  []string
-		state string
+		name        string
+		args        []string
+		state, text string
 	}{
-		{"wrong key", []string{"-token", tokenFile(t, &otherKey, s.Addr(), s.Addr())}, "TokenInvalid"},
-		{"no token", []string{"-connect", s.Addr().String()}, "TokenRequired"},
+		{"wrong key", []string{"-token", tokenFile(t, &otherKey, s.Addr(), s.Addr())}, "TokenInvalid", "connect token invalid"},
+		{"no token", []string{"-connect", s.Addr().String()}, "TokenRequired", "the server is sealed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out := mono(t, "sample.exe", append(tc.args, "-n", "1", "-timeout", "10")...)
-			if code != 1 || !strings.Contains(out, "FAIL: ") || !strings.Contains(out, "(state "+tc.state+",") {
-				t.Fatalf("sample exited %d, want 1 with state %s:\n%s", code, tc.state, out)
+			if code != 1 || !strings.Contains(out, "FAIL: "+tc.text) || !strings.Contains(out, "(state "+tc.state+",") {
+				t.Fatalf("sample exited %d, want 1 with %q and state %s:\n%s", code, tc.text, tc.state, out)
 			}
 		})
+	}
+}
+
+// TestCSharpErrors: each misuse raises UdpgateException with the C
+// library's result and its text (or ObjectDisposedException after Dispose),
+// and a configuration of the caller's reaches the library.
+func TestCSharpErrors(t *testing.T) {
+	code, out := mono(t, "check.exe", "errors")
+	if code != 0 {
+		t.Fatalf("check.exe errors exited %d:\n%s", code, out)
+	}
+	want := `max datagram 5: UdpgateException Invalid udpgate: create: invalid argument (-1)
+magic 2: UdpgateException Invalid udpgate: create: invalid argument (-1)
+33 channels: UdpgateException Invalid udpgate: config: 33 channels (at most 32): invalid argument (-1)
+custom config: Disconnected max 1175 262144
+max message size of channel 2: UdpgateException Channel udpgate: max message size of channel 2: no such channel (-6)
+send before connect: UdpgateException State udpgate: send: wrong state (-5)
+try send before connect: State
+connect to a name: UdpgateException Address udpgate: connect localhost:7777: bad address (-4)
+connect with 10 bytes: UdpgateException Token udpgate: connect token: bad connect token (-11)
+receive when empty: False peek -1
+state after dispose: ObjectDisposedException`
+	if got := strings.TrimSpace(out); got != want {
+		t.Fatalf("check.exe errors:\n%s\nwant:\n%s", got, want)
 	}
 }
 

@@ -3,6 +3,7 @@
 //
 //   mono check.exe enums          every enum member: "Enum.Member value"
 //   mono check.exe layout         offsets and sizes of the struct mirrors
+//   mono check.exe errors         each misuse and what it raised, one a line
 //   mono check.exe allocs ADDR N  bytes the managed heap grew by while N
 //                                 reliable messages went out and came back
 //                                 from an echo server at ADDR (unsealed)
@@ -27,11 +28,54 @@ static class Check
             case "layout":
                 Layout();
                 return 0;
+            case "errors":
+                Errors();
+                return 0;
             case "allocs":
                 return Allocs(args[1], int.Parse(args[2]));
         }
         Console.Error.WriteLine("usage: check.exe enums | layout | allocs ADDR N");
         return 2;
+    }
+
+    // Each misuse, the exception it raised: "what: Type Result message".
+    static void Errors()
+    {
+        Try("max datagram 5", () => new Client(new ClientConfig { MaxDatagram = 5 }));
+        Try("magic 2", () => new Client(new ClientConfig { Magic = "2" }));
+        Try("33 channels", () => new Client(new ClientConfig { Channels = new ChannelConfig[33] }));
+        using (var c = new Client(new ClientConfig { Magic = "1011", Channels = new[] { new ChannelConfig(ChannelKind.Sequenced), new ChannelConfig(ChannelKind.ReliableOrdered, true) } }))
+        {
+            Console.WriteLine("custom config: " + c.State + " max " + c.MaxMessageSize(0) + " " + c.MaxMessageSize(1));
+            Try("max message size of channel 2", () => c.MaxMessageSize(2));
+            Try("send before connect", () => c.Send(0, new byte[1]));
+            Console.WriteLine("try send before connect: " + c.TrySend(0, new byte[1]));
+            Try("connect to a name", () => c.Connect("localhost:7777", 0));
+            Try("connect with 10 bytes", () => c.ConnectToken(new byte[10], 0));
+            int ch, len;
+            Console.WriteLine("receive when empty: " + c.TryReceive(new byte[16], out ch, out len) + " peek " + c.PeekSize);
+        }
+        var d = new Client();
+        d.Dispose();
+        d.Dispose();
+        Try("state after dispose", () => { var s = d.State; });
+    }
+
+    static void Try(string what, Action a)
+    {
+        try
+        {
+            a();
+            Console.WriteLine(what + ": no exception");
+        }
+        catch (UdpgateException e)
+        {
+            Console.WriteLine(what + ": UdpgateException " + e.Result + " " + e.Message);
+        }
+        catch (Exception e)
+        {
+            Console.WriteLine(what + ": " + e.GetType().Name);
+        }
     }
 
     static void Enums(Type t)
