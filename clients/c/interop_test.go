@@ -62,7 +62,7 @@ type setup struct {
 // layout (internal/msgcfg) and, with loss, the lossy proxy in front of it.
 // It returns the server, the address the client dials, the proxy (or nil)
 // and the echo handler.
-func startServer(t *testing.T, su setup) (*conn.Server, netip.AddrPort, *netem.Proxy, *echoServer) {
+func startServer(t testing.TB, su setup) (*conn.Server, netip.AddrPort, *netem.Proxy, *echoServer) {
 	t.Helper()
 	h := &echoServer{}
 	cfg := conn.Config{
@@ -128,7 +128,7 @@ func tokenFile(t *testing.T, key *[token.KeyBytes]byte, public, internal netip.A
 
 // runC runs the C client program and returns its output; it fails the test
 // on a non-zero exit.
-func runC(t *testing.T, prog string, args ...string) string {
+func runC(t testing.TB, prog string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

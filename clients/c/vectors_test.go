@@ -1,12 +1,16 @@
 package cclient_test
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -186,4 +190,143 @@ func TestVectors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sealedLines converts internal/seal/testdata/sealed_example.txt (every
+// packet of a sealed connection, docs/protocol.md §11.2), netcode_aead.txt
+// (the salted AEAD) and token/testdata/netcode_ref.txt (a token written by
+// netcode.io's reference implementation) into test/vectors.c's lines.
+func sealedLines(t *testing.T) (string, int) {
+	var b strings.Builder
+	n := 0
+	keyC2S := hexRange(0x40, 32)
+	keyS2C := hexRange(0x80, 32)
+	raw, err := os.ReadFile("../../internal/seal/testdata/sealed_example.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	salt := ""
+	if m := regexp.MustCompile(`Authorised cookie ([0-9a-f]{40})`).FindStringSubmatch(string(raw)); m != nil {
+		salt = m[1][:32]
+	} else {
+		t.Fatal("sealed_example.txt: no authorised cookie")
+	}
+	type field struct{ name, hex string }
+	flush := func(title string, fields []field) {
+		if title == "" {
+			return
+		}
+		var pkt, plain string
+		ad := -1
+		var counter uint64
+		for _, f := range fields {
+			switch {
+			case f.name == "plaintext":
+				plain = f.hex
+				continue
+			case f.name == "ciphertext":
+				ad = len(pkt) / 2
+			case strings.HasPrefix(f.name, "counter"):
+				c, _ := hex.DecodeString(f.hex)
+				counter = binary.LittleEndian.Uint64(c)
+			}
+			pkt += f.hex
+		}
+		key := keyS2C
+		if strings.Contains(title, "client → server") {
+			key = keyC2S
+		}
+		name := strings.ReplaceAll(strings.Fields(title)[0], ",", "")
+		fmt.Fprintf(&b, "sealed %s %s %d %s %s %d %s\n", name, pkt, ad, key, salt, counter, plain)
+		n++
+	}
+	var title string
+	var fields []field
+	for _, line := range strings.Split(string(raw), "\n") {
+		switch {
+		case strings.HasPrefix(line, "## "):
+			flush(title, fields)
+			title, fields = line[3:], nil
+		case strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "" || strings.HasPrefix(line, "```") ||
+			strings.HasPrefix(line, "<!--") || title == "":
+		case line[0] == ' ' && strings.HasPrefix(strings.TrimSpace(line), "plaintext"):
+			fields = append(fields, field{"plaintext", strings.ReplaceAll(strings.TrimPrefix(strings.TrimSpace(line), "plaintext"), " ", "")})
+		case line[0] == ' ':
+			fields[len(fields)-1].hex += strings.ReplaceAll(strings.TrimSpace(line), " ", "")
+		default:
+			parts := regexp.MustCompile(`\s{2,}`).Split(line, 2)
+			fields = append(fields, field{parts[0], strings.ReplaceAll(parts[1], " ", "")})
+		}
+	}
+	flush(title, fields)
+
+	// The salted AEAD of netcode_aead.txt, as a sealed packet: associated
+	// data a0..a8 ‖ N (u64 LE), plaintext 00..3f, terminator added.
+	raw, err = os.ReadFile("../../internal/seal/testdata/netcode_aead.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || !strings.HasPrefix(k, "xaead_seq_") {
+			continue
+		}
+		seq, err := strconv.ParseUint(strings.TrimPrefix(k, "xaead_seq_"), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c [8]byte
+		binary.LittleEndian.PutUint64(c[:], seq)
+		ad := hexRange(0xa0, 9) + hex.EncodeToString(c[:])
+		fmt.Fprintf(&b, "sealed %s %s01 %d %s %s %d %s\n", k, ad+v, 17, hexRange(0x80, 32), hexRange(0xc0, 16), seq, hexRange(0, 64))
+		n++
+	}
+
+	// netcode.io's own token: the request body is the request packet
+	// without its leading 00.
+	raw, err = os.ReadFile("../../token/testdata/netcode_ref.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := map[string]string{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(k, "#") {
+			kv[k] = v
+		}
+	}
+	if kv["token"] == "" || !strings.HasPrefix(kv["request_packet"], "00") {
+		t.Fatal("netcode_ref.txt: no token or request_packet")
+	}
+	fmt.Fprintf(&b, "token %s %s %s %s 10 127.0.0.1:40000,[2001:db8:1:2:3:4:5:6]:40001,[::1]:40002\n",
+		kv["token"], kv["request_packet"][2:], keyC2S, keyS2C)
+	n++
+	return b.String(), n
+}
+
+// hexRange is the hex of n bytes counting up from first.
+func hexRange(first, n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(first + i)
+	}
+	return hex.EncodeToString(b)
+}
+
+// TestSealedVectors: every sealed packet of the worked example (proof,
+// KeepAlive, Data both ways, Disconnect, refusal) opens in C to its
+// plaintext and seals back to its bytes; the salted AEAD matches netcode's;
+// netcode.io's own token parses to its request body, keys and addresses.
+func TestSealedVectors(t *testing.T) {
+	prog := program(t, "vectors", plain)
+	lines, n := sealedLines(t)
+	if n < 9 {
+		t.Fatalf("%d sealed vectors, want the example's 6, 3 AEAD and a token", n)
+	}
+	cmd := exec.Command(prog)
+	cmd.Stdin = strings.NewReader(lines)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), fmt.Sprintf("ok %d\n", n)) {
+		t.Fatalf("%v\n%s\ninput:\n%s", err, out, lines)
+	}
+	t.Logf("%d sealed vectors checked", n)
 }

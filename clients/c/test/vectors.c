@@ -163,6 +163,58 @@ int main(void) {
             CHECK(name, ug_encode_conn(buf, sizeof buf, &m, &h, tmp, out) == n && memcmp(buf, pkt, (size_t)n) == 0,
                   "packet encodes differently");
             checked++;
+        } else if (strcmp(kind, "sealed") == 0) {
+            /* a sealed packet (§11.2, §11.3): opens to its plaintext and seals back to its bytes */
+            char key[80], salt[40], pt[4096];
+            unsigned long long counter;
+            int ad, n, pl;
+            uint8_t k[32], sl[16];
+            if (sscanf(line, "sealed %127s %4095s %d %79s %39s %llu %4095s", name, hex, &ad, key, salt, &counter, pt) != 7) {
+                fail("sealed", "bad line");
+                continue;
+            }
+            n = unhex(hex, pkt, sizeof pkt);
+            unhex(key, k, 32);
+            unhex(salt, sl, 16);
+            pl = unhex(pt, tmp, sizeof tmp);
+            memcpy(buf, pkt, (size_t)n);
+            CHECK(name, buf[n - 1] == 1, "terminator");
+            CHECK(name, ug_le64(buf + ad - 8) == counter, "counter");
+            CHECK(name, ug_open(buf, ad, n - 1, k, sl, counter) == 0, "does not open");
+            CHECK(name, n - 1 - 16 - ad == pl && memcmp(buf + ad, tmp, (size_t)pl) == 0, "plaintext differs");
+            memcpy(buf + ad, tmp, (size_t)pl);
+            ug_seal(buf, ad, ad + pl, k, sl, counter);
+            buf[ad + pl + 16] = 1;
+            CHECK(name, memcmp(buf, pkt, (size_t)n) == 0, "seals differently");
+            checked++;
+        } else if (strcmp(kind, "token") == 0) {
+            /* a netcode.io 1.02 connect token (§11.1): its public part and request body */
+            static char tok[8192], req[4096];
+            char c2s[80], s2c[80], addrs[512];
+            int timeout, i;
+            ug_token t;
+            static uint8_t tb[4096];
+            char *a;
+            if (sscanf(line, "token %8191s %4095s %79s %79s %d %511s", tok, req, c2s, s2c, &timeout, addrs) != 6) {
+                fail("token", "bad line");
+                continue;
+            }
+            unhex(tok, tb, sizeof tb);
+            CHECK("token", ug_token_parse(&t, tb, UG_TOKEN_BYTES) == UDPGATE_OK, "does not parse");
+            CHECK("token", unhex(req, tmp, sizeof tmp) == UG_REQUEST_BYTES &&
+                               memcmp(t.request, tmp, UG_REQUEST_BYTES) == 0, "request body differs");
+            unhex(c2s, tmp, 32);
+            CHECK("token", memcmp(t.c2s_key, tmp, 32) == 0, "client-to-server key");
+            unhex(s2c, tmp, 32);
+            CHECK("token", memcmp(t.s2c_key, tmp, 32) == 0, "server-to-client key");
+            CHECK("token", t.timeout == timeout, "timeout");
+            for (i = 0, a = strtok(addrs, ","); a; a = strtok(NULL, ","), i++) {
+                udpgate_address want;
+                CHECK("token", udpgate_address_parse(&want, a) == UDPGATE_OK && i < t.num_addresses &&
+                                   ug_address_equal(&want, &t.addresses[i]), "address differs");
+            }
+            CHECK("token", i == t.num_addresses, "address count");
+            checked++;
         } else {
             fail(kind, "unknown line kind");
         }
