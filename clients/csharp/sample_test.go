@@ -57,7 +57,7 @@ func TestMain(m *testing.M) {
 
 // tools skips the test, saying what is missing and how to get it, unless
 // every tool the build needs is here.
-func tools(t *testing.T) {
+func tools(t testing.TB) {
 	t.Helper()
 	for _, tool := range []string{"mcs", "mono", "make", "cc", "pkg-config"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -82,8 +82,9 @@ func run(name string, args ...string) error {
 // build makes, once for the package, with the two Makefiles: libudpgate.so
 // (clients/c, exporting only the header's functions), Udpgate.dll and
 // sample.exe; then check.exe (test/Check.cs with the binding's sources, for
-// its internals) and layout (test/layout.c).
-func build(t *testing.T) string {
+// its internals), layout (test/layout.c) and the C client's bench program
+// (clients/c/test/bench.c) linked with the same libudpgate.so.
+func build(t testing.TB) string {
 	t.Helper()
 	tools(t)
 	buildOnce.Do(func() {
@@ -94,10 +95,18 @@ func build(t *testing.T) string {
 		if buildErr = os.Rename(filepath.Join(cdir, "libudpgate.so"), filepath.Join(buildDir, "libudpgate.so")); buildErr != nil {
 			return
 		}
+		// The soname, which C programs linked with -ludpgate load.
+		if buildErr = os.Symlink("libudpgate.so", filepath.Join(buildDir, "libudpgate.so.0")); buildErr != nil {
+			return
+		}
 		if buildErr = run("make", "-s", "OUT="+buildDir); buildErr != nil {
 			return
 		}
 		if buildErr = run("cc", "-std=c99", "-Wall", "-Werror", "-I../c/include", "-o", filepath.Join(buildDir, "layout"), "test/layout.c"); buildErr != nil {
+			return
+		}
+		if buildErr = run("cc", "-std=c99", "-O2", "-Wall", "-Werror", "-I../c/include", "-o", filepath.Join(buildDir, "bench"),
+			"../c/test/bench.c", "-L"+buildDir, "-ludpgate"); buildErr != nil {
 			return
 		}
 		src, _ := filepath.Glob("src/*.cs")
@@ -111,7 +120,7 @@ func build(t *testing.T) string {
 
 // mono runs a program of the build under mono with the library on
 // LD_LIBRARY_PATH and returns its exit code and combined output.
-func mono(t *testing.T, prog string, args ...string) (int, string) {
+func mono(t testing.TB, prog string, args ...string) (int, string) {
 	t.Helper()
 	dir := build(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -151,7 +160,7 @@ func (e *echoServer) OnMessage(c *conn.Conn, ch int, msg []byte) {
 
 // startServer starts a udpgate server on 127.0.0.1:0 with the stock message
 // layout, sealed with testKey when sealed is set.
-func startServer(t *testing.T, sealed bool) (*conn.Server, *echoServer) {
+func startServer(t testing.TB, sealed bool) (*conn.Server, *echoServer) {
 	t.Helper()
 	h := &echoServer{}
 	cfg := conn.Config{
@@ -175,7 +184,7 @@ func startServer(t *testing.T, sealed bool) (*conn.Server, *echoServer) {
 // tokenFile writes a connect token, sealed with key, for the server at
 // internal dialled at public (a proxy's address, or the server's), and
 // returns its path.
-func tokenFile(t *testing.T, key *[token.KeyBytes]byte, public, internal netip.AddrPort) string {
+func tokenFile(t testing.TB, key *[token.KeyBytes]byte, public, internal netip.AddrPort) string {
 	t.Helper()
 	tok, err := token.Generate(key, &token.Params{
 		ProtocolID:              testProtocolID,
@@ -437,4 +446,77 @@ func TestCSharpReceiveAllocs(t *testing.T) {
 	if bytes != 0 {
 		t.Fatalf("the binding allocated %d bytes for %d messages, want 0", bytes, n)
 	}
+}
+
+// BenchmarkCSharpThroughput: the C client's bench program and the same loop
+// in C# (check.exe bench), one after the other in every iteration against
+// one echo server, 16-byte messages: reliable (channel 0) and unreliable
+// (1). It reports both rates and the C#/C ratio, which is the binding's cost.
+//
+//	go test -run '^$' -bench CSharpThroughput -benchtime 5x ./clients/csharp/
+func BenchmarkCSharpThroughput(b *testing.B) {
+	for _, ch := range []int{0, 1} {
+		b.Run(fmt.Sprintf("channel=%d", ch), func(b *testing.B) {
+			dir := build(b)
+			s, _ := startServer(b, false)
+			rate := func(out string) float64 {
+				var r float64
+				if _, err := fmt.Sscanf(out, "rate %f", &r); err != nil {
+					b.Fatalf("bench: %v\n%s", err, out)
+				}
+				return r
+			}
+			var c, cs []float64
+			for i := 0; i < b.N; i++ {
+				args := []string{s.Addr().String(), "200000", "16", strconv.Itoa(ch)}
+				cmd := exec.Command(filepath.Join(dir, "bench"), args...)
+				cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+dir)
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					b.Fatalf("bench: %v\n%s", err, out)
+				}
+				c = append(c, rate(string(out)))
+				code, mout := mono(b, "check.exe", append([]string{"bench"}, args...)...)
+				if code != 0 {
+					b.Fatalf("check.exe bench exited %d:\n%s", code, mout)
+				}
+				cs = append(cs, rate(mout))
+				b.Logf("C: %s\nC#: %s", strings.TrimSpace(string(out)), strings.TrimSpace(mout))
+			}
+			mc, mcs := median(c), median(cs)
+			b.ReportMetric(mc, "c-msgs/s")
+			b.ReportMetric(mcs, "cs-msgs/s")
+			b.ReportMetric(mcs/mc, "cs/c")
+		})
+	}
+}
+
+// BenchmarkCSharpCall: what one call through the binding costs (P/Invoke,
+// the SafeHandle's reference count, the Span's pinning), measured on calls
+// whose C side returns at once: State, TryReceive with nothing waiting,
+// TrySend before connecting. Each op is one run of check.exe calls.
+//
+//	go test -run '^$' -bench CSharpCall -benchtime 5x ./clients/csharp/
+func BenchmarkCSharpCall(b *testing.B) {
+	var st, rx, tx []float64
+	for i := 0; i < b.N; i++ {
+		code, out := mono(b, "check.exe", "calls", "2000000")
+		if code != 0 {
+			b.Fatalf("check.exe calls exited %d:\n%s", code, out)
+		}
+		var s, r, x float64
+		if _, err := fmt.Sscanf(out, "state %f receive %f send %f", &s, &r, &x); err != nil {
+			b.Fatalf("check.exe calls: %v\n%s", err, out)
+		}
+		st, rx, tx = append(st, s), append(rx, r), append(tx, x)
+	}
+	b.ReportMetric(median(st), "ns/State")
+	b.ReportMetric(median(rx), "ns/TryReceive")
+	b.ReportMetric(median(tx), "ns/TrySend")
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
 }

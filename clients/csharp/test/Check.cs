@@ -4,6 +4,13 @@
 //   mono check.exe enums          every enum member: "Enum.Member value"
 //   mono check.exe layout         offsets and sizes of the struct mirrors
 //   mono check.exe errors         each misuse and what it raised, one a line
+//   mono check.exe bench ADDR COUNT SIZE CHANNEL
+//                                 clients/c/test/bench.c in C#: COUNT messages
+//                                 as fast as the queue takes them, their echoes
+//                                 back; prints "rate <messages/s each way> ..."
+//   mono check.exe calls N        ns per call of State, TryReceive (nothing
+//                                 waits) and TrySend (not connected): the
+//                                 binding's own cost, the C side doing ~nothing
 //   mono check.exe allocs ADDR N  bytes the managed heap grew by while N
 //                                 reliable messages went out and came back
 //                                 from an echo server at ADDR (unsealed)
@@ -31,6 +38,10 @@ static class Check
             case "errors":
                 Errors();
                 return 0;
+            case "bench":
+                return Bench(args[1], long.Parse(args[2]), int.Parse(args[3]), int.Parse(args[4]));
+            case "calls":
+                return Calls(int.Parse(args[1]));
             case "allocs":
                 return Allocs(args[1], int.Parse(args[2]));
         }
@@ -99,6 +110,96 @@ static class Check
         Console.WriteLine("sizeof(udpgate_address) " + Marshal.SizeOf(a));
         Console.WriteLine("udpgate_address.family " + Marshal.OffsetOf(a, "family"));
         Console.WriteLine("udpgate_address.port " + Marshal.OffsetOf(a, "port"));
+    }
+
+    // What clients/c/test/bench.c does, through the binding, with its
+    // configuration: the difference in rate is the binding's cost.
+    static int Bench(string address, long count, int size, int chan)
+    {
+        var clock = Stopwatch.StartNew();
+        var cfg = new ClientConfig
+        {
+            SendQueueBytes = 4 << 20,
+            SocketBufferBytes = 8 << 20,
+            ReceiveQueueBytes = 4 << 20,
+            UnreliableQueueBytes = 1 << 20,
+        };
+        using (var c = new Client(cfg))
+        {
+            c.Connect(address, clock.Elapsed.TotalSeconds);
+            double t0 = clock.Elapsed.TotalSeconds;
+            while (c.State == State.Connecting && clock.Elapsed.TotalSeconds - t0 < 10)
+                c.Update(clock.Elapsed.TotalSeconds);
+            if (c.State != State.Connected)
+            {
+                Console.WriteLine("FAIL " + c.StateText);
+                return 1;
+            }
+            var msg = new byte[size];
+            for (int i = 0; i < msg.Length; i++)
+                msg[i] = 0xab;
+            var buf = new byte[1 << 20];
+            long sent = 0, got = 0;
+            double t, lastGot;
+            t0 = lastGot = clock.Elapsed.TotalSeconds;
+            while (got < count)
+            {
+                t = clock.Elapsed.TotalSeconds;
+                while (sent < count && c.TrySend(chan, msg) == Result.Ok)
+                    sent++;
+                c.Update(t);
+                int ch, n;
+                while (c.TryReceive(buf, out ch, out n))
+                {
+                    got++;
+                    lastGot = t;
+                }
+                if (c.State != State.Connected)
+                {
+                    Console.WriteLine("FAIL " + c.StateText + " after " + got + " echoes");
+                    return 1;
+                }
+                if (t - lastGot > (chan == 0 ? 30 : 2))
+                    break;
+            }
+            t = lastGot - t0;
+            var st = new Stats();
+            c.GetStats(st);
+            Console.WriteLine(string.Format(System.Globalization.CultureInfo.InvariantCulture,
+                "rate {0:F0} sent {1} echoes {2} in {3:F3} s; packets sent {4} received {5} resends {6}",
+                got / t, sent, got, t, st.PacketsSent, st.PacketsReceived, st.Resends));
+            c.Disconnect(clock.Elapsed.TotalSeconds);
+            return 0;
+        }
+    }
+
+    static int Calls(int n)
+    {
+        using (var c = new Client())
+        {
+            var buf = new byte[64];
+            var clock = new Stopwatch();
+            double state = 0, receive = 0, send = 0;
+            int sink = 0, ch, len;
+            for (int round = 0; round < 2; round++) // the first warms up
+            {
+                clock.Restart();
+                for (int i = 0; i < n; i++)
+                    sink += (int)c.State;
+                state = clock.Elapsed.TotalMilliseconds * 1e6 / n;
+                clock.Restart();
+                for (int i = 0; i < n; i++)
+                    c.TryReceive(buf, out ch, out len);
+                receive = clock.Elapsed.TotalMilliseconds * 1e6 / n;
+                clock.Restart();
+                for (int i = 0; i < n; i++)
+                    sink += (int)c.TrySend(0, new ReadOnlySpan<byte>(buf, 0, 16));
+                send = clock.Elapsed.TotalMilliseconds * 1e6 / n;
+            }
+            Console.WriteLine(string.Format(System.Globalization.CultureInfo.InvariantCulture,
+                "state {0:F1} receive {1:F1} send {2:F1} ns ({3})", state, receive, send, sink != 0));
+            return 0;
+        }
     }
 
     // Connects, warms up (the marshalling stubs are made at a method's first
