@@ -149,7 +149,8 @@ namespace Udpgate
 
         static readonly int statsHead = Marshal.SizeOf(typeof(Native.StatsHead));
 
-        readonly ClientHandle handle;
+        readonly ClientHandle handle; // owns the pointer; frees it once
+        IntPtr ptr;                   // the same pointer, Zero once disposed
         readonly byte[] statsBuf = new byte[statsHead + 8 * (int)Drop.Count];
 
         /// <summary>A client with the library's defaults.</summary>
@@ -172,6 +173,7 @@ namespace Udpgate
                     handle.Dispose();
                     throw new UdpgateException("create", (Result)r);
                 }
+                ptr = handle.DangerousGetHandle();
             }
             finally
             {
@@ -183,7 +185,9 @@ namespace Udpgate
         /// <summary>Starts an unsealed connection to "ip:port" (numeric; resolve names yourself).</summary>
         public void Connect(string address, double now)
         {
-            Check("connect " + address, Native.udpgate_client_connect(handle, address, now));
+            int r = Native.udpgate_client_connect(Ptr, address, now);
+            GC.KeepAlive(this);
+            Check("connect " + address, r);
         }
 
         /// <summary>Starts a sealed connection with a netcode.io 1.02 connect
@@ -192,7 +196,9 @@ namespace Udpgate
         {
             if (token == null || token.Length == 0)
                 throw new UdpgateException("connect token: empty token", Result.Token);
-            Check("connect token", Native.udpgate_client_connect_token(handle, ref token[0], (UIntPtr)token.Length, now));
+            int r = Native.udpgate_client_connect_token(Ptr, ref token[0], (UIntPtr)token.Length, now);
+            GC.KeepAlive(this);
+            Check("connect token", r);
         }
 
         /// <summary>Receives every waiting datagram, runs the timers and sends
@@ -200,18 +206,25 @@ namespace Udpgate
         /// origin) must not go back.</summary>
         public void Update(double now)
         {
-            Native.udpgate_client_update(handle, now);
+            Native.udpgate_client_update(Ptr, now);
+            GC.KeepAlive(this);
         }
 
         /// <summary>Tells the server (5 Disconnect packets) and drops queued messages.</summary>
         public void Disconnect(double now)
         {
-            Native.udpgate_client_disconnect(handle, now);
+            Native.udpgate_client_disconnect(Ptr, now);
+            GC.KeepAlive(this);
         }
 
         public State State
         {
-            get { return (State)Native.udpgate_client_state(handle); }
+            get
+            {
+                int s = Native.udpgate_client_state(Ptr);
+                GC.KeepAlive(this);
+                return (State)s;
+            }
         }
 
         /// <summary>The state's text from the C library, e.g. "denied: server full".</summary>
@@ -235,13 +248,19 @@ namespace Udpgate
         /// Disconnect or sealed refusal reason), 0 if none.</summary>
         public int EndReason
         {
-            get { return Native.udpgate_client_end_reason(handle); }
+            get
+            {
+                int r = Native.udpgate_client_end_reason(Ptr);
+                GC.KeepAlive(this);
+                return r;
+            }
         }
 
         /// <summary>After VersionMismatch: what the server runs.</summary>
         public void GetServerVersion(out uint networkVersion, out ushort networkFeatures)
         {
-            Native.udpgate_client_server_version(handle, out networkVersion, out networkFeatures);
+            Native.udpgate_client_server_version(Ptr, out networkVersion, out networkFeatures);
+            GC.KeepAlive(this);
         }
 
         /// <summary>Queues a message (copied). Returns Ok, or State (not
@@ -249,7 +268,9 @@ namespace Udpgate
         /// Allocates nothing.</summary>
         public Result TrySend(int channel, ReadOnlySpan<byte> message)
         {
-            return (Result)Native.udpgate_client_send(handle, channel, ref MemoryMarshal.GetReference(message), (UIntPtr)message.Length);
+            int r = Native.udpgate_client_send(Ptr, channel, ref MemoryMarshal.GetReference(message), (UIntPtr)message.Length);
+            GC.KeepAlive(this);
+            return (Result)r;
         }
 
         /// <summary>TrySend, throwing UdpgateException on any error.</summary>
@@ -261,7 +282,9 @@ namespace Udpgate
         /// <summary>Queues a Kind-0 Data packet (unreliable, one packet).</summary>
         public Result TrySendData(ReadOnlySpan<byte> data)
         {
-            return (Result)Native.udpgate_client_send_data(handle, ref MemoryMarshal.GetReference(data), (UIntPtr)data.Length);
+            int r = Native.udpgate_client_send_data(Ptr, ref MemoryMarshal.GetReference(data), (UIntPtr)data.Length);
+            GC.KeepAlive(this);
+            return (Result)r;
         }
 
         /// <summary>Takes the next received message into buffer: true with its
@@ -271,7 +294,8 @@ namespace Udpgate
         /// Allocates nothing.</summary>
         public bool TryReceive(Span<byte> buffer, out int channel, out int length)
         {
-            int n = Native.udpgate_client_receive(handle, out channel, ref MemoryMarshal.GetReference(buffer), (UIntPtr)buffer.Length);
+            int n = Native.udpgate_client_receive(Ptr, out channel, ref MemoryMarshal.GetReference(buffer), (UIntPtr)buffer.Length);
+            GC.KeepAlive(this);
             if (n >= 0)
             {
                 length = n;
@@ -288,7 +312,8 @@ namespace Udpgate
         {
             get
             {
-                int n = Native.udpgate_client_peek_size(handle);
+                int n = Native.udpgate_client_peek_size(Ptr);
+                GC.KeepAlive(this);
                 return n >= 0 ? n : -1;
             }
         }
@@ -297,7 +322,8 @@ namespace Udpgate
         /// payload for ChannelData); throws for no such channel.</summary>
         public int MaxMessageSize(int channel)
         {
-            int n = Native.udpgate_client_max_message_size(handle, channel);
+            int n = Native.udpgate_client_max_message_size(Ptr, channel);
+            GC.KeepAlive(this);
             if (n < 0)
                 throw new UdpgateException("max message size of channel " + channel, Result.Channel);
             return n;
@@ -306,7 +332,9 @@ namespace Udpgate
         /// <summary>Bytes queued on a reliable channel, not yet acknowledged.</summary>
         public int QueuedBytes(int channel)
         {
-            return Native.udpgate_client_queued_bytes(handle, channel);
+            int n = Native.udpgate_client_queued_bytes(Ptr, channel);
+            GC.KeepAlive(this);
+            return n;
         }
 
         /// <summary>The local address of the client's socket, e.g. "0.0.0.0:51234".</summary>
@@ -314,7 +342,8 @@ namespace Udpgate
         {
             get
             {
-                var a = Native.udpgate_client_local_address(handle);
+                var a = Native.udpgate_client_local_address(Ptr);
+                GC.KeepAlive(this);
                 var buf = new byte[64];
                 Native.udpgate_address_format(ref a, ref buf[0], (UIntPtr)buf.Length);
                 int end = Array.IndexOf(buf, (byte)0);
@@ -329,7 +358,8 @@ namespace Udpgate
                 throw new ArgumentNullException("into");
             // The native struct is written into a managed buffer the client
             // owns, then read field by field.
-            Native.udpgate_client_stats(handle, ref statsBuf[0]);
+            Native.udpgate_client_stats(Ptr, ref statsBuf[0]);
+            GC.KeepAlive(this);
             var b = statsBuf;
             into.Rtt = BitConverter.ToDouble(b, 0);
             into.RttVar = BitConverter.ToDouble(b, 8);
@@ -352,7 +382,21 @@ namespace Udpgate
         /// nothing (call Disconnect first). Later calls throw ObjectDisposedException.</summary>
         public void Dispose()
         {
+            ptr = IntPtr.Zero;
             handle.Dispose();
+        }
+
+        // The C client for a call. Every call is followed by
+        // GC.KeepAlive(this), so that the handle's finalizer cannot free the
+        // client while C runs (were the Client otherwise unreachable).
+        IntPtr Ptr
+        {
+            get
+            {
+                if (ptr == IntPtr.Zero)
+                    throw new ObjectDisposedException("Udpgate.Client");
+                return ptr;
+            }
         }
 
         /// <summary>The C library's name of a state, e.g. "denied: server full".</summary>
