@@ -187,7 +187,8 @@ namespace Udpgate
         {
             int r = Native.udpgate_client_connect(Ptr, address, now);
             GC.KeepAlive(this);
-            Check("connect " + address, r);
+            if (r != 0)
+                throw new UdpgateException("connect " + address, (Result)r);
         }
 
         /// <summary>Starts a sealed connection with a netcode.io 1.02 connect
