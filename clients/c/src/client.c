@@ -17,8 +17,9 @@
 #define PROOF_INTERVAL 0.25
 #define ACK_DELAY 0.005
 #define MIN_RESEND 0.010
-#define RESEND_FACTOR_UNUSED 0.4
-#define FLIGHT_PACKETS 128   /* new reliable units wait while this many packets with units are unreported */
+#define RESEND_FACTOR 0.4
+#define FLIGHT_PACKETS 240   /* new units wait while this many packets with units are unreported (§14.4) */
+#define TARGET 0.012         /* §14.4: the queueing delay a sender holds */
 
 enum { PH_IDLE, PH_INITIAL, PH_RESPONSE, PH_PROVING, PH_CONNECTED, PH_ENDED };
 
@@ -125,7 +126,12 @@ struct udpgate_client {
     double last_recv, last_send, timeout;
     record records[RECORDS];
     uint16_t oldest_unreported;
-    int unreported_units; /* packets with reliable units not yet reported */
+    int unreported_units; /* the flight: packets with reliable units not yet reported */
+    uint16_t oldest_flight;
+    /* §14.4 congestion window (packets) for bulk units and fragments */
+    double cwnd, base_min[2], base_epoch, standing[4], qdelay, last_cut;
+    int slow_start, nstanding;
+    uint16_t loss_hist; /* the last 16 reports, 1 = lost */
     double srtt, rttvar;
     int has_rtt;
     int ack_pending;
@@ -570,6 +576,14 @@ static void reset_connection(udpgate_client *cl) {
     memset(cl->rx_bits, 0, sizeof cl->rx_bits);
     cl->have_peer_ack = cl->have_held = 0;
     cl->unreported_units = 0;
+    cl->cwnd = 10;
+    cl->slow_start = 1;
+    cl->base_min[0] = cl->base_min[1] = 1e9;
+    cl->base_epoch = 0;
+    cl->nstanding = 0;
+    cl->qdelay = 0;
+    cl->last_cut = 0;
+    cl->loss_hist = 0;
     cl->has_rtt = 0;
     cl->srtt = 0.1;
     cl->rttvar = 0.05;
@@ -660,7 +674,7 @@ static void open_connection(udpgate_client *cl, const uint8_t cookie[20], double
     cl->send_seq = ug_le16(cookie + 2) & UG_SEQ_MASK;
     cl->recv_newest = (uint16_t)((server_seq - 1) & UG_SEQ_MASK);
     cl->recv_bits = ~(uint64_t)0;
-    cl->oldest_unreported = cl->send_seq;
+    cl->oldest_unreported = cl->oldest_flight = cl->send_seq;
     cl->last_recv = now;
     cl->timeout = cl->cfg.timeout;
     if (cl->sealed && cl->token.timeout > 0) {
@@ -896,17 +910,75 @@ static void unit_acked(udpgate_client *cl, int c, uint16_t id) {
     ch->sq.head = ch->base != ch->next_id ? ch->units[ch->base & (WINDOW - 1)].msg_off : ch->cut_msg;
 }
 
+static double rto(const udpgate_client *cl, int sends);
+
+/* §14.4's controller, simplified: a delay sample per acknowledged packet
+ * with units; slow start until the queueing delay passes half the target;
+ * then growth while under the target and a proportional cut above it, once
+ * a round trip; a loss counts only with a queue or heavy loss. */
+static void cc_sample(udpgate_client *cl, double sample, double now) {
+    double base, standing;
+    int i, n;
+    if (now - cl->base_epoch > 30) {
+        cl->base_min[1] = cl->base_min[0];
+        cl->base_min[0] = 1e9;
+        cl->base_epoch = now;
+    }
+    if (sample < cl->base_min[0])
+        cl->base_min[0] = sample;
+    base = cl->base_min[0] < cl->base_min[1] ? cl->base_min[0] : cl->base_min[1];
+    cl->standing[cl->nstanding++ % 4] = sample;
+    n = cl->nstanding < 4 ? cl->nstanding : 4;
+    for (standing = 1e9, i = 0; i < n; i++)
+        if (cl->standing[i] < standing)
+            standing = cl->standing[i];
+    cl->qdelay = standing - base;
+    if (cl->slow_start) {
+        cl->cwnd += 1;
+        if (cl->qdelay > TARGET / 2)
+            cl->slow_start = 0;
+    } else if (cl->qdelay <= TARGET) {
+        cl->cwnd += (cl->qdelay > TARGET / 2 ? 0.5 : 1) / cl->cwnd;
+    } else if (now - cl->last_cut > cl->srtt) {
+        double d = cl->qdelay - TARGET, cut = cl->cwnd * (d < TARGET ? d : TARGET) / (2 * TARGET);
+        cl->cwnd -= cut > cl->cwnd / 8 ? cut : cl->cwnd / 8;
+        cl->last_cut = now;
+    }
+    if (cl->cwnd > FLIGHT_PACKETS)
+        cl->cwnd = FLIGHT_PACKETS;
+}
+
+static void cc_loss(udpgate_client *cl, double now) {
+    int lost = 0;
+    uint16_t h = cl->loss_hist;
+    for (; h; h &= (uint16_t)(h - 1))
+        lost++;
+    if ((cl->qdelay > 2 * TARGET || lost > 4) && now - cl->last_cut > cl->srtt) {
+        cl->cwnd *= 0.7;
+        if (cl->cwnd < 2)
+            cl->cwnd = 2;
+        cl->slow_start = 0;
+        cl->last_cut = now;
+    }
+}
+
 static void report(udpgate_client *cl, record *rec, int delivered, double now) {
     int i;
     rec->reported = 1;
     if (rec->has_units)
         cl->unreported_units--;
+    if (rec->nunits)
+        cl->loss_hist = (uint16_t)(cl->loss_hist << 1 | !delivered);
     if (delivered) {
         cl->st.packets_acked++;
         cl->st.loss *= 0.99;
+        if (rec->nunits)
+            cc_sample(cl, now - rec->time, now);
     } else {
         cl->st.packets_lost++;
         cl->st.loss = cl->st.loss * 0.99 + 0.01;
+        if (rec->nunits)
+            cc_loss(cl, now);
     }
     for (i = 0; i < rec->nunits; i++) {
         int c = (int)(rec->units[i] >> 16);
@@ -935,11 +1007,32 @@ static void rtt_sample(udpgate_client *cl, double s) {
     }
 }
 
+/* §14.4 fast repair: units sent well before a packet that was acknowledged
+ * first are due at once. */
+static void repair(udpgate_client *cl, double sent) {
+    double before = sent - (cl->srtt / 8 > 0.002 ? cl->srtt / 8 : 0.002);
+    int c;
+    for (c = 0; c < cl->nch; c++) {
+        channel *ch = &cl->ch[c];
+        uint16_t id;
+        if (ch->kind != UDPGATE_RELIABLE_ORDERED)
+            continue;
+        for (id = ch->base; id != ch->unsent; id++) {
+            unit *u = &ch->units[id & (WINDOW - 1)];
+            if (!u->acked && u->last_sent < before)
+                u->due = 1;
+        }
+    }
+}
+
 static void process_acks(udpgate_client *cl, uint16_t ack, uint64_t bits, double now) {
     int i;
+    double newest = -1;
     record *rec = &cl->records[ack & (RECORDS - 1)];
     if (rec->valid && rec->seq == ack && !rec->reported) {
         rtt_sample(cl, now - rec->time);
+        if (rec->nunits)
+            newest = rec->time;
         report(cl, rec, 1, now);
     }
     for (; bits; bits &= bits - 1) {
@@ -948,9 +1041,14 @@ static void process_acks(udpgate_client *cl, uint16_t ack, uint64_t bits, double
             ;
         s = (uint16_t)((ack - 1 - i) & UG_SEQ_MASK);
         rec = &cl->records[s & (RECORDS - 1)];
-        if (rec->valid && rec->seq == s && !rec->reported)
+        if (rec->valid && rec->seq == s && !rec->reported) {
+            if (rec->nunits && rec->time > newest)
+                newest = rec->time;
             report(cl, rec, 1, now);
+        }
     }
+    if (newest >= 0)
+        repair(cl, newest);
     /* lost: more than 64 behind the Ack, unnamed */
     while (cl->oldest_unreported != cl->send_seq) {
         uint16_t s = cl->oldest_unreported;
@@ -1332,7 +1430,8 @@ static int cut_unit(udpgate_client *cl, int c, double now) {
 }
 
 /* Appends one unit's entry to the payload; returns 0 if it does not fit. */
-static int put_unit(udpgate_client *cl, int c, uint16_t id, uint8_t *pay, int *plen, record *rec, double now) {
+static int put_unit(udpgate_client *cl, int c, uint16_t id, uint8_t *pay, int *plen, record *rec, double now,
+                    int copy) {
     channel *ch = &cl->ch[c];
     unit *u = &ch->units[id & (WINDOW - 1)];
     ug_entry e;
@@ -1364,8 +1463,8 @@ static int put_unit(udpgate_client *cl, int c, uint16_t id, uint8_t *pay, int *p
         cl->st.resends++;
     else
         u->first_sent = now;
-    if (u->sends < 255)
-        u->sends++;
+    if (!copy && u->sends < 255)
+        u->sends++; /* copies riding on other packets do not back the timer off */
     u->last_sent = now;
     u->due = 0;
     rec->units[rec->nunits++] = (uint32_t)c << 16 | id;
@@ -1440,22 +1539,47 @@ static int send_one(udpgate_client *cl, double now) {
                 if (u->acked || u->sends == 0)
                     continue;
                 if (u->due || now - u->last_sent >= rto(cl, u->sends) * (ch->bulk ? 2 : 1)) {
-                    if (!put_unit(cl, c, id, pay, &plen, &tmp_rec, now)) {
+                    if (!put_unit(cl, c, id, pay, &plen, &tmp_rec, now, 0)) {
                         full = 1;
                         break;
                     }
                     units++;
                 }
             }
-            /* new units, inside the window and the flight */
+            /* new units, inside the window and the flight; bulk units (a bulk
+             * channel's, or fragments) also inside the congestion window */
             while (!full && cl->unreported_units < FLIGHT_PACKETS) {
                 if (ch->unsent == ch->next_id && !cut_unit(cl, c, now))
                     break;
-                if (!put_unit(cl, c, ch->unsent, pay, &plen, &tmp_rec, now)) {
+                if ((ch->bulk || ch->units[ch->unsent & (WINDOW - 1)].count) && cl->unreported_units >= cl->cwnd)
+                    break;
+                if (!put_unit(cl, c, ch->unsent, pay, &plen, &tmp_rec, now, 0)) {
                     full = 1;
                     break;
                 }
                 ch->unsent++;
+                units++;
+            }
+        }
+    }
+    /* copies of the game's unacknowledged units ride in the room left (§14.4) */
+    if (plen > 0 && !full) {
+        double every = RESEND_FACTOR * rto(cl, 1);
+        if (every < MIN_RESEND)
+            every = MIN_RESEND;
+        for (i = 0; i < cl->nch && !full; i++) {
+            channel *ch = &cl->ch[i];
+            uint16_t id;
+            if (ch->kind != UDPGATE_RELIABLE_ORDERED || ch->bulk)
+                continue;
+            for (id = ch->base; id != ch->unsent; id++) {
+                unit *u = &ch->units[id & (WINDOW - 1)];
+                if (u->acked || u->count || now - u->last_sent < every)
+                    continue;
+                if (!put_unit(cl, i, id, pay, &plen, &tmp_rec, now, 1)) {
+                    full = 1;
+                    break;
+                }
                 units++;
             }
         }
@@ -1556,6 +1680,24 @@ static void connection_timers(udpgate_client *cl, double now) {
                 return;
             }
         }
+    }
+    /* §14.4: a packet unreported for RTO + SRTT/4 leaves the flight, its units due */
+    while (cl->oldest_flight != cl->send_seq) {
+        record *rec = &cl->records[cl->oldest_flight & (RECORDS - 1)];
+        if (rec->valid && rec->seq == cl->oldest_flight && !rec->reported && rec->has_units) {
+            int j;
+            if (now - rec->time <= rto(cl, 1) + cl->srtt / 4)
+                break;
+            rec->has_units = 0;
+            cl->unreported_units--;
+            for (j = 0; j < rec->nunits; j++) {
+                channel *ch = &cl->ch[rec->units[j] >> 16];
+                uint16_t id = (uint16_t)rec->units[j];
+                if ((uint16_t)(id - ch->base) < (uint16_t)(ch->next_id - ch->base))
+                    ch->units[id & (WINDOW - 1)].due = 1;
+            }
+        }
+        cl->oldest_flight = (uint16_t)((cl->oldest_flight + 1) & UG_SEQ_MASK);
     }
     for (i = 0; i < cl->cfg.max_packets_per_update && cl->phase == PH_CONNECTED; i++) {
         if (!send_one(cl, now))
