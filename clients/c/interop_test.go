@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,9 +33,12 @@ var (
 // the channel it came on (cmd/server's -app echo).
 type echoServer struct {
 	conn.NopHandler
-	mu  sync.Mutex
-	got map[int][][]byte
+	mu       sync.Mutex
+	got      map[int][][]byte
+	connects atomic.Int64
 }
+
+func (e *echoServer) OnConnect(*conn.Conn) { e.connects.Add(1) }
 
 func (e *echoServer) OnMessage(c *conn.Conn, ch int, msg []byte) {
 	e.mu.Lock()

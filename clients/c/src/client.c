@@ -15,6 +15,8 @@
 #define RESEND_INTERVAL 1.0
 #define CHALLENGE_LIFETIME 15.0
 #define PROOF_INTERVAL 0.25
+#define RESTART_SILENCE 1.5
+#define RESTART_INTERVAL 1.1
 #define ACK_DELAY 0.005
 #define MIN_RESEND 0.010
 #define RESEND_FACTOR 0.4
@@ -107,6 +109,8 @@ struct udpgate_client {
     uint8_t ch_cookie[20];
     uint8_t answered[ANSWERED][20];
     int n_answered;
+    int restarting; /* §6.4: 0 no, 1 sending Initials, 2 sending RestartResponses */
+    double last_restart;
 
     /* sealed */
     int sealed;
@@ -448,10 +452,12 @@ static void send_handshake(udpgate_client *cl, int type, double now) {
     h.sent_count = cl->sent_count++;
     h.network_version = cl->cfg.network_version;
     h.network_features = cl->cfg.network_features;
-    if (type == UG_RESPONSE) {
+    h.restart = cl->restarting != 0; /* §3.4: set on a restart's Initials */
+    if (type == UG_RESPONSE || type == UG_RESTART_RESPONSE) {
         h.secret_id = cl->ch_secret;
         h.timestamp = cl->ch_timestamp;
         memcpy(h.cookie, cl->ch_cookie, 20);
+        memcpy(h.orig_cookie, cl->cookie, 20);
     }
     ug_random(&r, 1);
     h.random_len = 8 + r % 9;
@@ -571,6 +577,7 @@ static void reset_connection(udpgate_client *cl) {
     cl->session_id = 0;
     cl->sent_count = 0;
     cl->n_answered = 0;
+    cl->restarting = 0;
     cl->tx_counter = 0;
     cl->rx_last = 0;
     memset(cl->rx_bits, 0, sizeof cl->rx_bits);
@@ -685,6 +692,7 @@ static void open_connection(udpgate_client *cl, const uint8_t cookie[20], double
 }
 
 static void connected(udpgate_client *cl, double now) {
+    cl->last_restart = now;
     cl->phase = PH_CONNECTED;
     cl->state = UDPGATE_STATE_CONNECTED;
     cl->sent_count = 0;
@@ -769,7 +777,7 @@ static void on_handshake(udpgate_client *cl, const uint8_t *b, int n, double now
             drop(cl, UDPGATE_DROP_BAD_BODY);
             return;
         }
-        if (cl->phase != PH_INITIAL && cl->phase != PH_RESPONSE) {
+        if (cl->phase != PH_INITIAL && cl->phase != PH_RESPONSE && !cl->restarting) {
             drop(cl, UDPGATE_DROP_UNEXPECTED_TYPE);
             return;
         }
@@ -789,6 +797,16 @@ static void on_handshake(udpgate_client *cl, const uint8_t *b, int n, double now
         }
         memcpy(cl->answered[cl->n_answered % ANSWERED], h.cookie, 20);
         cl->n_answered++;
+        if (cl->restarting) { /* §6.4 step 3 */
+            if (cl->restarting == 1) {
+                cl->restarting = 2;
+                cl->progress = now;
+                cl->gap = FIRST_RESEND;
+            }
+            send_handshake(cl, UG_RESTART_RESPONSE, now);
+            cl->next_resend = now + cl->gap;
+            return;
+        }
         if (cl->phase == PH_INITIAL) {
             cl->phase = PH_RESPONSE;
             cl->progress = now;
@@ -800,6 +818,11 @@ static void on_handshake(udpgate_client *cl, const uint8_t *b, int n, double now
     case UG_ACK:
         if (!(f64_of(h.timestamp) < 0)) {
             drop(cl, UDPGATE_DROP_BAD_BODY);
+            return;
+        }
+        if (cl->phase == PH_CONNECTED && cl->restarting == 2 && memcmp(h.cookie, cl->cookie, 20) == 0) {
+            cl->restarting = 0; /* §6.4 step 4: moved */
+            cl->sent_count = 0;
             return;
         }
         if (cl->phase != PH_RESPONSE) {
@@ -819,7 +842,7 @@ static void on_handshake(udpgate_client *cl, const uint8_t *b, int n, double now
         send_keepalive(cl, now, 1);
         return;
     case UG_DENIED:
-        if (cl->phase != PH_RESPONSE && cl->phase != PH_INITIAL) {
+        if (cl->phase != PH_RESPONSE && cl->phase != PH_INITIAL && cl->restarting != 2) {
             drop(cl, UDPGATE_DROP_UNEXPECTED_TYPE);
             return;
         }
@@ -827,7 +850,11 @@ static void on_handshake(udpgate_client *cl, const uint8_t *b, int n, double now
             drop(cl, UDPGATE_DROP_WRONG_COOKIE);
             return;
         }
-        end(cl, denied_state(h.reason), h.reason);
+        if (cl->phase == PH_CONNECTED && h.reason != 4) {
+            drop(cl, UDPGATE_DROP_UNEXPECTED_TYPE); /* §6.3: only Denied 4 ends a restart */
+            return;
+        }
+        end(cl, denied_state(h.reason), h.reason); /* during a restart: closed, no Disconnect */
         return;
     case UG_VERSION_UPGRADE:
         if (cl->phase == PH_CONNECTED || cl->phase == PH_ENDED) {
@@ -838,8 +865,26 @@ static void on_handshake(udpgate_client *cl, const uint8_t *b, int n, double now
         cl->server_nf = h.network_features;
         end(cl, UDPGATE_STATE_VERSION_MISMATCH, 0);
         return;
-    default: /* RestartHandshake: this client does not migrate (§6.4 not implemented) */
-        drop(cl, cl->phase == PH_CONNECTED ? UDPGATE_DROP_RESTART_UNNEEDED : UDPGATE_DROP_UNEXPECTED_TYPE);
+    default: /* RestartHandshake (§6.4) */
+        if (cl->phase != PH_CONNECTED || cl->sealed) {
+            drop(cl, UDPGATE_DROP_UNEXPECTED_TYPE);
+            return;
+        }
+        if (cl->restarting || now - cl->last_recv < RESTART_SILENCE) {
+            drop(cl, UDPGATE_DROP_RESTART_UNNEEDED);
+            return;
+        }
+        if (now - cl->last_restart < RESTART_INTERVAL) {
+            drop(cl, UDPGATE_DROP_RATE_LIMITED);
+            return;
+        }
+        cl->restarting = 1;
+        cl->last_restart = now;
+        cl->progress = now;
+        cl->n_answered = 0;
+        cl->gap = FIRST_RESEND;
+        send_handshake(cl, UG_INITIAL, now);
+        cl->next_resend = now + cl->gap;
         return;
     }
 }
@@ -1321,6 +1366,7 @@ static void on_conn(udpgate_client *cl, uint8_t *b, int n, double now) {
     if (cl->sealed)
         replay_mark(cl, counter);
     seq_accept(cl, h.seq, h.ack);
+    cl->restarting = 0; /* §6.4 step 5: the server still reaches us here */
     cl->st.packets_received++;
     cl->last_recv = now;
     process_acks(cl, h.ack, h.ack_bits, now);
@@ -1669,6 +1715,17 @@ static void connection_timers(udpgate_client *cl, double now) {
         send_disconnects(cl, 3, 1, now);
         end(cl, UDPGATE_STATE_TIMED_OUT, 3);
         return;
+    }
+    if (cl->restarting) {
+        if (now - cl->progress >= cl->cfg.connect_timeout) {
+            end(cl, UDPGATE_STATE_TIMED_OUT, 0);
+            return;
+        }
+        if (now >= cl->next_resend) {
+            send_handshake(cl, cl->restarting == 1 ? UG_INITIAL : UG_RESTART_RESPONSE, now);
+            cl->gap = cl->gap * 2 > RESEND_INTERVAL ? RESEND_INTERVAL : cl->gap * 2;
+            cl->next_resend = now + cl->gap;
+        }
     }
     for (i = 0; i < cl->nch; i++) {
         channel *ch = &cl->ch[i];
