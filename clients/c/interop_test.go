@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,9 +33,15 @@ var (
 // the channel it came on (cmd/server's -app echo).
 type echoServer struct {
 	conn.NopHandler
-	mu  sync.Mutex
-	got map[int][][]byte
+	mu       sync.Mutex
+	got      map[int][][]byte
+	connects atomic.Int64
 }
+
+func (e *echoServer) OnConnect(*conn.Conn) { e.connects.Add(1) }
+
+// OnPacket echoes a Data packet (§7.1).
+func (e *echoServer) OnPacket(c *conn.Conn, p []byte) { _, _ = c.Send(p) }
 
 func (e *echoServer) OnMessage(c *conn.Conn, ch int, msg []byte) {
 	e.mu.Lock()
@@ -53,6 +60,7 @@ func (e *echoServer) messages(ch int) [][]byte {
 }
 
 type setup struct {
+	ipv6   bool
 	sealed bool
 	loss   float64
 	cfg    func(*conn.Config)
@@ -78,7 +86,14 @@ func startServer(t testing.TB, su setup) (*conn.Server, netip.AddrPort, *netem.P
 	if su.cfg != nil {
 		su.cfg(&cfg)
 	}
-	s, err := conn.Listen("127.0.0.1:0", cfg)
+	listenAddr := "127.0.0.1:0"
+	if su.ipv6 {
+		listenAddr = "[::1]:0"
+	}
+	s, err := conn.Listen(listenAddr, cfg)
+	if err != nil && su.ipv6 {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,6 +431,36 @@ func TestShutdown(t *testing.T) {
 			}, clientArgs(t, su, s, addr, "wait", addr.String())...)
 			if st != stShutdown {
 				t.Fatalf("state %d, want %d (shutdown):\n%s", st, stShutdown, out)
+			}
+		})
+	})
+}
+
+// TestData: Data packets (§7.1) go both ways beside the messages.
+func TestData(t *testing.T) {
+	eachVariant(t, func(t *testing.T, prog string) {
+		modes(t, func(t *testing.T, su setup) {
+			s, addr, _, _ := startServer(t, su)
+			out := runC(t, prog, clientArgs(t, su, s, addr, "data", addr.String(), "200")...)
+			if !strings.Contains(out, "ok data") {
+				t.Fatalf("C client:\n%s", out)
+			}
+		})
+	})
+}
+
+// TestIPv6: the library's socket speaks IPv6, unsealed and sealed.
+func TestIPv6(t *testing.T) {
+	eachVariant(t, func(t *testing.T, prog string) {
+		modes(t, func(t *testing.T, su setup) {
+			su.ipv6 = true
+			s, addr, _, h := startServer(t, su)
+			if !addr.Addr().Is6() {
+				t.Fatalf("server at %v", addr)
+			}
+			out := runC(t, prog, clientArgs(t, su, s, addr, "reliable", addr.String(), "300")...)
+			if !strings.Contains(out, "ok reliable 300") || len(h.messages(0)) != 300 {
+				t.Fatalf("C client:\n%s", out)
 			}
 		})
 	})

@@ -15,10 +15,13 @@
 #define RESEND_INTERVAL 1.0
 #define CHALLENGE_LIFETIME 15.0
 #define PROOF_INTERVAL 0.25
+#define RESTART_SILENCE 1.5
+#define RESTART_INTERVAL 1.1
 #define ACK_DELAY 0.005
 #define MIN_RESEND 0.010
-#define RESEND_FACTOR_UNUSED 0.4
-#define FLIGHT_PACKETS 128   /* new reliable units wait while this many packets with units are unreported */
+#define RESEND_FACTOR 0.4
+#define FLIGHT_PACKETS 240   /* new units wait while this many packets with units are unreported (§14.4) */
+#define TARGET 0.012         /* §14.4: the queueing delay a sender holds */
 
 enum { PH_IDLE, PH_INITIAL, PH_RESPONSE, PH_PROVING, PH_CONNECTED, PH_ENDED };
 
@@ -106,6 +109,8 @@ struct udpgate_client {
     uint8_t ch_cookie[20];
     uint8_t answered[ANSWERED][20];
     int n_answered;
+    int restarting; /* §6.4: 0 no, 1 sending Initials, 2 sending RestartResponses */
+    double last_restart;
 
     /* sealed */
     int sealed;
@@ -125,7 +130,12 @@ struct udpgate_client {
     double last_recv, last_send, timeout;
     record records[RECORDS];
     uint16_t oldest_unreported;
-    int unreported_units; /* packets with reliable units not yet reported */
+    int unreported_units; /* the flight: packets with reliable units not yet reported */
+    uint16_t oldest_flight;
+    /* §14.4 congestion window (packets) for bulk units and fragments */
+    double cwnd, base_min[2], base_epoch, standing[4], qdelay, last_cut;
+    int slow_start, nstanding;
+    uint16_t loss_hist; /* the last 16 reports, 1 = lost */
     double srtt, rttvar;
     int has_rtt;
     int ack_pending;
@@ -442,10 +452,12 @@ static void send_handshake(udpgate_client *cl, int type, double now) {
     h.sent_count = cl->sent_count++;
     h.network_version = cl->cfg.network_version;
     h.network_features = cl->cfg.network_features;
-    if (type == UG_RESPONSE) {
+    h.restart = cl->restarting != 0; /* §3.4: set on a restart's Initials */
+    if (type == UG_RESPONSE || type == UG_RESTART_RESPONSE) {
         h.secret_id = cl->ch_secret;
         h.timestamp = cl->ch_timestamp;
         memcpy(h.cookie, cl->ch_cookie, 20);
+        memcpy(h.orig_cookie, cl->cookie, 20);
     }
     ug_random(&r, 1);
     h.random_len = 8 + r % 9;
@@ -565,11 +577,20 @@ static void reset_connection(udpgate_client *cl) {
     cl->session_id = 0;
     cl->sent_count = 0;
     cl->n_answered = 0;
+    cl->restarting = 0;
     cl->tx_counter = 0;
     cl->rx_last = 0;
     memset(cl->rx_bits, 0, sizeof cl->rx_bits);
     cl->have_peer_ack = cl->have_held = 0;
     cl->unreported_units = 0;
+    cl->cwnd = 10;
+    cl->slow_start = 1;
+    cl->base_min[0] = cl->base_min[1] = 1e9;
+    cl->base_epoch = 0;
+    cl->nstanding = 0;
+    cl->qdelay = 0;
+    cl->last_cut = 0;
+    cl->loss_hist = 0;
     cl->has_rtt = 0;
     cl->srtt = 0.1;
     cl->rttvar = 0.05;
@@ -660,7 +681,7 @@ static void open_connection(udpgate_client *cl, const uint8_t cookie[20], double
     cl->send_seq = ug_le16(cookie + 2) & UG_SEQ_MASK;
     cl->recv_newest = (uint16_t)((server_seq - 1) & UG_SEQ_MASK);
     cl->recv_bits = ~(uint64_t)0;
-    cl->oldest_unreported = cl->send_seq;
+    cl->oldest_unreported = cl->oldest_flight = cl->send_seq;
     cl->last_recv = now;
     cl->timeout = cl->cfg.timeout;
     if (cl->sealed && cl->token.timeout > 0) {
@@ -671,6 +692,7 @@ static void open_connection(udpgate_client *cl, const uint8_t cookie[20], double
 }
 
 static void connected(udpgate_client *cl, double now) {
+    cl->last_restart = now;
     cl->phase = PH_CONNECTED;
     cl->state = UDPGATE_STATE_CONNECTED;
     cl->sent_count = 0;
@@ -755,7 +777,7 @@ static void on_handshake(udpgate_client *cl, const uint8_t *b, int n, double now
             drop(cl, UDPGATE_DROP_BAD_BODY);
             return;
         }
-        if (cl->phase != PH_INITIAL && cl->phase != PH_RESPONSE) {
+        if (cl->phase != PH_INITIAL && cl->phase != PH_RESPONSE && !cl->restarting) {
             drop(cl, UDPGATE_DROP_UNEXPECTED_TYPE);
             return;
         }
@@ -775,6 +797,16 @@ static void on_handshake(udpgate_client *cl, const uint8_t *b, int n, double now
         }
         memcpy(cl->answered[cl->n_answered % ANSWERED], h.cookie, 20);
         cl->n_answered++;
+        if (cl->restarting) { /* §6.4 step 3 */
+            if (cl->restarting == 1) {
+                cl->restarting = 2;
+                cl->progress = now;
+                cl->gap = FIRST_RESEND;
+            }
+            send_handshake(cl, UG_RESTART_RESPONSE, now);
+            cl->next_resend = now + cl->gap;
+            return;
+        }
         if (cl->phase == PH_INITIAL) {
             cl->phase = PH_RESPONSE;
             cl->progress = now;
@@ -786,6 +818,11 @@ static void on_handshake(udpgate_client *cl, const uint8_t *b, int n, double now
     case UG_ACK:
         if (!(f64_of(h.timestamp) < 0)) {
             drop(cl, UDPGATE_DROP_BAD_BODY);
+            return;
+        }
+        if (cl->phase == PH_CONNECTED && cl->restarting == 2 && memcmp(h.cookie, cl->cookie, 20) == 0) {
+            cl->restarting = 0; /* §6.4 step 4: moved */
+            cl->sent_count = 0;
             return;
         }
         if (cl->phase != PH_RESPONSE) {
@@ -805,7 +842,7 @@ static void on_handshake(udpgate_client *cl, const uint8_t *b, int n, double now
         send_keepalive(cl, now, 1);
         return;
     case UG_DENIED:
-        if (cl->phase != PH_RESPONSE && cl->phase != PH_INITIAL) {
+        if (cl->phase != PH_RESPONSE && cl->phase != PH_INITIAL && cl->restarting != 2) {
             drop(cl, UDPGATE_DROP_UNEXPECTED_TYPE);
             return;
         }
@@ -813,7 +850,11 @@ static void on_handshake(udpgate_client *cl, const uint8_t *b, int n, double now
             drop(cl, UDPGATE_DROP_WRONG_COOKIE);
             return;
         }
-        end(cl, denied_state(h.reason), h.reason);
+        if (cl->phase == PH_CONNECTED && h.reason != 4) {
+            drop(cl, UDPGATE_DROP_UNEXPECTED_TYPE); /* §6.3: only Denied 4 ends a restart */
+            return;
+        }
+        end(cl, denied_state(h.reason), h.reason); /* during a restart: closed, no Disconnect */
         return;
     case UG_VERSION_UPGRADE:
         if (cl->phase == PH_CONNECTED || cl->phase == PH_ENDED) {
@@ -824,8 +865,26 @@ static void on_handshake(udpgate_client *cl, const uint8_t *b, int n, double now
         cl->server_nf = h.network_features;
         end(cl, UDPGATE_STATE_VERSION_MISMATCH, 0);
         return;
-    default: /* RestartHandshake: this client does not migrate (§6.4 not implemented) */
-        drop(cl, cl->phase == PH_CONNECTED ? UDPGATE_DROP_RESTART_UNNEEDED : UDPGATE_DROP_UNEXPECTED_TYPE);
+    default: /* RestartHandshake (§6.4) */
+        if (cl->phase != PH_CONNECTED || cl->sealed) {
+            drop(cl, UDPGATE_DROP_UNEXPECTED_TYPE);
+            return;
+        }
+        if (cl->restarting || now - cl->last_recv < RESTART_SILENCE) {
+            drop(cl, UDPGATE_DROP_RESTART_UNNEEDED);
+            return;
+        }
+        if (now - cl->last_restart < RESTART_INTERVAL) {
+            drop(cl, UDPGATE_DROP_RATE_LIMITED);
+            return;
+        }
+        cl->restarting = 1;
+        cl->last_restart = now;
+        cl->progress = now;
+        cl->n_answered = 0;
+        cl->gap = FIRST_RESEND;
+        send_handshake(cl, UG_INITIAL, now);
+        cl->next_resend = now + cl->gap;
         return;
     }
 }
@@ -896,17 +955,75 @@ static void unit_acked(udpgate_client *cl, int c, uint16_t id) {
     ch->sq.head = ch->base != ch->next_id ? ch->units[ch->base & (WINDOW - 1)].msg_off : ch->cut_msg;
 }
 
+static double rto(const udpgate_client *cl, int sends);
+
+/* §14.4's controller, simplified: a delay sample per acknowledged packet
+ * with units; slow start until the queueing delay passes half the target;
+ * then growth while under the target and a proportional cut above it, once
+ * a round trip; a loss counts only with a queue or heavy loss. */
+static void cc_sample(udpgate_client *cl, double sample, double now) {
+    double base, standing;
+    int i, n;
+    if (now - cl->base_epoch > 30) {
+        cl->base_min[1] = cl->base_min[0];
+        cl->base_min[0] = 1e9;
+        cl->base_epoch = now;
+    }
+    if (sample < cl->base_min[0])
+        cl->base_min[0] = sample;
+    base = cl->base_min[0] < cl->base_min[1] ? cl->base_min[0] : cl->base_min[1];
+    cl->standing[cl->nstanding++ % 4] = sample;
+    n = cl->nstanding < 4 ? cl->nstanding : 4;
+    for (standing = 1e9, i = 0; i < n; i++)
+        if (cl->standing[i] < standing)
+            standing = cl->standing[i];
+    cl->qdelay = standing - base;
+    if (cl->slow_start) {
+        cl->cwnd += 1;
+        if (cl->qdelay > TARGET / 2)
+            cl->slow_start = 0;
+    } else if (cl->qdelay <= TARGET) {
+        cl->cwnd += (cl->qdelay > TARGET / 2 ? 0.5 : 1) / cl->cwnd;
+    } else if (now - cl->last_cut > cl->srtt) {
+        double d = cl->qdelay - TARGET, cut = cl->cwnd * (d < TARGET ? d : TARGET) / (2 * TARGET);
+        cl->cwnd -= cut > cl->cwnd / 8 ? cut : cl->cwnd / 8;
+        cl->last_cut = now;
+    }
+    if (cl->cwnd > FLIGHT_PACKETS)
+        cl->cwnd = FLIGHT_PACKETS;
+}
+
+static void cc_loss(udpgate_client *cl, double now) {
+    int lost = 0;
+    uint16_t h = cl->loss_hist;
+    for (; h; h &= (uint16_t)(h - 1))
+        lost++;
+    if ((cl->qdelay > 2 * TARGET || lost > 4) && now - cl->last_cut > cl->srtt) {
+        cl->cwnd *= 0.7;
+        if (cl->cwnd < 2)
+            cl->cwnd = 2;
+        cl->slow_start = 0;
+        cl->last_cut = now;
+    }
+}
+
 static void report(udpgate_client *cl, record *rec, int delivered, double now) {
     int i;
     rec->reported = 1;
     if (rec->has_units)
         cl->unreported_units--;
+    if (rec->nunits)
+        cl->loss_hist = (uint16_t)(cl->loss_hist << 1 | !delivered);
     if (delivered) {
         cl->st.packets_acked++;
         cl->st.loss *= 0.99;
+        if (rec->nunits)
+            cc_sample(cl, now - rec->time, now);
     } else {
         cl->st.packets_lost++;
         cl->st.loss = cl->st.loss * 0.99 + 0.01;
+        if (rec->nunits)
+            cc_loss(cl, now);
     }
     for (i = 0; i < rec->nunits; i++) {
         int c = (int)(rec->units[i] >> 16);
@@ -935,11 +1052,32 @@ static void rtt_sample(udpgate_client *cl, double s) {
     }
 }
 
+/* §14.4 fast repair: units sent well before a packet that was acknowledged
+ * first are due at once. */
+static void repair(udpgate_client *cl, double sent) {
+    double before = sent - (cl->srtt / 8 > 0.002 ? cl->srtt / 8 : 0.002);
+    int c;
+    for (c = 0; c < cl->nch; c++) {
+        channel *ch = &cl->ch[c];
+        uint16_t id;
+        if (ch->kind != UDPGATE_RELIABLE_ORDERED)
+            continue;
+        for (id = ch->base; id != ch->unsent; id++) {
+            unit *u = &ch->units[id & (WINDOW - 1)];
+            if (!u->acked && u->last_sent < before)
+                u->due = 1;
+        }
+    }
+}
+
 static void process_acks(udpgate_client *cl, uint16_t ack, uint64_t bits, double now) {
     int i;
+    double newest = -1;
     record *rec = &cl->records[ack & (RECORDS - 1)];
     if (rec->valid && rec->seq == ack && !rec->reported) {
         rtt_sample(cl, now - rec->time);
+        if (rec->nunits)
+            newest = rec->time;
         report(cl, rec, 1, now);
     }
     for (; bits; bits &= bits - 1) {
@@ -948,9 +1086,14 @@ static void process_acks(udpgate_client *cl, uint16_t ack, uint64_t bits, double
             ;
         s = (uint16_t)((ack - 1 - i) & UG_SEQ_MASK);
         rec = &cl->records[s & (RECORDS - 1)];
-        if (rec->valid && rec->seq == s && !rec->reported)
+        if (rec->valid && rec->seq == s && !rec->reported) {
+            if (rec->nunits && rec->time > newest)
+                newest = rec->time;
             report(cl, rec, 1, now);
+        }
     }
+    if (newest >= 0)
+        repair(cl, newest);
     /* lost: more than 64 behind the Ack, unnamed */
     while (cl->oldest_unreported != cl->send_seq) {
         uint16_t s = cl->oldest_unreported;
@@ -1223,6 +1366,7 @@ static void on_conn(udpgate_client *cl, uint8_t *b, int n, double now) {
     if (cl->sealed)
         replay_mark(cl, counter);
     seq_accept(cl, h.seq, h.ack);
+    cl->restarting = 0; /* §6.4 step 5: the server still reaches us here */
     cl->st.packets_received++;
     cl->last_recv = now;
     process_acks(cl, h.ack, h.ack_bits, now);
@@ -1332,7 +1476,8 @@ static int cut_unit(udpgate_client *cl, int c, double now) {
 }
 
 /* Appends one unit's entry to the payload; returns 0 if it does not fit. */
-static int put_unit(udpgate_client *cl, int c, uint16_t id, uint8_t *pay, int *plen, record *rec, double now) {
+static int put_unit(udpgate_client *cl, int c, uint16_t id, uint8_t *pay, int *plen, record *rec, double now,
+                    int copy) {
     channel *ch = &cl->ch[c];
     unit *u = &ch->units[id & (WINDOW - 1)];
     ug_entry e;
@@ -1364,8 +1509,8 @@ static int put_unit(udpgate_client *cl, int c, uint16_t id, uint8_t *pay, int *p
         cl->st.resends++;
     else
         u->first_sent = now;
-    if (u->sends < 255)
-        u->sends++;
+    if (!copy && u->sends < 255)
+        u->sends++; /* copies riding on other packets do not back the timer off */
     u->last_sent = now;
     u->due = 0;
     rec->units[rec->nunits++] = (uint32_t)c << 16 | id;
@@ -1440,22 +1585,47 @@ static int send_one(udpgate_client *cl, double now) {
                 if (u->acked || u->sends == 0)
                     continue;
                 if (u->due || now - u->last_sent >= rto(cl, u->sends) * (ch->bulk ? 2 : 1)) {
-                    if (!put_unit(cl, c, id, pay, &plen, &tmp_rec, now)) {
+                    if (!put_unit(cl, c, id, pay, &plen, &tmp_rec, now, 0)) {
                         full = 1;
                         break;
                     }
                     units++;
                 }
             }
-            /* new units, inside the window and the flight */
+            /* new units, inside the window and the flight; bulk units (a bulk
+             * channel's, or fragments) also inside the congestion window */
             while (!full && cl->unreported_units < FLIGHT_PACKETS) {
                 if (ch->unsent == ch->next_id && !cut_unit(cl, c, now))
                     break;
-                if (!put_unit(cl, c, ch->unsent, pay, &plen, &tmp_rec, now)) {
+                if ((ch->bulk || ch->units[ch->unsent & (WINDOW - 1)].count) && cl->unreported_units >= cl->cwnd)
+                    break;
+                if (!put_unit(cl, c, ch->unsent, pay, &plen, &tmp_rec, now, 0)) {
                     full = 1;
                     break;
                 }
                 ch->unsent++;
+                units++;
+            }
+        }
+    }
+    /* copies of the game's unacknowledged units ride in the room left (§14.4) */
+    if (plen > 0 && !full) {
+        double every = RESEND_FACTOR * rto(cl, 1);
+        if (every < MIN_RESEND)
+            every = MIN_RESEND;
+        for (i = 0; i < cl->nch && !full; i++) {
+            channel *ch = &cl->ch[i];
+            uint16_t id;
+            if (ch->kind != UDPGATE_RELIABLE_ORDERED || ch->bulk)
+                continue;
+            for (id = ch->base; id != ch->unsent; id++) {
+                unit *u = &ch->units[id & (WINDOW - 1)];
+                if (u->acked || u->count || now - u->last_sent < every)
+                    continue;
+                if (!put_unit(cl, i, id, pay, &plen, &tmp_rec, now, 1)) {
+                    full = 1;
+                    break;
+                }
                 units++;
             }
         }
@@ -1546,6 +1716,17 @@ static void connection_timers(udpgate_client *cl, double now) {
         end(cl, UDPGATE_STATE_TIMED_OUT, 3);
         return;
     }
+    if (cl->restarting) {
+        if (now - cl->progress >= cl->cfg.connect_timeout) {
+            end(cl, UDPGATE_STATE_TIMED_OUT, 0);
+            return;
+        }
+        if (now >= cl->next_resend) {
+            send_handshake(cl, cl->restarting == 1 ? UG_INITIAL : UG_RESTART_RESPONSE, now);
+            cl->gap = cl->gap * 2 > RESEND_INTERVAL ? RESEND_INTERVAL : cl->gap * 2;
+            cl->next_resend = now + cl->gap;
+        }
+    }
     for (i = 0; i < cl->nch; i++) {
         channel *ch = &cl->ch[i];
         if (ch->kind == UDPGATE_RELIABLE_ORDERED && ch->base != ch->unsent) {
@@ -1556,6 +1737,24 @@ static void connection_timers(udpgate_client *cl, double now) {
                 return;
             }
         }
+    }
+    /* §14.4: a packet unreported for RTO + SRTT/4 leaves the flight, its units due */
+    while (cl->oldest_flight != cl->send_seq) {
+        record *rec = &cl->records[cl->oldest_flight & (RECORDS - 1)];
+        if (rec->valid && rec->seq == cl->oldest_flight && !rec->reported && rec->has_units) {
+            int j;
+            if (now - rec->time <= rto(cl, 1) + cl->srtt / 4)
+                break;
+            rec->has_units = 0;
+            cl->unreported_units--;
+            for (j = 0; j < rec->nunits; j++) {
+                channel *ch = &cl->ch[rec->units[j] >> 16];
+                uint16_t id = (uint16_t)rec->units[j];
+                if ((uint16_t)(id - ch->base) < (uint16_t)(ch->next_id - ch->base))
+                    ch->units[id & (WINDOW - 1)].due = 1;
+            }
+        }
+        cl->oldest_flight = (uint16_t)((cl->oldest_flight + 1) & UG_SEQ_MASK);
     }
     for (i = 0; i < cl->cfg.max_packets_per_update && cl->phase == PH_CONNECTED; i++) {
         if (!send_one(cl, now))

@@ -6,7 +6,8 @@
  * Modes: connect (print the state reached), wait (connect, then print the
  * ending and when it came), reliable N (N numbered messages on channel 0, the
  * echoes checked once and in order), big BYTES (one message of BYTES, echo
- * byte-exact), sequenced N (sequenced channel 2: echoes strictly newer).
+ * byte-exact), sequenced N (sequenced channel 2: echoes strictly newer), data N
+ * (N Data packets, echoes intact and at most once).
  * Every mode checks that the allocator hook is not called after create.
  * Prints "ok ..." and exits 0, or "FAIL ..." and exits 1. */
 #define _POSIX_C_SOURCE 200112L
@@ -238,6 +239,40 @@ int main(int argc, char **argv) {
         if (!got)
             return fail("sequenced: nothing came back", c);
         printf("ok sequenced %u of %u, last %u\n", got, sent, last);
+    } else if (!strcmp(mode, "data")) {
+        /* n Data packets (§7.1), echoed by the server's OnPacket: each back at most once, intact */
+        static uint8_t seen[100000];
+        uint32_t k, got = 0;
+        int len;
+        double until;
+        for (k = 0; k < (uint32_t)n && k < sizeof seen; k++) {
+            fill(want, 100, k);
+            if ((r = udpgate_client_send_data(c, want, 100)) != UDPGATE_OK) {
+                printf("FAIL send_data: %s\n", udpgate_result_name(r));
+                return 1;
+            }
+            udpgate_client_update(c, now());
+        }
+        until = now() + 10;
+        while (now() < until && got < (uint32_t)n) {
+            udpgate_client_update(c, now());
+            while ((len = udpgate_client_receive(c, &ch, buf, sizeof buf)) >= 0) {
+                uint32_t id;
+                memcpy(&id, buf, 4);
+                fill(want, 100, id);
+                if (ch != UDPGATE_CHANNEL_DATA || len != 100 || id >= (uint32_t)n || seen[id] ||
+                    memcmp(buf, want, 100) != 0) {
+                    printf("FAIL data echo: channel %d, %d bytes, id %u\n", ch, len, id);
+                    return 1;
+                }
+                seen[id] = 1;
+                got++;
+            }
+            nap();
+        }
+        if (!got)
+            return fail("data: nothing came back", c);
+        printf("ok data %u of %d\n", got, n);
     } else {
         printf("FAIL unknown mode %s\n", mode);
         return 1;
