@@ -147,12 +147,17 @@ type echoServer struct {
 	conn.NopHandler
 	mu       sync.Mutex
 	reliable [][]byte
+	after    int    // with then: after this many reliable messages,
+	then     func() // run then, once, on its own goroutine
 }
 
 func (e *echoServer) OnMessage(c *conn.Conn, ch int, msg []byte) {
 	if ch == 0 {
 		e.mu.Lock()
 		e.reliable = append(e.reliable, append([]byte(nil), msg...))
+		if e.then != nil && len(e.reliable) == e.after {
+			go e.then()
+		}
 		e.mu.Unlock()
 	}
 	_ = c.SendMessage(ch, msg)
@@ -311,6 +316,23 @@ receive when empty: False peek -1
 state after dispose: ObjectDisposedException`
 	if got := strings.TrimSpace(out); got != want {
 		t.Fatalf("check.exe errors:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestCSharpSampleShutdown: a server shutting down in the middle of the
+// exchange ends the sample with ServerShutdown and the library's text.
+func TestCSharpSampleShutdown(t *testing.T) {
+	s, h := startServer(t, true)
+	h.mu.Lock()
+	h.after, h.then = 50, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	}
+	h.mu.Unlock()
+	code, out := mono(t, "sample.exe", "-token", tokenFile(t, &testKey, s.Addr(), s.Addr()), "-n", "100000000", "-timeout", "60")
+	if code != 1 || !strings.Contains(out, "FAIL: server shut down (state ServerShutdown, reason 2)") {
+		t.Fatalf("sample exited %d, want 1 with the shutdown:\n%s", code, out)
 	}
 }
 
