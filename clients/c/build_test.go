@@ -15,11 +15,17 @@ import (
 // (cc, or $CC) into a temporary directory, never into the source tree.
 
 var (
-	buildDir  string
-	buildMu   sync.Mutex
-	built     = map[string]string{}
-	buildErrs = map[string]error{}
+	buildDir string
+	buildMu  sync.Mutex
+	builds   = map[string]*build{}
 )
+
+// build is one program's build, done once however many tests want it.
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
 
 func TestMain(m *testing.M) {
 	d, err := os.MkdirTemp("", "udpgate-cclient-")
@@ -83,13 +89,22 @@ func program(t testing.TB, name string, v variant) string {
 	sodium := sodiumFlags(t)
 	key := name + "/" + string(v)
 	buildMu.Lock()
-	defer buildMu.Unlock()
-	if p, ok := built[key]; ok {
-		return p
+	b := builds[key]
+	if b == nil {
+		b = &build{}
+		builds[key] = b
 	}
-	if err, ok := buildErrs[key]; ok {
-		t.Fatal(err)
+	buildMu.Unlock()
+	b.once.Do(func() { b.path, b.err = compile(cc, name, v, sodium) })
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
+	return b.path
+}
+
+// compile builds test/<name>.c and the library's sources into one
+// executable under buildDir.
+func compile(cc, name string, v variant, sodium []string) (string, error) {
 	srcs, _ := filepath.Glob("src/*.c")
 	out := filepath.Join(buildDir, name+"-"+string(v))
 	args := []string{"-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-Iinclude", "-g"}
@@ -109,18 +124,16 @@ func program(t testing.TB, name string, v variant) string {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		e := fmt.Errorf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, stderr.String())
-		buildErrs[key] = e
-		t.Fatal(e)
+		return "", fmt.Errorf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, stderr.String())
 	}
-	built[key] = out
-	return out
+	return out, nil
 }
 
 // TestMake: the Makefile builds the static and shared library and
 // udpgate.pc warning-free (-Werror) with gcc and with clang, into a
 // temporary directory.
 func TestMake(t *testing.T) {
+	t.Parallel()
 	compiler(t)
 	sodiumFlags(t)
 	if _, err := exec.LookPath("make"); err != nil {
@@ -147,6 +160,7 @@ func TestMake(t *testing.T) {
 
 // TestCMake: CMakeLists.txt configures and builds both libraries.
 func TestCMake(t *testing.T) {
+	t.Parallel()
 	compiler(t)
 	sodiumFlags(t)
 	if _, err := exec.LookPath("cmake"); err != nil {

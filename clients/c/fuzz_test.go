@@ -18,6 +18,7 @@ import (
 // built with AddressSanitizer and UndefinedBehaviorSanitizer. A crash, a
 // sanitizer report or an allocation after create fails the test.
 func TestFuzzReceive(t *testing.T) {
+	t.Parallel()
 	d := 5 * time.Second
 	if s := os.Getenv("FUZZTIME_C"); s != "" {
 		var err error

@@ -173,6 +173,7 @@ func vectorLines(t *testing.T, path string) (string, int) {
 // TestVectors: every packet of every vector file decodes in C into its
 // fields and re-encodes to its bytes (issue 30, target 2).
 func TestVectors(t *testing.T) {
+	t.Parallel()
 	for _, v := range []variant{plain, sanitize} {
 		t.Run(string(v), func(t *testing.T) {
 			prog := program(t, "vectors", v)
@@ -317,6 +318,7 @@ func hexRange(first, n int) string {
 // plaintext and seals back to its bytes; the salted AEAD matches netcode's;
 // netcode.io's own token parses to its request body, keys and addresses.
 func TestSealedVectors(t *testing.T) {
+	t.Parallel()
 	prog := program(t, "vectors", plain)
 	lines, n := sealedLines(t)
 	if n < 9 {
