@@ -141,8 +141,8 @@ func mono(t testing.TB, prog string, args ...string) (int, string) {
 
 // ---- the server --------------------------------------------------------------
 
-// echoServer echoes every message on the channel it came on (cmd/server's
-// -app echo) and records the reliable ones' first bytes.
+// echoServer echoes every message on the channel it came on, and every Data
+// packet (cmd/server's -app echo), and records the reliable messages.
 type echoServer struct {
 	conn.NopHandler
 	mu       sync.Mutex
@@ -150,6 +150,9 @@ type echoServer struct {
 	after    int    // with then: after this many reliable messages,
 	then     func() // run then, once, on its own goroutine
 }
+
+// OnPacket echoes a Data packet (§7.1).
+func (e *echoServer) OnPacket(c *conn.Conn, p []byte) { _, _ = c.Send(p) }
 
 func (e *echoServer) OnMessage(c *conn.Conn, ch int, msg []byte) {
 	if ch == 0 {
@@ -333,6 +336,32 @@ func TestCSharpSampleShutdown(t *testing.T) {
 	code, out := mono(t, "sample.exe", "-token", tokenFile(t, &testKey, s.Addr(), s.Addr()), "-n", "100000000", "-timeout", "60")
 	if code != 1 || !strings.Contains(out, "FAIL: server shut down (state ServerShutdown, reason 2)") {
 		t.Fatalf("sample exited %d, want 1 with the shutdown:\n%s", code, out)
+	}
+}
+
+// TestCSharpChannels: every send and receive of the binding against the
+// echo server: a Data packet and a message on each channel of the stock
+// layout come back byte for byte on their channel, a buffer too small for
+// the next message raises Buffer and leaves it queued (PeekSize tells), the
+// reliable channels' queues empty when acknowledged, and the statistics
+// count what went.
+func TestCSharpChannels(t *testing.T) {
+	s, _ := startServer(t, false)
+	code, out := mono(t, "check.exe", "channels", s.Addr().String())
+	if code != 0 {
+		t.Fatalf("check.exe channels exited %d:\n%s", code, out)
+	}
+	small := `into 10 bytes Buffer "udpgate: receive into 10 bytes (the next message has 100): buffer too small (-10)"`
+	want := `state Connected, local address is IPv4 loopback or any: True
+channel -1: send Ok, peek 100, ` + small + `, then True on -1 100 bytes, same True
+channel 0: send Ok, queued > 100 True, peek 100, ` + small + `, then True on 0 100 bytes, same True
+channel 1: send Ok, peek 100, ` + small + `, then True on 1 100 bytes, same True
+channel 2: send Ok, peek 100, ` + small + `, then True on 2 100 bytes, same True
+channel 3: send Ok, queued > 100 True, peek 100, ` + small + `, then True on 3 100 bytes, same True
+stats: messages sent 5, received 5, rtt > 0 True, packets sent > 0 True, bad tags 0, queued 0 0
+after disconnect: Disconnected`
+	if got := strings.TrimSpace(out); got != want {
+		t.Fatalf("check.exe channels:\n%s\nwant:\n%s", got, want)
 	}
 }
 

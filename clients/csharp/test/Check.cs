@@ -11,6 +11,8 @@
 //   mono check.exe calls N        ns per call of State, TryReceive (nothing
 //                                 waits) and TrySend (not connected): the
 //                                 binding's own cost, the C side doing ~nothing
+//   mono check.exe channels ADDR  each kind of send and receive against an
+//                                 echo server, one line each
 //   mono check.exe allocs ADDR N  bytes the managed heap grew by while N
 //                                 reliable messages went out and came back
 //                                 from an echo server at ADDR (unsealed)
@@ -42,6 +44,8 @@ static class Check
                 return Bench(args[1], long.Parse(args[2]), int.Parse(args[3]), int.Parse(args[4]));
             case "calls":
                 return Calls(int.Parse(args[1]));
+            case "channels":
+                return Channels(args[1]);
             case "allocs":
                 return Allocs(args[1], int.Parse(args[2]));
         }
@@ -200,6 +204,77 @@ static class Check
                 "state {0:F1} receive {1:F1} send {2:F1} ns ({3})", state, receive, send, sink != 0));
             return 0;
         }
+    }
+
+    // A message on each channel and a Data packet, echoed; the echo of a
+    // 100-byte message offered a 10-byte buffer first; the counters after.
+    static int Channels(string address)
+    {
+        var clock = Stopwatch.StartNew();
+        using (var c = new Client())
+        {
+            c.Connect(address, clock.Elapsed.TotalSeconds);
+            if (!Wait(c, clock, () => c.State != State.Connecting))
+                return 1;
+            Console.WriteLine("state " + c.State + ", local address is IPv4 loopback or any: " +
+                (c.LocalAddress.StartsWith("127.0.0.1:") || c.LocalAddress.StartsWith("0.0.0.0:")));
+            var buf = new byte[4096];
+            int ch, len;
+            for (int channel = Client.ChannelData; channel < 4; channel++)
+            {
+                var msg = new byte[100];
+                for (int i = 0; i < msg.Length; i++)
+                    msg[i] = (byte)(channel * 7 + i);
+                Result r = channel == Client.ChannelData ? c.TrySendData(msg) : c.TrySend(channel, msg);
+                int queued = channel == 0 || channel == 3 ? c.QueuedBytes(channel) : -1;
+                if (!Wait(c, clock, () => c.PeekSize >= 0))
+                    return 1;
+                int peek = c.PeekSize;
+                string small;
+                try
+                {
+                    c.TryReceive(new byte[10], out ch, out len);
+                    small = "no exception";
+                }
+                catch (UdpgateException e)
+                {
+                    small = e.Result + " \"" + e.Message + "\"";
+                }
+                bool got = c.TryReceive(buf, out ch, out len);
+                bool same = len == msg.Length;
+                for (int i = 0; same && i < len; i++)
+                    same = buf[i] == msg[i];
+                Console.WriteLine("channel " + channel + ": send " + r + (queued >= 0 ? ", queued > 100 " + (queued >= 100) : "") +
+                    ", peek " + peek + ", into 10 bytes " + small + ", then " + got + " on " + ch + " " + len + " bytes, same " + same);
+            }
+            if (!Wait(c, clock, () => c.QueuedBytes(0) == 0 && c.QueuedBytes(3) == 0))
+                return 1;
+            var st = new Stats();
+            c.GetStats(st);
+            Console.WriteLine("stats: messages sent " + st.MessagesSent + ", received " + st.MessagesReceived +
+                ", rtt > 0 " + (st.Rtt > 0) + ", packets sent > 0 " + (st.PacketsSent > 0) + ", bad tags " + st.Drops[(int)Drop.BadTag] +
+                ", queued 0 " + c.QueuedBytes(0));
+            c.Disconnect(clock.Elapsed.TotalSeconds);
+            Console.WriteLine("after disconnect: " + c.State);
+            return 0;
+        }
+    }
+
+    // Updates the client until done() or an ending or 20 s.
+    static bool Wait(Client c, Stopwatch clock, Func<bool> done)
+    {
+        double deadline = clock.Elapsed.TotalSeconds + 20;
+        while (!done())
+        {
+            c.Update(clock.Elapsed.TotalSeconds);
+            if (c.IsEnded || clock.Elapsed.TotalSeconds > deadline)
+            {
+                Console.WriteLine("FAIL: " + c.StateText + " (" + c.State + ")");
+                return false;
+            }
+            System.Threading.Thread.Sleep(1);
+        }
+        return true;
     }
 
     // Connects, warms up (the marshalling stubs are made at a method's first
