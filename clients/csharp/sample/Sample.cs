@@ -91,7 +91,7 @@ static class Sample
                 State state = client.State;
                 if (state < 0)
                 {
-                    Console.Error.WriteLine("FAIL: " + client.StateText + " (state " + state + ", reason " + client.EndReason + ") after " + echoed + " of " + count + " echoes");
+                    Console.Error.WriteLine("FAIL: " + client.StateText + " (state " + state + ", reason " + client.EndReason + ") after " + echoed + " of " + count + " echoes" + Dropped(client));
                     return 1;
                 }
                 if (state == State.Connected && !wasConnected)
@@ -125,7 +125,7 @@ static class Sample
 
                 if (now() > deadline)
                 {
-                    Console.Error.WriteLine("FAIL: timed out after " + timeout + " s in state " + client.StateText + ": " + sent + " sent, " + echoed + " of " + count + " echoes");
+                    Console.Error.WriteLine("FAIL: timed out after " + timeout + " s in state " + client.StateText + ": " + sent + " sent, " + echoed + " of " + count + " echoes" + Dropped(client));
                     return 1;
                 }
                 Thread.Sleep(1); // a game's frame; a real one would render here
@@ -138,6 +138,18 @@ static class Sample
                 " s, rtt " + (stats.Rtt * 1000).ToString("F2") + " ms, " + stats.PacketsSent + " packets sent, " + stats.Resends + " resends");
             return 0;
         }
+    }
+
+    // The datagrams the client dropped, by reason: ", dropped 3 bad_tag", or "".
+    static string Dropped(Client client)
+    {
+        var stats = new Stats();
+        client.GetStats(stats);
+        string s = "";
+        for (int i = 0; i < stats.Drops.Length; i++)
+            if (stats.Drops[i] != 0)
+                s += ", dropped " + stats.Drops[i] + " " + Client.DropName((Drop)i);
+        return s + "; " + stats.PacketsReceived + " packets received";
     }
 
     // Message i: its index in the first 4 bytes, then bytes derived from it.
