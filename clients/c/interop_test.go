@@ -465,3 +465,19 @@ func TestIPv6(t *testing.T) {
 		})
 	})
 }
+
+// TestCallbacks: the application owns the socket and passes send and
+// receive callbacks (Unreal's FSocket, Godot's PacketPeerUDP): the same
+// reliable exchange through 10 % loss, unsealed and sealed.
+func TestCallbacks(t *testing.T) {
+	eachVariant(t, func(t *testing.T, prog string) {
+		modes(t, func(t *testing.T, su setup) {
+			su.loss = 0.1
+			s, addr, _, h := startServer(t, su)
+			out := runC(t, prog, clientArgs(t, su, s, addr, "-callbacks", "4", "reliable", addr.String(), "300")...)
+			if !strings.Contains(out, "ok reliable 300") || len(h.messages(0)) != 300 {
+				t.Fatalf("C client:\n%s", out)
+			}
+		})
+	})
+}
