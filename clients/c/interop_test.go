@@ -481,3 +481,20 @@ func TestCallbacks(t *testing.T) {
 		})
 	})
 }
+
+// TestAllocsAfterCreate: the allocator hook is called once, by
+// udpgate_client_create, and never again while the client connects, sends
+// and receives 500 reliable messages (some fragmented) through 10 % loss,
+// unsealed and sealed (issue 30, target 3). Every run of test/client.c
+// checks this; this test names it.
+func TestAllocsAfterCreate(t *testing.T) {
+	prog := program(t, "client", plain)
+	modes(t, func(t *testing.T, su setup) {
+		su.loss = 0.1
+		s, addr, _, _ := startServer(t, su)
+		out := runC(t, prog, clientArgs(t, su, s, addr, "reliable", addr.String(), "500")...)
+		if !strings.Contains(out, "ok reliable 500") || !strings.Contains(out, "\nallocs 1\n") {
+			t.Fatalf("want 500 echoes and exactly 1 allocation (at create):\n%s", out)
+		}
+	})
+}
