@@ -498,3 +498,18 @@ func TestAllocsAfterCreate(t *testing.T) {
 		}
 	})
 }
+
+// TestMagic: a magic header (§2) moves the connection header to byte 2;
+// client and server agree on it, unsealed and sealed.
+func TestMagic(t *testing.T) {
+	eachVariant(t, func(t *testing.T, prog string) {
+		modes(t, func(t *testing.T, su setup) {
+			su.cfg = func(c *conn.Config) { c.Magic = "1011" }
+			s, addr, _, h := startServer(t, su)
+			out := runC(t, prog, clientArgs(t, su, s, addr, "-magic", "1011", "reliable", addr.String(), "200")...)
+			if !strings.Contains(out, "ok reliable 200") || len(h.messages(0)) != 200 {
+				t.Fatalf("C client:\n%s", out)
+			}
+		})
+	})
+}

@@ -1,7 +1,8 @@
 /* client.c: the C client against a udpgate server, driven by
  * clients/c/interop_test.go. Usage:
  *
- *   client [-token FILE] [-nv N] [-timeout S] [-connect-timeout S] [-callbacks 4|6] MODE ADDRESS [ARGS]
+ *   client [-token FILE] [-nv N] [-timeout S] [-connect-timeout S] [-callbacks 4|6]
+ *          [-magic BITS] MODE ADDRESS [ARGS]
  *
  * Modes: connect (print the state reached), wait (connect, then print the
  * ending and when it came), reliable N (N numbered messages on channel 0, the
@@ -131,6 +132,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "-token")) token_file = argv[i + 1];
         else if (!strcmp(argv[i], "-nv")) cfg.network_version = (uint32_t)atol(argv[i + 1]);
         else if (!strcmp(argv[i], "-timeout")) cfg.timeout = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "-magic")) cfg.magic = argv[i + 1];
         else if (!strcmp(argv[i], "-connect-timeout")) cfg.connect_timeout = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "-callbacks")) {
             own_fd = socket(atoi(argv[i + 1]) == 6 ? AF_INET6 : AF_INET, SOCK_DGRAM, 0);
