@@ -178,3 +178,22 @@ func TestCMake(t *testing.T) {
 		}
 	}
 }
+
+// TestLineBudget: the library stays within issue 30's 5,000 lines of C
+// (wc -l src/*.c include/*.h).
+func TestLineBudget(t *testing.T) {
+	files, _ := filepath.Glob("src/*.c")
+	hs, _ := filepath.Glob("include/*.h")
+	n := 0
+	for _, f := range append(files, hs...) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += bytes.Count(b, []byte("\n"))
+	}
+	if n == 0 || n > 5000 {
+		t.Fatalf("%d lines of C in src/*.c and include/*.h, budget 5,000", n)
+	}
+	t.Logf("%d lines", n)
+}

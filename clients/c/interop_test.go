@@ -465,3 +465,51 @@ func TestIPv6(t *testing.T) {
 		})
 	})
 }
+
+// TestCallbacks: the application owns the socket and passes send and
+// receive callbacks (Unreal's FSocket, Godot's PacketPeerUDP): the same
+// reliable exchange through 10 % loss, unsealed and sealed.
+func TestCallbacks(t *testing.T) {
+	eachVariant(t, func(t *testing.T, prog string) {
+		modes(t, func(t *testing.T, su setup) {
+			su.loss = 0.1
+			s, addr, _, h := startServer(t, su)
+			out := runC(t, prog, clientArgs(t, su, s, addr, "-callbacks", "4", "reliable", addr.String(), "300")...)
+			if !strings.Contains(out, "ok reliable 300") || len(h.messages(0)) != 300 {
+				t.Fatalf("C client:\n%s", out)
+			}
+		})
+	})
+}
+
+// TestAllocsAfterCreate: the allocator hook is called once, by
+// udpgate_client_create, and never again while the client connects, sends
+// and receives 500 reliable messages (some fragmented) through 10 % loss,
+// unsealed and sealed (issue 30, target 3). Every run of test/client.c
+// checks this; this test names it.
+func TestAllocsAfterCreate(t *testing.T) {
+	prog := program(t, "client", plain)
+	modes(t, func(t *testing.T, su setup) {
+		su.loss = 0.1
+		s, addr, _, _ := startServer(t, su)
+		out := runC(t, prog, clientArgs(t, su, s, addr, "reliable", addr.String(), "500")...)
+		if !strings.Contains(out, "ok reliable 500") || !strings.Contains(out, "\nallocs 1\n") {
+			t.Fatalf("want 500 echoes and exactly 1 allocation (at create):\n%s", out)
+		}
+	})
+}
+
+// TestMagic: a magic header (§2) moves the connection header to byte 2;
+// client and server agree on it, unsealed and sealed.
+func TestMagic(t *testing.T) {
+	eachVariant(t, func(t *testing.T, prog string) {
+		modes(t, func(t *testing.T, su setup) {
+			su.cfg = func(c *conn.Config) { c.Magic = "1011" }
+			s, addr, _, h := startServer(t, su)
+			out := runC(t, prog, clientArgs(t, su, s, addr, "-magic", "1011", "reliable", addr.String(), "200")...)
+			if !strings.Contains(out, "ok reliable 200") || len(h.messages(0)) != 200 {
+				t.Fatalf("C client:\n%s", out)
+			}
+		})
+	})
+}

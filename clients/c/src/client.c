@@ -110,6 +110,9 @@ struct udpgate_client {
     uint8_t answered[ANSWERED][20];
     int n_answered;
     int restarting; /* §6.4: 0 no, 1 sending Initials, 2 sending RestartResponses */
+    double hs_sent[4]; /* §6.2: when the last 4 handshake packets left, by SentCount & 3 */
+    uint8_t hs_count[4];
+    double hs_rtt;     /* the last handshake round trip measured, 0 none */
     double last_restart;
 
     /* sealed */
@@ -450,6 +453,8 @@ static void send_handshake(udpgate_client *cl, int type, double now) {
     h.cur_version = UG_CUR_VERSION;
     h.type = (uint8_t)type;
     h.sent_count = cl->sent_count++;
+    cl->hs_sent[h.sent_count & 3] = now;
+    cl->hs_count[h.sent_count & 3] = h.sent_count;
     h.network_version = cl->cfg.network_version;
     h.network_features = cl->cfg.network_features;
     h.restart = cl->restarting != 0; /* §3.4: set on a restart's Initials */
@@ -621,6 +626,8 @@ static void reset_connection(udpgate_client *cl) {
     cl->reasm_done = 0;
 }
 
+static double first_resend(const udpgate_client *cl);
+
 static int start(udpgate_client *cl, const udpgate_address *a, double now) {
     uint8_t r;
     if (cl->own_socket && (cl->sock.fd < 0 || cl->sock_family != a->family)) {
@@ -638,7 +645,7 @@ static int start(udpgate_client *cl, const udpgate_address *a, double now) {
     cl->state = UDPGATE_STATE_CONNECTING;
     cl->phase = PH_INITIAL;
     cl->progress = now;
-    cl->gap = FIRST_RESEND;
+    cl->gap = first_resend(cl);
     cl->next_resend = now + cl->gap;
     cl->P = cl->cfg.max_datagram - cl->o - (cl->sealed ? 42 : 18);
     cl->F = cl->P - 9;
@@ -697,6 +704,22 @@ static void connected(udpgate_client *cl, double now) {
     cl->state = UDPGATE_STATE_CONNECTED;
     cl->sent_count = 0;
     cl->last_recv = now;
+}
+
+/* §6.2: 100 ms, or 3 round trips (at least 50 ms) once one is measured. */
+static double first_resend(const udpgate_client *cl) {
+    double rtt = cl->has_rtt ? cl->srtt : cl->hs_rtt;
+    if (rtt <= 0)
+        return FIRST_RESEND;
+    return 3 * rtt > 0.05 ? 3 * rtt : 0.05;
+}
+
+/* A Challenge or Ack that echoes one of the last 4 SentCounts is a round trip. */
+static void hs_rtt_sample(udpgate_client *cl, uint8_t echoed, double now) {
+    int i = echoed & 3;
+    uint8_t behind = (uint8_t)(cl->sent_count - 1 - echoed);
+    if (cl->hs_count[i] == echoed && behind < 4 && now >= cl->hs_sent[i])
+        cl->hs_rtt = now - cl->hs_sent[i];
 }
 
 static int version_ok(const ug_handshake *h) {
@@ -771,6 +794,8 @@ static void on_handshake(udpgate_client *cl, const uint8_t *b, int n, double now
         drop(cl, UDPGATE_DROP_BAD_VERSION);
         return;
     }
+    if (h.type == UG_CHALLENGE || h.type == UG_ACK)
+        hs_rtt_sample(cl, h.sent_count, now);
     switch (h.type) {
     case UG_CHALLENGE:
         if (!(f64_of(h.timestamp) > 0)) {
@@ -801,7 +826,7 @@ static void on_handshake(udpgate_client *cl, const uint8_t *b, int n, double now
             if (cl->restarting == 1) {
                 cl->restarting = 2;
                 cl->progress = now;
-                cl->gap = FIRST_RESEND;
+                cl->gap = first_resend(cl);
             }
             send_handshake(cl, UG_RESTART_RESPONSE, now);
             cl->next_resend = now + cl->gap;
@@ -810,7 +835,7 @@ static void on_handshake(udpgate_client *cl, const uint8_t *b, int n, double now
         if (cl->phase == PH_INITIAL) {
             cl->phase = PH_RESPONSE;
             cl->progress = now;
-            cl->gap = FIRST_RESEND;
+            cl->gap = first_resend(cl);
         }
         send_handshake(cl, UG_RESPONSE, now);
         cl->next_resend = now + cl->gap;
@@ -882,7 +907,7 @@ static void on_handshake(udpgate_client *cl, const uint8_t *b, int n, double now
         cl->last_restart = now;
         cl->progress = now;
         cl->n_answered = 0;
-        cl->gap = FIRST_RESEND;
+        cl->gap = first_resend(cl);
         send_handshake(cl, UG_INITIAL, now);
         cl->next_resend = now + cl->gap;
         return;
@@ -1697,7 +1722,7 @@ static void handshake_timers(udpgate_client *cl, double now) {
     }
     if (cl->phase == PH_RESPONSE && now - cl->challenge_time >= CHALLENGE_LIFETIME) {
         cl->phase = PH_INITIAL; /* §6.2: a fresh Challenge */
-        cl->gap = FIRST_RESEND;
+        cl->gap = first_resend(cl);
         send_handshake(cl, UG_INITIAL, now);
         cl->next_resend = now + cl->gap;
         return;

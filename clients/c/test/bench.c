@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "udpgate.h"
@@ -65,6 +66,14 @@ int main(int argc, char **argv) {
     }
     t = last_got - t0;
     udpgate_client_stats(c, &st);
+    {
+        struct rusage ru;
+        double cpu;
+        getrusage(RUSAGE_SELF, &ru);
+        cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+              (double)ru.ru_stime.tv_usec / 1e6;
+        printf("cpu %.3f s (the whole process, one thread)\n", cpu);
+    }
     printf("rate %.0f sent %ld echoes %ld in %.3f s; packets sent %llu received %llu resends %llu\n",
            (double)got / t, sent, got, t, (unsigned long long)st.packets_sent,
            (unsigned long long)st.packets_received, (unsigned long long)st.resends);

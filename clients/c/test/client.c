@@ -1,7 +1,8 @@
 /* client.c: the C client against a udpgate server, driven by
  * clients/c/interop_test.go. Usage:
  *
- *   client [-token FILE] [-nv N] [-timeout S] [-connect-timeout S] MODE ADDRESS [ARGS]
+ *   client [-token FILE] [-nv N] [-timeout S] [-connect-timeout S] [-callbacks 4|6]
+ *          [-magic BITS] MODE ADDRESS [ARGS]
  *
  * Modes: connect (print the state reached), wait (connect, then print the
  * ending and when it came), reliable N (N numbered messages on channel 0, the
@@ -16,7 +17,61 @@
 #include <string.h>
 #include <time.h>
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "udpgate.h"
+
+/* -callbacks: the program owns the socket and hands the library send and
+ * receive callbacks, as an engine does with its own sockets. */
+static int own_fd = -1;
+
+static int cb_send(void *ctx, const udpgate_address *to, const uint8_t *d, size_t n) {
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    (void)ctx;
+    memset(&ss, 0, sizeof ss);
+    if (to->family == 4) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_port = htons(to->port);
+        memcpy(&a->sin_addr, to->ip, 4);
+        sl = sizeof *a;
+    } else {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons(to->port);
+        memcpy(&a->sin6_addr, to->ip, 16);
+        sl = sizeof *a;
+    }
+    sendto(own_fd, d, n, 0, (struct sockaddr *)&ss, sl);
+    return (int)n; /* a lost datagram is not an error */
+}
+
+static int cb_recv(void *ctx, udpgate_address *from, uint8_t *buf, size_t cap) {
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    long n = (long)recvfrom(own_fd, buf, cap, 0, (struct sockaddr *)&ss, &sl);
+    (void)ctx;
+    if (n <= 0)
+        return 0;
+    memset(from, 0, sizeof *from);
+    if (ss.ss_family == AF_INET) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        from->family = 4;
+        from->port = ntohs(a->sin_port);
+        memcpy(from->ip, &a->sin_addr, 4);
+    } else {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        from->family = 6;
+        from->port = ntohs(a->sin6_port);
+        memcpy(from->ip, &a->sin6_addr, 16);
+    }
+    return (int)n;
+}
 
 static long allocs, frees;
 static void *count_alloc(void *ctx, size_t n) { (void)ctx; allocs++; return malloc(n); }
@@ -77,7 +132,15 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "-token")) token_file = argv[i + 1];
         else if (!strcmp(argv[i], "-nv")) cfg.network_version = (uint32_t)atol(argv[i + 1]);
         else if (!strcmp(argv[i], "-timeout")) cfg.timeout = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "-magic")) cfg.magic = argv[i + 1];
         else if (!strcmp(argv[i], "-connect-timeout")) cfg.connect_timeout = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "-callbacks")) {
+            own_fd = socket(atoi(argv[i + 1]) == 6 ? AF_INET6 : AF_INET, SOCK_DGRAM, 0);
+            if (own_fd < 0 || fcntl(own_fd, F_SETFL, O_NONBLOCK) != 0)
+                return 2;
+            cfg.send = cb_send;
+            cfg.receive = cb_recv;
+        }
         else return 2;
     }
     if (i + 2 > argc)
