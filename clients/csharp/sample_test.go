@@ -269,6 +269,30 @@ func TestCSharpSampleLossy(t *testing.T) {
 	t.Logf("%s", strings.TrimSpace(out))
 }
 
+// TestCSharpSampleTransport: the sealed sample through the game's own
+// socket (an ITransport over a .NET socket: the C client's send/receive
+// callbacks into managed code) and the lossy proxy, 10 % each way.
+func TestCSharpSampleTransport(t *testing.T) {
+	s, h := startServer(t, true)
+	proxy, err := netem.New(s.Addr(), netem.Config{Loss: 0.10, Seed: 11, SocketBuffer: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	const n = 300
+	code, out := mono(t, "sample.exe", "-transport", "-token", tokenFile(t, &testKey, proxy.Addr(), s.Addr()), "-n", strconv.Itoa(n), "-size", "100", "-timeout", "60")
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("ok: %d echoes", n)) || !strings.Contains(out, "the game's socket sent") {
+		t.Fatalf("sample exited %d:\n%s", code, out)
+	}
+	h.mu.Lock()
+	got := len(h.reliable)
+	h.mu.Unlock()
+	if got != n {
+		t.Fatalf("server got %d reliable messages, want %d", got, n)
+	}
+	t.Logf("%s", strings.TrimSpace(out))
+}
+
 // TestCSharpSampleUnsealed: the same without a token, by address.
 func TestCSharpSampleUnsealed(t *testing.T) {
 	s, _ := startServer(t, false)
@@ -317,6 +341,8 @@ try send before connect: State
 connect to a name: UdpgateException Address udpgate: connect localhost:7777: bad address (-4)
 connect with 10 bytes: UdpgateException Token udpgate: connect token: bad connect token (-11)
 receive when empty: False peek -1
+throwing transport: SocketError, the game's socket is closed
+address: True [2001:db8::1]:7777 family 6 port 7777 byte 1 01, [2001:db8::1]:7777, round trip True; True 10.1.2.3:9 10.1.2.3:9 True; False
 state after dispose: ObjectDisposedException`
 	if got := strings.TrimSpace(out); got != want {
 		t.Fatalf("check.exe errors:\n%s\nwant:\n%s", got, want)
@@ -481,22 +507,28 @@ func TestCSharpLayoutMatchesHeader(t *testing.T) {
 
 // TestCSharpReceiveAllocs: a message's round trip through the binding
 // (TrySend, Update, TryReceive into the caller's buffer, State, GetStats)
-// allocates nothing on the managed heap once warm.
+// allocates nothing on the managed heap once warm, with the library's
+// socket and through a caller's transport (the callbacks into C#; the
+// transport, over a connected socket, allocates nothing of its own).
 func TestCSharpReceiveAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation tests run without -race (scripts/test.sh)")
 	}
 	s, _ := startServer(t, false)
-	code, out := mono(t, "check.exe", "allocs", s.Addr().String(), "2000")
-	if code != 0 {
-		t.Fatalf("check.exe allocs exited %d:\n%s", code, out)
-	}
-	var bytes, n int
-	if _, err := fmt.Sscanf(strings.TrimSpace(out), "allocated %d bytes for %d messages", &bytes, &n); err != nil {
-		t.Fatalf("check.exe allocs: %q: %v", out, err)
-	}
-	if bytes != 0 {
-		t.Fatalf("the binding allocated %d bytes for %d messages, want 0", bytes, n)
+	for _, mode := range []string{"socket", "transport"} {
+		t.Run(mode, func(t *testing.T) {
+			code, out := mono(t, "check.exe", "allocs", s.Addr().String(), "2000", mode)
+			if code != 0 {
+				t.Fatalf("check.exe allocs exited %d:\n%s", code, out)
+			}
+			var bytes, n int
+			if _, err := fmt.Sscanf(strings.TrimSpace(out), "allocated %d bytes for %d messages", &bytes, &n); err != nil {
+				t.Fatalf("check.exe allocs: %q: %v", out, err)
+			}
+			if bytes != 0 {
+				t.Fatalf("the binding allocated %d bytes for %d messages, want 0", bytes, n)
+			}
+		})
 	}
 }
 

@@ -7,6 +7,9 @@
 //   mono sample.exe -token token.bin [-n 100] [-size 64] [-timeout 10]
 //   mono sample.exe -connect 127.0.0.1:7777 [-n 100]
 //
+// -transport: send and receive through the game's own socket (UdpTransport,
+// an ITransport over a .NET socket) instead of the library's.
+//
 // The server must echo messages on the channel they came on (cmd/server
 // -app echo, the default) with the stock channel layout (-messages).
 
@@ -25,6 +28,7 @@ static class Sample
         string tokenPath = null, address = null;
         int count = 100, size = 64;
         double timeout = 10;
+        bool transport = false;
         try
         {
             for (int i = 0; i < args.Length; i++)
@@ -36,6 +40,7 @@ static class Sample
                     case "-connect": address = v; i++; break;
                     case "-n": count = int.Parse(v); i++; break;
                     case "-size": size = int.Parse(v); i++; break;
+                    case "-transport": transport = true; break;
                     case "-timeout": timeout = double.Parse(v, System.Globalization.CultureInfo.InvariantCulture); i++; break;
                     default: throw new ArgumentException("unknown argument " + args[i]);
                 }
@@ -47,13 +52,13 @@ static class Sample
         }
         catch (Exception e)
         {
-            Console.Error.WriteLine("usage: sample.exe (-token FILE | -connect IP:PORT) [-n N] [-size BYTES] [-timeout SECONDS]: " + e.Message);
+            Console.Error.WriteLine("usage: sample.exe (-token FILE | -connect IP:PORT) [-n N] [-size BYTES] [-timeout SECONDS] [-transport]: " + e.Message);
             return 2;
         }
 
         try
         {
-            return Run(tokenPath, address, count, size, timeout);
+            return Run(tokenPath, address, count, size, timeout, transport);
         }
         catch (UdpgateException e)
         {
@@ -67,12 +72,17 @@ static class Sample
         }
     }
 
-    static int Run(string tokenPath, string address, int count, int size, double timeout)
+    static int Run(string tokenPath, string address, int count, int size, double timeout, bool withTransport)
     {
         var clock = Stopwatch.StartNew();
         Func<double> now = () => clock.Elapsed.TotalSeconds;
 
-        using (var client = new Client())
+        var config = new ClientConfig();
+        UdpTransport transport = null;
+        if (withTransport)
+            config.Transport = transport = new UdpTransport(System.Net.Sockets.AddressFamily.InterNetwork);
+        using (transport)
+        using (var client = new Client(config))
         {
             if (tokenPath != null)
                 client.ConnectToken(File.ReadAllBytes(tokenPath), now());
@@ -91,13 +101,14 @@ static class Sample
                 State state = client.State;
                 if (state < 0)
                 {
-                    Console.Error.WriteLine("FAIL: " + client.StateText + " (state " + state + ", reason " + client.EndReason + ") after " + echoed + " of " + count + " echoes" + Dropped(client));
+                    Console.Error.WriteLine("FAIL: " + client.StateText + " (state " + state + ", reason " + client.EndReason + ") after " + echoed + " of " + count + " echoes" + Dropped(client) +
+                        (client.TransportError != null ? "; the transport threw " + client.TransportError : ""));
                     return 1;
                 }
                 if (state == State.Connected && !wasConnected)
                 {
                     wasConnected = true;
-                    Console.WriteLine("connected from " + client.LocalAddress);
+                    Console.WriteLine(transport == null ? "connected from " + client.LocalAddress : "connected through the game's socket");
                 }
 
                 // Queue what fits; QueueFull means wait for acks.
@@ -135,7 +146,8 @@ static class Sample
             client.GetStats(stats);
             client.Disconnect(now());
             Console.WriteLine("ok: " + echoed + " echoes of " + size + " bytes in order in " + clock.Elapsed.TotalSeconds.ToString("F3") +
-                " s, rtt " + (stats.Rtt * 1000).ToString("F2") + " ms, " + stats.PacketsSent + " packets sent, " + stats.Resends + " resends");
+                " s, rtt " + (stats.Rtt * 1000).ToString("F2") + " ms, " + stats.PacketsSent + " packets sent, " + stats.Resends + " resends" +
+                (transport != null ? "; the game's socket sent " + transport.Sent + " and received " + transport.Received : ""));
             return 0;
         }
     }

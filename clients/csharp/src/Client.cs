@@ -61,6 +61,9 @@ namespace Udpgate
         /// received and not yet taken).</summary>
         public int SendQueueBytes, UnreliableQueueBytes, ReceiveQueueBytes;
         public int MaxPacketsPerUpdate;
+        /// <summary>A socket of the caller's; null (the default): the library
+        /// opens its own, and BindAddress and SocketBufferBytes apply to it.</summary>
+        public ITransport Transport;
 
         public ClientConfig()
         {
@@ -152,6 +155,7 @@ namespace Udpgate
         readonly ClientHandle handle; // owns the pointer; frees it once
         IntPtr ptr;                   // the same pointer, Zero once disposed
         readonly byte[] statsBuf = new byte[statsHead + 8 * (int)Drop.Count];
+        readonly TransportBridge bridge; // with a caller's transport
 
         /// <summary>A client with the library's defaults.</summary>
         public Client() : this(new ClientConfig()) { }
@@ -163,6 +167,15 @@ namespace Udpgate
             if (config == null)
                 throw new ArgumentNullException("config");
             var n = config.ToNative();
+            var transport = new GCHandle();
+            if (config.Transport != null)
+            {
+                bridge = new TransportBridge(config.Transport);
+                transport = GCHandle.Alloc(bridge);
+                n.send = TransportBridge.SendPtr;
+                n.receive = TransportBridge.ReceivePtr;
+                n.transport_context = GCHandle.ToIntPtr(transport);
+            }
             try
             {
                 n.bind_address = Marshal.StringToHGlobalAnsi(config.BindAddress);
@@ -173,12 +186,16 @@ namespace Udpgate
                     handle.Dispose();
                     throw new UdpgateException("create", (Result)r);
                 }
+                handle.Transport = transport; // freed with the client
+                transport = new GCHandle();
                 ptr = handle.DangerousGetHandle();
             }
             finally
             {
                 Marshal.FreeHGlobal(n.bind_address);
                 Marshal.FreeHGlobal(n.magic);
+                if (transport.IsAllocated)
+                    transport.Free();
             }
         }
 
@@ -338,18 +355,23 @@ namespace Udpgate
             return n;
         }
 
-        /// <summary>The local address of the client's socket, e.g. "0.0.0.0:51234".</summary>
-        public string LocalAddress
+        /// <summary>The local address of the library's socket, e.g.
+        /// 0.0.0.0:51234 (Family 0 with a caller's transport).</summary>
+        public Address LocalAddress
         {
             get
             {
                 var a = Native.udpgate_client_local_address(Ptr);
                 GC.KeepAlive(this);
-                var buf = new byte[64];
-                Native.udpgate_address_format(ref a, ref buf[0], (UIntPtr)buf.Length);
-                int end = Array.IndexOf(buf, (byte)0);
-                return System.Text.Encoding.ASCII.GetString(buf, 0, end < 0 ? buf.Length : end);
+                return a;
             }
+        }
+
+        /// <summary>With a caller's transport: the exception one of its calls
+        /// threw (which ended the client in State.SocketError), or null.</summary>
+        public Exception TransportError
+        {
+            get { return bridge == null ? null : bridge.Error; }
         }
 
         /// <summary>Fills into with the client's counters. Allocates nothing.</summary>

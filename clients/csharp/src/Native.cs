@@ -72,13 +72,14 @@ namespace Udpgate
             public ulong messages_dropped;
         }
 
-        // udpgate_address: family at 0, ip[16] at 1, port at 18; 20 bytes.
-        [StructLayout(LayoutKind.Explicit, Size = 20)]
-        internal struct Address
-        {
-            [FieldOffset(0)] public byte family;
-            [FieldOffset(18)] public ushort port;
-        }
+        internal const int MaxDatagram = 1472; // UDPGATE_MAX_DATAGRAM
+
+        // udpgate_send_fn and udpgate_receive_fn: the caller-owned transport.
+        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+        internal delegate int SendFn(IntPtr context, ref Address to, IntPtr data, UIntPtr len);
+
+        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+        internal delegate int ReceiveFn(IntPtr context, ref Address from, IntPtr buf, UIntPtr cap);
 
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern IntPtr udpgate_state_name(int state);
@@ -143,6 +144,9 @@ namespace Udpgate
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern void udpgate_address_format(ref Address a, ref byte buf, UIntPtr cap);
 
+        [DllImport(Library, CallingConvention = CallingConvention.Cdecl, CharSet = CharSet.Ansi, BestFitMapping = false)]
+        internal static extern int udpgate_address_parse(out Address a, string text);
+
         [DllImport(Library, CallingConvention = CallingConvention.Cdecl)]
         internal static extern void udpgate_client_stats(IntPtr client, ref byte stats);
 
@@ -161,6 +165,10 @@ namespace Udpgate
     // (and so this handle) alive across each call with GC.KeepAlive.
     internal sealed class ClientHandle : SafeHandle
     {
+        // With a caller's transport: the GCHandle the C client holds as its
+        // transport_context, freed after the client.
+        internal GCHandle Transport;
+
         public ClientHandle() : base(IntPtr.Zero, true) { }
 
         public override bool IsInvalid
@@ -171,6 +179,8 @@ namespace Udpgate
         protected override bool ReleaseHandle()
         {
             Native.udpgate_client_destroy(handle);
+            if (Transport.IsAllocated)
+                Transport.Free();
             return true;
         }
     }

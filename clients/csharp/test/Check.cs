@@ -19,6 +19,8 @@
 
 using System;
 using System.Diagnostics;
+using System.Net;
+using System.Net.Sockets;
 using System.Runtime.InteropServices;
 using Udpgate;
 
@@ -47,7 +49,7 @@ static class Check
             case "channels":
                 return Channels(args[1]);
             case "allocs":
-                return Allocs(args[1], int.Parse(args[2]));
+                return Allocs(args[1], int.Parse(args[2]), args.Length > 3 && args[3] == "transport");
         }
         Console.Error.WriteLine("usage: check.exe enums | layout | allocs ADDR N");
         return 2;
@@ -70,6 +72,17 @@ static class Check
             int ch, len;
             Console.WriteLine("receive when empty: " + c.TryReceive(new byte[16], out ch, out len) + " peek " + c.PeekSize);
         }
+        using (var t = new Client(new ClientConfig { Transport = new ThrowingTransport() }))
+        {
+            t.Connect("127.0.0.1:9", 0);
+            t.Update(0.001);
+            Console.WriteLine("throwing transport: " + t.State + ", " + t.TransportError.Message);
+        }
+        Address a;
+        Console.WriteLine("address: " + Address.TryParse("[2001:db8::1]:7777", out a) + " " + a + " family " + a.Family + " port " + a.Port +
+            " byte 1 " + a.GetByte(1).ToString("x2") + ", " + a.ToEndPoint() + ", round trip " + (Address.FromEndPoint(a.ToEndPoint()) == a) +
+            "; " + Address.TryParse("10.1.2.3:9", out a) + " " + a + " " + a.ToEndPoint() + " " + (Address.FromEndPoint(a.ToEndPoint()) == a) +
+            "; " + Address.TryParse("localhost:9", out a));
         var d = new Client();
         d.Dispose();
         d.Dispose();
@@ -110,9 +123,10 @@ static class Check
             Console.WriteLine("udpgate_stats." + f.Name + " " + Marshal.OffsetOf(s, f.Name));
         Console.WriteLine("udpgate_stats.drops " + Marshal.SizeOf(s));
         Console.WriteLine("sizeof(udpgate_stats) " + (Marshal.SizeOf(s) + 8 * (int)Drop.Count));
-        var a = typeof(Native.Address);
+        var a = typeof(Address);
         Console.WriteLine("sizeof(udpgate_address) " + Marshal.SizeOf(a));
         Console.WriteLine("udpgate_address.family " + Marshal.OffsetOf(a, "family"));
+        Console.WriteLine("udpgate_address.ip " + Marshal.OffsetOf(a, "ip0"));
         Console.WriteLine("udpgate_address.port " + Marshal.OffsetOf(a, "port"));
     }
 
@@ -217,7 +231,7 @@ static class Check
             if (!Wait(c, clock, () => c.State != State.Connecting))
                 return 1;
             Console.WriteLine("state " + c.State + ", local address is IPv4 loopback or any: " +
-                (c.LocalAddress.StartsWith("127.0.0.1:") || c.LocalAddress.StartsWith("0.0.0.0:")));
+                (c.LocalAddress.ToString().StartsWith("127.0.0.1:") || c.LocalAddress.ToString().StartsWith("0.0.0.0:")));
             var buf = new byte[4096];
             int ch, len;
             for (int channel = Client.ChannelData; channel < 4; channel++)
@@ -280,10 +294,16 @@ static class Check
     // Connects, warms up (the marshalling stubs are made at a method's first
     // call), then counts the managed bytes allocated while n messages make
     // the round trip through TrySend, Update, TryReceive, State and GetStats.
-    static int Allocs(string address, int n)
+    static int Allocs(string address, int n, bool transport)
     {
         var clock = Stopwatch.StartNew();
-        using (var client = new Client())
+        var cfg = new ClientConfig();
+        Address server;
+        if (!Address.TryParse(address, out server))
+            throw new ArgumentException("bad address " + address);
+        if (transport)
+            cfg.Transport = new ConnectedTransport(server);
+        using (var client = new Client(cfg))
         {
             client.Connect(address, clock.Elapsed.TotalSeconds);
             var msg = new byte[100];
@@ -338,5 +358,60 @@ static class Check
             client.GetStats(stats);
         }
         return true;
+    }
+}
+
+// A transport whose Send throws, as a buggy one would.
+sealed class ThrowingTransport : ITransport
+{
+    public int Send(Address to, ReadOnlySpan<byte> datagram)
+    {
+        throw new InvalidOperationException("the game's socket is closed");
+    }
+
+    public int Receive(out Address from, Span<byte> buffer)
+    {
+        from = default(Address);
+        return 0;
+    }
+}
+
+// A transport over a socket connected to the server: no per-datagram
+// allocation of its own, so the allocation test measures the binding's
+// callbacks.
+sealed class ConnectedTransport : ITransport
+{
+    readonly Socket socket;
+    readonly Address server;
+    readonly byte[] buffer = new byte[1500];
+
+    public ConnectedTransport(Address server)
+    {
+        this.server = server;
+        socket = new Socket(AddressFamily.InterNetwork, SocketType.Dgram, ProtocolType.Udp);
+        socket.Blocking = false;
+        socket.Connect(server.ToEndPoint());
+    }
+
+    public int Send(Address to, ReadOnlySpan<byte> datagram)
+    {
+        datagram.CopyTo(buffer);
+        SocketError err;
+        socket.Send(buffer, 0, datagram.Length, SocketFlags.None, out err);
+        return datagram.Length;
+    }
+
+    public int Receive(out Address from, Span<byte> into)
+    {
+        from = server;
+        if (socket.Available == 0)
+            return 0;
+        SocketError err;
+        int n = socket.Receive(buffer, 0, buffer.Length, SocketFlags.None, out err);
+        if (err != SocketError.Success || n <= 0)
+            return 0;
+        n = Math.Min(n, into.Length);
+        new ReadOnlySpan<byte>(buffer, 0, n).CopyTo(into);
+        return n;
     }
 }

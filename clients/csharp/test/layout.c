@@ -50,6 +50,7 @@ int main(void) {
     printf("sizeof(udpgate_stats) %zu\n", sizeof(udpgate_stats));
     printf("sizeof(udpgate_address) %zu\n", sizeof(udpgate_address));
     F(udpgate_address, family);
+    F(udpgate_address, ip);
     F(udpgate_address, port);
     return 0;
 }
