@@ -36,6 +36,8 @@ static uint32_t ring_free(const ring *r) { return r->cap - ring_used(r); }
 
 static void ring_put(ring *r, uint64_t off, const void *src, uint32_t n) {
     uint32_t at = (uint32_t)(off % r->cap), first = r->cap - at;
+    if (n == 0)
+        return;
     if (first > n)
         first = n;
     memcpy(r->buf + at, src, first);
@@ -44,6 +46,8 @@ static void ring_put(ring *r, uint64_t off, const void *src, uint32_t n) {
 
 static void ring_get(const ring *r, uint64_t off, void *dst, uint32_t n) {
     uint32_t at = (uint32_t)(off % r->cap), first = r->cap - at;
+    if (n == 0)
+        return;
     if (first > n)
         first = n;
     memcpy(dst, r->buf + at, first);
@@ -73,7 +77,7 @@ typedef struct channel {
     int64_t seq_pending; /* offset of the unsent sequenced message in the out queue, -1 none */
     /* reliable receive */
     uint16_t recv_next;
-    int16_t *slot_of; /* [WINDOW] slot index of unit recv_next + i ... by id & 255; -1 none */
+    int16_t *slot_of; /* [WINDOW], by id & 255: the slot holding that unit, -1 none */
     /* sequenced receive */
     uint16_t seq_newest;
     uint8_t seq_any;
