@@ -10,11 +10,17 @@
 #     corpus, found by name so a new target is never forgotten; a target
 #     fails when the fuzzer finds an input, never for the machine's load
 #     (no retries).
+# The C client's tests (clients/c) run in step 1: they build the C library
+# with the system's compilers (scripts/deps.sh installs them first) and run
+# its libFuzzer driver for FUZZTIME_C (60s here; 5s in a plain go test).
 # Each step covers every module of the repository: the library (the root)
 # and bench/, the benchmark harness, a module of its own so that the peers
 # it measures against (kcp-go, quic-go) stay out of the library's go.mod.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+bash scripts/deps.sh
+export FUZZTIME_C=${FUZZTIME_C:-60s}
 
 modules=(. bench)
 

@@ -1,0 +1,5 @@
+//go:build !race
+
+package csharp_test
+
+const raceEnabled = false
