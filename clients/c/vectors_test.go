@@ -88,11 +88,25 @@ func vectorLines(t *testing.T, path string) (string, int) {
 					restart = 1
 				}
 				ts, _ := f["timestamp"].(float64)
-				fmt.Fprintf(&b, "hs %s %s %s %d %d %d %d %d %d %d %d %d %d %016x %s %s %d %s\n", pk.Name,
+				// The message layout (§3.7): channels, kinds as a
+				// hex word, largest message, largest datagram.
+				var lc, lm, ld, lk uint64
+				if l, ok := f["layout"].(map[string]any); ok {
+					kinds, _ := l["kinds"].([]any)
+					lc = uint64(len(kinds))
+					for i, k := range kinds {
+						kv, _ := k.(float64)
+						lk |= uint64(kv) << (2 * i)
+					}
+					mm, _ := l["max_message"].(float64)
+					md, _ := l["max_datagram"].(float64)
+					lm, ld = uint64(mm), uint64(md)
+				}
+				fmt.Fprintf(&b, "hs %s %s %s %d %d %d %d %d %d %d %d %d %d %016x %s %s %d %s %d %016x %d %d\n", pk.Name,
 					dash(str("magic")), pk.Hex, num("session_id"), num("client_id"), num("type"), restart,
 					num("min_version"), num("cur_version"), num("sent_count"), num("network_version"),
 					num("network_features"), num("secret_id"), math.Float64bits(ts), dash(str("cookie")),
-					dash(str("orig_cookie")), num("reason"), dash(str("random")))
+					dash(str("orig_cookie")), num("reason"), dash(str("random")), lc, lk, lm, ld)
 			}
 			n++
 		}

@@ -24,7 +24,7 @@
 #define UG_SEQ_MASK 16383u
 
 enum { UG_INITIAL, UG_CHALLENGE, UG_RESPONSE, UG_ACK, UG_RESTART_HANDSHAKE, UG_RESTART_RESPONSE,
-       UG_VERSION_UPGRADE, UG_DENIED };
+       UG_VERSION_UPGRADE, UG_DENIED, UG_LAYOUT_MISMATCH };
 enum { UG_KIND_DATA, UG_KIND_KEEPALIVE, UG_KIND_DISCONNECT, UG_KIND_MESSAGES };
 
 typedef struct ug_magic {
@@ -41,6 +41,13 @@ typedef struct ug_handshake {
     uint8_t reason;
     uint8_t cookie[UG_COOKIE_BYTES];
     uint8_t orig_cookie[UG_COOKIE_BYTES];
+    /* §3.7: an Initial's declared message layout, or a LayoutMismatch's (the
+     * server's); all zero declares none. kinds: channel i's code (1
+     * reliable-ordered, 2 unreliable, 3 sequenced) in bits 2i, 2i+1. */
+    uint64_t layout_kinds;
+    uint32_t layout_max_message;
+    uint16_t layout_max_datagram;
+    uint8_t layout_channels;
     uint8_t random[UG_MAX_RANDOM];
     int random_len;
 } ug_handshake;

@@ -67,6 +67,8 @@ int ug_body_bits(int type) {
         return 385;
     case UG_DENIED:
         return 168;
+    case UG_LAYOUT_MISMATCH:
+        return 224;
     default:
         return 0;
     }
@@ -86,10 +88,51 @@ void ug_put_prefix(uint8_t *dst, const ug_magic *m, uint8_t session, uint8_t cli
     put_bits(dst, 0, prefix_word(m, session, client, 0), m->n + UG_PREFIX_BITS);
 }
 
+/* §3.7: a Layout the wire may carry: none declared (all zero), or 1..32
+ * channels each with a kind code 1..3 and none beyond them, a non-zero
+ * MaxDatagram, and MaxMessage non-zero exactly when a channel is reliable. */
+static int layout_valid(const ug_handshake *h) {
+    int i, reliable = 0;
+    if (!h->layout_channels && !h->layout_kinds && !h->layout_max_message && !h->layout_max_datagram)
+        return 1;
+    if (h->layout_channels == 0 || h->layout_channels > 32 || h->layout_max_datagram == 0)
+        return 0;
+    for (i = 0; i < 32; i++) {
+        unsigned k = (unsigned)(h->layout_kinds >> (2 * i)) & 3;
+        if ((k == 0) != (i >= h->layout_channels))
+            return 0;
+        reliable |= k == 1;
+    }
+    return reliable == (h->layout_max_message != 0);
+}
+
+/* The Layout's 224 bits at pos: Channels(8) Kinds(64) MaxMessage(32)
+ * MaxDatagram(16) and 104 zero bits (already zero in dst). */
+static void put_layout(uint8_t *dst, int pos, const ug_handshake *h) {
+    put_bits(dst, pos, h->layout_channels, 8);
+    put_bits(dst, pos + 8, h->layout_kinds, 64);
+    put_bits(dst, pos + 72, h->layout_max_message, 32);
+    put_bits(dst, pos + 104, h->layout_max_datagram, 16);
+}
+
+static int get_layout(const uint8_t *b, int pos, ug_handshake *h) {
+    int i;
+    h->layout_channels = (uint8_t)get_bits(b, pos, 8);
+    h->layout_kinds = get_bits(b, pos + 8, 64);
+    h->layout_max_message = (uint32_t)get_bits(b, pos + 72, 32);
+    h->layout_max_datagram = (uint16_t)get_bits(b, pos + 104, 16);
+    for (i = 120; i < 224; i += 52)
+        if (get_bits(b, pos + i, 52))
+            return 0;
+    return layout_valid(h);
+}
+
 int ug_encode_handshake(uint8_t *dst, size_t cap, const ug_magic *m, const ug_handshake *h) {
     int n, pos, i;
-    if (h->type > 7 || h->session_id > 3 || h->client_id > 7 || h->random_len < UG_MIN_RANDOM ||
+    if (h->type > 8 || h->session_id > 3 || h->client_id > 7 || h->random_len < UG_MIN_RANDOM ||
         h->random_len > UG_MAX_RANDOM || h->secret_id > 1)
+        return -1;
+    if ((h->type == UG_INITIAL || h->type == UG_LAYOUT_MISMATCH) && !layout_valid(h))
         return -1;
     n = ug_handshake_len(m, h->type, h->random_len);
     if ((size_t)n > cap)
@@ -122,6 +165,12 @@ int ug_encode_handshake(uint8_t *dst, size_t cap, const ug_magic *m, const ug_ha
         put_bits(dst, pos, h->reason, 8);
         for (i = 0; i < UG_COOKIE_BYTES; i++)
             put_bits(dst, pos + 8 + 8 * i, h->cookie[i], 8);
+        break;
+    case UG_INITIAL:
+        put_layout(dst, pos + 1, h); /* after SecretId 0 */
+        break;
+    case UG_LAYOUT_MISMATCH:
+        put_layout(dst, pos, h);
         break;
     }
     pos += ug_body_bits(h->type);
@@ -169,7 +218,7 @@ int ug_decode_handshake(const ug_magic *m, const uint8_t *b, size_t len, ug_hand
     h->network_version = (uint32_t)get_bits(b, pos + 33, 32);
     h->network_features = (uint16_t)get_bits(b, pos + 65, 16);
     pos += 81;
-    if (h->type > 7)
+    if (h->type > 8)
         return UDPGATE_DROP_UNKNOWN_TYPE;
     random = pb - pos - ug_body_bits(h->type);
     if (random < 8 * UG_MIN_RANDOM || random > 8 * UG_MAX_RANDOM || (random & 7))
@@ -183,11 +232,18 @@ int ug_decode_handshake(const ug_magic *m, const uint8_t *b, size_t len, ug_hand
     h->reason = 0;
     memset(h->cookie, 0, sizeof h->cookie);
     memset(h->orig_cookie, 0, sizeof h->orig_cookie);
+    h->layout_channels = 0;
+    h->layout_kinds = 0;
+    h->layout_max_message = 0;
+    h->layout_max_datagram = 0;
     switch (h->type) {
     case UG_INITIAL:
-        for (i = 0; i < 225; i += 45)
-            if (get_bits(b, pos + i, 45))
-                return UDPGATE_DROP_BAD_BODY;
+        if (get_bits(b, pos, 1) || !get_layout(b, pos + 1, h))
+            return UDPGATE_DROP_BAD_BODY;
+        break;
+    case UG_LAYOUT_MISMATCH:
+        if (!get_layout(b, pos, h))
+            return UDPGATE_DROP_BAD_BODY;
         break;
     case UG_CHALLENGE:
     case UG_RESPONSE:

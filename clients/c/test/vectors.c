@@ -43,13 +43,14 @@ int main(void) {
         if (strcmp(kind, "hs") == 0) {
             unsigned sess, cli, type, restart, minv, curv, sent, nf, secret, reason;
             unsigned long nv;
-            char ts[32], cookie[64], orig[64], rnd[64];
+            char ts[32], cookie[64], orig[64], rnd[64], lkinds[32];
+            unsigned lch, lmax, ldg;
             ug_handshake want, got;
             int n, m2;
             ug_magic m;
-            if (sscanf(line, "hs %127s %63s %4095s %u %u %u %u %u %u %u %lu %u %u %31s %63s %63s %u %63s", name,
-                       magic, hex, &sess, &cli, &type, &restart, &minv, &curv, &sent, &nv, &nf, &secret, ts,
-                       cookie, orig, &reason, rnd) != 18) {
+            if (sscanf(line, "hs %127s %63s %4095s %u %u %u %u %u %u %u %lu %u %u %31s %63s %63s %u %63s %u %31s %u %u",
+                       name, magic, hex, &sess, &cli, &type, &restart, &minv, &curv, &sent, &nv, &nf, &secret, ts,
+                       cookie, orig, &reason, rnd, &lch, lkinds, &lmax, &ldg) != 22) {
                 fail("hs", "bad line");
                 continue;
             }
@@ -60,10 +61,13 @@ int main(void) {
             want.sent_count = (uint8_t)sent; want.network_version = (uint32_t)nv;
             want.network_features = (uint16_t)nf; want.secret_id = (uint8_t)secret;
             want.timestamp = strtoull(ts, NULL, 16); want.reason = (uint8_t)reason;
+            want.layout_channels = (uint8_t)lch; want.layout_kinds = strtoull(lkinds, NULL, 16);
+            want.layout_max_message = (uint32_t)lmax; want.layout_max_datagram = (uint16_t)ldg;
             unhex(cookie, want.cookie, 20);
             unhex(orig, want.orig_cookie, 20);
             want.random_len = unhex(rnd, want.random, 16);
             n = unhex(hex, pkt, sizeof pkt);
+            memset(&got, 0, sizeof got); /* the padding, for memcmp */
             CHECK(name, ug_decode_handshake(&m, pkt, (size_t)n, &got) == UG_PASS, "decode");
             CHECK(name, memcmp(&got, &want, sizeof got) == 0, "decoded fields differ");
             m2 = ug_encode_handshake(buf, sizeof buf, &m, &want);
