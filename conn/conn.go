@@ -247,7 +247,10 @@ func (c *Conn) send(kind protocol.Kind, payload []byte, sealed bool) (uint16, er
 	if kind == protocol.KindData || kind == protocol.KindMessages {
 		c.bytesOut += uint64(len(payload))
 	}
-	if l != nil && l.out < len(l.sb.Msgs) {
+	// A server shutting down closes its sockets once every connection
+	// was told: a Disconnect left in a loop's batch would be lost with
+	// them, so it goes now.
+	if l != nil && l.out < len(l.sb.Msgs) && (c.srv == nil || !c.srv.closing.Load()) {
 		m := &l.sb.Msgs[l.out]
 		if n := c.encode(m.Buf[:cap(m.Buf)], &h, payload, sealed); n > 0 {
 			m.N, m.Addr = n, c.addr
