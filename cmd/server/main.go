@@ -381,6 +381,8 @@ func (o *options) config(logger *slog.Logger, h conn.Handler) conn.Config {
 		ChallengeRate:          o.challengeRate,
 		ChallengeRatePerIP:     o.challengeRateIP,
 		ChallengeRatePerPrefix: o.challengeRatePrefix,
+		InboundPacketRate:      o.inboundPacketRate,
+		InboundByteRate:        o.inboundByteRate,
 		NoSteering:             !o.steer,
 		Overload:               conn.OverloadConfig{Enabled: o.overload},
 		Handler:                h,

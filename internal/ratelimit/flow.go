@@ -1,18 +1,19 @@
 package ratelimit
 
-import (
-	"math"
-	"time"
-)
+import "math"
 
-// flowShift is the fixed point of Flow.byteCost: nanoseconds per byte,
-// times 2^16, so that a byte costing 15.6 ns (64 MiB/s) is not rounded to
-// 15 or 16.
+// flowUnit is the tick of a FlowState's times, in nanoseconds: a uint32 of
+// them wraps every 429 s, which Allow reads modulo 2^32.
+const flowUnit = 100
+
+// flowShift is the fixed point of Flow.byteCost: ticks per byte, times
+// 2^16, so that a byte of 16 MiB/s (0.596 ticks) is not rounded to 0 or 1.
 const flowShift = 16
 
-// flowOpen is the window of an unlimited bucket: far beyond any clock, yet
-// now+flowOpen cannot overflow before the year 2200.
-const flowOpen = math.MaxInt64 / 4
+// maxFlowWin bounds a bucket's window and a packet's cost, in ticks (27 s):
+// the sum of the two stays far below the 2^31 ticks (214 s) within which a
+// full time is told from a past one.
+const maxFlowWin = 1 << 28
 
 // Flow is a budget of packets and bytes per second for one stream of
 // packets, such as what one connection sends a server: a packet passes when
@@ -21,87 +22,108 @@ const flowOpen = math.MaxInt64 / 4
 // burst worth of its rate, and at least one packet (maxPacket bytes), and
 // starts full.
 //
-// It is the GCRA of Limit in integer nanoseconds: a FlowState keeps, per
+// It is Limit's GCRA in integer ticks of 100 ns: a FlowState keeps, per
 // bucket, the time it will be full again, so Allow is two loads, a few
-// integer operations and two stores, with no division. The rule is shared by
-// every stream (immutable once made); each stream keeps its FlowState.
+// integer operations and two stores, no division but one by a constant.
+// The rule is shared by every stream (immutable once made); each stream
+// keeps its FlowState, 8 bytes.
 type Flow struct {
-	pktCost  int64  // ns a packet costs; 0: packets unlimited
-	byteCost uint64 // ns a byte costs << flowShift; 0: bytes unlimited
+	pktCost  int64  // ticks a packet costs; 0: packets unlimited
+	byteCost uint64 // ticks a byte costs << flowShift; 0: bytes unlimited
 	pktWin   int64  // how far past now the packet bucket's full time may be
 	byteWin  int64  // the same for the byte bucket
 	open     bool   // both unlimited: Allow only says yes
 }
 
-// maxFlowCost bounds a unit's cost (13 days a packet, or a byte) so that
-// a datagram's cost in bytes cannot overflow.
-const maxFlowCost = 1 << 50
-
-// NewFlow returns the Flow of packets and bytes per second (a rate that is
-// not positive, such as Unlimited, or so high that a unit costs less than a
-// nanosecond, leaves its bucket unlimited), bursts of burst worth of each
-// rate but at least one packet of maxPacket bytes.
-func NewFlow(packets, bytes float64, burst time.Duration, maxPacket int) Flow {
-	f := Flow{pktCost: cost(packets, 1), byteCost: uint64(cost(bytes, 1<<flowShift)), pktWin: flowOpen, byteWin: flowOpen}
+// NewFlow returns the Flow of packets and bytes per second, bursts of burst
+// seconds' worth of each rate but at least one packet of maxPacket bytes. A rate
+// that is not positive (Unlimited), or so high that a unit costs less than
+// half a tick, leaves its bucket unlimited; a rate so low that one packet
+// (of maxPacket bytes) would cost more than 27 s costs 27 s, and a burst
+// beyond 27 s holds 27 s.
+func NewFlow(packets, bytes, burst float64, maxPacket int) Flow {
+	maxPacket = max(maxPacket, 1)
+	burstTicks := int64(min(max(burst*1e9/flowUnit, 0), maxFlowWin))
+	f := Flow{
+		pktCost:  min(ticks(packets, 1), maxFlowWin),
+		byteCost: uint64(min(ticks(bytes, 1<<flowShift), (maxFlowWin<<flowShift)/int64(maxPacket))),
+	}
+	f.pktWin, f.byteWin = maxFlowWin, maxFlowWin
 	if f.pktCost > 0 {
-		f.pktWin = max(int64(burst), f.pktCost)
+		f.pktWin = max(burstTicks, f.pktCost)
 	}
 	if f.byteCost > 0 {
-		f.byteWin = max(int64(burst), int64(uint64(max(maxPacket, 1))*f.byteCost>>flowShift))
+		f.byteWin = max(burstTicks, f.bytesCost(maxPacket))
 	}
 	f.open = f.pktCost == 0 && f.byteCost == 0
 	return f
 }
 
-// cost is scale nanoseconds per unit at rate units per second, rounded
-// (at most maxFlowCost); 0, unlimited, when rate is not positive.
-func cost(rate, scale float64) int64 {
+// ticks is scale ticks per unit at rate units per second, rounded; 0,
+// unlimited, when rate is not positive.
+func ticks(rate, scale float64) int64 {
 	if !(rate > 0) {
 		return 0
 	}
-	return int64(min(math.Round(1e9*scale/rate), maxFlowCost))
+	return int64(min(math.Round(1e9/flowUnit*scale/rate), math.MaxInt64/4))
+}
+
+// bytesCost is what a packet of n bytes costs the byte bucket, in ticks,
+// rounded.
+func (f *Flow) bytesCost(n int) int64 {
+	return int64((uint64(n)*f.byteCost + 1<<(flowShift-1)) >> flowShift)
 }
 
 // FlowState is one stream's buckets under a Flow: when each is full again,
-// in Unix nanoseconds. The zero FlowState is two full buckets.
+// in ticks of 100 ns modulo 2^32. NewFlowState makes one.
+//
+// A time more than 214 s old reads as up to 214 s ahead: Allow then holds
+// it to the window, so a stream silent for minutes (a connection sends a
+// KeepAlive every second) meets at worst one window of empty bucket; the
+// same bound holds after the clock steps back.
 //
 // Allow may run for one stream on several goroutines at once (a
 // connection's packets can reach two receive loops, rarely): of two packets
 // that pass at the same moment only one spend may count, which lets the
-// stream through a little faster, never slower. The fields are read and
-// written as plain words, since an atomic store (XCHG on amd64) would cost
-// every packet within budget five times what Allow costs otherwise; a
-// word-sized store is never torn on 64-bit platforms, and whatever a torn
-// one on a 32-bit platform leaves is bounded by Allow's clamp to one
-// window. Race builds make the accesses atomic, so that the detector
-// reports only real races.
+// stream through a little faster, never slower. The words are read and
+// written plainly, since an atomic store (XCHG on amd64) would cost every
+// packet within budget several times what Allow costs otherwise; a 32-bit
+// store is never torn. Race builds make the accesses atomic, so that the
+// detector reports only real races.
 type FlowState struct {
-	pkts, bytes int64
+	pkts, bytes uint32
+}
+
+// NewFlowState returns a stream's buckets, full at now (Unix nanoseconds).
+func NewFlowState(now int64) FlowState {
+	t := uint32(now / flowUnit)
+	return FlowState{pkts: t, bytes: t}
 }
 
 // Allow reports whether a packet of n bytes fits s's buckets at now (Unix
-// nanoseconds) and, if so, spends it. A clock that steps back leaves the
-// buckets empty for at most one window, not until the clock catches up.
+// nanoseconds) and, if so, spends it.
 func (f *Flow) Allow(s *FlowState, n int, now int64) bool {
 	if f.open {
 		return true
 	}
+	t := uint32(now / flowUnit)
 	pf, bf := flowLoad(&s.pkts), flowLoad(&s.bytes)
-	pe, be := now+f.pktWin, now+f.byteWin // the latest full times a bucket can have
-	p := min(max(pf, now), pe) + f.pktCost
-	b := min(max(bf, now), be) + int64(uint64(n)*f.byteCost>>flowShift)
-	if p-now > f.pktWin || b-now > f.byteWin {
-		// A full time past the latest means the clock stepped back:
-		// bring it to the latest, an empty bucket from now on.
-		if pf > pe {
-			flowStore(&s.pkts, pe)
+	// How far ahead of now each bucket is full, in ticks, held to its
+	// window, plus this packet.
+	p := min(max(int64(int32(pf-t)), 0), f.pktWin) + f.pktCost
+	b := min(max(int64(int32(bf-t)), 0), f.byteWin) + f.bytesCost(n)
+	if p > f.pktWin || b > f.byteWin {
+		// A full time beyond the window is stale (see FlowState): bring
+		// it to the window, an empty bucket from now on.
+		if int64(int32(pf-t)) > f.pktWin {
+			flowStore(&s.pkts, t+uint32(f.pktWin))
 		}
-		if bf > be {
-			flowStore(&s.bytes, be)
+		if int64(int32(bf-t)) > f.byteWin {
+			flowStore(&s.bytes, t+uint32(f.byteWin))
 		}
 		return false
 	}
-	flowStore(&s.pkts, p)
-	flowStore(&s.bytes, b)
+	flowStore(&s.pkts, t+uint32(p))
+	flowStore(&s.bytes, t+uint32(b))
 	return true
 }

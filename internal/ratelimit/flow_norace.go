@@ -4,5 +4,5 @@ package ratelimit
 
 // A FlowState's words are plain (see FlowState).
 
-func flowLoad(p *int64) int64     { return *p }
-func flowStore(p *int64, v int64) { *p = v }
+func flowLoad(p *uint32) uint32     { return *p }
+func flowStore(p *uint32, v uint32) { *p = v }

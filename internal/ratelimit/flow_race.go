@@ -6,5 +6,5 @@ import "sync/atomic"
 
 // In race builds a FlowState's words are atomic (see FlowState).
 
-func flowLoad(p *int64) int64     { return atomic.LoadInt64(p) }
-func flowStore(p *int64, v int64) { atomic.StoreInt64(p, v) }
+func flowLoad(p *uint32) uint32     { return atomic.LoadUint32(p) }
+func flowStore(p *uint32, v uint32) { atomic.StoreUint32(p, v) }

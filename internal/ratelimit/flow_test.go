@@ -22,9 +22,9 @@ func flowCount(f *Flow, s *FlowState, n int, now int64, limit int) int {
 // a packet refused by one bucket spends nothing from the other.
 func TestFlow(t *testing.T) {
 	// 1000 packets/s and 100 kB/s, bursts of 100 ms: 100 packets or 10 kB.
-	f := NewFlow(1000, 100_000, 100*time.Millisecond, 1200)
+	f := NewFlow(1000, 100_000, 0.1, 1200)
 	t.Run("packets", func(t *testing.T) {
-		var s FlowState
+		s := NewFlowState(flowT0)
 		if n := flowCount(&f, &s, 10, flowT0, 1e6); n != 100 {
 			t.Fatalf("burst of 10-byte packets: %d, want 100", n)
 		}
@@ -38,7 +38,7 @@ func TestFlow(t *testing.T) {
 		}
 	})
 	t.Run("bytes", func(t *testing.T) {
-		var s FlowState
+		s := NewFlowState(flowT0)
 		// 1000-byte packets: the byte bucket (10 kB) binds at 10.
 		if n := flowCount(&f, &s, 1000, flowT0, 1e6); n != 10 {
 			t.Fatalf("burst of 1000-byte packets: %d, want 10", n)
@@ -51,7 +51,7 @@ func TestFlow(t *testing.T) {
 	t.Run("steady", func(t *testing.T) {
 		// A sender at 3000 packets/s for 10 s after the burst: 100 + 10 000
 		// pass (every millisecond one), to within one.
-		var s FlowState
+		s := NewFlowState(flowT0)
 		pass := 0
 		for i := range 30_000 {
 			if f.Allow(&s, 10, flowT0+int64(i)*1e9/3000) {
@@ -63,7 +63,7 @@ func TestFlow(t *testing.T) {
 		}
 	})
 	t.Run("clock back", func(t *testing.T) {
-		var s FlowState
+		s := NewFlowState(flowT0)
 		flowCount(&f, &s, 10, flowT0, 1e6)
 		// The clock steps back an hour: empty for one window (100 ms), not
 		// for the hour.
@@ -75,15 +75,46 @@ func TestFlow(t *testing.T) {
 			t.Fatalf("200 ms after the step: %d, want the burst, 100", n)
 		}
 	})
+	t.Run("silent for minutes", func(t *testing.T) {
+		// After 300 s (past the 214 s a time is told apart in) and after
+		// 429 s (a whole turn of the ticks), a stream finds its bucket
+		// full, or empty for one window at worst.
+		for _, gap := range []time.Duration{300 * time.Second, (1 << 32) * flowUnit, time.Hour} {
+			s := NewFlowState(flowT0)
+			flowCount(&f, &s, 10, flowT0, 1e6)
+			at := flowT0 + int64(gap)
+			n := flowCount(&f, &s, 10, at, 1e6)
+			if n != 100 && n != 0 {
+				t.Fatalf("after %v: %d, want 100 or 0", gap, n)
+			}
+			if n := flowCount(&f, &s, 10, at+int64(200*time.Millisecond), 1e6); n != 100 {
+				t.Fatalf("after %v and 200 ms: %d, want the burst, 100", gap, n)
+			}
+		}
+	})
+	t.Run("ticks wrap", func(t *testing.T) {
+		// Across the moment the uint32 of ticks wraps, as anywhere.
+		wrap := (int64(1)<<32)*flowUnit*3 - 50e6 // 50 ms before a wrap
+		s := NewFlowState(wrap)
+		pass := 0
+		for i := range 3000 {
+			if f.Allow(&s, 10, wrap+int64(i)*1e9/3000) {
+				pass++
+			}
+		}
+		if pass < 1099 || pass > 1100 {
+			t.Fatalf("1 s at 3000/s across a wrap: %d, want 100 + 1000", pass)
+		}
+	})
 	t.Run("unlimited", func(t *testing.T) {
-		var s FlowState
-		for _, u := range []Flow{NewFlow(Unlimited, Unlimited, time.Second, 1200), {}} {
+		s := NewFlowState(flowT0)
+		for _, u := range []Flow{NewFlow(Unlimited, Unlimited, 1, 1200), {}} {
 			if n := flowCount(&u, &s, 1200, flowT0, 1e5); n != 1e5 {
 				t.Fatalf("unlimited: %d of 100000", n)
 			}
 		}
 		// Bytes unlimited: the packet bucket alone.
-		p := NewFlow(1000, Unlimited, 100*time.Millisecond, 1200)
+		p := NewFlow(1000, Unlimited, 0.1, 1200)
 		if n := flowCount(&p, &s, 1200, flowT0, 1e6); n != 100 {
 			t.Fatalf("packets only: %d, want 100", n)
 		}
@@ -91,8 +122,8 @@ func TestFlow(t *testing.T) {
 	t.Run("one packet at least", func(t *testing.T) {
 		// A burst below one packet still holds one (a datagram of
 		// maxPacket bytes too).
-		var s FlowState
-		g := NewFlow(1, 100, time.Millisecond, 1200)
+		s := NewFlowState(flowT0)
+		g := NewFlow(1, 100, 0.001, 1200)
 		if n := flowCount(&g, &s, 1200, flowT0, 1e6); n != 1 {
 			t.Fatalf("tiny burst: %d, want 1", n)
 		}
@@ -101,8 +132,8 @@ func TestFlow(t *testing.T) {
 
 // TestFlowAllocs: Allow allocates nothing.
 func TestFlowAllocs(t *testing.T) {
-	f := NewFlow(1000, 1e6, 100*time.Millisecond, 1200)
-	var s FlowState
+	f := NewFlow(1000, 1e6, 0.1, 1200)
+	s := NewFlowState(flowT0)
 	now := flowT0
 	if a := testing.AllocsPerRun(1000, func() { f.Allow(&s, 100, now); now += 1e5 }); a != 0 {
 		t.Fatalf("%v allocations per Allow", a)
@@ -112,9 +143,9 @@ func TestFlowAllocs(t *testing.T) {
 // BenchmarkFlowAllow times Allow within budget (the cost every packet of a
 // connection pays) and over it (the cost of a drop).
 func BenchmarkFlowAllow(b *testing.B) {
-	f := NewFlow(10_000, 16<<20, 100*time.Millisecond, 1200)
+	f := NewFlow(10_000, 16<<20, 0.1, 1200)
 	b.Run("within", func(b *testing.B) {
-		var s FlowState
+		s := NewFlowState(flowT0)
 		now := flowT0
 		for b.Loop() {
 			f.Allow(&s, 100, now)
@@ -122,7 +153,7 @@ func BenchmarkFlowAllow(b *testing.B) {
 		}
 	})
 	b.Run("over", func(b *testing.B) {
-		var s FlowState
+		s := NewFlowState(flowT0)
 		for b.Loop() {
 			f.Allow(&s, 100, flowT0)
 		}
