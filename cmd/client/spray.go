@@ -21,8 +21,9 @@ import (
 
 const spraySynopsis = `Make one proven connection to a server on this host and send from it, open
 loop, -rate connection packets a second until -count or -duration: Messages
-packets whose entries are garbage (-kind malformed), valid Data packets
-(-kind data), or the two in turn (-kind mixed). It is one client at full
+packets whose entries are garbage (-kind malformed, with a KeepAlive in
+every 1000 to keep the connection open), valid Data packets (-kind data),
+or the two in turn (-kind mixed). It is one client at full
 speed, what a server's inbound budget (-inbound-packet-rate,
 -inbound-byte-rate) holds back: read the server's
 udpgate_drops_total{reason="inbound_limited"} and {reason="message_refused"}
@@ -36,6 +37,9 @@ const (
 	sprayMaxDuration = 60 * time.Second
 	sprayMaxRate     = 1_000_000
 	sprayBatch       = 64
+	// sprayKeepAlive: -kind malformed sends a KeepAlive every this many
+	// packets.
+	sprayKeepAlive = 1000
 )
 
 func runSpray(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -89,7 +93,7 @@ func runSpray(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	r := sp.spray(ctx, *kind, *size, *rate, *count, *duration)
 	// Late echoes.
 	time.Sleep(100 * time.Millisecond)
-	fmt.Fprintf(stdout, "sent %d packets (%d malformed, %d Data) in %.3f s: %.0f packets/s; %d echoes back\n",
+	fmt.Fprintf(stdout, "sent %d packets (%d malformed, %d valid) in %.3f s: %.0f packets/s; %d echoes back\n",
 		r.sent, r.malformed, r.sent-r.malformed, r.elapsed.Seconds(), float64(r.sent)/r.elapsed.Seconds(), sp.echoes.Load())
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "interrupted: the report covers what was sent until then")
@@ -233,8 +237,15 @@ func (sp *sprayer) spray(ctx context.Context, kind string, size int, rate float6
 			m := &b.Msgs[i]
 			h := sp.hdr
 			h.Seq, h.Ack, h.AckBits, _, _ = sp.seq.Send(ts)
-			bad := kind == "malformed" || (kind == "mixed" && (r.sent+i)%2 == 0)
-			if bad {
+			k := r.sent + i
+			// malformed keeps the connection open with a KeepAlive in
+			// every sprayKeepAlive packets (a refused packet does not
+			// refresh the server's timeout).
+			bad := (kind == "malformed" && k%sprayKeepAlive != sprayKeepAlive-1) || (kind == "mixed" && k%2 == 0)
+			if kind == "malformed" && !bad {
+				h.Kind = protocol.KindKeepAlive
+				m.N = wire.EncodeConn(m.Buf, sp.magic, &h, nil)
+			} else if bad {
 				h.Kind = protocol.KindMessages
 				m.N = wire.EncodeConn(m.Buf, sp.magic, &h, garbage)
 				r.malformed++

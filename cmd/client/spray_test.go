@@ -19,7 +19,7 @@ func TestSprayCommand(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("status %d; stderr:\n%s\nstdout:\n%s", code, errb, out)
 	}
-	if !strings.Contains(out, "sent 5000 packets (2500 malformed, 2500 Data)") {
+	if !strings.Contains(out, "sent 5000 packets (2500 malformed, 2500 valid)") {
 		t.Errorf("report:\n%s", out)
 	}
 	st := srv.Stats()
