@@ -107,6 +107,9 @@ type sprayer struct {
 	server netip.AddrPort
 	magic  wire.Magic
 	hdr    protocol.ConnHeader
+	// last is the header of the last valid packet, whose sequence fields
+	// the malformed ones repeat.
+	last protocol.ConnHeader
 
 	mu  sync.Mutex // seq: the sender's and the receiver's
 	seq seqwin.SeqState
@@ -155,6 +158,8 @@ func (sp *sprayer) connect(ctx context.Context, cfg handshake.ClientConfig) erro
 				sp.hdr = protocol.ConnHeader{SessionID: hs.SessionID(), ClientID: cfg.ClientID, Tag: cookie.SessionTag(&ck)}
 				srv, cl := cookie.Sequences(&ck)
 				sp.seq.Init(cl, srv, seconds(time.Now()))
+				sp.last = sp.hdr
+				sp.last.Seq, sp.last.Ack = cl, (srv+protocol.SeqModulus-1)%protocol.SeqModulus
 				return nil
 			case handshake.EventDenied:
 				return fmt.Errorf("the server denied the connection (reason %d)", hs.DeniedReason())
@@ -236,22 +241,29 @@ func (sp *sprayer) spray(ctx context.Context, kind string, size int, rate float6
 		for i := range n {
 			m := &b.Msgs[i]
 			h := sp.hdr
-			h.Seq, h.Ack, h.AckBits, _, _ = sp.seq.Send(ts)
 			k := r.sent + i
 			// malformed keeps the connection open with a KeepAlive in
 			// every sprayKeepAlive packets (a refused packet does not
 			// refresh the server's timeout).
 			bad := (kind == "malformed" && k%sprayKeepAlive != sprayKeepAlive-1) || (kind == "mixed" && k%2 == 0)
-			if kind == "malformed" && !bad {
-				h.Kind = protocol.KindKeepAlive
-				m.N = wire.EncodeConn(m.Buf, sp.magic, &h, nil)
-			} else if bad {
+			if bad {
+				// The server refuses it before its sequence window, so
+				// it takes no sequence number of its own: the valid
+				// packets' numbers stay consecutive, as the server's
+				// window believes (docs/protocol.md §7.3).
+				h.Seq, h.Ack, h.AckBits = sp.last.Seq, sp.last.Ack, sp.last.AckBits
 				h.Kind = protocol.KindMessages
 				m.N = wire.EncodeConn(m.Buf, sp.magic, &h, garbage)
 				r.malformed++
 			} else {
+				h.Seq, h.Ack, h.AckBits, _, _ = sp.seq.Send(ts)
+				sp.last = h
+				p := data
 				h.Kind = protocol.KindData
-				m.N = wire.EncodeConn(m.Buf, sp.magic, &h, data)
+				if kind == "malformed" {
+					h.Kind, p = protocol.KindKeepAlive, nil
+				}
+				m.N = wire.EncodeConn(m.Buf, sp.magic, &h, p)
 			}
 			m.Addr = sp.server
 		}
