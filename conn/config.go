@@ -93,7 +93,7 @@ type Config struct {
 	ChallengeRatePerPrefix float64
 	// InboundPacketRate and InboundByteRate (server only) are the budget
 	// of each proven connection's inbound packets per second and of their
-	// bytes (0: 9,000 packets and 16 MiB, protocol.md §7.8; negative,
+	// bytes (0: 9,000 packets and 16 MiB, docs/protocol.md §7.8; negative,
 	// ratelimit.Unlimited: unlimited). Each bucket holds 100 ms of its rate,
 	// one datagram at least. A packet from the connection's address beyond
 	// either is dropped right after the address lookup, before any

@@ -105,7 +105,7 @@ const (
 	DefaultMaxClientsPerPrefix = 1024
 
 	// inboundBurst: each inbound bucket holds this much of its rate (and
-	// one datagram at least), so a burst after a pause passes: 1000
+	// one datagram at least), so a burst after a pause passes: 900
 	// packets and 1.6 MiB at the defaults.
 	inboundBurst = 100 * time.Millisecond
 
