@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -8,8 +9,10 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/seal"
 	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/netsim"
+	"github.com/udpgate/udpgate/token"
 )
 
 // The inbound budget (§7.8) is checked right after the address lookup: a
@@ -171,6 +174,67 @@ func TestSimInboundBudget(t *testing.T) {
 		}
 		if srv.Len() != 2 {
 			t.Fatalf("%d connections, want the player's and the attacker's", srv.Len())
+		}
+	})
+}
+
+// TestSimInboundBudgetSealed: on a sealed server the budget comes before
+// decryption. 300 packets forged under a wrong key from a proven client's
+// address, at one instant with the budget full (100, 1000 a second): 100
+// reach the sealed checks and are dropped there (sealed_forged, or
+// sealed_replay for a counter the client used), 200 are dropped as
+// inbound_limited without being looked at; the client's own echo then
+// comes back.
+func TestSimInboundBudgetSealed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := netsim.New()
+		srv := simListen(t, nw, Config{Handler: simEcho{}, PrivateKey: &testKey, ProtocolID: testProtocolID,
+			InboundPacketRate: 1000, InboundByteRate: -1})
+		tok := makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{simServerAddr}})
+		got := make(chan string, 4)
+		cli, err := simDial(t, nw, Config{Handler: simRecorder{got: got}, Token: tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		sc, ok := srv.Conn(cli.LocalAddr())
+		if !ok {
+			t.Fatal("the server has no connection")
+		}
+		// Half a second later the bucket is full again, and the client
+		// has not sent its next KeepAlive yet.
+		time.Sleep(500 * time.Millisecond)
+		before := srv.Stats().Drops
+		var key [32]byte
+		key[0] = 1
+		var fake seal.Sealer
+		fake.Init(&key, (*[seal.SaltBytes]byte)(sc.cookie[:seal.SaltBytes]))
+		h := protocol.ConnHeader{SessionID: sc.session, ClientID: sc.clientID, Tag: sc.tag, Kind: protocol.KindData}
+		var buf [protocol.MaxDatagramLimit]byte
+		for i := range 300 {
+			h.Seq = uint16(i)
+			n := wire.SealConn(buf[:], srv.st.magic, &h, []byte("forged"), &fake)
+			if n == 0 {
+				t.Fatal("not sealed")
+			}
+			nw.Deliver(cli.LocalAddr(), simServerAddr, buf[:n])
+		}
+		synctest.Wait()
+		// The first 100 reach the sealed checks: the replay window (the
+		// forger's counter 0 was the client's first) or the MAC.
+		after := srv.Stats().Drops
+		opened := after[protocol.DropSealedForged] + after[protocol.DropSealedReplay] -
+			before[protocol.DropSealedForged] - before[protocol.DropSealedReplay]
+		limited := after[protocol.DropInboundLimited] - before[protocol.DropInboundLimited]
+		if opened != 100 || limited != 200 {
+			t.Fatalf("%d sealed_forged or sealed_replay and %d inbound_limited, want 100 and 200 (drops %v)", opened, limited, after)
+		}
+		time.Sleep(100 * time.Millisecond) // 100 more tokens
+		if _, err := cli.Send([]byte("still here")); err != nil {
+			t.Fatal(err)
+		}
+		if p := <-got; p != "still here" {
+			t.Fatalf("echo %q", p)
 		}
 	})
 }
