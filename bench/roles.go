@@ -228,10 +228,14 @@ func startServer(v variant, defaults bool, keys *sealedKeys) (*server, error) {
 			// addresses per /24: they are not one network.
 			MaxClientsPerIP:     -1,
 			MaxClientsPerPrefix: -1,
-			Sockets:             v.Sockets,
-			BatchSize:           v.Batch,
-			RecvBuffer:          v.Buffer,
-			SendBuffer:          v.Buffer,
+			// Nor an inbound budget per connection (a scenario's load
+			// from few connections may exceed it).
+			InboundPacketRate: -1,
+			InboundByteRate:   -1,
+			Sockets:           v.Sockets,
+			BatchSize:         v.Batch,
+			RecvBuffer:        v.Buffer,
+			SendBuffer:        v.Buffer,
 
 			AllowFragmentation: v.Frag,
 			NoSteering:         v.NoSteer,
@@ -241,10 +245,11 @@ func startServer(v variant, defaults bool, keys *sealedKeys) (*server, error) {
 		if defaults {
 			// What a new user gets from cmd/server: 32 Challenges/s per
 			// source, 1 s KeepAlive, 5 s Timeout, connections per address
-			// and per /24 bounded. (MaxClients stays: cmd/server takes
+			// and per /24 bounded, the inbound budget per connection. (MaxClients stays: cmd/server takes
 			// -max-clients.)
 			cfg.ChallengeRate, cfg.KeepAlive, cfg.Timeout = 0, 0, 0
 			cfg.MaxClientsPerIP, cfg.MaxClientsPerPrefix = 0, 0
+			cfg.InboundPacketRate, cfg.InboundByteRate = 0, 0
 		}
 		if keys != nil {
 			cfg.PrivateKey, cfg.ProtocolID = &keys.key, keys.protocolID

@@ -3,6 +3,7 @@ package conn
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"net/netip"
 	"sync/atomic"
 	"time"
@@ -91,6 +92,16 @@ type Config struct {
 	// unlimited when ChallengeRate is negative), negative is unlimited.
 	ChallengeRatePerIP     float64
 	ChallengeRatePerPrefix float64
+	// InboundPacketRate and InboundByteRate (server only) are the budget
+	// of each proven connection's inbound packets per second and of their
+	// bytes (0: 9,000 packets and 16 MiB, docs/protocol.md §7.8; negative,
+	// ratelimit.Unlimited: unlimited). Each bucket holds 100 ms of its rate,
+	// one datagram at least. A packet from the connection's address beyond
+	// either is dropped right after the address lookup, before any
+	// parsing, decryption or counting (DropInboundLimited): one client
+	// cannot take the receive loop from the others.
+	InboundPacketRate float64
+	InboundByteRate   float64
 	// PromotionWorkers bounds concurrent promotions (0: 64).
 	PromotionWorkers int
 	// Overload tunes overload control (server only).
@@ -183,6 +194,9 @@ type settings struct {
 	// msgPayload the bytes one Messages packet carries.
 	msgs       *message.Layer
 	msgPayload int
+	// inbound is each connection's inbound budget (Conn.inb), the server's
+	// receive loops check it before anything else.
+	inbound ratelimit.Flow
 	// sealed: connections are sealed (a server with a PrivateKey, a client
 	// with a Token). The packet path asks this, on the shared settings'
 	// cache line, before it reads a connection's sec: with many
@@ -248,6 +262,19 @@ func (c Config) settings() (settings, error) {
 	if c.ChallengeBurst < 0 {
 		return s, fmt.Errorf("config: ChallengeBurst %v is negative: use a positive burst, or 0 for the default", c.ChallengeBurst)
 	}
+	for _, r := range []struct {
+		name string
+		v    *float64
+		def  float64
+	}{{"InboundPacketRate", &s.InboundPacketRate, protocol.DefaultInboundPacketRate}, {"InboundByteRate", &s.InboundByteRate, protocol.DefaultInboundByteRate}} {
+		switch {
+		case math.IsNaN(*r.v) || math.IsInf(*r.v, 0) || (*r.v > 0 && *r.v < 1):
+			return s, fmt.Errorf("config: %s %v is not a rate: use at least 1 per second, 0 for the default %v, or a negative rate for unlimited", r.name, *r.v, r.def)
+		case *r.v == 0:
+			*r.v = r.def
+		}
+	}
+	s.inbound = ratelimit.NewFlow(s.InboundPacketRate, s.InboundByteRate, inboundBurst.Seconds(), s.MaxDatagram)
 	if s.Now == nil {
 		s.Now = time.Now
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/ratelimit"
 	"github.com/udpgate/udpgate/internal/seqwin"
 	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/message"
@@ -89,6 +90,12 @@ type Conn struct {
 	discFired  atomic.Bool
 	discReason DisconnectReason
 	discRemote bool
+	// inb is the connection's inbound budget (settings.inbound), which the
+	// server's receive loops spend from without c.mu before they parse a
+	// packet. It shares the Handler contract's line, which the loop's touch
+	// pass loads (TestConnLayout), and fills the 768-byte size class
+	// (TestHeapPerConnection).
+	inb ratelimit.FlowState
 }
 
 // ConnStats are a connection's counters.

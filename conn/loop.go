@@ -255,7 +255,7 @@ func (l *loop) process(n int, now time.Time) {
 		}
 	}
 	l.sink = sink
-	maxLen := s.st.MaxDatagram
+	maxLen, inbound := s.st.MaxDatagram, &s.st.inbound
 	for i, c := range conns {
 		m := &l.rb.Msgs[i]
 		if m.Truncated || m.N > maxLen {
@@ -264,6 +264,12 @@ func (l *loop) process(n int, now time.Time) {
 		}
 		if c == nil {
 			deferred = append(deferred, int32(i))
+			continue
+		}
+		// The connection's inbound budget, before anything reads the
+		// packet: beyond it, a packet costs the loop this and a counter.
+		if !inbound.Allow(&c.inb, m.N, l.nowNs) {
+			l.cnt.add(cDrop+int(protocol.DropInboundLimited), 1)
 			continue
 		}
 		l.handle(m, c, now)

@@ -104,6 +104,11 @@ const (
 	DefaultMaxClientsPerIP     = 256
 	DefaultMaxClientsPerPrefix = 1024
 
+	// inboundBurst: each inbound bucket holds this much of its rate (and
+	// one datagram at least), so a burst after a pause passes: 900
+	// packets and 1.6 MiB at the defaults.
+	inboundBurst = 100 * time.Millisecond
+
 	// defaultPromotionWorkers sizes the promotion pool. Promotions run the
 	// application's accept hook, which may be slow; the socket loops never
 	// wait for them.

@@ -740,7 +740,8 @@ func TestSealedAlloc(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race runtime allocates; run without -race")
 	}
-	s := sealedListen(t, Config{Sockets: 1, Handler: &identityApp{}})
+	// The rounds come as fast as the CPU goes: no inbound budget.
+	s := sealedListen(t, Config{Sockets: 1, Handler: &identityApp{}, InboundPacketRate: -1})
 	tok := makeToken(t, nil, token.Params{ServerAddresses: []netip.AddrPort{s.Addr()}})
 	c, err := dialToken(t, s.Addr(), tok, Config{})
 	if err != nil {

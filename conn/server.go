@@ -17,6 +17,7 @@ import (
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/internal/handshake"
 	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/ratelimit"
 	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/shard"
 	"github.com/udpgate/udpgate/token"
@@ -451,6 +452,7 @@ func (s *Server) newConn(p *promotion, sock transport, now time.Time) *Conn {
 		cookieTS: p.ts,
 		tag:      cookie.SessionTag(&p.cookie),
 		addr:     p.addr,
+		inb:      ratelimit.NewFlowState(now.UnixNano()),
 	}
 	c.timer.home = s.timers.home()
 	// Held until OnConnect returned (announce): the connection is in the

@@ -53,6 +53,9 @@ A test client for udpgate servers. Commands:
   load      run many clients against a server and report what they measured
   flood     send hostile traffic (forged, replayed, malformed) from many
             source addresses and report the server's amplification
+  spray     make one connection and send from it, open loop, at a rate
+            (malformed Messages packets, valid Data, or both): one client
+            at full speed against the server's inbound budget
   token     make a netcode.io connect token for a server in sealed mode
             (connect -token FILE connects with it)
   version   print the version (also -version)
@@ -98,6 +101,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err = runFlood(ctx, rest, stdout, stderr)
 		stop()
+	case "spray":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err = runSpray(ctx, rest, stdout, stderr)
+		stop()
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usageText)
 		return exitOK
@@ -105,7 +112,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "udpgate client", version.Get())
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "client: unknown command %q: use connect, load, flood, token or version\n\n%s", cmd, usageText)
+		fmt.Fprintf(stderr, "client: unknown command %q: use connect, load, flood, spray, token or version\n\n%s", cmd, usageText)
 		return exitUsage
 	}
 	return exitStatus(cmd, err, stderr)

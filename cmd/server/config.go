@@ -58,6 +58,8 @@ type values struct {
 	challengeRate       float64
 	challengeRateIP     float64
 	challengeRatePrefix float64
+	inboundPacketRate   float64
+	inboundByteRate     float64
 	steer               bool
 	overload            bool
 	app                 string
@@ -177,6 +179,8 @@ func (o *options) newFlagSet() *flag.FlagSet {
 	fs.Float64Var(&o.challengeRate, "challenge-rate", defaultChallengeRate, "Challenge replies per second per source address (0: the protocol default, 32; -1: unlimited, for load tests from one host); changes on SIGHUP")
 	fs.Float64Var(&o.challengeRateIP, "challenge-rate-per-ip", handshake.DefaultChallengeIPRate, "Challenge replies per second to one IP address, all its ports, for the whole server; bursts twice that (0: the default; -1: unlimited)")
 	fs.Float64Var(&o.challengeRatePrefix, "challenge-rate-per-prefix", handshake.DefaultChallengePrefixRate, "Challenge replies per second to one /24 (IPv4) or /64 (IPv6) network, for the whole server; bursts twice that (0: the default; -1: unlimited)")
+	fs.Float64Var(&o.inboundPacketRate, "inbound-packet-rate", protocol.DefaultInboundPacketRate, "packets per second one proven connection may send; beyond it (bursts of 100 ms of it) they are dropped before parsing, as inbound_limited (0: the default; -1: unlimited)")
+	fs.Float64Var(&o.inboundByteRate, "inbound-byte-rate", protocol.DefaultInboundByteRate, "bytes per second of datagrams one proven connection may send; beyond it (bursts of 100 ms of it) they are dropped before parsing, as inbound_limited (0: the default; -1: unlimited)")
 	fs.BoolVar(&o.steer, "steer", true, "steer handshake packets and connection packets to separate sockets in the kernel, so a handshake flood never queues ahead of players (Linux 4.5+; falls back with a warning)")
 	fs.BoolVar(&o.overload, "overload", false, "overload control: under connectionless floods shed RestartHandshake/VersionUpgrade, then cap Challenges per socket (off: the protocol default, replies limited per source only); changes on SIGHUP")
 	fs.StringVar(&o.app, "app", "echo", "application: echo (send each Data payload, and each message on its channel, back) or discard")
@@ -597,6 +601,15 @@ func (o *options) validate() error {
 			bad(r.name, "must be a number: replies per second like %d (0 takes the default, %d; -1 means unlimited)", r.def, r.def)
 		}
 	}
+	for _, r := range []struct {
+		name string
+		v    float64
+		def  int
+	}{{"inbound-packet-rate", o.inboundPacketRate, protocol.DefaultInboundPacketRate}, {"inbound-byte-rate", o.inboundByteRate, protocol.DefaultInboundByteRate}} {
+		if math.IsNaN(r.v) || math.IsInf(r.v, 0) || (r.v > 0 && r.v < 1) {
+			bad(r.name, "must be a rate of at least 1 per second, like %d (0 takes the default, %d; -1 means unlimited)", r.def, r.def)
+		}
+	}
 	if o.app != "echo" && o.app != "discard" {
 		bad("app", "use echo or discard")
 	}
@@ -728,7 +741,7 @@ var definitionOrder = []string{
 	"listen", "sockets", "batch", "max-clients", "max-clients-per-ip", "max-clients-per-prefix", "max-datagram",
 	"dscp", "magic", "session-id", "network-version", "network-features",
 	"private-key-file", "protocol-id", "public-addresses",
-	"timeout", "challenge-rate", "challenge-rate-per-ip", "challenge-rate-per-prefix", "steer", "overload", "app", "messages", "message-max-size", "message-send-rate", "log-level", "log-format", "summary",
+	"timeout", "challenge-rate", "challenge-rate-per-ip", "challenge-rate-per-prefix", "inbound-packet-rate", "inbound-byte-rate", "steer", "overload", "app", "messages", "message-max-size", "message-send-rate", "log-level", "log-format", "summary",
 	"metrics", "pprof", "drain-timeout", "agones", "agones-players", "agones-port-name",
 }
 

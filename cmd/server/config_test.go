@@ -51,6 +51,7 @@ func TestDefaults(t *testing.T) {
 		timeout:        conn.DefaultTimeout, challengeRate: 32, app: "echo", logLevel: "info", logFormat: "text",
 		messages: true, messageMaxSize: message.DefaultMaxMessageSize, messageSendRate: message.DefaultSendRate,
 		challengeRateIP: 64, challengeRatePrefix: 256, steer: true,
+		inboundPacketRate: protocol.DefaultInboundPacketRate, inboundByteRate: protocol.DefaultInboundByteRate,
 		summary: 10 * time.Second, pprof: true, agonesPlayers: true,
 	}
 	if o.values != want {
@@ -59,7 +60,8 @@ func TestDefaults(t *testing.T) {
 	cfg := o.config(nil, nil)
 	if cfg.ChallengeRate != 32 || cfg.MaxClients != conn.DefaultMaxClients || cfg.BatchSize != batchio.DefaultBatchSize || cfg.DSCP != 0 ||
 		cfg.MaxClientsPerIP != conn.DefaultMaxClientsPerIP || cfg.MaxClientsPerPrefix != conn.DefaultMaxClientsPerPrefix ||
-		cfg.ChallengeRatePerIP != 64 || cfg.ChallengeRatePerPrefix != 256 || cfg.NoSteering || cfg.PrivateKey != nil {
+		cfg.ChallengeRatePerIP != 64 || cfg.ChallengeRatePerPrefix != 256 || cfg.NoSteering || cfg.PrivateKey != nil ||
+		cfg.InboundPacketRate != protocol.DefaultInboundPacketRate || cfg.InboundByteRate != protocol.DefaultInboundByteRate {
 		t.Errorf("conn.Config %+v", cfg)
 	}
 }
@@ -99,6 +101,10 @@ func TestBadSettingFailsFast(t *testing.T) {
 			want: []string{"-timeout 1s", "longer than the 1s keepalive"}},
 		{name: "flag challenge-rate NaN", args: []string{"-challenge-rate", "NaN"},
 			want: []string{"-challenge-rate NaN", "-1 means unlimited"}},
+		{name: "flag inbound-packet-rate", args: []string{"-inbound-packet-rate", "0.5"},
+			want: []string{"-inbound-packet-rate 0.5", "at least 1 per second", "-1 means unlimited"}},
+		{name: "env inbound-byte-rate", env: []string{"UDPGATE_INBOUND_BYTE_RATE", "+Inf"},
+			want: []string{"UDPGATE_INBOUND_BYTE_RATE", "16777216"}},
 		{name: "flag timeout 0", args: []string{"-timeout", "0"},
 			want: []string{"-timeout 0s", "longer than the 1s keepalive", "5s (the default)"}},
 		{name: "flag batch 0", args: []string{"-batch", "0"},

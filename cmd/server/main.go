@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -230,6 +231,15 @@ func (s *server) agonesAddress(ctx context.Context, sdk *agones.SDK, sigs <-chan
 	}
 }
 
+// rateGauge is a rate setting as a gauge: a negative one, unlimited, is
+// +Inf.
+func rateGauge(r float64) float64 {
+	if r < 0 {
+		return math.Inf(1)
+	}
+	return r
+}
+
 // serveMetrics starts the -metrics endpoint.
 func (s *server) serveMetrics() error {
 	o := s.o
@@ -241,6 +251,14 @@ func (s *server) serveMetrics() error {
 			Namespace: metrics.Namespace, Name: "max_clients",
 			Help: "The max-clients setting (live: SIGHUP changes it): connections beyond it are denied.",
 		}, func() float64 { return float64(s.srv.MaxClients()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: metrics.Namespace, Name: "inbound_packet_rate",
+			Help: "The inbound-packet-rate setting: datagrams per second one proven connection may send before they are dropped as inbound_limited (+Inf: unlimited).",
+		}, func() float64 { return rateGauge(s.srv.Config().InboundPacketRate) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: metrics.Namespace, Name: "inbound_byte_rate",
+			Help: "The inbound-byte-rate setting: bytes per second of datagrams one proven connection may send before they are dropped as inbound_limited (+Inf: unlimited).",
+		}, func() float64 { return rateGauge(s.srv.Config().InboundByteRate) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metrics.Namespace, Name: "draining",
 			Help: "1 while the server drains (refuses new clients before stopping), else 0.",
@@ -381,6 +399,8 @@ func (o *options) config(logger *slog.Logger, h conn.Handler) conn.Config {
 		ChallengeRate:          o.challengeRate,
 		ChallengeRatePerIP:     o.challengeRateIP,
 		ChallengeRatePerPrefix: o.challengeRatePrefix,
+		InboundPacketRate:      o.inboundPacketRate,
+		InboundByteRate:        o.inboundByteRate,
 		NoSteering:             !o.steer,
 		Overload:               conn.OverloadConfig{Enabled: o.overload},
 		Handler:                h,

@@ -176,6 +176,7 @@ func TestRunWithMetrics(t *testing.T) {
 			strings.Contains(body, `udpgate_handshake_sent_total{type="challenge"} 1`)
 	})
 	for _, w := range []string{"udpgate_connections 1\n", "udpgate_max_clients 10\n", "udpgate_draining 0\n",
+		"udpgate_inbound_packet_rate 9000\n", "udpgate_inbound_byte_rate 1.6777216e+07\n",
 		`udpgate_handshake_sent_total{type="challenge"} 1`, `udpgate_build_info{goversion="go1.`} {
 		if !strings.Contains(body, w) {
 			t.Errorf("/metrics lacks %q", w)

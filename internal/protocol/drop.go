@@ -144,6 +144,11 @@ const (
 	// budget, or the same proof (inner Poly1305 tag) seen again by this
 	// receive loop: shed before any token is opened.
 	DropProofLimited
+	// DropInboundLimited (server): a packet from a proven connection's
+	// address beyond that connection's inbound budget of packets and bytes
+	// per second, dropped right after the address lookup, before any
+	// parsing, decryption or counting.
+	DropInboundLimited
 
 	NumDropReasons
 )
@@ -192,6 +197,7 @@ var dropNames = [NumDropReasons]string{
 	DropSealedHeld:           "sealed_held",
 	DropTokenRequired:        "token_required",
 	DropProofLimited:         "proof_limited",
+	DropInboundLimited:       "inbound_limited",
 }
 
 // String returns the reason's metric label (snake_case, stable).
