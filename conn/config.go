@@ -266,7 +266,7 @@ func (c Config) settings() (settings, error) {
 		name string
 		v    *float64
 		def  float64
-	}{{"InboundPacketRate", &s.InboundPacketRate, protocol.DefaultInboundPacketRate}, {"InboundByteRate", &s.InboundByteRate, protocol.DefaultInboundByteRate}} {
+	}{{"InboundPacketRate", &s.InboundPacketRate, ratelimit.DefaultInboundPacketRate}, {"InboundByteRate", &s.InboundByteRate, ratelimit.DefaultInboundByteRate}} {
 		switch {
 		case math.IsNaN(*r.v) || math.IsInf(*r.v, 0) || (*r.v > 0 && *r.v < 1):
 			return s, fmt.Errorf("config: %s %v is not a rate: use at least 1 per second, 0 for the default %v, or a negative rate for unlimited", r.name, *r.v, r.def)

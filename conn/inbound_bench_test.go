@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/ratelimit"
 	"github.com/udpgate/udpgate/internal/testkit/conntest"
 	"github.com/udpgate/udpgate/internal/wire"
 )
@@ -51,7 +52,7 @@ func BenchmarkLoopDrop(b *testing.B) {
 		}
 		// Spend the burst at now, which the loop keeps: every datagram
 		// after is over budget.
-		for range protocol.DefaultInboundPacketRate/10/batch + 1 {
+		for range ratelimit.DefaultInboundPacketRate/10/batch + 1 {
 			l.process(batch, now)
 			l.out = 0
 		}

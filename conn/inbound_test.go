@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/ratelimit"
 	"github.com/udpgate/udpgate/internal/seal"
 	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/netsim"
@@ -100,7 +101,7 @@ func TestInboundBudgetConfig(t *testing.T) {
 		}
 	}
 	st, err := Config{}.settings()
-	if err != nil || st.InboundPacketRate != protocol.DefaultInboundPacketRate || st.InboundByteRate != protocol.DefaultInboundByteRate {
+	if err != nil || st.InboundPacketRate != ratelimit.DefaultInboundPacketRate || st.InboundByteRate != ratelimit.DefaultInboundByteRate {
 		t.Fatalf("defaults %v %v, %v", st.InboundPacketRate, st.InboundByteRate, err)
 	}
 }

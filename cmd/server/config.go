@@ -24,6 +24,7 @@ import (
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/internal/handshake"
 	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/ratelimit"
 	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/message"
 	"github.com/udpgate/udpgate/token"
@@ -179,8 +180,8 @@ func (o *options) newFlagSet() *flag.FlagSet {
 	fs.Float64Var(&o.challengeRate, "challenge-rate", defaultChallengeRate, "Challenge replies per second per source address (0: the protocol default, 32; -1: unlimited, for load tests from one host); changes on SIGHUP")
 	fs.Float64Var(&o.challengeRateIP, "challenge-rate-per-ip", handshake.DefaultChallengeIPRate, "Challenge replies per second to one IP address, all its ports, for the whole server; bursts twice that (0: the default; -1: unlimited)")
 	fs.Float64Var(&o.challengeRatePrefix, "challenge-rate-per-prefix", handshake.DefaultChallengePrefixRate, "Challenge replies per second to one /24 (IPv4) or /64 (IPv6) network, for the whole server; bursts twice that (0: the default; -1: unlimited)")
-	fs.Float64Var(&o.inboundPacketRate, "inbound-packet-rate", protocol.DefaultInboundPacketRate, "packets per second one proven connection may send; beyond it (bursts of 100 ms of it) they are dropped before parsing, as inbound_limited (0: the default; -1: unlimited)")
-	fs.Float64Var(&o.inboundByteRate, "inbound-byte-rate", protocol.DefaultInboundByteRate, "bytes per second of datagrams one proven connection may send; beyond it (bursts of 100 ms of it) they are dropped before parsing, as inbound_limited (0: the default; -1: unlimited)")
+	fs.Float64Var(&o.inboundPacketRate, "inbound-packet-rate", ratelimit.DefaultInboundPacketRate, "packets per second one proven connection may send; beyond it (bursts of 100 ms of it) they are dropped before parsing, as inbound_limited (0: the default; -1: unlimited)")
+	fs.Float64Var(&o.inboundByteRate, "inbound-byte-rate", ratelimit.DefaultInboundByteRate, "bytes per second of datagrams one proven connection may send; beyond it (bursts of 100 ms of it) they are dropped before parsing, as inbound_limited (0: the default; -1: unlimited)")
 	fs.BoolVar(&o.steer, "steer", true, "steer handshake packets and connection packets to separate sockets in the kernel, so a handshake flood never queues ahead of players (Linux 4.5+; falls back with a warning)")
 	fs.BoolVar(&o.overload, "overload", false, "overload control: under connectionless floods shed RestartHandshake/VersionUpgrade, then cap Challenges per socket (off: the protocol default, replies limited per source only); changes on SIGHUP")
 	fs.StringVar(&o.app, "app", "echo", "application: echo (send each Data payload, and each message on its channel, back) or discard")
@@ -605,7 +606,7 @@ func (o *options) validate() error {
 		name string
 		v    float64
 		def  int
-	}{{"inbound-packet-rate", o.inboundPacketRate, protocol.DefaultInboundPacketRate}, {"inbound-byte-rate", o.inboundByteRate, protocol.DefaultInboundByteRate}} {
+	}{{"inbound-packet-rate", o.inboundPacketRate, ratelimit.DefaultInboundPacketRate}, {"inbound-byte-rate", o.inboundByteRate, ratelimit.DefaultInboundByteRate}} {
 		if math.IsNaN(r.v) || math.IsInf(r.v, 0) || (r.v > 0 && r.v < 1) {
 			bad(r.name, "must be a rate of at least 1 per second, like %d (0 takes the default, %d; -1 means unlimited)", r.def, r.def)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/internal/ratelimit"
 	"github.com/udpgate/udpgate/message"
 )
 
@@ -51,7 +52,7 @@ func TestDefaults(t *testing.T) {
 		timeout:        conn.DefaultTimeout, challengeRate: 32, app: "echo", logLevel: "info", logFormat: "text",
 		messages: true, messageMaxSize: message.DefaultMaxMessageSize, messageSendRate: message.DefaultSendRate,
 		challengeRateIP: 64, challengeRatePrefix: 256, steer: true,
-		inboundPacketRate: protocol.DefaultInboundPacketRate, inboundByteRate: protocol.DefaultInboundByteRate,
+		inboundPacketRate: ratelimit.DefaultInboundPacketRate, inboundByteRate: ratelimit.DefaultInboundByteRate,
 		summary: 10 * time.Second, pprof: true, agonesPlayers: true,
 	}
 	if o.values != want {
@@ -61,7 +62,7 @@ func TestDefaults(t *testing.T) {
 	if cfg.ChallengeRate != 32 || cfg.MaxClients != conn.DefaultMaxClients || cfg.BatchSize != batchio.DefaultBatchSize || cfg.DSCP != 0 ||
 		cfg.MaxClientsPerIP != conn.DefaultMaxClientsPerIP || cfg.MaxClientsPerPrefix != conn.DefaultMaxClientsPerPrefix ||
 		cfg.ChallengeRatePerIP != 64 || cfg.ChallengeRatePerPrefix != 256 || cfg.NoSteering || cfg.PrivateKey != nil ||
-		cfg.InboundPacketRate != protocol.DefaultInboundPacketRate || cfg.InboundByteRate != protocol.DefaultInboundByteRate {
+		cfg.InboundPacketRate != ratelimit.DefaultInboundPacketRate || cfg.InboundByteRate != ratelimit.DefaultInboundByteRate {
 		t.Errorf("conn.Config %+v", cfg)
 	}
 }

@@ -561,7 +561,7 @@ func (c *ClientHandshake) Receive(now float64, pkt []byte, out []byte) (n int, e
 		// The answer to an Initial that declared a layout (§3.7); a
 		// client that declared none, or is past its Initials' answer,
 		// was not asked about it.
-		if c.state == clientConnected || !c.cfg.Layout.Declared() {
+		if c.state == clientConnected || c.cfg.Layout == (protocol.Layout{}) {
 			return 0, EventNone, protocol.DropUnexpectedType
 		}
 		c.state = clientWrongLayout

@@ -374,7 +374,7 @@ func (s *Server) handleInitial(d *Decision, src netip.AddrPort, h *request, now 
 		s.answer(d, src, now, out, &reply{Type: protocol.TypeVersionUpgrade})
 		return
 	}
-	if newAttempt && h.Layout.Declared() && h.Layout != s.cfg.Layout {
+	if newAttempt && h.Layout != (protocol.Layout{}) && h.Layout != s.cfg.Layout {
 		// A client whose messages this server would misread (§3.7): it
 		// declared a layout, so it reads the answer.
 		if s.Shed.NoVersionUpgrade {

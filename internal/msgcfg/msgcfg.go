@@ -103,7 +103,7 @@ var kindNames = [4]string{"none", "reliable-ordered", "unreliable", "sequenced"}
 // client: the channel count, the first channel of another kind, the
 // largest message and the largest datagram, whichever differ.
 func LayoutDiff(server, client protocol.Layout) string {
-	if !server.Declared() {
+	if server == (protocol.Layout{}) {
 		return "the server has no message channels, this client " + describe(client)
 	}
 	var diffs []string

@@ -27,21 +27,6 @@ const (
 	// the largest a configuration may set (1500 MTU − IPv4 − UDP headers).
 	DefaultMaxDatagram = 1200
 	MaxDatagramLimit   = 1472
-
-	// DefaultInboundPacketRate and DefaultInboundByteRate are a server's
-	// budget of each proven connection's inbound datagrams and bytes per
-	// second (§7.8; conn.Config.InboundPacketRate and InboundByteRate). A
-	// game sends tens to a few hundred packets a second; a download at the
-	// message layer's default ceiling (32 MiB/s, about 28.4k full
-	// datagrams a second) is acknowledged by about 7.1k packets a second
-	// (an ack every 4 packets), 21 % below the budget; an upload in full
-	// 1200-byte datagrams passes at up to 10.8 MB/s. A client at 100k
-	// packets a second gets 9 % through, so at least 90 % of it is dropped
-	// before parsing (issue 29). The byte rate binds only where the packet
-	// rate is raised: 9k of the largest datagrams, 1472 bytes, are 12.6
-	// MiB/s (tuning.md, "Issue 29").
-	DefaultInboundPacketRate = 9_000
-	DefaultInboundByteRate   = 16 << 20
 )
 
 // PacketType is the handshake packet type (docs/protocol.md §3).
@@ -172,8 +157,3 @@ type Layout struct {
 	// 3 sequenced) in bits 2i and 2i+1; codes of channels ≥ Channels are 0.
 	Kinds uint64
 }
-
-// Declared reports whether l declares a layout: an Initial with the zero
-// Layout (every client before §3.7, and any without messages) is not
-// checked.
-func (l *Layout) Declared() bool { return *l != Layout{} }

@@ -2,6 +2,23 @@ package ratelimit
 
 import "math"
 
+// DefaultInboundPacketRate and DefaultInboundByteRate are a server's
+// budget of each proven connection's inbound datagrams and bytes per
+// second (docs/protocol.md §7.8; conn.Config.InboundPacketRate and
+// InboundByteRate). A game sends tens to a few hundred packets a second; a
+// download at the message layer's default ceiling (32 MiB/s, about 28.4k
+// full datagrams a second) is acknowledged by about 7.1k packets a second
+// (an ack every 4 packets), 21 % below the budget; an upload in full
+// 1200-byte datagrams passes at up to 10.8 MB/s. A client at 100k packets
+// a second gets 9 % through, so at least 90 % of it is dropped before
+// parsing (issue 29). The byte rate binds only where the packet rate is
+// raised: 9k of the largest datagrams, 1472 bytes, are 12.6 MiB/s
+// (tuning.md, "Issue 29").
+const (
+	DefaultInboundPacketRate = 9_000
+	DefaultInboundByteRate   = 16 << 20
+)
+
 // flowUnit is the tick of a FlowState's times, in nanoseconds: a uint32 of
 // them wraps every 429 s, which Allow reads modulo 2^32.
 const flowUnit = 100

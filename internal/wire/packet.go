@@ -130,7 +130,7 @@ func handshakeEncodable(h *protocol.Handshake) bool {
 // nonzero MaxDatagram; MaxMessage is nonzero exactly when a channel is
 // reliable-ordered, so that two sides that agree compare equal.
 func layoutValid(l *protocol.Layout) bool {
-	if !l.Declared() {
+	if *l == (protocol.Layout{}) {
 		return true
 	}
 	if l.Channels == 0 || l.Channels > maxLayoutChannels || l.MaxDatagram == 0 {
