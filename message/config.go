@@ -64,8 +64,19 @@ type Config struct {
 	ResendFactor float64
 	MinResend    time.Duration
 	// StallTimeout: a reliable message unacknowledged this long ends the
-	// connection (Endpoint.Stalled) (0: DefaultStallTimeout).
+	// connection (Endpoint.Stalled), though the peer acknowledges other
+	// packets (0: DefaultStallTimeout).
 	StallTimeout time.Duration
+	// StallSilence and StallRTTs: a peer that acknowledges no packet
+	// while reliable messages are in flight is ended as stalled after
+	// max(StallSilence, StallRTTs × its smoothed round trip), counted
+	// from its last ack or the oldest message's first send, whichever is
+	// later (0: DefaultStallSilence, DefaultStallRTTs). Meanwhile the
+	// endpoint sends it one packet per retransmission timeout, doubled
+	// each time. A player on a lossy path acknowledges something every
+	// round trip or so and is not ended by it.
+	StallSilence time.Duration
+	StallRTTs    int
 	// ReceiveBudget bounds the bytes all endpoints of one Layer hold for
 	// out-of-order and partly reassembled messages (0:
 	// DefaultReceiveBudget); ConnReceiveBudget bounds one endpoint's (0:

@@ -300,11 +300,102 @@ func (e *Endpoint) rate() int64 {
 	return e.cc.PacingRate(e.rtt.Smoothed())
 }
 
-// refill adds the send budget earned since the last call, and ages the
-// packets in flight.
+// refill adds the send budget earned since the last call, ages the
+// packets in flight and fires the retransmission timeout.
 func (e *Endpoint) refill(now int64) {
 	e.age(now)
+	e.timeout(now)
 	e.pace.Refill(now, e.rate(), 2*e.l.top)
+}
+
+// rtoAge is the time after which a packet unreported is gone (age): the
+// retransmission timeout and a quarter round trip.
+func (e *Endpoint) rtoAge() int64 { return e.rtt.RTO() + e.rtt.Smoothed()/4 }
+
+// firstTimeout is the silence timeout before backoff (timeout): rtoAge,
+// at least MinResend, as a unit's resend interval is.
+func (e *Endpoint) firstTimeout() int64 { return max(e.rtoAge(), e.l.minResend) }
+
+// oldestUnacked is the first send time of the oldest unacknowledged
+// reliable unit; ok is false when none is in flight.
+func (e *Endpoint) oldestUnacked() (t int64, ok bool) {
+	for m := e.sendMask; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros32(m)
+		c := e.ch[i]
+		if e.l.kinds[i] != ReliableOrdered || c.ua == c.sendNext {
+			continue
+		}
+		if f := c.units[c.ua&uint16(len(c.units)-1)].first; !ok || f < t {
+			t, ok = f, true
+		}
+	}
+	return t, ok
+}
+
+// timeoutAt is when the retransmission timeout fires: reliable units in
+// flight, and no packet acknowledged for firstTimeout, doubled by each timeout
+// since the last ack (backoff), counted from the latest of the oldest
+// unit's first send, that ack and the last timeout. ok is false when
+// nothing is in flight.
+func (e *Endpoint) timeoutAt() (int64, bool) {
+	r := e.recs
+	if r == nil || e.cc == nil {
+		return 0, false
+	}
+	first, ok := e.oldestUnacked()
+	if !ok {
+		return 0, false
+	}
+	return max(first, r.lastAck, r.timedAt) + e.firstTimeout()<<r.backoff, true
+}
+
+// timeout fires the retransmission timeout when due (timeoutAt). A peer
+// that acknowledges nothing for a whole timeout receives nothing, or
+// will not say: what it sent a timeout ago is gone (its units due again,
+// the oldest first), the congestion window falls to its minimum
+// (Controller.OnTimeout), and until an ack comes back the endpoint sends
+// one packet per timeout (the probe, gated), each timeout twice the
+// last, as TCP backs off its RTO (RFC 6298 §5.5). The game's entries wait
+// too: their right to overdraw the pacer (debt) is for a peer that
+// acknowledges, and a silent one so gets a few packets, not a rate.
+func (e *Endpoint) timeout(now int64) {
+	r := e.recs
+	if r == nil || e.cc == nil || now-max(r.lastAck, r.timedAt) < e.firstTimeout()<<r.backoff {
+		return // the common case: an ack within the timeout, no loop
+	}
+	if at, ok := e.timeoutAt(); !ok || now < at {
+		return
+	}
+	// The packets sent a timeout ago are gone, their units due (unless
+	// sent again since: a unit's own resend may have gone already, and
+	// that copy is the probe); younger ones may still be acknowledged.
+	mask, first := uint32(len(r.recs)-1), e.firstTimeout()
+	for i := r.rHead; i != r.rTail; i++ {
+		rec := &r.recs[i&mask]
+		if now-rec.sent < first {
+			break
+		}
+		if !rec.done {
+			e.markDue(rec)
+			e.gone(rec, now)
+		}
+	}
+	e.cc.OnTimeout(now)
+	r.backoff = min(r.backoff+1, maxTimeouts)
+	r.timedAt, r.probed = now, false
+	e.l.timeouts.Add(1)
+}
+
+// probeFull reports that a packet of n bytes is a whole probe: while the
+// endpoint backs off (timeout), a packet carries one reliable entry, the
+// oldest due, and nothing unreliable (its ack, not its bytes, is the point).
+func (e *Endpoint) probeFull(n int) bool { return n > 0 && e.recs.backoff > 0 }
+
+// gated reports that the endpoint backs off (timeout) and sent its probe
+// for this timeout already: nothing goes until the next, or an ack.
+func (e *Endpoint) gated() bool {
+	r := e.recs
+	return r != nil && r.backoff > 0 && r.probed
 }
 
 // debt is how far the game's entries may overdraw the pacer: one bucket,
@@ -340,17 +431,20 @@ func (e *Endpoint) WantsSend(now int64) bool {
 		return false
 	}
 	e.refill(now)
+	if e.gated() {
+		return false
+	}
 	game := e.mayGame()
 	if !game {
 		return false
 	}
-	bulk := e.mayBulk()
+	bulk, probing := e.mayBulk(), e.recs != nil && e.recs.backoff > 0
 	_, iv := e.resendInterval()
 	for m := e.sendMask; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros32(m)
 		c := e.ch[i]
 		if e.l.kinds[i] != ReliableOrdered {
-			if c.pend > 0 && (bulk || e.l.bulk&(1<<i) == 0) {
+			if c.pend > 0 && (bulk || e.l.bulk&(1<<i) == 0) && !probing {
 				return true
 			}
 			continue
@@ -454,7 +548,7 @@ func (e *Endpoint) WritePayload(dst []byte, seq uint16, now int64) int {
 		return 0
 	}
 	e.refill(now)
-	if !e.mayGame() {
+	if e.gated() || !e.mayGame() {
 		return 0
 	}
 	bulk, window := e.mayBulk(), e.window()
@@ -480,7 +574,7 @@ func (e *Endpoint) WritePayload(dst []byte, seq uint16, now int64) int {
 			}
 			if l.kinds[c] == ReliableOrdered {
 				n = e.writeReliable(dst, n, c, now, spec, full, pass == 1, window)
-			} else if e.ch[c].bulk == (pass == 1) {
+			} else if e.ch[c].bulk == (pass == 1) && r.backoff == 0 {
 				n = e.writeUnreliable(dst, n, c)
 			}
 		}
@@ -496,6 +590,9 @@ func (e *Endpoint) WritePayload(dst []byte, seq uint16, now int64) int {
 			e.cc.CountEvents(&l.ccEvents)
 		}
 		e.cc.OnSent(n, now)
+	}
+	if n > 0 && r.backoff > 0 {
+		r.probed = true
 	}
 	e.pace.Spend(n)
 	return n
@@ -513,6 +610,9 @@ func (e *Endpoint) writeReliable(dst []byte, n, ci int, now, spec, full int64, b
 	mask := uint16(len(c.units) - 1)
 	en := entry{ch: ci}
 	for id := c.ua; id != c.sendNext; id++ {
+		if e.probeFull(n) {
+			return n
+		}
 		u := &c.units[id&mask]
 		if u.flags&uAcked != 0 || (c.bulk || u.cnt != 0) != bulk {
 			continue
@@ -556,7 +656,7 @@ func (e *Endpoint) writeReliable(dst []byte, n, ci int, now, spec, full int64, b
 	}
 	// Then new units inside the window; the game's pass stops at the
 	// first bulk unit, which keeps the channel's order.
-	for e.canSendNew(ci, c) {
+	for e.canSendNew(ci, c) && !e.probeFull(n) {
 		id := c.sendNext
 		u := &c.units[id&mask]
 		if !bulk && u.cnt != 0 || bulk && !window {
@@ -631,6 +731,8 @@ func (e *Endpoint) Acked(seq uint16, now int64) {
 		ref := r.ents[(rec.start+i)&uint32(len(r.ents)-1)]
 		e.ackUnit(int(ref.ch), ref.id)
 	}
+	// The peer acknowledges: the silence timers restart (timeout, Stalled).
+	r.lastAck, r.backoff, r.probed = now, 0, false
 	if rec.gone {
 		e.cc.OnLateAck(rec.sent, now, e.rtt.Smoothed()) // declared lost too early
 	} else {
@@ -676,7 +778,7 @@ func (e *Endpoint) age(now int64) {
 	if r == nil || e.cc == nil {
 		return
 	}
-	rto := e.rtt.RTO() + e.rtt.Smoothed()/4
+	rto := e.rtoAge()
 	mask := uint32(len(r.recs) - 1)
 	if int32(r.aged-r.rHead) < 0 {
 		r.aged = r.rHead
@@ -840,16 +942,26 @@ func (e *Endpoint) Deadline() int64 {
 	if e.sendMask == 0 {
 		return d
 	}
+	if t, ok := e.stallAt(); ok {
+		consider(t)
+	}
+	if t, ok := e.timeoutAt(); ok {
+		consider(t)
+	}
+	if e.gated() {
+		return d // the next timeout sends the next probe
+	}
 	_, iv := e.resendInterval()
 	rate := e.rate()
 	gameAt := e.pace.When(rate, e.debt()) // the game's entries may go
 	bulkAt := e.pace.When(rate, 0)        // bulk ones, with room in the window
 	window := e.cc == nil || e.cc.CanSend()
+	probing := e.recs != nil && e.recs.backoff > 0 // a probe carries no unreliable entry
 	for m := e.sendMask; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros32(m)
 		c := e.ch[i]
 		if e.l.kinds[i] != ReliableOrdered {
-			if c.pend > 0 {
+			if c.pend > 0 && !probing {
 				if c.bulk {
 					consider(bulkAt)
 				} else {
@@ -871,25 +983,42 @@ func (e *Endpoint) Deadline() int64 {
 		if t, ok := c.nextResend(iv, true); ok {
 			consider(max(t, bulkAt))
 		}
-		if c.ua != c.sendNext {
-			consider(c.units[c.ua&uint16(len(c.units)-1)].first + e.l.stall)
-		}
 	}
 	return d
 }
 
-// Stalled reports whether the oldest unacknowledged reliable unit was
-// first sent more than StallTimeout ago.
-func (e *Endpoint) Stalled(now int64) bool {
-	for m := e.sendMask; m != 0; m &= m - 1 {
-		i := bits.TrailingZeros32(m)
-		c := e.ch[i]
-		if e.l.kinds[i] == ReliableOrdered && c.ua != c.sendNext &&
-			now-c.units[c.ua&uint16(len(c.units)-1)].first > e.l.stall {
-			return true
-		}
+// silence is how long a peer may acknowledge nothing while reliable
+// units are in flight: max(StallSilence, StallRTTs × the smoothed round
+// trip). The round trip is the one before the silence: samples come only
+// with acks.
+func (e *Endpoint) silence() int64 {
+	return max(e.l.stallSilence, e.l.stallRTTs*e.rtt.Smoothed())
+}
+
+// stallAt is when the connection stalls: the silence bound after the
+// later of the oldest unacknowledged unit's first send and the last ack
+// (a peer that acknowledges nothing), or StallTimeout after that send (a
+// peer that acknowledges other packets, never that unit's), whichever
+// comes first; ok is false when no reliable unit is in flight. A player
+// on a lossy path acknowledges some packets every round trip or so, and
+// is not ended by the first bound.
+func (e *Endpoint) stallAt() (int64, bool) {
+	first, ok := e.oldestUnacked()
+	if !ok {
+		return 0, false
 	}
-	return false
+	var last int64
+	if e.recs != nil {
+		last = e.recs.lastAck
+	}
+	return min(first+e.l.stall, max(first, last)+e.silence()), true
+}
+
+// Stalled reports whether the connection passed its stall bound
+// (stallAt): the peer stopped acknowledging.
+func (e *Endpoint) Stalled(now int64) bool {
+	t, ok := e.stallAt()
+	return ok && now > t
 }
 
 // TakeSendable returns the channels (bit i: channel i) on which Send

@@ -28,9 +28,12 @@ type Layer struct {
 	resendF    float64
 	minResend  int64
 	stall      int64
-	recvBudget int64
-	connBudget int64
-	reserve    int64 // part of connBudget kept for the reassembly in progress
+	// stallSilence, stallRTTs: the bound of a peer that acknowledges
+	// nothing (Endpoint.silence).
+	stallSilence, stallRTTs int64
+	recvBudget              int64
+	connBudget              int64
+	reserve                 int64 // part of connBudget kept for the reassembly in progress
 
 	top      int // the top chunk size: maxPayload
 	topClass int
@@ -39,6 +42,7 @@ type Layer struct {
 
 	held     atomic.Int64
 	ccEvents atomic.Uint64 // congestion events of all endpoints
+	timeouts atomic.Uint64 // retransmission timeouts of all endpoints
 	drops    [NumDropReasons]atomic.Uint64
 }
 
@@ -64,7 +68,7 @@ func NewLayer(cfg Config, maxPayload int) (*Layer, error) {
 		return nil, fmt.Errorf("%w: MaxMessageSize %d needs more than 65535 fragments of %d bytes", ErrMessageSize, l.maxMsg, l.fragSize)
 	}
 	if cfg.SendRate < 0 || cfg.AckDelay < 0 || cfg.ResendFactor < 0 || cfg.MinResend < 0 ||
-		cfg.StallTimeout < 0 || cfg.ReceiveBudget < 0 || cfg.ConnReceiveBudget < 0 {
+		cfg.StallTimeout < 0 || cfg.StallSilence < 0 || cfg.StallRTTs < 0 || cfg.ReceiveBudget < 0 || cfg.ConnReceiveBudget < 0 {
 		return nil, fmt.Errorf("message: negative Config field")
 	}
 	l.sendRate = int64(or(cfg.SendRate, DefaultSendRate))
@@ -75,6 +79,8 @@ func NewLayer(cfg Config, maxPayload int) (*Layer, error) {
 	}
 	l.minResend = int64(orDur(cfg.MinResend, DefaultMinResend))
 	l.stall = int64(orDur(cfg.StallTimeout, DefaultStallTimeout))
+	l.stallSilence = int64(orDur(cfg.StallSilence, DefaultStallSilence))
+	l.stallRTTs = int64(or(cfg.StallRTTs, DefaultStallRTTs))
 	l.recvBudget = cfg.ReceiveBudget
 	if l.recvBudget == 0 {
 		l.recvBudget = DefaultReceiveBudget
@@ -159,6 +165,11 @@ func (l *Layer) Held() int64 { return l.held.Load() }
 // CongestionEvents counts the congestion controllers' window cuts for
 // loss over all endpoints (PathStats.CongestionEvents).
 func (l *Layer) CongestionEvents() uint64 { return l.ccEvents.Load() }
+
+// Timeouts counts the retransmission timeouts of all endpoints: a peer
+// that acknowledged no packet for a whole timeout, doubled each time,
+// while reliable messages were in flight (Config.StallSilence).
+func (l *Layer) Timeouts() uint64 { return l.timeouts.Load() }
 
 // Enabled reports whether at least one channel is configured.
 func (l *Layer) Enabled() bool { return len(l.kinds) > 0 }

@@ -32,6 +32,15 @@ type records struct {
 	evicted int // of them, those the packet layer no longer tracks (Endpoint.Evicted)
 	// recPeaks and entPeaks: the rings' use, for shrinking (ring.go).
 	recPeaks, entPeaks ringPeaks[uint32]
+
+	// The peer's silence (Endpoint.timeout, Endpoint.Stalled): lastAck is
+	// when a packet was last acknowledged, timedAt when the last
+	// retransmission timeout fired; backoff counts the timeouts since
+	// that ack (each doubles the next), and probed says that the one
+	// packet a backed-off sender may send per timeout went.
+	lastAck, timedAt int64
+	backoff          uint8
+	probed           bool
 }
 
 func (r *records) pushEntry(ch uint8, id uint16) {
