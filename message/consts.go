@@ -36,6 +36,9 @@ const (
 	DefaultStallRTTs    = 20
 	// DefaultReceiveBudget is Config.ReceiveBudget's default.
 	DefaultReceiveBudget = 256 << 20
+	// DefaultSendBudget is Config.SendBudget's default: as much as the
+	// receive side's, 512 connections each with a full default queue.
+	DefaultSendBudget = 256 << 20
 	// DefaultMaxQueued is ChannelConfig.MaxQueued's default with the
 	// default MaxMessageSize; in general it is 2 × max(MaxMessageSize,
 	// 64 KiB), and never less than one largest message.

@@ -163,13 +163,17 @@ func (e *Endpoint) Send(ch int, msg []byte, now int64) error {
 		if k == Sequenced {
 			// Latest wins: a newer message replaces the unsent ones.
 			for c.pend > 0 {
-				c.popPend(l)
+				e.freed(c.popPend(l))
 			}
 		}
 		cost := int(l.chunkCost(len(msg)))
 		if c.queued+cost > l.maxQueued[ch] {
 			e.blocked |= 1 << ch
 			return ErrQueueFull
+		}
+		if !e.reserve(int64(cost)) {
+			e.blocked |= 1 << ch
+			return ErrSendShare
 		}
 		c.pushPend(l.get(msg))
 		c.queued += cost
@@ -189,6 +193,10 @@ func (e *Endpoint) Send(ch int, msg []byte, now int64) error {
 	if int64(c.queued)+cost > int64(l.maxQueued[ch]) || inUse+n > 0x8000 {
 		e.blocked |= 1 << ch
 		return ErrQueueFull
+	}
+	if !e.reserve(cost) {
+		e.blocked |= 1 << ch
+		return ErrSendShare
 	}
 	c.growUnits(inUse + n)
 	c.unitPeaks.note(inUse + n)
@@ -233,7 +241,73 @@ func (c *channel) pushPend(p *[]byte) {
 	c.pendPeaks.note(c.pend)
 }
 
-func (c *channel) popPend(l *Layer) {
+// reserve takes cost bytes of send storage from the Layer's budget
+// (Config.SendBudget), in grants of sendGrant bytes so that most Sends
+// touch no shared counter. Every endpoint may hold one grant whatever
+// the pool (a player's messages in flight fit it): the floor, as a TCP
+// socket keeps its minimum buffer under memory pressure. Beyond it,
+// reserve refuses when the budget is spent, and, while more than half of
+// it is in use (contention), when this endpoint would hold more than its
+// fair share: the budget divided by the endpoints holding some. A few
+// connections that queue without end (a peer that does not acknowledge,
+// an application that ignores ErrQueueFull) so take at most their
+// shares, and the others keep theirs.
+func (e *Endpoint) reserve(cost int64) bool {
+	if e.recs == nil {
+		e.recs = new(records)
+	}
+	r, l := e.recs, e.l
+	need := r.queued + cost
+	if need > r.sendRes {
+		g := l.sendGrant()
+		want := (need + g - 1) / g * g
+		extra := want - r.sendRes
+		total := l.sendHeld.Add(extra)
+		holders := l.senders.Load()
+		if r.sendRes == 0 {
+			holders++
+		}
+		if want > g && (total > l.sendBudget || total > l.sendBudget/2 && want > l.sendBudget/holders) {
+			l.sendHeld.Add(-extra)
+			l.sendRefused.Add(1)
+			return false
+		}
+		if r.sendRes == 0 {
+			l.senders.Add(1)
+		}
+		r.sendRes = want
+	}
+	r.queued = need
+	return true
+}
+
+// freed returns n bytes of send storage: the reservation shrinks once two
+// grants above what is held, and is given back whole when nothing is.
+func (e *Endpoint) freed(n int64) {
+	r := e.recs
+	if r == nil || n == 0 {
+		return
+	}
+	r.queued -= n
+	l := e.l
+	g := l.sendGrant()
+	switch {
+	case r.queued <= 0:
+		l.sendHeld.Add(-r.sendRes)
+		if r.sendRes > 0 {
+			l.senders.Add(-1)
+		}
+		r.queued, r.sendRes = 0, 0
+	case r.sendRes-r.queued > 2*g:
+		keep := (r.queued+g-1)/g*g + g
+		l.sendHeld.Add(keep - r.sendRes)
+		r.sendRes = keep
+	}
+}
+
+// popPend drops the oldest queued unreliable or sequenced message and
+// returns the storage it held.
+func (c *channel) popPend(l *Layer) int64 {
 	q := c.pq
 	p := q[c.pendHead]
 	q[c.pendHead] = nil
@@ -246,6 +320,7 @@ func (c *channel) popPend(l *Layer) {
 			c.pq, c.pendHead = make([]*[]byte, size), 0
 		}
 	}
+	return n
 }
 
 // SetRTT gives the endpoint a round-trip sample from the packet layer (the
@@ -691,7 +766,7 @@ func (e *Endpoint) writeUnreliable(dst []byte, n, ci int) int {
 		w := putEntry(dst[n:], k, &en)
 		if w == 0 {
 			if headerLen(k, false, len(*p))+len(*p) > len(dst) {
-				c.popPend(l) // can never fit this caller's packets
+				e.freed(c.popPend(l)) // can never fit this caller's packets
 				continue
 			}
 			break
@@ -700,7 +775,7 @@ func (e *Endpoint) writeUnreliable(dst []byte, n, ci int) int {
 		if k == Sequenced {
 			c.seqOut++
 		}
-		c.popPend(l)
+		e.freed(c.popPend(l))
 	}
 	if c.pend == 0 {
 		e.sendMask &^= 1 << ci
@@ -894,6 +969,7 @@ func (e *Endpoint) ackUnit(ci int, id uint16) {
 	}
 	freed := e.l.put(u.buf)
 	c.queued -= int(freed)
+	e.freed(freed)
 	u.buf = nil
 	if bit := uint32(1) << ci; e.blocked&bit != 0 && c.queued <= e.l.maxQueued[ci]/2 {
 		e.blocked &^= bit

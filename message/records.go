@@ -41,6 +41,11 @@ type records struct {
 	lastAck, timedAt int64
 	backoff          uint8
 	probed           bool
+
+	// The send budget (Endpoint.reserve): queued is the storage all
+	// channels hold for sending (the sum of their queued), sendRes the
+	// part of the Layer's budget reserved for it, in grants.
+	queued, sendRes int64
 }
 
 func (r *records) pushEntry(ch uint8, id uint16) {
