@@ -4,6 +4,7 @@
 //	go run ./cmd/client connect                    # type lines; see the echoes and the RTT
 //	go run ./cmd/client load -h                    # many clients at once
 //	go run ./cmd/client flood -count 1000000       # hostile traffic; prints the amplification report
+//	go run ./cmd/client noack -clients 500         # receivers that never acknowledge; prints the server's egress to them
 //	go run ./cmd/client token -h                   # a connect token for a sealed server; connect -token uses it
 //	go run ./cmd/client -version
 //
@@ -53,6 +54,8 @@ A test client for udpgate servers. Commands:
   load      run many clients against a server and report what they measured
   flood     send hostile traffic (forged, replayed, malformed) from many
             source addresses and report the server's amplification
+  noack     connections that receive reliable echoes and never acknowledge
+            them (an attack on the server's send memory and rate)
   token     make a netcode.io connect token for a server in sealed mode
             (connect -token FILE connects with it)
   version   print the version (also -version)
@@ -98,6 +101,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err = runFlood(ctx, rest, stdout, stderr)
 		stop()
+	case "noack":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err = runNoAck(ctx, rest, stdout, stderr)
+		stop()
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usageText)
 		return exitOK
@@ -105,7 +112,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "udpgate client", version.Get())
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "client: unknown command %q: use connect, load, flood, token or version\n\n%s", cmd, usageText)
+		fmt.Fprintf(stderr, "client: unknown command %q: use connect, load, flood, noack, token or version\n\n%s", cmd, usageText)
 		return exitUsage
 	}
 	return exitStatus(cmd, err, stderr)
