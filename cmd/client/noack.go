@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -144,6 +149,7 @@ func runNoAck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	duration := fs.Duration("duration", 10*time.Second, fmt.Sprintf("stop after this long, at most %v", noackMaxDuration))
 	size := fs.Int("size", 1000, "`bytes` of each reliable message (channel 0) the server echoes")
 	interval := fs.Duration("interval", 50*time.Millisecond, "each client sends a message this often")
+	metricsURL := fs.String("metrics", "", "the server's metrics `URL` on loopback (e.g. http://127.0.0.1:9100/metrics): its udpgate_sent_bytes_total is read every 100 ms and reported, the egress as the server sees it (the relays' count lags behind when this host's CPU is saturated)")
 	ackFor := fs.Duration("ack-for", 0, "acknowledge normally until this long after the first message, then freeze (0: never acknowledge)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -169,6 +175,15 @@ func runNoAck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("-ack-for must not be negative")
 	case !server.Addr().Is4():
 		return usagef("-server %s: noack needs an IPv4 loopback server (its relays use 127.0.10.1 and up)", server)
+	}
+	if *metricsURL != "" {
+		u, err := url.Parse(*metricsURL)
+		if err != nil || u.Scheme != "http" {
+			return usagef("-metrics %q: give an http URL, e.g. http://127.0.0.1:9100/metrics", *metricsURL)
+		}
+		if a, err := netip.ParseAddr(u.Hostname()); err != nil || !a.IsLoopback() {
+			return usagef("-metrics %q: the host must be a loopback address", *metricsURL)
+		}
 	}
 	magic, _ := wire.ParseMagic(w.magic)
 	cfg.Messages = msgcfg.Config(0, 0)
@@ -228,6 +243,29 @@ func runNoAck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, r := range relays {
 		r.start.Store(sendAt.UnixNano())
 	}
+	var scraped []int64 // udpgate_sent_bytes_total every 100 ms from sendAt
+	scrapeDone := make(chan struct{})
+	if *metricsURL != "" {
+		go func() {
+			defer close(scrapeDone)
+			st := time.NewTicker(100 * time.Millisecond)
+			defer st.Stop()
+			for len(scraped) < 10*int(noackMaxDuration/time.Second) {
+				if v, err := scrapeSentBytes(ctx, *metricsURL); err == nil {
+					scraped = append(scraped, v)
+				} else {
+					scraped = append(scraped, -1)
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-st.C:
+				}
+			}
+		}()
+	} else {
+		close(scrapeDone)
+	}
 	tk := time.NewTicker(*interval)
 	defer tk.Stop()
 	var sent int64
@@ -256,6 +294,8 @@ func runNoAck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	elapsed := time.Since(start)
+	cancel()
+	<-scrapeDone
 
 	// The report.
 	var sum [noackBuckets]int64
@@ -302,6 +342,15 @@ func runNoAck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "  %6v–%-6v  %10d B  %8.2f MB/s  %6.1f %% of the first second's rate\n",
 			lo, lo+width, sum[b], rate/1e6, 100*rate/max(float64(first), 1))
 	}
+	if len(scraped) > 1 {
+		fmt.Fprintf(stdout, "the server's own count of bytes sent (udpgate_sent_bytes_total, every datagram, players' too), by 100 ms since the first message:\n")
+		for i := 1; i < len(scraped) && i <= 60; i++ {
+			if scraped[i] < 0 || scraped[i-1] < 0 {
+				continue
+			}
+			fmt.Fprintf(stdout, "  %6v  %8.2f MB/s\n", time.Duration(i)*100*time.Millisecond, float64(scraped[i]-scraped[i-1])/0.1/1e6)
+		}
+	}
 	slices.Sort(stalls)
 	if len(stalls) > 0 {
 		fmt.Fprintf(stdout, "stalled: %d of %d, after min %v, p50 %v, max %v from the first message\n", len(stalls), *clients,
@@ -313,4 +362,28 @@ func runNoAck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "ended otherwise: %d %v\n", n, r)
 	}
 	return nil
+}
+
+// scrapeSentBytes reads udpgate_sent_bytes_total from a metrics page.
+func scrapeSentBytes(ctx context.Context, u string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "udpgate_sent_bytes_total "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return int64(f), err
+		}
+	}
+	return 0, fmt.Errorf("no udpgate_sent_bytes_total at %s", u)
 }
