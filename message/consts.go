@@ -74,8 +74,8 @@ const (
 	// AckDelay.
 	ackEvery = 4
 	// maxTimeouts bounds the doublings of the retransmission timeout
-	// while a peer acknowledges nothing (64 × the first): the stall bound
-	// (StallSilence, StallRTTs) ends such a peer after four or five.
+	// while a peer acknowledges nothing (64 × the first; an eighth of
+	// the stall bound caps it sooner: Endpoint.timeoutInterval).
 	maxTimeouts = 6
 	// maxBackoff bounds the doublings of one unit's resend interval
 	// (16 × the first).

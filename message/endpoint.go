@@ -421,21 +421,35 @@ func (e *Endpoint) timeoutAt() (int64, bool) {
 	if !ok {
 		return 0, false
 	}
-	return max(first, r.lastAck, r.timedAt) + e.firstTimeout()<<r.backoff, true
+	return max(first, r.lastAck, r.timedAt) + e.timeoutInterval(), true
+}
+
+// timeoutInterval is the wait for the next timeout: firstTimeout,
+// doubled by each timeout since the last ack, at most an eighth of the
+// stall bound (silence). A peer that acknowledges nothing so gets at
+// most one probe per doubled timeout, and a live one on a lossy path
+// still at least eight probes before the stall bound: at 30 % loss each
+// way, a probe or its ack is lost half the time, and eight in a row
+// (0.4 %) is what ends it, where a cap of 64 timeouts, two or three
+// probes in the bound, ended such a connection in a loaded test.
+func (e *Endpoint) timeoutInterval() int64 {
+	ft := e.firstTimeout()
+	return min(ft<<e.recs.backoff, max(ft, e.silence()/8))
 }
 
 // timeout fires the retransmission timeout when due (timeoutAt). A peer
 // that acknowledges nothing for a whole timeout receives nothing, or
 // will not say: what it sent a timeout ago is gone (its units due again,
-// the oldest first), the congestion window falls to its minimum
-// (Controller.OnTimeout), and until an ack comes back the endpoint sends
+// the oldest first), from the second timeout in a row the congestion
+// window falls to its minimum (Controller.OnTimeout), and until an ack
+// comes back the endpoint sends
 // one packet per timeout (the probe, gated), each timeout twice the
 // last, as TCP backs off its RTO (RFC 6298 §5.5). The game's entries wait
 // too: their right to overdraw the pacer (debt) is for a peer that
 // acknowledges, and a silent one so gets a few packets, not a rate.
 func (e *Endpoint) timeout(now int64) {
 	r := e.recs
-	if r == nil || e.cc == nil || now-max(r.lastAck, r.timedAt) < e.firstTimeout()<<r.backoff {
+	if r == nil || e.cc == nil || now-max(r.lastAck, r.timedAt) < e.timeoutInterval() {
 		return // the common case: an ack within the timeout, no loop
 	}
 	if at, ok := e.timeoutAt(); !ok || now < at {
@@ -455,7 +469,14 @@ func (e *Endpoint) timeout(now int64) {
 			e.gone(rec, now)
 		}
 	}
-	e.cc.OnTimeout(now)
+	if r.backoff > 0 {
+		// A second timeout in a row, the probe unanswered too: the
+		// path or the peer is gone, not one burst of loss (QUIC's
+		// persistent congestion). A first one only holds the sending
+		// to the probe, so a lossy path whose acks come back after it
+		// keeps its window.
+		e.cc.OnTimeout(now)
+	}
 	r.backoff = min(r.backoff+1, maxTimeouts)
 	r.timedAt, r.probed = now, false
 	e.l.timeouts.Add(1)

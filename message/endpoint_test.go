@@ -467,16 +467,16 @@ func TestIdleEndpointMemory(t *testing.T) {
 // timeout (40 ms) and once more after the same interval (its own backoff);
 // meanwhile, no packet acknowledged for the retransmission timeout and a
 // quarter round trip (45 ms), the endpoint's timeout fired, and from then
-// on it sends one packet per timeout, each twice the last (90, 180, 360,
-// 720 ms from 45 ms), until the stall bound (2 s); the timeout follows the
-// RTT samples (RFC 6298).
+// on it sends one packet per timeout, each twice the last (90, 180 ms from
+// 45 ms) up to an eighth of the stall bound (250 ms of 2 s), until the
+// stall; the timeout follows the RTT samples (RFC 6298).
 func TestResendBackoff(t *testing.T) {
 	l := testLayer(t, nil)
 	e := l.NewEndpoint()
 	e.SetRTT(20 * time.Millisecond) // first sample: rtt 20, deviation 10: timeout 40 ms
 	e.Send(0, []byte("a"), t0)
 	writeOne(t, e, 1, t0)
-	for i, at := range []int64{40, 80, 135, 315, 675, 1395} {
+	for i, at := range []int64{40, 80, 135, 315, 565, 815, 1065, 1315, 1565, 1815} {
 		next := t0 + at*ms
 		// The timer wakes the endpoint at each deadline (a timeout
 		// fires at one) until the send.
@@ -495,8 +495,8 @@ func TestResendBackoff(t *testing.T) {
 			t.Fatalf("send %d: a second packet at %d ms", i+1, at)
 		}
 	}
-	if got := l.Timeouts(); got != 5 {
-		t.Fatalf("%d timeouts, want 5", got)
+	if got := l.Timeouts(); got != 9 {
+		t.Fatalf("%d timeouts, want 9", got)
 	}
 	if d := e.Deadline(); d != t0+int64(DefaultStallSilence) {
 		t.Fatalf("deadline %d ms, want the stall at %v", (d-t0)/ms, DefaultStallSilence)
