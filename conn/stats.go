@@ -100,7 +100,7 @@ type Stats struct {
 	// MessageTimeouts: retransmission timeouts (a peer that acknowledged
 	// nothing for a whole timeout, which backs its sending off until it
 	// acknowledges, or stalls: Config.Messages.StallSilence).
-	MessageSendReserved int64  `metric:"message_send_reserved_bytes" help:"Bytes of the messages send budget reserved now by connections for queued and unacknowledged messages (in grants of eight packets; at most the budget plus one grant per connection)."`
+	MessageSendReserved int64  `metric:"message_send_reserved_bytes" help:"Bytes of the messages send budget reserved now by connections for queued and unacknowledged messages beyond each one's floor of eight packets' storage (in grants of eight packets; at most the budget)."`
 	MessageSendRefused  uint64 `metric:"message_send_refused_total" help:"Message sends refused because the server-wide send budget was spent or the connection held its share of it (message.ErrSendShare, an ErrQueueFull)."`
 	MessageTimeouts     uint64 `metric:"message_timeouts_total" help:"Retransmission timeouts: a peer acknowledged no packet for a whole timeout while reliable messages were in flight; it then gets one probe per doubled timeout until it acknowledges or is ended as stalled."`
 	// Sockets: packets, bytes, batches and kernel drops, summed.

@@ -241,14 +241,15 @@ func (c *channel) pushPend(p *[]byte) {
 	c.pendPeaks.note(c.pend)
 }
 
-// reserve takes cost bytes of send storage from the Layer's budget
-// (Config.SendBudget), in grants of sendGrant bytes so that most Sends
-// touch no shared counter. Every endpoint may hold one grant whatever
-// the pool (a player's messages in flight fit it): the floor, as a TCP
-// socket keeps its minimum buffer under memory pressure. Beyond it,
-// reserve refuses when the budget is spent, and, while more than half of
-// it is in use (contention), when this endpoint would hold more than its
-// fair share: the budget divided by the endpoints holding some. A few
+// reserve takes cost bytes of send storage. Every endpoint may hold one
+// grant (sendGrant bytes) whatever the pool, outside it (a player's
+// messages in flight fit it): the floor, as a TCP socket keeps its
+// minimum buffer under memory pressure, and sends within it touch no
+// shared counter. Beyond it, storage comes from the Layer's budget
+// (Config.SendBudget), in grants: reserve refuses when the budget is
+// spent, and, while more than half of it is in use (contention), when
+// this endpoint would hold more than its fair share: the budget divided
+// by the endpoints holding some of it. A few
 // connections that queue without end (a peer that does not acknowledge,
 // an application that ignores ErrQueueFull) so take at most their
 // shares, and the others keep theirs.
@@ -258,16 +259,15 @@ func (e *Endpoint) reserve(cost int64) bool {
 	}
 	r, l := e.recs, e.l
 	need := r.queued + cost
-	if need > r.sendRes {
-		g := l.sendGrant()
-		want := (need + g - 1) / g * g
+	if g := l.sendGrant(); need > g+r.sendRes {
+		want := (need - g + g - 1) / g * g // pool bytes beyond the floor
 		extra := want - r.sendRes
 		total := l.sendHeld.Add(extra)
 		holders := l.senders.Load()
 		if r.sendRes == 0 {
 			holders++
 		}
-		if want > g && (total > l.sendBudget || total > l.sendBudget/2 && want > l.sendBudget/holders) {
+		if total > l.sendBudget || total > l.sendBudget/2 && want+g > l.sendBudget/holders {
 			l.sendHeld.Add(-extra)
 			l.sendRefused.Add(1)
 			return false
@@ -281,25 +281,28 @@ func (e *Endpoint) reserve(cost int64) bool {
 	return true
 }
 
-// freed returns n bytes of send storage: the reservation shrinks once two
-// grants above what is held, and is given back whole when nothing is.
+// freed returns n bytes of send storage: the pool reservation shrinks
+// once two grants above what is held beyond the floor, and is given back
+// whole when the floor holds it all. Within the floor (a player's
+// messages) nothing shared is touched.
 func (e *Endpoint) freed(n int64) {
 	r := e.recs
 	if r == nil || n == 0 {
 		return
 	}
-	r.queued -= n
+	r.queued = max(r.queued-n, 0)
+	if r.sendRes == 0 {
+		return
+	}
 	l := e.l
 	g := l.sendGrant()
-	switch {
-	case r.queued <= 0:
+	switch over := r.queued - g; {
+	case over <= 0:
 		l.sendHeld.Add(-r.sendRes)
-		if r.sendRes > 0 {
-			l.senders.Add(-1)
-		}
-		r.queued, r.sendRes = 0, 0
-	case r.sendRes-r.queued > 2*g:
-		keep := (r.queued+g-1)/g*g + g
+		l.senders.Add(-1)
+		r.sendRes = 0
+	case r.sendRes-over > 2*g:
+		keep := (over+g-1)/g*g + g
 		l.sendHeld.Add(keep - r.sendRes)
 		r.sendRes = keep
 	}
@@ -449,10 +452,16 @@ func (e *Endpoint) timeoutInterval() int64 {
 // acknowledges, and a silent one so gets a few packets, not a rate.
 func (e *Endpoint) timeout(now int64) {
 	r := e.recs
-	if r == nil || e.cc == nil || now-max(r.lastAck, r.timedAt) < e.timeoutInterval() {
-		return // the common case: an ack within the timeout, no loop
+	if r == nil || e.cc == nil || now < r.checkAt {
+		return // the common case: one comparison
 	}
-	if at, ok := e.timeoutAt(); !ok || now < at {
+	at, ok := e.timeoutAt()
+	if !ok {
+		r.checkAt = now + e.firstTimeout() // a unit sent from now on
+		return
+	}
+	if now < at {
+		r.checkAt = at
 		return
 	}
 	// The packets sent a timeout ago are gone, their units due (unless
@@ -478,7 +487,7 @@ func (e *Endpoint) timeout(now int64) {
 		e.cc.OnTimeout(now)
 	}
 	r.backoff = min(r.backoff+1, maxTimeouts)
-	r.timedAt, r.probed = now, false
+	r.timedAt, r.probed, r.checkAt = now, false, now+e.firstTimeout()
 	e.l.timeouts.Add(1)
 }
 
@@ -828,6 +837,9 @@ func (e *Endpoint) Acked(seq uint16, now int64) {
 		e.ackUnit(int(ref.ch), ref.id)
 	}
 	// The peer acknowledges: the silence timers restart (timeout, Stalled).
+	if r.backoff > 0 {
+		r.checkAt = 0 // the next timeout comes sooner than the backed-off one
+	}
 	r.lastAck, r.backoff, r.probed = now, 0, false
 	if rec.gone {
 		e.cc.OnLateAck(rec.sent, now, e.rtt.Smoothed()) // declared lost too early

@@ -181,8 +181,9 @@ func (l *Layer) CongestionEvents() uint64 { return l.ccEvents.Load() }
 func (l *Layer) sendGrant() int64 { return 8 * int64(l.top) }
 
 // SendReserved is the bytes of the send budget (Config.SendBudget) the
-// endpoints hold now: what they queue and have unacknowledged, rounded up
-// to grants of eight packets.
+// endpoints hold now: what they queue and have unacknowledged beyond
+// their floors of one grant (eight packets' storage), rounded up to
+// grants.
 func (l *Layer) SendReserved() int64 { return l.sendHeld.Load() }
 
 // SendRefused counts the Sends refused because the send budget was spent

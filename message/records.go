@@ -39,12 +39,17 @@ type records struct {
 	// that ack (each doubles the next), and probed says that the one
 	// packet a backed-off sender may send per timeout went.
 	lastAck, timedAt int64
-	backoff          uint8
-	probed           bool
+	// checkAt: no timeout can fire before it (a lower bound of
+	// timeoutAt, cached so that refill's check is one comparison; acks
+	// only move the timeout later, but for the reset of backoff).
+	checkAt int64
+	backoff uint8
+	probed  bool
 
 	// The send budget (Endpoint.reserve): queued is the storage all
-	// channels hold for sending (the sum of their queued), sendRes the
-	// part of the Layer's budget reserved for it, in grants.
+	// channels hold for sending (the sum of their queued), sendRes what
+	// of it beyond the floor (one grant) is reserved from the Layer's
+	// budget, in grants.
 	queued, sendRes int64
 }
 
