@@ -249,10 +249,10 @@ func (c *channel) pushPend(p *[]byte) {
 // (Config.SendBudget), in grants: reserve refuses when the budget is
 // spent, and, while more than half of it is in use (contention), when
 // this endpoint would hold more than its fair share: the budget divided
-// by the endpoints holding some of it. A few
-// connections that queue without end (a peer that does not acknowledge,
-// an application that ignores ErrQueueFull) so take at most their
-// shares, and the others keep theirs.
+// by the endpoints holding some of it. A few connections that queue
+// without end (a peer that does not acknowledge, an application that
+// ignores ErrQueueFull) so take at most their shares, and the others
+// keep theirs.
 func (e *Endpoint) reserve(cost int64) bool {
 	if e.recs == nil {
 		e.recs = new(records)
@@ -411,10 +411,9 @@ func (e *Endpoint) oldestUnacked() (t int64, ok bool) {
 }
 
 // timeoutAt is when the retransmission timeout fires: reliable units in
-// flight, and no packet acknowledged for firstTimeout, doubled by each timeout
-// since the last ack (backoff), counted from the latest of the oldest
-// unit's first send, that ack and the last timeout. ok is false when
-// nothing is in flight.
+// flight, and no packet acknowledged for timeoutInterval, counted from
+// the latest of the oldest unit's first send, the last ack and the last
+// timeout. ok is false when nothing is in flight.
 func (e *Endpoint) timeoutAt() (int64, bool) {
 	r := e.recs
 	if r == nil || e.cc == nil {
@@ -433,8 +432,8 @@ func (e *Endpoint) timeoutAt() (int64, bool) {
 // most one probe per doubled timeout, and a live one on a lossy path
 // still at least eight probes before the stall bound: at 30 % loss each
 // way, a probe or its ack is lost half the time, and eight in a row
-// (0.4 %) is what ends it, where a cap of 64 timeouts, two or three
-// probes in the bound, ended such a connection in a loaded test.
+// happen 0.4 % of the time, where with a cap of 64 timeouts two or three
+// probes fit the bound (docs/decisions.md).
 func (e *Endpoint) timeoutInterval() int64 {
 	ft := e.firstTimeout()
 	return min(ft<<e.recs.backoff, max(ft, e.silence()/8))
@@ -445,11 +444,11 @@ func (e *Endpoint) timeoutInterval() int64 {
 // will not say: what it sent a timeout ago is gone (its units due again,
 // the oldest first), from the second timeout in a row the congestion
 // window falls to its minimum (Controller.OnTimeout), and until an ack
-// comes back the endpoint sends
-// one packet per timeout (the probe, gated), each timeout twice the
-// last, as TCP backs off its RTO (RFC 6298 §5.5). The game's entries wait
-// too: their right to overdraw the pacer (debt) is for a peer that
-// acknowledges, and a silent one so gets a few packets, not a rate.
+// comes back the endpoint sends one packet per timeout (the probe,
+// gated), each timeout twice the last (timeoutInterval), as TCP backs
+// off its RTO (RFC 6298 §5.5). The game's entries wait too: their right
+// to overdraw the pacer (debt) is for a peer that acknowledges, and a
+// silent one so gets a few packets, not a rate.
 func (e *Endpoint) timeout(now int64) {
 	r := e.recs
 	if r == nil || e.cc == nil || now < r.checkAt {
