@@ -127,3 +127,48 @@ func TestLossyPeerNotStalled(t *testing.T) {
 	}
 	t.Logf("%d timeouts in 20 s", l.Timeouts())
 }
+
+// TestProbeIsOneEntry: after a timeout the endpoint sends one packet
+// holding one reliable entry, whatever else is queued (the game's
+// unreliable messages and reliable ones wait too), then nothing until the
+// next timeout or an ack; an ack lets everything go again.
+func TestProbeIsOneEntry(t *testing.T) {
+	l := testLayer(t, func(c *Config) { c.MaxMessageSize = 100 })
+	e := l.NewEndpoint()
+	e.SetRTT(20 * time.Millisecond) // timeout 45 ms
+	e.Send(0, []byte("a"), t0)
+	buf := make([]byte, 100)
+	if e.WritePayload(buf, 1, t0) == 0 {
+		t.Fatal("nothing sent")
+	}
+	e.PacketSent(t0)
+	now := t0 + 45*ms
+	for i := range 3 {
+		e.Send(1, []byte("u"), now)
+		e.Send(0, []byte{'b' + byte(i)}, now)
+	}
+	entries := func(p []byte) (n int) {
+		var en entry
+		for off := 0; off < len(p); n++ {
+			w, r := getEntry(p[off:], l.kinds, &en)
+			if r != DropNone {
+				t.Fatalf("bad entry: %v", r)
+			}
+			off += w
+		}
+		return n
+	}
+	n := e.WritePayload(buf, 2, now)
+	e.PacketSent(now)
+	if n == 0 || entries(buf[:n]) != 1 || l.Timeouts() != 1 {
+		t.Fatalf("probe: %d bytes, %d entries, %d timeouts; want one entry after one timeout", n, entries(buf[:n]), l.Timeouts())
+	}
+	if e.WantsSend(now+ms) || e.WritePayload(buf, 3, now+ms) != 0 {
+		t.Fatal("a second packet before the next timeout")
+	}
+	e.Acked(2, now+2*ms)
+	n = e.WritePayload(buf, 3, now+2*ms)
+	if got := entries(buf[:n]); got < 4 {
+		t.Fatalf("after the ack: %d entries in the packet, want the queued ones", got)
+	}
+}
