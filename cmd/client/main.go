@@ -102,9 +102,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = runFlood(ctx, rest, stdout, stderr)
 		stop()
 	case "noack":
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		err = runNoAck(ctx, rest, stdout, stderr)
-		stop()
+		err = runNoAck(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usageText)
 		return exitOK

@@ -10,11 +10,14 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/udpgate/udpgate/conn"
@@ -142,7 +145,11 @@ func (h *noackEnd) OnDisconnect(_ *conn.Conn, reason conn.DisconnectReason, _ bo
 // OnMessage takes the echoes (and drops them).
 func (h *noackEnd) OnMessage(*conn.Conn, int, []byte) {}
 
-func runNoAck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// runNoAck runs the attack; SIGINT or SIGTERM ends it early, with the
+// report.
+func runNoAck(args []string, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	fs := newFlagSet("noack", noackSynopsis, stderr)
 	w := addWireFlags(fs)
 	clients := fs.Int("clients", 500, fmt.Sprintf("attacking connections, at most %d", noackMaxClients))
