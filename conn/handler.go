@@ -26,8 +26,10 @@ const (
 	// ReasonReplaced: the client restarted (new ClientID from the same
 	// address) and its new connection replaced this one.
 	ReasonReplaced DisconnectReason = protocol.DisconnectReplaced
-	// ReasonStalled: a reliable message stayed unacknowledged for
-	// Config.Messages.StallTimeout; the peer stopped acknowledging.
+	// ReasonStalled: the peer stopped acknowledging: no packet
+	// acknowledged for max(Config.Messages.StallSilence, StallRTTs round
+	// trips) while reliable messages were in flight, or one reliable
+	// message unacknowledged for StallTimeout.
 	ReasonStalled DisconnectReason = protocol.DisconnectStalled
 	// ReasonTokenRequired: the server is sealed and the client connected
 	// without a connect token (docs/protocol.md §11.3); the client's Err

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -140,15 +141,14 @@ func TestSimUnreliableNotHeldBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nw := netsim.New()
 		nw.SetLink(netsim.Link{Latency: 25 * time.Millisecond})
-		var dropped bool
+		var dropped atomic.Bool // Drop runs on every sender's goroutine
 		nw.Drop = func(from, to netip.AddrPort, p []byte) bool {
 			var h protocol.ConnHeader
-			if to != simServerAddr || dropped {
+			if to != simServerAddr || dropped.Load() {
 				return false
 			}
 			if _, r := wire.DecodeConn(wire.Magic{}, p, &h); r == protocol.DropNone && h.Kind == protocol.KindMessages {
-				dropped = true // the first Messages packet: the reliable one
-				return true
+				return dropped.CompareAndSwap(false, true) // the first Messages packet: the reliable one
 			}
 			return false
 		}

@@ -95,6 +95,14 @@ type Stats struct {
 	// congestion controllers' window cuts for loss (Conn.PathStats).
 	MessageQueued    int64  `metric:"message_send_queued_bytes" help:"Bytes of messages held for sending now (queued, and reliable ones not yet acknowledged), over all connections."`
 	CongestionEvents uint64 `metric:"message_congestion_events_total" help:"Window cuts for loss by the connections' congestion controllers (a queue overflowing, or heavy loss); random loss is not counted."`
+	// The send budget (Config.Messages.SendBudget): bytes reserved now,
+	// and sends refused over the budget or a connection's share;
+	// MessageTimeouts: retransmission timeouts (a peer that acknowledged
+	// nothing for a whole timeout, which backs its sending off until it
+	// acknowledges, or stalls: Config.Messages.StallSilence).
+	MessageSendReserved int64  `metric:"message_send_reserved_bytes" help:"Bytes of the messages send budget reserved now by connections for queued and unacknowledged messages beyond each one's floor of eight packets' storage (in grants of eight packets; at most the budget)."`
+	MessageSendRefused  uint64 `metric:"message_send_refused_total" help:"Message sends refused because the server-wide send budget was spent or the connection held its share of it (message.ErrSendShare, an ErrQueueFull)."`
+	MessageTimeouts     uint64 `metric:"message_timeouts_total" help:"Retransmission timeouts: a peer acknowledged no packet for a whole timeout while reliable messages were in flight; it then gets one probe per doubled timeout until it acknowledges or is ended as stalled."`
 	// Sockets: packets, bytes, batches and kernel drops, summed.
 	Sockets SocketStats
 }
@@ -191,6 +199,7 @@ func (s *Server) Stats() Stats {
 			return true
 		})
 		st.CongestionEvents = m.CongestionEvents()
+		st.MessageSendReserved, st.MessageSendRefused, st.MessageTimeouts = m.SendReserved(), m.SendRefused(), m.Timeouts()
 	}
 	st.Proofs = s.ev.proofs.Load()
 	st.PromotionRejected = s.ev.promotionRejected.Load()

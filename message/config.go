@@ -2,6 +2,7 @@ package message
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -64,14 +65,35 @@ type Config struct {
 	ResendFactor float64
 	MinResend    time.Duration
 	// StallTimeout: a reliable message unacknowledged this long ends the
-	// connection (Endpoint.Stalled) (0: DefaultStallTimeout).
+	// connection (Endpoint.Stalled), though the peer acknowledges other
+	// packets (0: DefaultStallTimeout).
 	StallTimeout time.Duration
+	// StallSilence and StallRTTs: a peer that acknowledges no packet
+	// while reliable messages are in flight is ended as stalled after
+	// max(StallSilence, StallRTTs × its smoothed round trip), counted
+	// from its last ack or the oldest message's first send, whichever is
+	// later (0: DefaultStallSilence, DefaultStallRTTs). Meanwhile the
+	// endpoint sends it one packet per retransmission timeout, doubled
+	// each time. A player on a lossy path acknowledges something every
+	// round trip or so and is not ended by it.
+	StallSilence time.Duration
+	StallRTTs    int
 	// ReceiveBudget bounds the bytes all endpoints of one Layer hold for
 	// out-of-order and partly reassembled messages (0:
 	// DefaultReceiveBudget); ConnReceiveBudget bounds one endpoint's (0:
 	// derived from MaxMessageSize and the window).
 	ReceiveBudget     int64
 	ConnReceiveBudget int
+	// SendBudget bounds the bytes all endpoints of one Layer hold for
+	// sending: queued messages and reliable ones unacknowledged (0:
+	// DefaultSendBudget), counted in grants of eight packets' storage.
+	// Every endpoint may hold one grant whatever the budget (the floor:
+	// so at most SendBudget + one grant per connection); beyond it, while
+	// more than half of the budget is in use, no endpoint holds more than
+	// its share, SendBudget divided by the endpoints holding some. Send
+	// beyond the budget or the share returns ErrSendShare (which is
+	// ErrQueueFull).
+	SendBudget int64
 }
 
 // Errors returned by Send, and by NewLayer for configuration faults.
@@ -82,6 +104,10 @@ var (
 	// unacknowledged (conn's Close, after its linger).
 	ErrUndelivered = errors.New("message: closed with reliable messages unacknowledged (raise conn.Config.Linger, or wait for OnSendable or Stats.Queued before closing)")
 	ErrQueueFull   = errors.New("message: channel send queue full (the peer is not keeping up or the send rate is too low: retry later, or raise ChannelConfig.MaxQueued or Config.SendRate)")
+	// ErrSendShare is ErrQueueFull (errors.Is) for a connection that holds
+	// its share of the server-wide send budget, or whose Send would pass
+	// the budget.
+	ErrSendShare = fmt.Errorf("%w: this connection holds its share of the server-wide send budget, which others contend for (retry later, or raise Config.SendBudget)", ErrQueueFull)
 )
 
 // DropReason says why a received message entry or packet was dropped.

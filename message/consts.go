@@ -23,10 +23,22 @@ const (
 	DefaultResendFactor = 0.4
 	// DefaultMinResend is Config.MinResend's default.
 	DefaultMinResend = 10 * time.Millisecond
-	// DefaultStallTimeout is Config.StallTimeout's default.
+	// DefaultStallTimeout is Config.StallTimeout's default: the bound of
+	// one reliable message unacknowledged while the peer acknowledges
+	// others.
 	DefaultStallTimeout = 10 * time.Second
+	// DefaultStallSilence and DefaultStallRTTs are Config.StallSilence's
+	// and Config.StallRTTs's defaults: a peer that acknowledges nothing
+	// while reliable messages are in flight is ended after max(2 s, 20
+	// round trips) (docs/threat-model.md, "Receivers that never
+	// acknowledge").
+	DefaultStallSilence = 2 * time.Second
+	DefaultStallRTTs    = 20
 	// DefaultReceiveBudget is Config.ReceiveBudget's default.
 	DefaultReceiveBudget = 256 << 20
+	// DefaultSendBudget is Config.SendBudget's default: as much as the
+	// receive side's, 512 connections each with a full default queue.
+	DefaultSendBudget = 256 << 20
 	// DefaultMaxQueued is ChannelConfig.MaxQueued's default with the
 	// default MaxMessageSize; in general it is 2 × max(MaxMessageSize,
 	// 64 KiB), and never less than one largest message.
@@ -62,6 +74,10 @@ const (
 	// units since its last packet acknowledges at once, not after
 	// AckDelay.
 	ackEvery = 4
+	// maxTimeouts bounds the doublings of the retransmission timeout
+	// while a peer acknowledges nothing (64 × the first; an eighth of
+	// the stall bound caps it sooner: Endpoint.timeoutInterval).
+	maxTimeouts = 6
 	// maxBackoff bounds the doublings of one unit's resend interval
 	// (16 × the first).
 	maxBackoff = 4

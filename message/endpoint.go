@@ -163,13 +163,17 @@ func (e *Endpoint) Send(ch int, msg []byte, now int64) error {
 		if k == Sequenced {
 			// Latest wins: a newer message replaces the unsent ones.
 			for c.pend > 0 {
-				c.popPend(l)
+				e.freed(c.popPend(l))
 			}
 		}
 		cost := int(l.chunkCost(len(msg)))
 		if c.queued+cost > l.maxQueued[ch] {
 			e.blocked |= 1 << ch
 			return ErrQueueFull
+		}
+		if !e.reserve(int64(cost)) {
+			e.blocked |= 1 << ch
+			return ErrSendShare
 		}
 		c.pushPend(l.get(msg))
 		c.queued += cost
@@ -189,6 +193,10 @@ func (e *Endpoint) Send(ch int, msg []byte, now int64) error {
 	if int64(c.queued)+cost > int64(l.maxQueued[ch]) || inUse+n > 0x8000 {
 		e.blocked |= 1 << ch
 		return ErrQueueFull
+	}
+	if !e.reserve(cost) {
+		e.blocked |= 1 << ch
+		return ErrSendShare
 	}
 	c.growUnits(inUse + n)
 	c.unitPeaks.note(inUse + n)
@@ -233,7 +241,76 @@ func (c *channel) pushPend(p *[]byte) {
 	c.pendPeaks.note(c.pend)
 }
 
-func (c *channel) popPend(l *Layer) {
+// reserve takes cost bytes of send storage. Every endpoint may hold one
+// grant (sendGrant bytes) whatever the pool, outside it (a player's
+// messages in flight fit it): the floor, as a TCP socket keeps its
+// minimum buffer under memory pressure, and sends within it touch no
+// shared counter. Beyond it, storage comes from the Layer's budget
+// (Config.SendBudget), in grants: reserve refuses when the budget is
+// spent, and, while more than half of it is in use (contention), when
+// this endpoint would hold more than its fair share: the budget divided
+// by the endpoints holding some of it. A few connections that queue
+// without end (a peer that does not acknowledge, an application that
+// ignores ErrQueueFull) so take at most their shares, and the others
+// keep theirs.
+func (e *Endpoint) reserve(cost int64) bool {
+	if e.recs == nil {
+		e.recs = new(records)
+	}
+	r, l := e.recs, e.l
+	need := r.queued + cost
+	if g := l.sendGrant(); need > g+r.sendRes {
+		want := (need - g + g - 1) / g * g // pool bytes beyond the floor
+		extra := want - r.sendRes
+		total := l.sendHeld.Add(extra)
+		holders := l.senders.Load()
+		if r.sendRes == 0 {
+			holders++
+		}
+		if total > l.sendBudget || total > l.sendBudget/2 && want+g > l.sendBudget/holders {
+			l.sendHeld.Add(-extra)
+			l.sendRefused.Add(1)
+			return false
+		}
+		if r.sendRes == 0 {
+			l.senders.Add(1)
+		}
+		r.sendRes = want
+	}
+	r.queued = need
+	return true
+}
+
+// freed returns n bytes of send storage: the pool reservation shrinks
+// once two grants above what is held beyond the floor, and is given back
+// whole when the floor holds it all. Within the floor (a player's
+// messages) nothing shared is touched.
+func (e *Endpoint) freed(n int64) {
+	r := e.recs
+	if r == nil || n == 0 {
+		return
+	}
+	r.queued = max(r.queued-n, 0)
+	if r.sendRes == 0 {
+		return
+	}
+	l := e.l
+	g := l.sendGrant()
+	switch over := r.queued - g; {
+	case over <= 0:
+		l.sendHeld.Add(-r.sendRes)
+		l.senders.Add(-1)
+		r.sendRes = 0
+	case r.sendRes-over > 2*g:
+		keep := (over+g-1)/g*g + g
+		l.sendHeld.Add(keep - r.sendRes)
+		r.sendRes = keep
+	}
+}
+
+// popPend drops the oldest queued unreliable or sequenced message and
+// returns the storage it held.
+func (c *channel) popPend(l *Layer) int64 {
 	q := c.pq
 	p := q[c.pendHead]
 	q[c.pendHead] = nil
@@ -246,6 +323,7 @@ func (c *channel) popPend(l *Layer) {
 			c.pq, c.pendHead = make([]*[]byte, size), 0
 		}
 	}
+	return n
 }
 
 // SetRTT gives the endpoint a round-trip sample from the packet layer (the
@@ -300,11 +378,128 @@ func (e *Endpoint) rate() int64 {
 	return e.cc.PacingRate(e.rtt.Smoothed())
 }
 
-// refill adds the send budget earned since the last call, and ages the
-// packets in flight.
+// refill adds the send budget earned since the last call, ages the
+// packets in flight and fires the retransmission timeout.
 func (e *Endpoint) refill(now int64) {
 	e.age(now)
+	e.timeout(now)
 	e.pace.Refill(now, e.rate(), 2*e.l.top)
+}
+
+// rtoAge is the time after which a packet unreported is gone (age): the
+// retransmission timeout and a quarter round trip.
+func (e *Endpoint) rtoAge() int64 { return e.rtt.RTO() + e.rtt.Smoothed()/4 }
+
+// firstTimeout is the silence timeout before backoff (timeout): rtoAge,
+// at least MinResend, as a unit's resend interval is.
+func (e *Endpoint) firstTimeout() int64 { return max(e.rtoAge(), e.l.minResend) }
+
+// oldestUnacked is the first send time of the oldest unacknowledged
+// reliable unit; ok is false when none is in flight.
+func (e *Endpoint) oldestUnacked() (t int64, ok bool) {
+	for m := e.sendMask; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros32(m)
+		c := e.ch[i]
+		if e.l.kinds[i] != ReliableOrdered || c.ua == c.sendNext {
+			continue
+		}
+		if f := c.units[c.ua&uint16(len(c.units)-1)].first; !ok || f < t {
+			t, ok = f, true
+		}
+	}
+	return t, ok
+}
+
+// timeoutAt is when the retransmission timeout fires: reliable units in
+// flight, and no packet acknowledged for timeoutInterval, counted from
+// the latest of the oldest unit's first send, the last ack and the last
+// timeout. ok is false when nothing is in flight.
+func (e *Endpoint) timeoutAt() (int64, bool) {
+	r := e.recs
+	if r == nil || e.cc == nil {
+		return 0, false
+	}
+	first, ok := e.oldestUnacked()
+	if !ok {
+		return 0, false
+	}
+	return max(first, r.lastAck, r.timedAt) + e.timeoutInterval(), true
+}
+
+// timeoutInterval is the wait for the next timeout: firstTimeout,
+// doubled by each timeout since the last ack, at most an eighth of the
+// stall bound (silence). A peer that acknowledges nothing so gets at
+// most one probe per doubled timeout, and a live one on a lossy path
+// still at least eight probes before the stall bound: at 30 % loss each
+// way, a probe or its ack is lost half the time, and eight in a row
+// happen 0.4 % of the time, where with a cap of 64 timeouts two or three
+// probes fit the bound (docs/decisions.md).
+func (e *Endpoint) timeoutInterval() int64 {
+	ft := e.firstTimeout()
+	return min(ft<<e.recs.backoff, max(ft, e.silence()/8))
+}
+
+// timeout fires the retransmission timeout when due (timeoutAt). A peer
+// that acknowledges nothing for a whole timeout receives nothing, or
+// will not say: what it sent a timeout ago is gone (its units due again,
+// the oldest first), from the second timeout in a row the congestion
+// window falls to its minimum (Controller.OnTimeout), and until an ack
+// comes back the endpoint sends one packet per timeout (the probe,
+// gated), each timeout twice the last (timeoutInterval), as TCP backs
+// off its RTO (RFC 6298 §5.5). The game's entries wait too: their right
+// to overdraw the pacer (debt) is for a peer that acknowledges, and a
+// silent one so gets a few packets, not a rate.
+func (e *Endpoint) timeout(now int64) {
+	r := e.recs
+	if r == nil || e.cc == nil || now < r.checkAt {
+		return // the common case: one comparison
+	}
+	at, ok := e.timeoutAt()
+	if !ok {
+		r.checkAt = now + e.firstTimeout() // a unit sent from now on
+		return
+	}
+	if now < at {
+		r.checkAt = at
+		return
+	}
+	// The packets sent a timeout ago are gone, their units due (unless
+	// sent again since: a unit's own resend may have gone already, and
+	// that copy is the probe); younger ones may still be acknowledged.
+	mask, first := uint32(len(r.recs)-1), e.firstTimeout()
+	for i := r.rHead; i != r.rTail; i++ {
+		rec := &r.recs[i&mask]
+		if now-rec.sent < first {
+			break
+		}
+		if !rec.done {
+			e.markDue(rec)
+			e.gone(rec, now)
+		}
+	}
+	if r.backoff > 0 {
+		// A second timeout in a row, the probe unanswered too: the
+		// path or the peer is gone, not one burst of loss (QUIC's
+		// persistent congestion). A first one only holds the sending
+		// to the probe, so a lossy path whose acks come back after it
+		// keeps its window.
+		e.cc.OnTimeout(now)
+	}
+	r.backoff = min(r.backoff+1, maxTimeouts)
+	r.timedAt, r.probed, r.checkAt = now, false, now+e.firstTimeout()
+	e.l.timeouts.Add(1)
+}
+
+// probeFull reports that a packet of n bytes is a whole probe: while the
+// endpoint backs off (timeout), a packet carries one reliable entry, the
+// oldest due, and nothing unreliable (its ack, not its bytes, is the point).
+func (e *Endpoint) probeFull(n int) bool { return n > 0 && e.recs.backoff > 0 }
+
+// gated reports that the endpoint backs off (timeout) and sent its probe
+// for this timeout already: nothing goes until the next, or an ack.
+func (e *Endpoint) gated() bool {
+	r := e.recs
+	return r != nil && r.backoff > 0 && r.probed
 }
 
 // debt is how far the game's entries may overdraw the pacer: one bucket,
@@ -340,17 +535,20 @@ func (e *Endpoint) WantsSend(now int64) bool {
 		return false
 	}
 	e.refill(now)
+	if e.gated() {
+		return false
+	}
 	game := e.mayGame()
 	if !game {
 		return false
 	}
-	bulk := e.mayBulk()
+	bulk, probing := e.mayBulk(), e.recs != nil && e.recs.backoff > 0
 	_, iv := e.resendInterval()
 	for m := e.sendMask; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros32(m)
 		c := e.ch[i]
 		if e.l.kinds[i] != ReliableOrdered {
-			if c.pend > 0 && (bulk || e.l.bulk&(1<<i) == 0) {
+			if c.pend > 0 && (bulk || e.l.bulk&(1<<i) == 0) && !probing {
 				return true
 			}
 			continue
@@ -454,7 +652,7 @@ func (e *Endpoint) WritePayload(dst []byte, seq uint16, now int64) int {
 		return 0
 	}
 	e.refill(now)
-	if !e.mayGame() {
+	if e.gated() || !e.mayGame() {
 		return 0
 	}
 	bulk, window := e.mayBulk(), e.window()
@@ -480,7 +678,7 @@ func (e *Endpoint) WritePayload(dst []byte, seq uint16, now int64) int {
 			}
 			if l.kinds[c] == ReliableOrdered {
 				n = e.writeReliable(dst, n, c, now, spec, full, pass == 1, window)
-			} else if e.ch[c].bulk == (pass == 1) {
+			} else if e.ch[c].bulk == (pass == 1) && r.backoff == 0 {
 				n = e.writeUnreliable(dst, n, c)
 			}
 		}
@@ -496,6 +694,9 @@ func (e *Endpoint) WritePayload(dst []byte, seq uint16, now int64) int {
 			e.cc.CountEvents(&l.ccEvents)
 		}
 		e.cc.OnSent(n, now)
+	}
+	if n > 0 && r.backoff > 0 {
+		r.probed = true
 	}
 	e.pace.Spend(n)
 	return n
@@ -513,6 +714,9 @@ func (e *Endpoint) writeReliable(dst []byte, n, ci int, now, spec, full int64, b
 	mask := uint16(len(c.units) - 1)
 	en := entry{ch: ci}
 	for id := c.ua; id != c.sendNext; id++ {
+		if e.probeFull(n) {
+			return n
+		}
 		u := &c.units[id&mask]
 		if u.flags&uAcked != 0 || (c.bulk || u.cnt != 0) != bulk {
 			continue
@@ -556,7 +760,7 @@ func (e *Endpoint) writeReliable(dst []byte, n, ci int, now, spec, full int64, b
 	}
 	// Then new units inside the window; the game's pass stops at the
 	// first bulk unit, which keeps the channel's order.
-	for e.canSendNew(ci, c) {
+	for e.canSendNew(ci, c) && !e.probeFull(n) {
 		id := c.sendNext
 		u := &c.units[id&mask]
 		if !bulk && u.cnt != 0 || bulk && !window {
@@ -591,7 +795,7 @@ func (e *Endpoint) writeUnreliable(dst []byte, n, ci int) int {
 		w := putEntry(dst[n:], k, &en)
 		if w == 0 {
 			if headerLen(k, false, len(*p))+len(*p) > len(dst) {
-				c.popPend(l) // can never fit this caller's packets
+				e.freed(c.popPend(l)) // can never fit this caller's packets
 				continue
 			}
 			break
@@ -600,7 +804,7 @@ func (e *Endpoint) writeUnreliable(dst []byte, n, ci int) int {
 		if k == Sequenced {
 			c.seqOut++
 		}
-		c.popPend(l)
+		e.freed(c.popPend(l))
 	}
 	if c.pend == 0 {
 		e.sendMask &^= 1 << ci
@@ -631,6 +835,11 @@ func (e *Endpoint) Acked(seq uint16, now int64) {
 		ref := r.ents[(rec.start+i)&uint32(len(r.ents)-1)]
 		e.ackUnit(int(ref.ch), ref.id)
 	}
+	// The peer acknowledges: the silence timers restart (timeout, Stalled).
+	if r.backoff > 0 {
+		r.checkAt = 0 // the next timeout comes sooner than the backed-off one
+	}
+	r.lastAck, r.backoff, r.probed = now, 0, false
 	if rec.gone {
 		e.cc.OnLateAck(rec.sent, now, e.rtt.Smoothed()) // declared lost too early
 	} else {
@@ -676,7 +885,7 @@ func (e *Endpoint) age(now int64) {
 	if r == nil || e.cc == nil {
 		return
 	}
-	rto := e.rtt.RTO() + e.rtt.Smoothed()/4
+	rto := e.rtoAge()
 	mask := uint32(len(r.recs) - 1)
 	if int32(r.aged-r.rHead) < 0 {
 		r.aged = r.rHead
@@ -792,6 +1001,7 @@ func (e *Endpoint) ackUnit(ci int, id uint16) {
 	}
 	freed := e.l.put(u.buf)
 	c.queued -= int(freed)
+	e.freed(freed)
 	u.buf = nil
 	if bit := uint32(1) << ci; e.blocked&bit != 0 && c.queued <= e.l.maxQueued[ci]/2 {
 		e.blocked &^= bit
@@ -840,16 +1050,26 @@ func (e *Endpoint) Deadline() int64 {
 	if e.sendMask == 0 {
 		return d
 	}
+	if t, ok := e.stallAt(); ok {
+		consider(t)
+	}
+	if t, ok := e.timeoutAt(); ok {
+		consider(t)
+	}
+	if e.gated() {
+		return d // the next timeout sends the next probe
+	}
 	_, iv := e.resendInterval()
 	rate := e.rate()
 	gameAt := e.pace.When(rate, e.debt()) // the game's entries may go
 	bulkAt := e.pace.When(rate, 0)        // bulk ones, with room in the window
 	window := e.cc == nil || e.cc.CanSend()
+	probing := e.recs != nil && e.recs.backoff > 0 // a probe carries no unreliable entry
 	for m := e.sendMask; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros32(m)
 		c := e.ch[i]
 		if e.l.kinds[i] != ReliableOrdered {
-			if c.pend > 0 {
+			if c.pend > 0 && !probing {
 				if c.bulk {
 					consider(bulkAt)
 				} else {
@@ -871,25 +1091,42 @@ func (e *Endpoint) Deadline() int64 {
 		if t, ok := c.nextResend(iv, true); ok {
 			consider(max(t, bulkAt))
 		}
-		if c.ua != c.sendNext {
-			consider(c.units[c.ua&uint16(len(c.units)-1)].first + e.l.stall)
-		}
 	}
 	return d
 }
 
-// Stalled reports whether the oldest unacknowledged reliable unit was
-// first sent more than StallTimeout ago.
-func (e *Endpoint) Stalled(now int64) bool {
-	for m := e.sendMask; m != 0; m &= m - 1 {
-		i := bits.TrailingZeros32(m)
-		c := e.ch[i]
-		if e.l.kinds[i] == ReliableOrdered && c.ua != c.sendNext &&
-			now-c.units[c.ua&uint16(len(c.units)-1)].first > e.l.stall {
-			return true
-		}
+// silence is how long a peer may acknowledge nothing while reliable
+// units are in flight: max(StallSilence, StallRTTs × the smoothed round
+// trip). The round trip is the one before the silence: samples come only
+// with acks.
+func (e *Endpoint) silence() int64 {
+	return max(e.l.stallSilence, e.l.stallRTTs*e.rtt.Smoothed())
+}
+
+// stallAt is when the connection stalls: the silence bound after the
+// later of the oldest unacknowledged unit's first send and the last ack
+// (a peer that acknowledges nothing), or StallTimeout after that send (a
+// peer that acknowledges other packets, never that unit's), whichever
+// comes first; ok is false when no reliable unit is in flight. A player
+// on a lossy path acknowledges some packets every round trip or so, and
+// is not ended by the first bound.
+func (e *Endpoint) stallAt() (int64, bool) {
+	first, ok := e.oldestUnacked()
+	if !ok {
+		return 0, false
 	}
-	return false
+	var last int64
+	if e.recs != nil {
+		last = e.recs.lastAck
+	}
+	return min(first+e.l.stall, max(first, last)+e.silence()), true
+}
+
+// Stalled reports whether the connection passed its stall bound
+// (stallAt): the peer stopped acknowledging.
+func (e *Endpoint) Stalled(now int64) bool {
+	t, ok := e.stallAt()
+	return ok && now > t
 }
 
 // TakeSendable returns the channels (bit i: channel i) on which Send

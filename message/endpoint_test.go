@@ -312,9 +312,14 @@ func TestResendTimingAndRepair(t *testing.T) {
 				len(p), f.Stats().Copies, f.Stats().Resent)
 		}
 	}
-	e.SetRTT(4 * time.Millisecond) // timeout 8 ms < MinResend 10 ms
-	if e.WantsSend(t0+9*ms) || !e.WantsSend(t0+10*ms) {
-		t.Fatal("MinResend")
+	{
+		g := l.NewEndpoint()
+		g.Send(0, []byte("a"), t0)
+		writeOne(t, g, 1, t0)
+		g.SetRTT(4 * time.Millisecond) // timeout 8 ms < MinResend 10 ms
+		if g.WantsSend(t0+9*ms) || !g.WantsSend(t0+10*ms) {
+			t.Fatal("MinResend")
+		}
 	}
 	e.SetRTT(40 * time.Millisecond)
 	e.Lost(1, t0+time.Millisecond.Nanoseconds())
@@ -388,7 +393,7 @@ func TestAckDueAndStall(t *testing.T) {
 	// Stall: a unit never acknowledged.
 	e.Send(0, []byte("x"), t0)
 	writeOne(t, e, 1, t0)
-	stall := int64(DefaultStallTimeout)
+	stall := int64(DefaultStallSilence) // max(2 s, 20 × the default 100 ms)
 	for now := t0; now < t0+stall; now += 100 * ms {
 		if e.WantsSend(now) {
 			writeOne(t, e, 2, now)
@@ -458,28 +463,43 @@ func TestIdleEndpointMemory(t *testing.T) {
 	runtime.KeepAlive(eps)
 }
 
-// TestResendBackoff: a unit nobody acknowledges goes again after the
-// timeout, once more after the same interval, then at 2, 4 and 8 times it;
-// the timeout follows the RTT samples (RFC 6298).
+// TestResendBackoff: a unit nobody acknowledges goes again after its
+// timeout (40 ms) and once more after the same interval (its own backoff);
+// meanwhile, no packet acknowledged for the retransmission timeout and a
+// quarter round trip (45 ms), the endpoint's timeout fired, and from then
+// on it sends one packet per timeout, each twice the last (90, 180 ms from
+// 45 ms) up to an eighth of the stall bound (250 ms of 2 s), until the
+// stall; the timeout follows the RTT samples (RFC 6298).
 func TestResendBackoff(t *testing.T) {
 	l := testLayer(t, nil)
 	e := l.NewEndpoint()
 	e.SetRTT(20 * time.Millisecond) // first sample: rtt 20, deviation 10: timeout 40 ms
 	e.Send(0, []byte("a"), t0)
 	writeOne(t, e, 1, t0)
-	at := t0
-	for i, gap := range []int64{40, 40, 80, 160, 320, 320} {
-		next := at + gap*ms
-		if e.WantsSend(next - 1) {
-			t.Fatalf("resend %d: due before %d ms", i+1, gap)
+	for i, at := range []int64{40, 80, 135, 315, 565, 815, 1065, 1315, 1565, 1815} {
+		next := t0 + at*ms
+		// The timer wakes the endpoint at each deadline (a timeout
+		// fires at one) until the send.
+		for d, n := e.Deadline(), 0; d < next; d, n = e.Deadline(), n+1 {
+			if e.WantsSend(d) || n > 3 {
+				t.Fatalf("send %d: due at %d ms, before %d", i+1, (d-t0)/ms, at)
+			}
 		}
 		if d := e.Deadline(); d != next {
-			t.Fatalf("resend %d: deadline %d ms after the last send, want %d", i+1, (d-at)/ms, gap)
+			t.Fatalf("send %d: deadline %d ms, want %d", i+1, (d-t0)/ms, at)
 		}
 		if !e.WantsSend(next) || len(writeOne(t, e, uint16(i+2), next)) == 0 {
-			t.Fatalf("resend %d: not sent %d ms after the last", i+1, gap)
+			t.Fatalf("send %d: not sent at %d ms", i+1, at)
 		}
-		at = next
+		if e.WantsSend(next) {
+			t.Fatalf("send %d: a second packet at %d ms", i+1, at)
+		}
+	}
+	if got := l.Timeouts(); got != 9 {
+		t.Fatalf("%d timeouts, want 9", got)
+	}
+	if d := e.Deadline(); d != t0+int64(DefaultStallSilence) {
+		t.Fatalf("deadline %d ms, want the stall at %v", (d-t0)/ms, DefaultStallSilence)
 	}
 	// Samples move the timeout: ten of 100 ms bring the estimate near it.
 	for range 10 {

@@ -28,9 +28,13 @@ type Layer struct {
 	resendF    float64
 	minResend  int64
 	stall      int64
-	recvBudget int64
-	connBudget int64
-	reserve    int64 // part of connBudget kept for the reassembly in progress
+	// stallSilence, stallRTTs: the bound of a peer that acknowledges
+	// nothing (Endpoint.silence).
+	stallSilence, stallRTTs int64
+	recvBudget              int64
+	sendBudget              int64 // Config.SendBudget
+	connBudget              int64
+	reserve                 int64 // part of connBudget kept for the reassembly in progress
 
 	top      int // the top chunk size: maxPayload
 	topClass int
@@ -39,7 +43,13 @@ type Layer struct {
 
 	held     atomic.Int64
 	ccEvents atomic.Uint64 // congestion events of all endpoints
-	drops    [NumDropReasons]atomic.Uint64
+	timeouts atomic.Uint64 // retransmission timeouts of all endpoints
+	// The send budget (Endpoint.reserve): bytes reserved, endpoints
+	// holding a reservation, Sends refused over the budget or a share.
+	sendHeld    atomic.Int64
+	senders     atomic.Int64
+	sendRefused atomic.Uint64
+	drops       [NumDropReasons]atomic.Uint64
 }
 
 // NewLayer validates cfg and returns the layer. maxPayload is the bytes
@@ -64,7 +74,7 @@ func NewLayer(cfg Config, maxPayload int) (*Layer, error) {
 		return nil, fmt.Errorf("%w: MaxMessageSize %d needs more than 65535 fragments of %d bytes", ErrMessageSize, l.maxMsg, l.fragSize)
 	}
 	if cfg.SendRate < 0 || cfg.AckDelay < 0 || cfg.ResendFactor < 0 || cfg.MinResend < 0 ||
-		cfg.StallTimeout < 0 || cfg.ReceiveBudget < 0 || cfg.ConnReceiveBudget < 0 {
+		cfg.StallTimeout < 0 || cfg.StallSilence < 0 || cfg.StallRTTs < 0 || cfg.ReceiveBudget < 0 || cfg.ConnReceiveBudget < 0 || cfg.SendBudget < 0 {
 		return nil, fmt.Errorf("message: negative Config field")
 	}
 	l.sendRate = int64(or(cfg.SendRate, DefaultSendRate))
@@ -75,9 +85,15 @@ func NewLayer(cfg Config, maxPayload int) (*Layer, error) {
 	}
 	l.minResend = int64(orDur(cfg.MinResend, DefaultMinResend))
 	l.stall = int64(orDur(cfg.StallTimeout, DefaultStallTimeout))
+	l.stallSilence = int64(orDur(cfg.StallSilence, DefaultStallSilence))
+	l.stallRTTs = int64(or(cfg.StallRTTs, DefaultStallRTTs))
 	l.recvBudget = cfg.ReceiveBudget
 	if l.recvBudget == 0 {
 		l.recvBudget = DefaultReceiveBudget
+	}
+	l.sendBudget = cfg.SendBudget
+	if l.sendBudget == 0 {
+		l.sendBudget = DefaultSendBudget
 	}
 	for k := range l.classes {
 		l.classes[k] = min(64<<k, l.top)
@@ -159,6 +175,25 @@ func (l *Layer) Held() int64 { return l.held.Load() }
 // CongestionEvents counts the congestion controllers' window cuts for
 // loss over all endpoints (PathStats.CongestionEvents).
 func (l *Layer) CongestionEvents() uint64 { return l.ccEvents.Load() }
+
+// sendGrant is the unit in which endpoints reserve send storage from the
+// budget: eight packets' chunks.
+func (l *Layer) sendGrant() int64 { return 8 * int64(l.top) }
+
+// SendReserved is the bytes of the send budget (Config.SendBudget) the
+// endpoints hold now: what they queue and have unacknowledged beyond
+// their floors of one grant (eight packets' storage), rounded up to
+// grants.
+func (l *Layer) SendReserved() int64 { return l.sendHeld.Load() }
+
+// SendRefused counts the Sends refused because the send budget was spent
+// or the endpoint held its share of it (ErrSendShare).
+func (l *Layer) SendRefused() uint64 { return l.sendRefused.Load() }
+
+// Timeouts counts the retransmission timeouts of all endpoints: a peer
+// that acknowledged no packet for a whole timeout, doubled each time,
+// while reliable messages were in flight (Config.StallSilence).
+func (l *Layer) Timeouts() uint64 { return l.timeouts.Load() }
 
 // Enabled reports whether at least one channel is configured.
 func (l *Layer) Enabled() bool { return len(l.kinds) > 0 }

@@ -32,6 +32,25 @@ type records struct {
 	evicted int // of them, those the packet layer no longer tracks (Endpoint.Evicted)
 	// recPeaks and entPeaks: the rings' use, for shrinking (ring.go).
 	recPeaks, entPeaks ringPeaks[uint32]
+
+	// The peer's silence (Endpoint.timeout, Endpoint.Stalled): lastAck is
+	// when a packet was last acknowledged, timedAt when the last
+	// retransmission timeout fired; backoff counts the timeouts since
+	// that ack (each doubles the next), and probed says that the one
+	// packet a backed-off sender may send per timeout went.
+	lastAck, timedAt int64
+	// checkAt: no timeout can fire before it (a lower bound of
+	// timeoutAt, cached so that refill's check is one comparison; acks
+	// only move the timeout later, but for the reset of backoff).
+	checkAt int64
+	backoff uint8
+	probed  bool
+
+	// The send budget (Endpoint.reserve): queued is the storage all
+	// channels hold for sending (the sum of their queued), sendRes what
+	// of it beyond the floor (one grant) is reserved from the Layer's
+	// budget, in grants.
+	queued, sendRes int64
 }
 
 func (r *records) pushEntry(ch uint8, id uint16) {

@@ -415,6 +415,10 @@ func (e *Endpoint) Release() {
 	}
 	l.held.Add(-e.held)
 	e.held = 0
+	if r := e.recs; r != nil && r.sendRes > 0 {
+		l.sendHeld.Add(-r.sendRes)
+		l.senders.Add(-1)
+	}
 	e.ch, e.recs, e.pkt, e.cc = nil, nil, nil, nil
 	e.sendMask, e.fragOut, e.ready, e.progress, e.progHeld, e.ackDue, e.rxUnacked = 0, 0, 0, -1, 0, false, 0
 	// inFlight stays: the reliable messages discarded unacknowledged,

@@ -4,6 +4,7 @@
 //	go run ./cmd/client connect                    # type lines; see the echoes and the RTT
 //	go run ./cmd/client load -h                    # many clients at once
 //	go run ./cmd/client flood -count 1000000       # hostile traffic; prints the amplification report
+//	go run ./cmd/client noack -clients 500         # receivers that never acknowledge; prints the server's egress to them
 //	go run ./cmd/client token -h                   # a connect token for a sealed server; connect -token uses it
 //	go run ./cmd/client -version
 //
@@ -56,6 +57,8 @@ A test client for udpgate servers. Commands:
   spray     make one connection and send from it, open loop, at a rate
             (malformed Messages packets, valid Data, or both): one client
             at full speed against the server's inbound budget
+  noack     connections that receive reliable echoes and never acknowledge
+            them (an attack on the server's send memory and rate)
   token     make a netcode.io connect token for a server in sealed mode
             (connect -token FILE connects with it)
   version   print the version (also -version)
@@ -105,6 +108,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err = runSpray(ctx, rest, stdout, stderr)
 		stop()
+	case "noack":
+		err = runNoAck(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usageText)
 		return exitOK
@@ -112,7 +117,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "udpgate client", version.Get())
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "client: unknown command %q: use connect, load, flood, spray, token or version\n\n%s", cmd, usageText)
+		fmt.Fprintf(stderr, "client: unknown command %q: use connect, load, flood, spray, noack, token or version\n\n%s", cmd, usageText)
 		return exitUsage
 	}
 	return exitStatus(cmd, err, stderr)

@@ -67,6 +67,10 @@ type values struct {
 	messages            bool
 	messageMaxSize      int
 	messageSendRate     int
+	messageSendBudget   int
+	messageStallTimeout time.Duration
+	messageStallSilence time.Duration
+	messageStallRTTs    int
 	logLevel            string
 	logFormat           string
 	summary             time.Duration
@@ -188,6 +192,10 @@ func (o *options) newFlagSet() *flag.FlagSet {
 	fs.BoolVar(&o.messages, "messages", true, "message channels (docs/protocol.md §14) in the tools' layout: 0 reliable-ordered, 1 unreliable, 2 sequenced, as client connect -reliable and client load -messages use; clients that send only Data are served either way")
 	fs.IntVar(&o.messageMaxSize, "message-max-size", message.DefaultMaxMessageSize, fmt.Sprintf("with -messages: the largest reliable message in bytes, fragmented over packets, at most %d; clients must not send larger", message.MaxMessageSizeLimit))
 	fs.IntVar(&o.messageSendRate, "message-send-rate", message.DefaultSendRate, "with -messages: the ceiling of one connection's message bytes per second, resends and fragments included; below it each connection's congestion controller paces at what its path carries")
+	fs.IntVar(&o.messageSendBudget, "message-send-budget", message.DefaultSendBudget, "with -messages: the bytes of queued and unacknowledged messages all connections may hold; while more than half is in use, no connection holds more than its share (the budget over the connections holding some) beyond a floor of eight packets, and a send past it fails as a full queue")
+	fs.DurationVar(&o.messageStallTimeout, "message-stall-timeout", message.DefaultStallTimeout, "with -messages: end a connection whose oldest reliable message stays unacknowledged this long, though the peer acknowledges other packets")
+	fs.DurationVar(&o.messageStallSilence, "message-stall-silence", message.DefaultStallSilence, "with -messages: end a connection that acknowledges no packet while reliable messages are in flight after the larger of this and -message-stall-rtts round trips (meanwhile it gets one probe per doubled retransmission timeout)")
+	fs.IntVar(&o.messageStallRTTs, "message-stall-rtts", message.DefaultStallRTTs, "with -messages: see -message-stall-silence: the silence bound in round trips of the connection")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug (adds a line per connection), info, warn or error; changes on SIGHUP")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text (key=value) or json (one object per line)")
 	fs.DurationVar(&o.summary, "summary", 10*time.Second, "interval of the summary log line (0: off)")
@@ -742,7 +750,7 @@ var definitionOrder = []string{
 	"listen", "sockets", "batch", "max-clients", "max-clients-per-ip", "max-clients-per-prefix", "max-datagram",
 	"dscp", "magic", "session-id", "network-version", "network-features",
 	"private-key-file", "protocol-id", "public-addresses",
-	"timeout", "challenge-rate", "challenge-rate-per-ip", "challenge-rate-per-prefix", "inbound-packet-rate", "inbound-byte-rate", "steer", "overload", "app", "messages", "message-max-size", "message-send-rate", "log-level", "log-format", "summary",
+	"timeout", "challenge-rate", "challenge-rate-per-ip", "challenge-rate-per-prefix", "inbound-packet-rate", "inbound-byte-rate", "steer", "overload", "app", "messages", "message-max-size", "message-send-rate", "message-send-budget", "message-stall-timeout", "message-stall-silence", "message-stall-rtts", "log-level", "log-format", "summary",
 	"metrics", "pprof", "drain-timeout", "agones", "agones-players", "agones-port-name",
 }
 

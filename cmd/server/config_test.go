@@ -51,6 +51,8 @@ func TestDefaults(t *testing.T) {
 		networkVersion: 1,
 		timeout:        conn.DefaultTimeout, challengeRate: 32, app: "echo", logLevel: "info", logFormat: "text",
 		messages: true, messageMaxSize: message.DefaultMaxMessageSize, messageSendRate: message.DefaultSendRate,
+		messageSendBudget: message.DefaultSendBudget, messageStallTimeout: message.DefaultStallTimeout,
+		messageStallSilence: message.DefaultStallSilence, messageStallRTTs: message.DefaultStallRTTs,
 		challengeRateIP: 64, challengeRatePrefix: 256, steer: true,
 		inboundPacketRate: ratelimit.DefaultInboundPacketRate, inboundByteRate: ratelimit.DefaultInboundByteRate,
 		summary: 10 * time.Second, pprof: true, agonesPlayers: true,

@@ -35,7 +35,9 @@ func (o *options) messageConfig() message.Config {
 	if !o.messages {
 		return message.Config{}
 	}
-	return msgcfg.Config(o.messageMaxSize, o.messageSendRate)
+	c := msgcfg.Config(o.messageMaxSize, o.messageSendRate)
+	c.SendBudget, c.StallTimeout, c.StallSilence, c.StallRTTs = int64(o.messageSendBudget), o.messageStallTimeout, o.messageStallSilence, o.messageStallRTTs
+	return c
 }
 
 // validateMessages checks the message settings: the message package
@@ -43,7 +45,7 @@ func (o *options) messageConfig() message.Config {
 // sizes without -messages are an error rather than ignored.
 func (o *options) validateMessages(bad func(name, format string, args ...any)) {
 	if !o.messages {
-		for _, name := range []string{"message-max-size", "message-send-rate"} {
+		for _, name := range []string{"message-max-size", "message-send-rate", "message-send-budget", "message-stall-timeout", "message-stall-silence", "message-stall-rtts"} {
 			if f := o.fs.Lookup(name); f.Value.String() != f.DefValue {
 				bad(name, "is a message setting, but -messages is off: turn -messages on, or remove %s", name)
 			}
@@ -56,6 +58,10 @@ func (o *options) validateMessages(bad func(name, format string, args ...any)) {
 	}
 	if o.messageSendRate < 0 {
 		bad("message-send-rate", "must not be negative: use bytes per second (default %d), or 0 for the message package's default", message.DefaultSendRate)
+		return
+	}
+	if o.messageSendBudget < 0 || o.messageStallTimeout < 0 || o.messageStallSilence < 0 || o.messageStallRTTs < 0 {
+		bad("message-send-budget", "-message-send-budget, -message-stall-timeout, -message-stall-silence and -message-stall-rtts must not be negative (0: the message package's default)")
 		return
 	}
 	m, err := wire.ParseMagic(o.magic)

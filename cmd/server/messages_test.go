@@ -135,12 +135,14 @@ func TestDiscardMessages(t *testing.T) {
 
 // TestMessageSettings: the message flags, their variables and validation.
 func TestMessageSettings(t *testing.T) {
-	o, err := load([]string{"-message-max-size", "100000", "-message-send-rate", "1000000"}, env(), io.Discard)
+	o, err := load([]string{"-message-max-size", "100000", "-message-send-rate", "1000000", "-message-send-budget", "5000000",
+		"-message-stall-timeout", "7s", "-message-stall-silence", "3s", "-message-stall-rtts", "30"}, env(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := o.config(nil, nil).Messages
-	if len(m.Channels) != msgcfg.NumChannels || m.MaxMessageSize != 100000 || m.SendRate != 1000000 {
+	if len(m.Channels) != msgcfg.NumChannels || m.MaxMessageSize != 100000 || m.SendRate != 1000000 || m.SendBudget != 5000000 ||
+		m.StallTimeout != 7*time.Second || m.StallSilence != 3*time.Second || m.StallRTTs != 30 {
 		t.Errorf("config Messages %+v", m)
 	}
 	o, err = load(nil, env("UDPGATE_MESSAGES", "false"), io.Discard)
@@ -157,6 +159,9 @@ func TestMessageSettings(t *testing.T) {
 		{[]string{"-messages=false", "-message-max-size", "1000"}, "-messages is off"},
 		{[]string{"-message-max-size", "-1"}, "must not be negative"},
 		{[]string{"-message-send-rate", "-1"}, "must not be negative"},
+		{[]string{"-message-send-budget", "-1"}, "must not be negative"},
+		{[]string{"-message-stall-rtts", "-1"}, "must not be negative"},
+		{[]string{"-messages=false", "-message-stall-silence", "1s"}, "-messages is off"},
 		{[]string{"-message-max-size", "1000000000"}, "-message-max-size 1000000000"},
 	} {
 		if _, err := load(c.args, env(), io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {

@@ -216,6 +216,31 @@ func (c *Controller) OnLost(n int, sent, now int64) {
 	}
 }
 
+// OnTimeout reports a retransmission timeout: packets were in flight and
+// none was acknowledged for a whole timeout (the sender's, backed off as
+// it repeats). A lost packet among acknowledged ones is the path's noise
+// (OnLost); a timeout is a peer that receives nothing or acknowledges
+// nothing, and the window falls to MinWindow, as TCP's does on its RTO
+// (RFC 5681 §3.1): the first timeout keeps half the window as the slow
+// start's threshold, so that a path that comes back climbs to it in a
+// few round trips; repeated ones keep that threshold. The sender stops
+// counting the packets in flight as such (OnLost, before OnTimeout) and
+// sends one probe per doubled timeout until an ack returns.
+func (c *Controller) OnTimeout(now int64) {
+	c.events++
+	if c.sink != nil {
+		c.sink.Add(1)
+	}
+	if c.cwnd > MinWindow*c.mss {
+		c.ssthresh = max(c.cwnd/2, MinWindow*c.mss)
+	}
+	c.cwnd, c.slowStart, c.drainUntil = MinWindow*c.mss, true, 0
+	// The losses of the flight the timeout ended (reported before it) are
+	// this event, not a heavy round after it.
+	c.recoveryUntil, c.roundStart, c.roundAcked, c.roundLost = now, now, 0, 0
+	c.velocity, c.ups, c.grew = 1, 0, false
+}
+
 // OnLateAck reports that a packet sent at sent, reported lost before
 // (OnLost), was acknowledged at now after all: its loss is not counted.
 func (c *Controller) OnLateAck(sent, now, srtt int64) {

@@ -1,0 +1,174 @@
+package message
+
+import (
+	"testing"
+	"time"
+)
+
+// peerRun drives one endpoint against a model peer: the application
+// sends a size-byte reliable message every 10 ms; every packet written is
+// acknowledged one rtt later (with an RTT sample), except that acks due
+// at or after silentAt never come, and every lossEvery-th packet is lost
+// (0: none), reported lost when the next is acknowledged. It steps 1 ms to end, or until the endpoint stalls, and
+// returns the bytes written in each millisecond, the last ack's time and
+// when Stalled first said so (0: never).
+func peerRun(t *testing.T, l *Layer, rtt, silentAt, end int64, size, lossEvery int) (sent []int, lastAck, stalled int64) {
+	t.Helper()
+	e := l.NewEndpoint()
+	type pkt struct {
+		seq  uint16
+		sent int64
+	}
+	var out []pkt
+	buf := make([]byte, 1200)
+	msg := make([]byte, size)
+	seq := uint16(0)
+	sent = make([]int, (end-t0)/ms+1)
+	for now := t0; now <= end; now += ms {
+		for len(out) > 0 && out[0].sent+rtt <= now {
+			p := out[0]
+			out = out[1:]
+			if now >= silentAt {
+				continue
+			}
+			if lossEvery > 0 && int(p.seq)%lossEvery == 0 {
+				e.Lost(p.seq, now) // as the packet layer reports it, from the next acks
+				continue
+			}
+			e.SetRTT(time.Duration(rtt))
+			e.Acked(p.seq, now)
+			lastAck = now
+		}
+		if (now-t0)%(10*ms) == 0 {
+			_ = e.Send(0, msg, now) // ErrQueueFull once the silent peer's queue fills
+		}
+		for e.WantsSend(now) {
+			n := e.WritePayload(buf, seq, now)
+			e.PacketSent(now)
+			if n == 0 {
+				break
+			}
+			sent[(now-t0)/ms] += n
+			out = append(out, pkt{seq, now})
+			seq++
+		}
+		if e.Stalled(now) {
+			return sent, lastAck, now
+		}
+	}
+	return sent, lastAck, 0
+}
+
+func sum(b []int) (n int) {
+	for _, v := range b {
+		n += v
+	}
+	return n
+}
+
+// TestSilentPeerCut: a peer that acknowledged for a second and then
+// acknowledges nothing, while it still makes the application send
+// (echoes), gets at most a tenth of its first second's bytes from two
+// round trips after its silence on (the retransmission timeout fires
+// about one round trip in; then one probe per doubled timeout), and is
+// ended as stalled exactly max(StallSilence, StallRTTs × RTT) after its
+// last ack.
+func TestSilentPeerCut(t *testing.T) {
+	for _, tc := range []struct {
+		rtt   time.Duration
+		bound time.Duration
+	}{
+		{20 * time.Millisecond, 2 * time.Second},  // 20 RTT = 0.4 s < 2 s
+		{50 * time.Millisecond, 2 * time.Second},  // 20 RTT = 1 s
+		{200 * time.Millisecond, 4 * time.Second}, // 20 RTT = 4 s
+	} {
+		t.Run(tc.rtt.String(), func(t *testing.T) {
+			l, err := NewLayer(Config{Channels: []ChannelConfig{{Kind: ReliableOrdered}}}, 1200)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rtt := int64(tc.rtt)
+			silent := t0 + int64(time.Second)
+			sent, lastAck, stalled := peerRun(t, l, rtt, silent, silent+int64(6*time.Second), 1000, 0)
+			if stalled == 0 {
+				t.Fatal("never stalled")
+			}
+			if want := lastAck + int64(tc.bound) + ms; stalled != want {
+				t.Fatalf("stalled %v after the last ack, want %v (+1 ms: Stalled is strict)", time.Duration(stalled-lastAck), time.Duration(want-lastAck))
+			}
+			first := sum(sent[:1000])
+			from := (silent - t0 + 2*rtt) / ms
+			to := min((silent-t0)/ms+1000, (stalled-t0)/ms)
+			after := sum(sent[from:to]) * 1000 / int(to-from) // per second
+			t.Logf("first second %d B, from 2 RTT after the silence %d B/s (%.1f %%); stalled %v after the last ack; %d timeouts",
+				first, after, 100*float64(after)/float64(first), time.Duration(stalled-lastAck), l.Timeouts())
+			if after*10 > first {
+				t.Fatalf("%d B/s from 2 RTT after the silence, want ≤ 10 %% of the first second's %d B", after, first)
+			}
+		})
+	}
+}
+
+// TestLossyPeerNotStalled: a player on a path that loses every third
+// packet acknowledges the others: it is never ended as stalled, never
+// backed off for long, and gets its messages at the rate it asks.
+func TestLossyPeerNotStalled(t *testing.T) {
+	l, err := NewLayer(Config{Channels: []ChannelConfig{{Kind: ReliableOrdered}}}, 1200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := t0 + int64(20*time.Second)
+	sent, _, stalled := peerRun(t, l, int64(50*time.Millisecond), end+1, end, 200, 3)
+	if stalled != 0 {
+		t.Fatalf("stalled at %v", time.Duration(stalled-t0))
+	}
+	if n := sum(sent[len(sent)-1000:]); n < 100*200 {
+		t.Fatalf("last second: %d B written, want at least the 100 messages of 200 B asked", n)
+	}
+	t.Logf("%d timeouts in 20 s", l.Timeouts())
+}
+
+// TestProbeIsOneEntry: after a timeout the endpoint sends one packet
+// holding one reliable entry, whatever else is queued (the game's
+// unreliable messages and reliable ones wait too), then nothing until the
+// next timeout or an ack; an ack lets everything go again.
+func TestProbeIsOneEntry(t *testing.T) {
+	l := testLayer(t, func(c *Config) { c.MaxMessageSize = 100 })
+	e := l.NewEndpoint()
+	e.SetRTT(20 * time.Millisecond) // timeout 45 ms
+	e.Send(0, []byte("a"), t0)
+	buf := make([]byte, 100)
+	if e.WritePayload(buf, 1, t0) == 0 {
+		t.Fatal("nothing sent")
+	}
+	e.PacketSent(t0)
+	now := t0 + 45*ms
+	for i := range 3 {
+		e.Send(1, []byte("u"), now)
+		e.Send(0, []byte{'b' + byte(i)}, now)
+	}
+	entries := func(p []byte) (n int) {
+		var en entry
+		for off := 0; off < len(p); n++ {
+			w, r := getEntry(p[off:], l.kinds, &en)
+			if r != DropNone {
+				t.Fatalf("bad entry: %v", r)
+			}
+			off += w
+		}
+		return n
+	}
+	n := e.WritePayload(buf, 2, now)
+	e.PacketSent(now)
+	if n == 0 || entries(buf[:n]) != 1 || l.Timeouts() != 1 {
+		t.Fatalf("probe: %d bytes, %d entries, %d timeouts; want one entry after one timeout", n, entries(buf[:n]), l.Timeouts())
+	}
+	if e.WantsSend(now+ms) || e.WritePayload(buf, 3, now+ms) != 0 {
+		t.Fatal("a second packet before the next timeout")
+	}
+	e.Acked(2, now+2*ms)
+	n = e.WritePayload(buf, 3, now+2*ms)
+	if got := entries(buf[:n]); got < 4 {
+		t.Fatalf("after the ack: %d entries in the packet, want the queued ones", got)
+	}
+}
