@@ -139,7 +139,9 @@ func TestReceiveBudgets(t *testing.T) {
 			x.Receive(p, t0)
 		}
 	}
-	if r := a.Check(payloadOf(l2.kinds, entry{id: 6, data: []byte("x")})); r != DropOverBudget {
+	// Both hold their fair share (half) of the full pool: a's next
+	// out-of-order unit is refused as over its share.
+	if r := a.Check(payloadOf(l2.kinds, entry{id: 6, data: []byte("x")})); r != DropOverShare {
 		t.Fatal(r)
 	}
 	if l2.Held() != 640 {

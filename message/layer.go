@@ -37,7 +37,12 @@ type Layer struct {
 	classes  [numClasses]int
 	pools    [numClasses]sync.Pool
 
+	// held: the receive storage of all endpoints; holders: the
+	// endpoints holding any (the pool's shares); pressure: the pool
+	// refused a holder within its share since Reclaim last looked.
 	held     atomic.Int64
+	holders  atomic.Int64
+	pressure atomic.Bool
 	ccEvents atomic.Uint64 // congestion events of all endpoints
 	drops    [NumDropReasons]atomic.Uint64
 }
@@ -155,6 +160,27 @@ func (l *Layer) Drops() [NumDropReasons]uint64 {
 // Held is the bytes all endpoints hold for out-of-order and partly
 // reassembled messages.
 func (l *Layer) Held() int64 { return l.held.Load() }
+
+// Holders is the number of endpoints holding receive storage: the
+// pool's fair share is ReceiveBudget over it, while contended.
+func (l *Layer) Holders() int64 { return l.holders.Load() }
+
+// Reclaim reports whether the pool (ReceiveBudget) refused storage to an
+// endpoint within its fair share, or to a reassembly in progress, since
+// the last call; if so, free is how much the holders above their share
+// (share) should give back, the heaviest first, to bring the pool down
+// to three quarters of the budget. The endpoints cannot give back what
+// they acknowledged: the caller ends their connections (conn ends them
+// with the reason over_budget). A server calls it every sweep.
+func (l *Layer) Reclaim() (free, share int64) {
+	if !l.pressure.Load() || !l.pressure.Swap(false) {
+		return 0, 0
+	}
+	free = l.held.Load() - l.recvBudget/4*3
+	// The share counts one more holder: the endpoint refused may hold
+	// nothing yet.
+	return max(free, 0), l.recvBudget / (l.holders.Load() + 1)
+}
 
 // CongestionEvents counts the congestion controllers' window cuts for
 // loss over all endpoints (PathStats.CongestionEvents).

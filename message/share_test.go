@@ -1,0 +1,176 @@
+package message
+
+import (
+	"bytes"
+	"testing"
+)
+
+// Receive memory in shares (docs/protocol.md §14.5): one test per rule.
+
+func unit(id uint16) entry { return entry{id: id, data: []byte("x")} }
+
+// fill has e take out-of-order units from id on (one 64-byte chunk each)
+// until one is refused, and returns the refusal and the next id.
+func fill(t *testing.T, e *Endpoint, id uint16) (DropReason, uint16) {
+	t.Helper()
+	for ; ; id++ {
+		p := payloadOf(e.l.kinds, unit(id))
+		if r := e.Check(p); r != DropNone {
+			return r, id
+		}
+		e.Receive(p, t0)
+	}
+}
+
+// TestShareFair: while the pool is contended (over half of ReceiveBudget
+// held), an endpoint's out-of-order units are refused beyond its fair
+// share, ReceiveBudget over the endpoints holding storage (over_share);
+// one endpoint alone may take the whole pool. An over_share refusal is no
+// pressure: the refused endpoint holds its share.
+func TestShareFair(t *testing.T) {
+	l := testLayer(t, func(c *Config) { c.ReceiveBudget = 40 * 64 })
+	a := l.NewEndpoint()
+	// Alone, a's share is the whole pool.
+	if r, id := fill(t, a, 1); r != DropOverShare || id != 41 || l.Holders() != 1 {
+		t.Fatal(r, id, l.Holders())
+	}
+	a.Release()
+	a, b, c := l.NewEndpoint(), l.NewEndpoint(), l.NewEndpoint()
+	for id := uint16(1); id <= 12; id++ {
+		mustReceive(t, a, payloadOf(l.kinds, unit(id)))
+	}
+	// Two holders: b's share is half the pool, 20 units.
+	if r, id := fill(t, b, 1); r != DropOverShare || id != 21 || b.Held() != 20*64 {
+		t.Fatal(r, id, b.Held())
+	}
+	// a reaches its share too, which fills the pool.
+	if r, id := fill(t, a, 13); r != DropOverShare || id != 21 || l.Held() != 40*64 {
+		t.Fatal(r, id, l.Held())
+	}
+	if free, _ := l.Reclaim(); free != 0 {
+		t.Fatal("over_share refusals reported as pressure")
+	}
+	// c, within its share, finds the pool full: over_budget, pressure.
+	if r := c.Check(payloadOf(l.kinds, unit(1))); r != DropOverBudget {
+		t.Fatal(r)
+	}
+	if free, share := l.Reclaim(); free != 10*64 || share != 40*64/3 {
+		t.Fatal(free, share)
+	}
+	if d := l.Drops(); d[DropOverShare] != 3 || d[DropOverBudget] != 1 {
+		t.Fatal(d)
+	}
+	releaseAll(t, l, a, b, c)
+	if l.Holders() != 0 {
+		t.Fatal(l.Holders())
+	}
+}
+
+// TestShareReclaim: a refusal by the full pool of an endpoint within its
+// share is pressure: Reclaim reports, once, the bytes to free (down to
+// three quarters of the budget) and the share above which holders are
+// ended; ending the heaviest (Release) lets the refused endpoint in.
+func TestShareReclaim(t *testing.T) {
+	l := testLayer(t, func(c *Config) { c.ReceiveBudget = 40 * 64 })
+	a, b := l.NewEndpoint(), l.NewEndpoint()
+	if r, id := fill(t, a, 1); r != DropOverShare || id != 41 {
+		t.Fatal(r, id)
+	}
+	if r := b.Check(payloadOf(l.kinds, unit(1))); r != DropOverBudget {
+		t.Fatal(r)
+	}
+	free, share := l.Reclaim()
+	if free != 10*64 || share != 20*64 || a.Held() <= share {
+		t.Fatal(free, share, a.Held())
+	}
+	if free, _ := l.Reclaim(); free != 0 {
+		t.Fatal("pressure reported twice")
+	}
+	a.Release()
+	mustReceive(t, b, payloadOf(l.kinds, unit(1)))
+	releaseAll(t, l, a, b)
+}
+
+// TestShareNextUnit: a channel's next unit (id == expect), and the units
+// that follow it in order in the same packet, are accepted however full
+// the endpoint's budget, its share and the pool are: they are delivered
+// by the Next calls after the packet and freed. A unit after a hole is
+// not.
+func TestShareNextUnit(t *testing.T) {
+	l := testLayer(t, func(c *Config) { c.ReceiveBudget = 40 * 64 })
+	a, b := l.NewEndpoint(), l.NewEndpoint()
+	if r, _ := fill(t, a, 2); r != DropOverShare || l.Held() != 40*64 {
+		t.Fatal(r, l.Held())
+	}
+	// b holds nothing; the pool is full. In order: accepted.
+	mustReceive(t, b, payloadOf(l.kinds, unit(0), unit(1), unit(2)))
+	if _, msgs := drain(b); len(msgs) != 3 {
+		t.Fatal(len(msgs))
+	}
+	if r := b.Check(payloadOf(l.kinds, unit(3), unit(5))); r != DropOverBudget {
+		t.Fatal("a unit after a hole passed a full pool:", r)
+	}
+	// a, holding the whole pool: units 0 and 1 fill the hole before
+	// its 40 held units, and all are delivered.
+	mustReceive(t, a, payloadOf(l.kinds, unit(0), unit(1)))
+	if _, msgs := drain(a); len(msgs) != 42 {
+		t.Fatal(len(msgs))
+	}
+	if l.Held() != 0 || l.Holders() != 0 {
+		t.Fatal(l.Held(), l.Holders())
+	}
+	releaseAll(t, l, a, b)
+}
+
+// TestShareReassembly: the reassembly in progress is the endpoint's
+// guaranteed minimum: its fragments, in order and out of order, are
+// accepted while the endpoint is over its share of a contended pool and
+// its other out-of-order units are refused; the message completes. Only
+// a full pool refuses them, and that is pressure.
+func TestShareReassembly(t *testing.T) {
+	l := testLayer(t, func(c *Config) { c.ReceiveBudget = 6000 })
+	a, b := l.NewEndpoint(), l.NewEndpoint()
+	f := func(idx uint16) []byte {
+		n := 91
+		if idx == 10 {
+			n = 90 // 1000 bytes in all: MaxMessageSize
+		}
+		return payloadOf(l.kinds, frag(idx, idx, 11, string(bytes.Repeat([]byte{byte(idx)}, n))))
+	}
+	for id := uint16(1); id <= 20; id++ {
+		mustReceive(t, b, payloadOf(l.kinds, unit(id)))
+	}
+	mustReceive(t, a, f(0))
+	drain(a)
+	// a's out-of-order units after the message, up to its share (half).
+	if r, _ := fill(t, a, 20); r != DropOverShare || a.Held() > 3000 {
+		t.Fatal(r, a.Held())
+	}
+	for idx := uint16(10); idx >= 2; idx-- {
+		mustReceive(t, a, f(idx))
+		if r := a.Check(payloadOf(l.kinds, unit(100))); r != DropOverShare {
+			t.Fatal(r)
+		}
+	}
+	if a.Held() <= 3000 {
+		t.Fatal("a not over its share:", a.Held())
+	}
+	mustReceive(t, a, f(1))
+	_, msgs := drain(a)
+	if len(msgs) != 1 || len(msgs[0]) != 1000 || msgs[0][999] != 10 {
+		t.Fatal(len(msgs))
+	}
+	releaseAll(t, l, a, b)
+
+	// A full pool refuses a reassembly: pressure.
+	l = testLayer(t, func(c *Config) { c.ReceiveBudget = 40 * 64 })
+	a, b = l.NewEndpoint(), l.NewEndpoint()
+	fill(t, b, 1)
+	if r := a.Check(f(0)); r != DropOverBudget {
+		t.Fatal(r)
+	}
+	if free, _ := l.Reclaim(); free == 0 {
+		t.Fatal("no pressure")
+	}
+	releaseAll(t, l, a, b)
+}
