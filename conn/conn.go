@@ -314,7 +314,15 @@ func (c *Conn) receiveLocked(h *protocol.ConnHeader, payload []byte, now time.Ti
 		// window accepts (and so acknowledges) it: a packet it cannot
 		// hold must stay unacknowledged, so that its sender resends.
 		if e = c.endpointLocked(); e == nil || e.Check(payload) != message.DropNone {
+			// Refused, but authenticated (its Tag, or sealed, its
+			// AEAD and counter): unless it is a duplicate or too old,
+			// it still proves the peer alive, so that a connection
+			// refused for room is not also timed out.
+			alive := c.seq.Alive(h.Seq, h.Ack)
 			c.mu.Unlock()
+			if alive {
+				c.lastRecv.Store(now.UnixNano())
+			}
 			return protocol.DropMessageRefused
 		}
 	}

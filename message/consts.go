@@ -61,6 +61,9 @@ const (
 	// units since its last packet acknowledges at once, not after
 	// AckDelay.
 	ackEvery = 4
+	// slackShare: ReceiveBudget / slackShare is the pool's slack, which
+	// only in-order messages on their way to Next take (admit).
+	slackShare = 64
 	// maxBackoff bounds the doublings of one unit's resend interval
 	// (16 × the first).
 	maxBackoff = 4

@@ -128,7 +128,7 @@ func TestReceiveBudgets(t *testing.T) {
 	}
 
 	// The Layer's budget is shared.
-	l2 := testLayer(t, func(c *Config) { c.ReceiveBudget = 10 * 64 })
+	l2 := testLayer(t, func(c *Config) { c.ReceiveBudget = 650 }) // 640 and the slack
 	a, b := l2.NewEndpoint(), l2.NewEndpoint()
 	for id := uint16(1); id <= 5; id++ {
 		for _, x := range []*Endpoint{a, b} {

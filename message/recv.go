@@ -52,7 +52,7 @@ func (e *Endpoint) check(payload []byte) DropReason {
 	var seen uint32
 	prog := int(e.progress)
 	var en entry
-	var guar, normal int64
+	var pass, guar, normal int64
 	for p := 0; p < len(payload); {
 		w, r := getEntry(payload[p:], l.kinds, &en)
 		if r != DropNone {
@@ -101,8 +101,10 @@ func (e *Endpoint) check(payload []byte) DropReason {
 		switch {
 		case inOrder && !en.frag:
 			// A channel's next message: the Next calls that follow
-			// the packet deliver it and free it, so it takes from no
-			// budget and is always accepted (docs/protocol.md §14.5).
+			// the packet deliver it and free it, so it passes through
+			// the pool's slack, outside every share, and is accepted
+			// whatever the connection holds (docs/protocol.md §14.5).
+			pass += cost
 		case inOrder && (prog < 0 || prog == en.ch):
 			// The reassembly in progress (or the one this fragment
 			// starts) growing in order: the connection's guaranteed
@@ -117,11 +119,12 @@ func (e *Endpoint) check(payload []byte) DropReason {
 			normal += cost
 		}
 	}
-	return e.admit(guar, normal)
+	return e.admit(pass, guar, normal)
 }
 
-// admit decides whether the endpoint may take guar bytes of its
-// guaranteed minimum (the reassembly in progress) and normal bytes of
+// admit decides whether the endpoint may take pass bytes of in-order
+// messages that the packet's Next calls deliver and free, guar bytes of
+// its guaranteed minimum (the reassembly in progress) and normal bytes of
 // out-of-order units (docs/protocol.md §14.5):
 //
 //   - out-of-order units within the endpoint's own budget
@@ -130,24 +133,28 @@ func (e *Endpoint) check(payload []byte) DropReason {
 //     ReceiveBudget held), out-of-order units only up to the endpoint's
 //     fair share, ReceiveBudget over the endpoints holding storage
 //     (DropOverShare): the heaviest holders are refused first;
-//   - everything within ReceiveBudget. A refusal there is of a holder
-//     within its share, or of a reassembly in progress: pressure, which
-//     Reclaim reports so that the heaviest holders are ended.
-func (e *Endpoint) admit(guar, normal int64) DropReason {
+//   - what is kept (guar, normal) up to ReceiveBudget less its 64th, the
+//     slack that in-order messages pass through, which only the whole
+//     budget bounds (one packet's worth per receive loop at a time: far
+//     less than the slack). A refusal there of an endpoint within its
+//     share is pressure, which Reclaim reports so that the holders
+//     heavier than it are ended, the heaviest first.
+func (e *Endpoint) admit(pass, guar, normal int64) DropReason {
 	l := e.l
-	if guar+normal == 0 {
+	keep := guar + normal
+	if keep+pass == 0 {
 		return DropNone
 	}
-	if normal > 0 && e.held-e.progHeld+normal > l.connBudget-l.reserve || e.held+guar+normal > l.connBudget {
+	if normal > 0 && e.held-e.progHeld+normal > l.connBudget-l.reserve || e.held+keep > l.connBudget {
 		return DropOverBudget
 	}
 	held := l.held.Load()
-	if normal > 0 && held+guar+normal > l.recvBudget/2 && e.held+guar+normal > e.share() {
+	if normal > 0 && held+keep > l.recvBudget/2 && e.held+keep > e.share() {
 		return DropOverShare
 	}
-	if held+guar+normal > l.recvBudget {
-		if !l.pressure.Load() {
-			l.pressure.Store(true)
+	if keep > 0 && held+keep > l.recvBudget-l.recvBudget/slackShare || held+keep+pass > l.recvBudget {
+		if v := e.held + keep; v <= e.share() {
+			l.press(v)
 		}
 		return DropOverBudget
 	}

@@ -22,42 +22,48 @@ func fill(t *testing.T, e *Endpoint, id uint16) (DropReason, uint16) {
 	}
 }
 
+// A 4096-byte budget: 64 units of 64 bytes, of which one is the slack
+// (kept units: 63), contended from 32 on.
+const shareBudget = 64 * 64
+
 // TestShareFair: while the pool is contended (over half of ReceiveBudget
 // held), an endpoint's out-of-order units are refused beyond its fair
-// share, ReceiveBudget over the endpoints holding storage (over_share);
-// one endpoint alone may take the whole pool. An over_share refusal is no
-// pressure: the refused endpoint holds its share.
+// share, ReceiveBudget over the endpoints holding storage (over_share),
+// and that is no pressure; one endpoint alone may take the whole pool,
+// and its refusal ends nobody (nobody holds more). The full pool refusing
+// an endpoint within its share is pressure: Reclaim names the bytes to
+// free and the holding above which connections give way.
 func TestShareFair(t *testing.T) {
-	l := testLayer(t, func(c *Config) { c.ReceiveBudget = 40 * 64 })
+	l := testLayer(t, func(c *Config) { c.ReceiveBudget = shareBudget })
 	a := l.NewEndpoint()
-	// Alone, a's share is the whole pool.
-	if r, id := fill(t, a, 1); r != DropOverShare || id != 41 || l.Holders() != 1 {
+	if r, id := fill(t, a, 1); r != DropOverBudget || id != 64 || l.Holders() != 1 {
 		t.Fatal(r, id, l.Holders())
+	}
+	if free, above := l.Reclaim(); free != 63*64-48*64 || above <= a.Held() {
+		t.Fatal(free, above, a.Held())
 	}
 	a.Release()
 	a, b, c := l.NewEndpoint(), l.NewEndpoint(), l.NewEndpoint()
 	for id := uint16(1); id <= 12; id++ {
 		mustReceive(t, a, payloadOf(l.kinds, unit(id)))
 	}
-	// Two holders: b's share is half the pool, 20 units.
-	if r, id := fill(t, b, 1); r != DropOverShare || id != 21 || b.Held() != 20*64 {
+	// Two holders: b's share is half the pool, 32 units.
+	if r, id := fill(t, b, 1); r != DropOverShare || id != 33 || b.Held() != 32*64 {
 		t.Fatal(r, id, b.Held())
 	}
-	// a reaches its share too, which fills the pool.
-	if r, id := fill(t, a, 13); r != DropOverShare || id != 21 || l.Held() != 40*64 {
-		t.Fatal(r, id, l.Held())
-	}
 	if free, _ := l.Reclaim(); free != 0 {
-		t.Fatal("over_share refusals reported as pressure")
+		t.Fatal("an over_share refusal reported as pressure")
 	}
-	// c, within its share, finds the pool full: over_budget, pressure.
-	if r := c.Check(payloadOf(l.kinds, unit(1))); r != DropOverBudget {
-		t.Fatal(r)
+	// c's share is a third (21 units): it gets the 19 left, then the
+	// full pool refuses it within its share.
+	if r, id := fill(t, c, 1); r != DropOverBudget || id != 20 {
+		t.Fatal(r, id)
 	}
-	if free, share := l.Reclaim(); free != 10*64 || share != 40*64/3 {
-		t.Fatal(free, share)
+	free, above := l.Reclaim()
+	if free != 63*64-48*64 || above != 20*64 || b.Held() <= above || a.Held() > above {
+		t.Fatal(free, above)
 	}
-	if d := l.Drops(); d[DropOverShare] != 3 || d[DropOverBudget] != 1 {
+	if d := l.Drops(); d[DropOverShare] != 1 || d[DropOverBudget] != 2 {
 		t.Fatal(d)
 	}
 	releaseAll(t, l, a, b, c)
@@ -66,22 +72,19 @@ func TestShareFair(t *testing.T) {
 	}
 }
 
-// TestShareReclaim: a refusal by the full pool of an endpoint within its
-// share is pressure: Reclaim reports, once, the bytes to free (down to
-// three quarters of the budget) and the share above which holders are
-// ended; ending the heaviest (Release) lets the refused endpoint in.
+// TestShareReclaim: Reclaim reports pressure once; ending the heaviest
+// (Release) lets the refused endpoint in.
 func TestShareReclaim(t *testing.T) {
-	l := testLayer(t, func(c *Config) { c.ReceiveBudget = 40 * 64 })
+	l := testLayer(t, func(c *Config) { c.ReceiveBudget = shareBudget })
 	a, b := l.NewEndpoint(), l.NewEndpoint()
-	if r, id := fill(t, a, 1); r != DropOverShare || id != 41 {
-		t.Fatal(r, id)
-	}
+	fill(t, a, 1)
+	l.Reclaim()
 	if r := b.Check(payloadOf(l.kinds, unit(1))); r != DropOverBudget {
 		t.Fatal(r)
 	}
-	free, share := l.Reclaim()
-	if free != 10*64 || share != 20*64 || a.Held() <= share {
-		t.Fatal(free, share, a.Held())
+	free, above := l.Reclaim()
+	if free != 63*64-48*64 || above != shareBudget/2 || a.Held() <= above {
+		t.Fatal(free, above, a.Held())
 	}
 	if free, _ := l.Reclaim(); free != 0 {
 		t.Fatal("pressure reported twice")
@@ -92,15 +95,14 @@ func TestShareReclaim(t *testing.T) {
 }
 
 // TestShareNextUnit: a channel's next unit (id == expect), and the units
-// that follow it in order in the same packet, are accepted however full
-// the endpoint's budget, its share and the pool are: they are delivered
-// by the Next calls after the packet and freed. A unit after a hole is
-// not.
+// that follow it in order in the same packet, pass a pool full of kept
+// units, the endpoint's budget and its share: they take the slack on
+// their way to Next, which frees them. A unit after a hole does not.
 func TestShareNextUnit(t *testing.T) {
-	l := testLayer(t, func(c *Config) { c.ReceiveBudget = 40 * 64 })
+	l := testLayer(t, func(c *Config) { c.ReceiveBudget = 4 * shareBudget }) // slack: 4 units
 	a, b := l.NewEndpoint(), l.NewEndpoint()
-	if r, _ := fill(t, a, 2); r != DropOverShare || l.Held() != 40*64 {
-		t.Fatal(r, l.Held())
+	if r, id := fill(t, a, 2); r != DropOverBudget || id != 2+252 {
+		t.Fatal(r, id)
 	}
 	// b holds nothing; the pool is full. In order: accepted.
 	mustReceive(t, b, payloadOf(l.kinds, unit(0), unit(1), unit(2)))
@@ -110,10 +112,10 @@ func TestShareNextUnit(t *testing.T) {
 	if r := b.Check(payloadOf(l.kinds, unit(3), unit(5))); r != DropOverBudget {
 		t.Fatal("a unit after a hole passed a full pool:", r)
 	}
-	// a, holding the whole pool: units 0 and 1 fill the hole before
-	// its 40 held units, and all are delivered.
+	// a, holding the pool: units 0 and 1 fill the hole before its 252
+	// held units, and all are delivered.
 	mustReceive(t, a, payloadOf(l.kinds, unit(0), unit(1)))
-	if _, msgs := drain(a); len(msgs) != 42 {
+	if _, msgs := drain(a); len(msgs) != 254 {
 		t.Fatal(len(msgs))
 	}
 	if l.Held() != 0 || l.Holders() != 0 {
@@ -163,14 +165,15 @@ func TestShareReassembly(t *testing.T) {
 	releaseAll(t, l, a, b)
 
 	// A full pool refuses a reassembly: pressure.
-	l = testLayer(t, func(c *Config) { c.ReceiveBudget = 40 * 64 })
+	l = testLayer(t, func(c *Config) { c.ReceiveBudget = shareBudget })
 	a, b = l.NewEndpoint(), l.NewEndpoint()
 	fill(t, b, 1)
+	l.Reclaim()
 	if r := a.Check(f(0)); r != DropOverBudget {
 		t.Fatal(r)
 	}
-	if free, _ := l.Reclaim(); free == 0 {
-		t.Fatal("no pressure")
+	if free, above := l.Reclaim(); free == 0 || above != shareBudget/2 {
+		t.Fatal("no pressure", free, above)
 	}
 	releaseAll(t, l, a, b)
 }
