@@ -177,3 +177,20 @@ func TestShareReassembly(t *testing.T) {
 	}
 	releaseAll(t, l, a, b)
 }
+
+// TestShareRefusalAlloc: the share rules allocate nothing: a refusal of
+// the heaviest holder, a refusal by the full pool (pressure), an in-order
+// unit passing the full pool.
+func TestShareRefusalAlloc(t *testing.T) {
+	l := testLayer(t, func(c *Config) { c.ReceiveBudget = 4 * shareBudget })
+	a, c := l.NewEndpoint(), l.NewEndpoint()
+	_, id := fill(t, a, 1)
+	over := payloadOf(l.kinds, unit(id))
+	far, next := payloadOf(l.kinds, unit(5)), payloadOf(l.kinds, unit(0))
+	checkSteadyAllocs(t, "round", func() {
+		if a.Check(over) == DropNone || c.Check(far) != DropOverBudget || c.Check(next) != DropNone {
+			t.Fatal("rules changed")
+		}
+	})
+	releaseAll(t, l, a, c)
+}
