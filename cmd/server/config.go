@@ -64,18 +64,22 @@ type values struct {
 	messages            bool
 	messageMaxSize      int
 	messageSendRate     int
-	logLevel            string
-	logFormat           string
-	summary             time.Duration
-	metrics             string
-	pprof               bool
-	drainTimeout        time.Duration
-	agones              bool
-	agonesPlayers       bool
-	agonesPortName      string
-	privateKeyFile      string
-	protocolID          protocolID
-	publicAddresses     string
+	// messageRecvBudget, messageConnRecvBudget: the receive budgets
+	// (message.Config.ReceiveBudget, ConnReceiveBudget).
+	messageRecvBudget     int
+	messageConnRecvBudget int
+	logLevel              string
+	logFormat             string
+	summary               time.Duration
+	metrics               string
+	pprof                 bool
+	drainTimeout          time.Duration
+	agones                bool
+	agonesPlayers         bool
+	agonesPortName        string
+	privateKeyFile        string
+	protocolID            protocolID
+	publicAddresses       string
 }
 
 // options are the loaded settings and where each came from.
@@ -183,6 +187,8 @@ func (o *options) newFlagSet() *flag.FlagSet {
 	fs.BoolVar(&o.messages, "messages", true, "message channels (docs/protocol.md §14) in the tools' layout: 0 reliable-ordered, 1 unreliable, 2 sequenced, as client connect -reliable and client load -messages use; clients that send only Data are served either way")
 	fs.IntVar(&o.messageMaxSize, "message-max-size", message.DefaultMaxMessageSize, fmt.Sprintf("with -messages: the largest reliable message in bytes, fragmented over packets, at most %d; clients must not send larger", message.MaxMessageSizeLimit))
 	fs.IntVar(&o.messageSendRate, "message-send-rate", message.DefaultSendRate, "with -messages: the ceiling of one connection's message bytes per second, resends and fragments included; below it each connection's congestion controller paces at what its path carries")
+	fs.IntVar(&o.messageRecvBudget, "message-receive-budget", message.DefaultReceiveBudget, "with -messages: bytes all connections may hold for out-of-order and partly reassembled messages; over half of it held, each connection gets at most its fair share, and when it is full the connections holding the most are ended (disconnect reason over_budget)")
+	fs.IntVar(&o.messageConnRecvBudget, "message-conn-receive-budget", 0, "with -messages: bytes one connection may hold for out-of-order and partly reassembled messages (0: a full window of 256 packets plus one largest message and 32 packets; at least one largest message and 33 packets)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug (adds a line per connection), info, warn or error; changes on SIGHUP")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text (key=value) or json (one object per line)")
 	fs.DurationVar(&o.summary, "summary", 10*time.Second, "interval of the summary log line (0: off)")
@@ -728,7 +734,7 @@ var definitionOrder = []string{
 	"listen", "sockets", "batch", "max-clients", "max-clients-per-ip", "max-clients-per-prefix", "max-datagram",
 	"dscp", "magic", "session-id", "network-version", "network-features",
 	"private-key-file", "protocol-id", "public-addresses",
-	"timeout", "challenge-rate", "challenge-rate-per-ip", "challenge-rate-per-prefix", "steer", "overload", "app", "messages", "message-max-size", "message-send-rate", "log-level", "log-format", "summary",
+	"timeout", "challenge-rate", "challenge-rate-per-ip", "challenge-rate-per-prefix", "steer", "overload", "app", "messages", "message-max-size", "message-send-rate", "message-receive-budget", "message-conn-receive-budget", "log-level", "log-format", "summary",
 	"metrics", "pprof", "drain-timeout", "agones", "agones-players", "agones-port-name",
 }
 

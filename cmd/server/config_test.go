@@ -50,7 +50,8 @@ func TestDefaults(t *testing.T) {
 		networkVersion: 1,
 		timeout:        conn.DefaultTimeout, challengeRate: 32, app: "echo", logLevel: "info", logFormat: "text",
 		messages: true, messageMaxSize: message.DefaultMaxMessageSize, messageSendRate: message.DefaultSendRate,
-		challengeRateIP: 64, challengeRatePrefix: 256, steer: true,
+		messageRecvBudget: message.DefaultReceiveBudget,
+		challengeRateIP:   64, challengeRatePrefix: 256, steer: true,
 		summary: 10 * time.Second, pprof: true, agonesPlayers: true,
 	}
 	if o.values != want {

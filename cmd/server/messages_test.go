@@ -135,12 +135,14 @@ func TestDiscardMessages(t *testing.T) {
 
 // TestMessageSettings: the message flags, their variables and validation.
 func TestMessageSettings(t *testing.T) {
-	o, err := load([]string{"-message-max-size", "100000", "-message-send-rate", "1000000"}, env(), io.Discard)
+	o, err := load([]string{"-message-max-size", "100000", "-message-send-rate", "1000000",
+		"-message-receive-budget", "50000000", "-message-conn-receive-budget", "600000"}, env(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := o.config(nil, nil).Messages
-	if len(m.Channels) != msgcfg.NumChannels || m.MaxMessageSize != 100000 || m.SendRate != 1000000 {
+	if len(m.Channels) != msgcfg.NumChannels || m.MaxMessageSize != 100000 || m.SendRate != 1000000 ||
+		m.ReceiveBudget != 50000000 || m.ConnReceiveBudget != 600000 {
 		t.Errorf("config Messages %+v", m)
 	}
 	o, err = load(nil, env("UDPGATE_MESSAGES", "false"), io.Discard)
@@ -157,6 +159,10 @@ func TestMessageSettings(t *testing.T) {
 		{[]string{"-messages=false", "-message-max-size", "1000"}, "-messages is off"},
 		{[]string{"-message-max-size", "-1"}, "must not be negative"},
 		{[]string{"-message-send-rate", "-1"}, "must not be negative"},
+		{[]string{"-message-receive-budget", "-1"}, "-message-receive-budget -1"},
+		{[]string{"-message-conn-receive-budget", "-1"}, "-message-conn-receive-budget -1"},
+		{[]string{"-message-conn-receive-budget", "1000"}, "ConnReceiveBudget 1000 below one largest message"},
+		{[]string{"-messages=false", "-message-receive-budget", "1000"}, "-messages is off"},
 		{[]string{"-message-max-size", "1000000000"}, "-message-max-size 1000000000"},
 	} {
 		if _, err := load(c.args, env(), io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
