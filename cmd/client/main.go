@@ -4,6 +4,7 @@
 //	go run ./cmd/client connect                    # type lines; see the echoes and the RTT
 //	go run ./cmd/client load -h                    # many clients at once
 //	go run ./cmd/client flood -count 1000000       # hostile traffic; prints the amplification report
+//	go run ./cmd/client hold -clients 2000         # proven clients holding receive memory (issue 29)
 //	go run ./cmd/client token -h                   # a connect token for a sealed server; connect -token uses it
 //	go run ./cmd/client -version
 //
@@ -53,6 +54,8 @@ A test client for udpgate servers. Commands:
   load      run many clients against a server and report what they measured
   flood     send hostile traffic (forged, replayed, malformed) from many
             source addresses and report the server's amplification
+  hold      hold a server's receive memory for messages from many proven
+            connections (issue 29's attack), to measure its defence
   token     make a netcode.io connect token for a server in sealed mode
             (connect -token FILE connects with it)
   version   print the version (also -version)
@@ -92,6 +95,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		stop()
 	case "load":
 		err = runLoad(rest, stdout, stderr)
+	case "hold":
+		err = runHold(rest, stdout, stderr)
 	case "token":
 		err = runToken(rest, stderr)
 	case "flood":
@@ -105,7 +110,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "udpgate client", version.Get())
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "client: unknown command %q: use connect, load, flood, token or version\n\n%s", cmd, usageText)
+		fmt.Fprintf(stderr, "client: unknown command %q: use connect, load, flood, hold, token or version\n\n%s", cmd, usageText)
 		return exitUsage
 	}
 	return exitStatus(cmd, err, stderr)
