@@ -25,7 +25,7 @@ const holdSynopsis = `Hold a server's receive memory for messages, as issue 29's
 reliable message (-message-max-size, as the server's) and then a full
 window of out-of-order units after it, on the reliable channel 0, each
 once; then they only keep their connections alive (KeepAlives) until
--duration has passed. Run players beside it (client load -messages
+-duration, counted from the first send, has passed. Run players beside it (client load -messages
 reliable) and watch their round trips, and the server's
 udpgate_message_receive_held_bytes, _holders and
 udpgate_message_drops_total{reason="over_share"}. Loopback only.`
@@ -42,7 +42,7 @@ func runHold(args []string, stdout, stderr io.Writer) error {
 	clients := fs.Int("clients", 2000, fmt.Sprintf("connections that hold, 1..%d", holdMaxClients))
 	sources := fs.Int("sources", 8, "distinct source addresses (from -first-source up); the server's -max-clients-per-ip and -max-clients-per-prefix must allow clients ÷ sources")
 	first := fs.String("first-source", "127.2.0.1", "the first source address, in 127.0.0.0/8 (client load uses 127.1.0.1 up)")
-	duration := fs.Duration("duration", 30*time.Second, fmt.Sprintf("how long to hold after sending, at most %v", holdMaxDuration))
+	duration := fs.Duration("duration", 30*time.Second, fmt.Sprintf("how long to hold, from the first send, at most %v", holdMaxDuration))
 	rate := fs.Float64("rate", 20_000, "Messages packets per second in all while sending, 1..1000000")
 	msgMax := fs.Int("message-max-size", message.DefaultMaxMessageSize, fmt.Sprintf("the server's -message-max-size, 1..%d: the largest message, all of whose fragments but the last are sent", message.MaxMessageSizeLimit))
 	tf := addTrafficFlags(fs, "the clients' tokens are made with it")
@@ -87,7 +87,7 @@ func runHold(args []string, stdout, stderr io.Writer) error {
 	}
 	defer gen.Close()
 	cfg := gen.Config()
-	fmt.Fprintf(stdout, "hold: %d clients from %d addresses (%v up) → %v: %d packets each (%d fragments of a %d-byte message, its last left out, and %d out-of-order units), then KeepAlives for %v\n",
+	fmt.Fprintf(stdout, "hold: %d clients from %d addresses (%v up) → %v: %d packets each (%d fragments of a %d-byte message, its last left out, and %d out-of-order units), then KeepAlives, %v in all\n",
 		cfg.Clients, cfg.SourcesUsed(), src, t.server, len(pkts), holdFragments(*msgMax, payload)-1, *msgMax, len(pkts)-holdFragments(*msgMax, payload)+1, *duration)
 	cres, err := gen.Connect(ctx)
 	if err != nil && cres.Connected == 0 {

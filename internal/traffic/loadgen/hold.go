@@ -14,8 +14,9 @@ import (
 // connected client sends the Messages payloads given (made by hand: an
 // unfinished largest message and a window of out-of-order units, say),
 // each once, at most perSecond datagrams a second in all (0: 50 000),
-// then keeps its connection alive with KeepAlives until hold has passed
-// (at most MaxPhase) or ctx ends. It reads what the server sends, so the
+// with a KeepAlive every KeepAlive interval meanwhile, then keeps its
+// connection alive with KeepAlives until hold has passed
+// since the call (at most MaxPhase) or ctx ends. It reads what the server sends, so the
 // clients the server ends are counted (Counters: Closed and its reasons;
 // the reason over_budget is ClosedOther). It returns the Messages packets
 // sent.
@@ -67,7 +68,20 @@ func (w *worker) hold(payloads [][]byte, until int64, perSecond float64) int {
 			w.answer(i, now, false)
 		}
 	}
+	lastKA := start
 	for _, p := range payloads {
+		if now := w.g.now(); now-lastKA >= int64(w.cfg.KeepAlive) {
+			// A KeepAlive from every client each KeepAlive interval,
+			// as the attacker of issue 29 sent: a server that takes
+			// no refused packet for a sign of life still hears them.
+			lastKA = now
+			for j := range w.n {
+				if w.state[j] == stConnected {
+					w.send(w.buildConn(j, now, protocol.KindKeepAlive), j)
+					w.ctr.loc[cKeepAlivesOut]++
+				}
+			}
+		}
 		for j := range w.n {
 			if w.state[j] != stConnected || w.g.stopped() || w.err != nil {
 				continue
