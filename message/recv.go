@@ -99,13 +99,15 @@ func (e *Endpoint) check(payload []byte) DropReason {
 		}
 		cost := l.chunkCost(len(en.data))
 		switch {
-		case inOrder && !en.frag:
+		case inOrder && !en.frag && (c == nil || c.next == c.expect):
 			// A channel's next message: the Next calls that follow
 			// the packet deliver it and free it, so it passes through
 			// the pool's slack, outside every share, and is accepted
 			// whatever the connection holds (docs/protocol.md §14.5).
+			// (Units delivered before but not yet taken by Next, a
+			// caller that does not drain, make it an ordinary one.)
 			pass += cost
-		case inOrder && (prog < 0 || prog == en.ch):
+		case inOrder && en.frag && (prog < 0 || prog == en.ch):
 			// The reassembly in progress (or the one this fragment
 			// starts) growing in order: the connection's guaranteed
 			// minimum, outside the shares.

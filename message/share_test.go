@@ -124,6 +124,23 @@ func TestShareNextUnit(t *testing.T) {
 	releaseAll(t, l, a, b)
 }
 
+// TestShareNextUnitUndrained: a caller that does not take its messages
+// (no Next between packets) gets no free pass: the next units then count
+// against the endpoint's budget like out-of-order ones.
+func TestShareNextUnitUndrained(t *testing.T) {
+	l := testLayer(t, func(c *Config) { c.ConnReceiveBudget = (11+32)*100 + 5*64 })
+	e := l.NewEndpoint()
+	r, id := fill(t, e, 0)
+	if r != DropOverBudget || id != 5 {
+		t.Fatal(r, id)
+	}
+	if _, msgs := drain(e); len(msgs) != 5 {
+		t.Fatal(len(msgs))
+	}
+	mustReceive(t, e, payloadOf(l.kinds, unit(5)))
+	releaseAll(t, l, e)
+}
+
 // TestShareReassembly: the reassembly in progress is the endpoint's
 // guaranteed minimum: its fragments, in order and out of order, are
 // accepted while the endpoint is over its share of a contended pool and
