@@ -157,3 +157,58 @@ func TestMessagesAlloc(t *testing.T) {
 		t.Fatalf("only %d of 1300 echoes came back", echoes)
 	}
 }
+
+// A Messages packet refused for room (over_budget) allocates nothing,
+// though it is checked, found alive (SeqState.Alive) and proves its peer
+// alive.
+func TestMessagesRefusedAlloc(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race runtime allocates; run without -race")
+	}
+	mc := testChannels
+	mc.MaxMessageSize = 4 << 10
+	mc.ConnReceiveBudget = 48 * 1200 // the reserve and about a dozen units
+	// The refused packets go as fast as the loop takes them: no inbound
+	// budget, or it would drop them before the message layer.
+	s := listen(t, Config{Sockets: 1, Handler: &msgEcho{}, Messages: mc, InboundPacketRate: -1})
+	p := newRawPeer(t, s, "127.0.0.1:0")
+	ck := p.connect()
+	c, ok := s.Conn(p.addr())
+	if !ok {
+		t.Fatal("no connection")
+	}
+	serverSeq, clientSeq := cookie.Sequences(&ck)
+	var seq seqwin.SeqState
+	seq.Init(clientSeq, serverSeq, seconds(time.Now()))
+	l := newLoop(s, 0, s.socks[0], 8, seconds(time.Now()))
+	unit := func(id uint16) []byte { return rawEntry(id, 0, 0, make([]byte, s.st.msgPayload-5)) }
+	send := func(payload []byte) {
+		now := time.Now()
+		sq, ack, bits, _, _ := seq.Send(seconds(now))
+		hdr := protocol.ConnHeader{ClientID: p.clientID, Tag: cookie.SessionTag(&ck),
+			Seq: sq, Ack: ack, AckBits: bits, Kind: protocol.KindMessages}
+		m := &l.rb.Msgs[0]
+		m.N = wire.EncodeConn(m.Buf, s.st.magic, &hdr, payload)
+		m.Addr = p.addr()
+		l.batch(1, now)
+	}
+	for id := uint16(1); id < 40; id++ { // fill the budget; unit 0 never comes
+		send(unit(id))
+	}
+	refused := unit(200)
+	before := s.Stats().MessageDrops[message.DropOverBudget]
+	last := c.lastRecv.Load()
+	round := func() { send(refused) }
+	for range 100 {
+		round()
+	}
+	if n := testing.AllocsPerRun(1000, round); n != 0 {
+		t.Errorf("a refused Messages packet: %v allocs", n)
+	}
+	if got := s.Stats().MessageDrops[message.DropOverBudget] - before; got < 1100 {
+		t.Fatalf("%d refused, want every one of 1100", got)
+	}
+	if c.lastRecv.Load() == last {
+		t.Fatal("refused packets did not prove the peer alive")
+	}
+}

@@ -323,8 +323,21 @@ func (c *Conn) receiveLocked(h *protocol.ConnHeader, payload []byte, now time.Ti
 		// The message layer checks a Messages packet before the sequence
 		// window accepts (and so acknowledges) it: a packet it cannot
 		// hold must stay unacknowledged, so that its sender resends.
-		if e = c.endpointLocked(); e == nil || e.Check(payload) != message.DropNone {
+		var r message.DropReason
+		if e = c.endpointLocked(); e != nil {
+			r = e.Check(payload)
+		}
+		if e == nil || r != message.DropNone {
+			// Refused for room, but authenticated (its Tag, or sealed,
+			// its AEAD and counter): unless it is a duplicate or too
+			// old, it still proves the peer alive, so that a
+			// connection refused for room is not also timed out. (A
+			// packet that breaks the rules proves nothing.)
+			alive := (r == message.DropOverBudget || r == message.DropOverShare) && c.seq.Alive(h.Seq, h.Ack)
 			c.mu.Unlock()
+			if alive {
+				c.lastRecv.Store(now.UnixNano())
+			}
 			return protocol.DropMessageRefused
 		}
 	}

@@ -74,6 +74,10 @@ type Server struct {
 	sweepShard int
 	// msgTimer runs message timers (messages.go); nil without channels.
 	msgTimer *msgTimer
+	// holders is reclaimMessages's scratch; reclaimLog, when it last
+	// logged (housekeeping's goroutine only).
+	holders    []heldConn
+	reclaimLog time.Time
 	// spread moves connection packets onto the handshake sockets and off
 	// them as handshake floods come and go (spread.go); nil unsteered.
 	spread *spreader
@@ -346,6 +350,7 @@ func (s *Server) housekeep(now time.Time, batch []*Conn) []*Conn {
 		s.sealed.purge(now)
 	}
 	s.checkOverload(now)
+	s.reclaimMessages(now)
 	return batch
 }
 

@@ -90,6 +90,10 @@ type Stats struct {
 	// Config.Messages.ReceiveBudget).
 	MessageDrops [message.NumDropReasons]uint64 `metric:"message_drops_total" label:"reason" values:"message_drop" help:"Message entries and Messages packets the message layer dropped, by reason (message.DropReason; over_budget packets are left unacknowledged and resent)."`
 	MessageHeld  int64                          `metric:"message_receive_held_bytes" help:"Bytes held now for out-of-order and partly reassembled messages, over all connections (bounded by the messages receive budget)."`
+	// MessageHolders: connections holding receive storage now; while
+	// the pool is contended each may hold ReceiveBudget / MessageHolders
+	// of out-of-order units (docs/protocol.md §14.5).
+	MessageHolders int64 `metric:"message_receive_holders" help:"Connections holding receive storage for messages now: the receive budget's fair share is the budget over this, while more than half of it is held."`
 	// MessageQueued: bytes held for sending (queued, and reliable ones
 	// unacknowledged), over all connections; CongestionEvents: the
 	// congestion controllers' window cuts for loss (Conn.PathStats).
@@ -187,6 +191,7 @@ func (s *Server) Stats() Stats {
 	if m := s.st.msgs; m != nil {
 		st.MessageDrops = m.Drops()
 		st.MessageHeld = m.Held()
+		st.MessageHolders = m.Holders()
 		// Summed here, not counted as messages come and go: a count
 		// every connection's sends and acks changed would be one cache
 		// line all cores write.

@@ -78,6 +78,9 @@ const (
 	// while a peer acknowledges nothing (64 × the first; an eighth of
 	// the stall bound caps it sooner: Endpoint.timeoutInterval).
 	maxTimeouts = 6
+	// slackShare: ReceiveBudget / slackShare is the pool's slack, which
+	// only in-order messages on their way to Next take (admit).
+	slackShare = 64
 	// maxBackoff bounds the doublings of one unit's resend interval
 	// (16 × the first).
 	maxBackoff = 4

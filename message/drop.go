@@ -18,6 +18,11 @@ const (
 	// (Endpoint.Discard; conn: a Handler without OnMessage). It was
 	// acknowledged: a reliable sender must not stall on a deaf peer.
 	DropUnhandled
+	// DropOverShare: a Messages packet with out-of-order units from a
+	// connection that holds its fair share of a contended receive pool
+	// (Config.ReceiveBudget; docs/protocol.md §14.5). Unacknowledged, so
+	// resent.
+	DropOverShare
 	// NumDropReasons is the number of DropReason values.
 	NumDropReasons = iota
 )
@@ -25,7 +30,7 @@ const (
 var dropLabels = [NumDropReasons]string{
 	"none", "malformed", "reserved_bits", "bad_channel", "bad_fragment",
 	"too_large", "out_of_window", "over_budget", "duplicate", "stale",
-	"unhandled",
+	"unhandled", "over_share",
 }
 
 // Label is the reason's stable snake_case name, for metric labels.

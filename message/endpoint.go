@@ -28,7 +28,7 @@ type Endpoint struct {
 	cc    *congestion.Controller
 	ackAt int64
 	rxAt  int64 // when the last packet with reliable units arrived
-	held  int64 // receive storage, counted in the Layer too
+	held  int64 // receive storage, counted in the Layer too (and, while above 0, in its holders)
 	// progHeld: the part of held that belongs to the reassembly in
 	// progress (channel progress), which may use the reserve.
 	progHeld int64

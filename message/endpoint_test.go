@@ -128,7 +128,7 @@ func TestReceiveBudgets(t *testing.T) {
 	}
 
 	// The Layer's budget is shared.
-	l2 := testLayer(t, func(c *Config) { c.ReceiveBudget = 10 * 64 })
+	l2 := testLayer(t, func(c *Config) { c.ReceiveBudget = 650 }) // 640 and the slack
 	a, b := l2.NewEndpoint(), l2.NewEndpoint()
 	for id := uint16(1); id <= 5; id++ {
 		for _, x := range []*Endpoint{a, b} {
@@ -139,7 +139,9 @@ func TestReceiveBudgets(t *testing.T) {
 			x.Receive(p, t0)
 		}
 	}
-	if r := a.Check(payloadOf(l2.kinds, entry{id: 6, data: []byte("x")})); r != DropOverBudget {
+	// Both hold their fair share (half) of the full pool: a's next
+	// out-of-order unit is refused as over its share.
+	if r := a.Check(payloadOf(l2.kinds, entry{id: 6, data: []byte("x")})); r != DropOverShare {
 		t.Fatal(r)
 	}
 	if l2.Held() != 640 {

@@ -2,6 +2,7 @@ package message
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -41,7 +42,13 @@ type Layer struct {
 	classes  [numClasses]int
 	pools    [numClasses]sync.Pool
 
+	// held: the receive storage of all endpoints; holders: the
+	// endpoints holding any (the pool's shares); pressLow: the least
+	// that an endpoint the full pool refused within its share held,
+	// since Reclaim last looked (noPressure: none).
 	held     atomic.Int64
+	holders  atomic.Int64
+	pressLow atomic.Int64
 	ccEvents atomic.Uint64 // congestion events of all endpoints
 	timeouts atomic.Uint64 // retransmission timeouts of all endpoints
 	// The send budget (Endpoint.reserve): bytes reserved, endpoints
@@ -62,6 +69,7 @@ func NewLayer(cfg Config, maxPayload int) (*Layer, error) {
 		return nil, fmt.Errorf("%w: maxPayload %d outside %d..%d", ErrMessageSize, maxPayload, minMaxPayload, maxMaxPayload)
 	}
 	l := &Layer{maxPayload: maxPayload, fragSize: maxPayload - fragHeader, top: maxPayload}
+	l.pressLow.Store(noPressure)
 	l.maxMsg = cfg.MaxMessageSize
 	if l.maxMsg == 0 {
 		l.maxMsg = DefaultMaxMessageSize
@@ -171,6 +179,43 @@ func (l *Layer) Drops() [NumDropReasons]uint64 {
 // Held is the bytes all endpoints hold for out-of-order and partly
 // reassembled messages.
 func (l *Layer) Held() int64 { return l.held.Load() }
+
+// Holders is the number of endpoints holding receive storage: the
+// pool's fair share is ReceiveBudget over it, while contended.
+func (l *Layer) Holders() int64 { return l.holders.Load() }
+
+// Reclaim reports whether the pool (ReceiveBudget) refused storage to an
+// endpoint within its fair share since the last call. If so, free is how
+// much the holders above above should give back, the heaviest first, to
+// bring the pool down to three quarters of the budget; above is the
+// larger of the share of one more holder than there are (the refused
+// endpoint's, if it holds nothing yet) and what the least of the refused
+// endpoints held: only connections heavier than it give way. The
+// endpoints cannot give back what they acknowledged: the caller ends
+// their connections (conn ends them with the reason over_budget). A
+// server calls it every sweep.
+func (l *Layer) Reclaim() (free, above int64) {
+	if l.pressLow.Load() == noPressure {
+		return 0, 0
+	}
+	low := l.pressLow.Swap(noPressure)
+	free = l.held.Load() - l.recvBudget/4*3
+	return max(free, 0), max(low, l.recvBudget/(l.holders.Load()+1))
+}
+
+// noPressure is pressLow when nothing was refused since Reclaim.
+const noPressure = math.MaxInt64
+
+// press records a refusal by the full pool of an endpoint within its
+// share, which held v bytes with the packet.
+func (l *Layer) press(v int64) {
+	for {
+		cur := l.pressLow.Load()
+		if v >= cur || l.pressLow.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}
 
 // CongestionEvents counts the congestion controllers' window cuts for
 // loss over all endpoints (PathStats.CongestionEvents).

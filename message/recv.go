@@ -46,8 +46,13 @@ func (e *Endpoint) check(payload []byte) DropReason {
 	if len(payload) == 0 {
 		return DropMalformed
 	}
+	// exp[ch] is channel ch's expect as this packet's units advance it
+	// (valid where seen has ch's bit): a unit at it arrives in order.
+	var exp [MaxChannels]uint16
+	var seen uint32
+	prog := int(e.progress)
 	var en entry
-	var all, normal int64
+	var pass, guar, normal int64
 	for p := 0; p < len(payload); {
 		w, r := getEntry(payload[p:], l.kinds, &en)
 		if r != DropNone {
@@ -65,6 +70,10 @@ func (e *Endpoint) check(payload []byte) DropReason {
 		if c != nil {
 			next, expect = c.next, c.expect
 		}
+		if bit := uint32(1) << en.ch; seen&bit == 0 {
+			seen |= bit
+			exp[en.ch] = expect
+		}
 		d := en.id - next
 		if d >= 0x8000 {
 			continue // delivered before: a duplicate
@@ -80,21 +89,93 @@ func (e *Endpoint) check(payload []byte) DropReason {
 		if c != nil && c.held(en.id) {
 			continue
 		}
+		inOrder := en.id == exp[en.ch]
+		if inOrder {
+			x := en.id + 1
+			for c != nil && c.held(x) {
+				x++
+			}
+			exp[en.ch] = x
+		}
 		cost := l.chunkCost(len(en.data))
-		all += cost
-		// Units of the reassembly in progress may use the reserve, and
-		// so may a channel's next missing unit while none is in
-		// progress: they let Next make progress and free storage.
-		if !(e.inProgress(en.ch, en.id) || e.progress < 0 && en.id == expect) {
+		switch {
+		case inOrder && !en.frag && (c == nil || c.next == c.expect):
+			// A channel's next message: the Next calls that follow
+			// the packet deliver it and free it, so it passes through
+			// the pool's slack, outside every share, and is accepted
+			// whatever the connection holds (docs/protocol.md §14.5).
+			// (Units delivered before but not yet taken by Next, a
+			// caller that does not drain, make it an ordinary one.)
+			pass += cost
+		case inOrder && en.frag && (prog < 0 || prog == en.ch):
+			// The reassembly in progress (or the one this fragment
+			// starts) growing in order: the connection's guaranteed
+			// minimum, outside the shares.
+			prog = en.ch
+			guar += cost
+		case e.inProgress(en.ch, en.id):
+			// A fragment of the message in reassembly, out of order:
+			// the guaranteed minimum too.
+			guar += cost
+		default:
 			normal += cost
 		}
 	}
-	if all > 0 && (normal > 0 && e.held-e.progHeld+normal > l.connBudget-l.reserve || e.held+all > l.connBudget ||
-		l.held.Load()+all > l.recvBudget) {
+	return e.admit(pass, guar, normal)
+}
+
+// admit decides whether the endpoint may take pass bytes of in-order
+// messages that the packet's Next calls deliver and free, guar bytes of
+// its guaranteed minimum (the reassembly in progress) and normal bytes of
+// out-of-order units (docs/protocol.md §14.5):
+//
+//   - out-of-order units within the endpoint's own budget
+//     (ConnReceiveBudget less the reserve of the reassembly in progress);
+//   - while the Layer's pool is contended (more than half of
+//     ReceiveBudget held), out-of-order units only up to the endpoint's
+//     fair share, ReceiveBudget over the endpoints holding storage
+//     (DropOverShare): the heaviest holders are refused first;
+//   - what is kept (guar, normal) up to ReceiveBudget less its 64th, the
+//     slack that in-order messages pass through, which only the whole
+//     budget bounds (one packet's worth per receive loop at a time: far
+//     less than the slack). A refusal there of an endpoint within its
+//     share is pressure, which Reclaim reports so that the holders
+//     heavier than it are ended, the heaviest first.
+func (e *Endpoint) admit(pass, guar, normal int64) DropReason {
+	l := e.l
+	keep := guar + normal
+	if keep+pass == 0 {
+		return DropNone
+	}
+	if normal > 0 && e.held-e.progHeld+normal > l.connBudget-l.reserve || e.held+keep > l.connBudget {
+		return DropOverBudget
+	}
+	held := l.held.Load()
+	if normal > 0 && held+keep > l.recvBudget/2 && e.held+keep > e.share() {
+		return DropOverShare
+	}
+	if keep > 0 && held+keep > l.recvBudget-l.recvBudget/slackShare || held+keep+pass > l.recvBudget {
+		if v := e.held + keep; v <= e.share() {
+			l.press(v)
+		}
 		return DropOverBudget
 	}
 	return DropNone
 }
+
+// share is the endpoint's fair share of the Layer's pool: ReceiveBudget
+// over the endpoints holding storage, this one among them.
+func (e *Endpoint) share() int64 {
+	n := e.l.holders.Load()
+	if e.held == 0 {
+		n++
+	}
+	return e.l.recvBudget / max(n, 1)
+}
+
+// Held is the receive storage the endpoint holds: out-of-order units,
+// the reassembly in progress, and the message Next returned last.
+func (e *Endpoint) Held() int64 { return e.held }
 
 // inProgress reports whether unit id of channel ch belongs to the
 // reassembly in progress.
@@ -176,8 +257,7 @@ func (e *Endpoint) Receive(payload []byte, now int64) {
 		c.slotPeaks.note(int(d) + 1)
 		buf := l.get(en.data)
 		cost := int64(cap(*buf))
-		e.held += cost
-		l.held.Add(cost)
+		e.account(cost)
 		c.slots[en.id&uint16(len(c.slots)-1)] = rslot{buf: buf, idx: en.idx, cnt: en.cnt}
 		if e.inProgress(en.ch, en.id) {
 			e.progHeld += cost
@@ -331,8 +411,7 @@ func (e *Endpoint) drain(i int, c *channel) ([]byte, bool) {
 		}
 		e.finishAsm(i, c)
 		e.retBig = out
-		e.held += int64(len(out))
-		l.held.Add(int64(len(out)))
+		e.account(int64(len(out)))
 		return out, true
 	}
 	return nil, false
@@ -367,9 +446,23 @@ func (e *Endpoint) abandon(i int, c *channel, r DropReason) {
 
 // release frees a receive chunk.
 func (e *Endpoint) release(b *[]byte) {
-	cost := e.l.put(b)
-	e.held -= cost
-	e.l.held.Add(-cost)
+	e.account(-e.l.put(b))
+}
+
+// account adds d bytes to the endpoint's receive storage and the
+// Layer's, and keeps the Layer's count of holders (Endpoint.share).
+func (e *Endpoint) account(d int64) {
+	was := e.held > 0
+	e.held += d
+	l := e.l
+	l.held.Add(d)
+	if h := e.held > 0; h != was {
+		if h {
+			l.holders.Add(1)
+		} else {
+			l.holders.Add(-1)
+		}
+	}
 }
 
 func (e *Endpoint) freeRet() {
@@ -378,8 +471,7 @@ func (e *Endpoint) freeRet() {
 		e.ret = nil
 	}
 	if e.retBig != nil {
-		e.held -= int64(len(e.retBig))
-		e.l.held.Add(-int64(len(e.retBig)))
+		e.account(-int64(len(e.retBig)))
 		e.retBig = nil
 	}
 }
@@ -413,8 +505,7 @@ func (e *Endpoint) Release() {
 		e.finishAsm(i, c)
 		e.ch[i] = nil
 	}
-	l.held.Add(-e.held)
-	e.held = 0
+	e.account(-e.held)
 	if r := e.recs; r != nil && r.sendRes > 0 {
 		l.sendHeld.Add(-r.sendRes)
 		l.senders.Add(-1)

@@ -5,6 +5,7 @@
 //	go run ./cmd/client load -h                    # many clients at once
 //	go run ./cmd/client flood -count 1000000       # hostile traffic; prints the amplification report
 //	go run ./cmd/client noack -clients 500         # receivers that never acknowledge; prints the server's egress to them
+//	go run ./cmd/client hold -clients 2000         # proven clients holding receive memory (issue 29)
 //	go run ./cmd/client token -h                   # a connect token for a sealed server; connect -token uses it
 //	go run ./cmd/client -version
 //
@@ -59,6 +60,8 @@ A test client for udpgate servers. Commands:
             at full speed against the server's inbound budget
   noack     connections that receive reliable echoes and never acknowledge
             them (an attack on the server's send memory and rate)
+  hold      hold a server's receive memory for messages from many proven
+            connections (issue 29's attack), to measure its defence
   token     make a netcode.io connect token for a server in sealed mode
             (connect -token FILE connects with it)
   version   print the version (also -version)
@@ -98,6 +101,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		stop()
 	case "load":
 		err = runLoad(rest, stdout, stderr)
+	case "hold":
+		err = runHold(rest, stdout, stderr)
 	case "token":
 		err = runToken(rest, stderr)
 	case "flood":
@@ -117,7 +122,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "udpgate client", version.Get())
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "client: unknown command %q: use connect, load, flood, spray, noack, token or version\n\n%s", cmd, usageText)
+		fmt.Fprintf(stderr, "client: unknown command %q: use connect, load, flood, spray, noack, hold, token or version\n\n%s", cmd, usageText)
 		return exitUsage
 	}
 	return exitStatus(cmd, err, stderr)

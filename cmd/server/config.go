@@ -71,18 +71,22 @@ type values struct {
 	messageStallTimeout time.Duration
 	messageStallSilence time.Duration
 	messageStallRTTs    int
-	logLevel            string
-	logFormat           string
-	summary             time.Duration
-	metrics             string
-	pprof               bool
-	drainTimeout        time.Duration
-	agones              bool
-	agonesPlayers       bool
-	agonesPortName      string
-	privateKeyFile      string
-	protocolID          protocolID
-	publicAddresses     string
+	// messageRecvBudget, messageConnRecvBudget: the receive budgets
+	// (message.Config.ReceiveBudget, ConnReceiveBudget).
+	messageRecvBudget     int
+	messageConnRecvBudget int
+	logLevel              string
+	logFormat             string
+	summary               time.Duration
+	metrics               string
+	pprof                 bool
+	drainTimeout          time.Duration
+	agones                bool
+	agonesPlayers         bool
+	agonesPortName        string
+	privateKeyFile        string
+	protocolID            protocolID
+	publicAddresses       string
 }
 
 // options are the loaded settings and where each came from.
@@ -196,6 +200,8 @@ func (o *options) newFlagSet() *flag.FlagSet {
 	fs.DurationVar(&o.messageStallTimeout, "message-stall-timeout", message.DefaultStallTimeout, "with -messages: end a connection whose oldest reliable message stays unacknowledged this long, though the peer acknowledges other packets")
 	fs.DurationVar(&o.messageStallSilence, "message-stall-silence", message.DefaultStallSilence, "with -messages: end a connection that acknowledges no packet while reliable messages are in flight after the larger of this and -message-stall-rtts round trips (meanwhile it gets one probe per doubled retransmission timeout)")
 	fs.IntVar(&o.messageStallRTTs, "message-stall-rtts", message.DefaultStallRTTs, "with -messages: see -message-stall-silence: the silence bound in round trips of the connection")
+	fs.IntVar(&o.messageRecvBudget, "message-receive-budget", message.DefaultReceiveBudget, "with -messages: bytes all connections may hold for out-of-order and partly reassembled messages; over half of it held, each connection gets at most its fair share, and when it is full the connections holding the most are ended (disconnect reason over_budget)")
+	fs.IntVar(&o.messageConnRecvBudget, "message-conn-receive-budget", 0, "with -messages: bytes one connection may hold for out-of-order and partly reassembled messages (0: a full window of 1024 packets plus one largest message and 32 packets, about 1.5 MB at the defaults; at least one largest message and 33 packets)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug (adds a line per connection), info, warn or error; changes on SIGHUP")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text (key=value) or json (one object per line)")
 	fs.DurationVar(&o.summary, "summary", 10*time.Second, "interval of the summary log line (0: off)")
@@ -750,7 +756,7 @@ var definitionOrder = []string{
 	"listen", "sockets", "batch", "max-clients", "max-clients-per-ip", "max-clients-per-prefix", "max-datagram",
 	"dscp", "magic", "session-id", "network-version", "network-features",
 	"private-key-file", "protocol-id", "public-addresses",
-	"timeout", "challenge-rate", "challenge-rate-per-ip", "challenge-rate-per-prefix", "inbound-packet-rate", "inbound-byte-rate", "steer", "overload", "app", "messages", "message-max-size", "message-send-rate", "message-send-budget", "message-stall-timeout", "message-stall-silence", "message-stall-rtts", "log-level", "log-format", "summary",
+	"timeout", "challenge-rate", "challenge-rate-per-ip", "challenge-rate-per-prefix", "inbound-packet-rate", "inbound-byte-rate", "steer", "overload", "app", "messages", "message-max-size", "message-send-rate", "message-send-budget", "message-stall-timeout", "message-stall-silence", "message-stall-rtts", "message-receive-budget", "message-conn-receive-budget", "log-level", "log-format", "summary",
 	"metrics", "pprof", "drain-timeout", "agones", "agones-players", "agones-port-name",
 }
 

@@ -53,7 +53,8 @@ func TestDefaults(t *testing.T) {
 		messages: true, messageMaxSize: message.DefaultMaxMessageSize, messageSendRate: message.DefaultSendRate,
 		messageSendBudget: message.DefaultSendBudget, messageStallTimeout: message.DefaultStallTimeout,
 		messageStallSilence: message.DefaultStallSilence, messageStallRTTs: message.DefaultStallRTTs,
-		challengeRateIP: 64, challengeRatePrefix: 256, steer: true,
+		messageRecvBudget: message.DefaultReceiveBudget,
+		challengeRateIP:   64, challengeRatePrefix: 256, steer: true,
 		inboundPacketRate: ratelimit.DefaultInboundPacketRate, inboundByteRate: ratelimit.DefaultInboundByteRate,
 		summary: 10 * time.Second, pprof: true, agonesPlayers: true,
 	}

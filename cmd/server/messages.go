@@ -37,6 +37,7 @@ func (o *options) messageConfig() message.Config {
 	}
 	c := msgcfg.Config(o.messageMaxSize, o.messageSendRate)
 	c.SendBudget, c.StallTimeout, c.StallSilence, c.StallRTTs = int64(o.messageSendBudget), o.messageStallTimeout, o.messageStallSilence, o.messageStallRTTs
+	c.ReceiveBudget, c.ConnReceiveBudget = int64(o.messageRecvBudget), o.messageConnRecvBudget
 	return c
 }
 
@@ -45,7 +46,7 @@ func (o *options) messageConfig() message.Config {
 // sizes without -messages are an error rather than ignored.
 func (o *options) validateMessages(bad func(name, format string, args ...any)) {
 	if !o.messages {
-		for _, name := range []string{"message-max-size", "message-send-rate", "message-send-budget", "message-stall-timeout", "message-stall-silence", "message-stall-rtts"} {
+		for _, name := range []string{"message-max-size", "message-send-rate", "message-send-budget", "message-stall-timeout", "message-stall-silence", "message-stall-rtts", "message-receive-budget", "message-conn-receive-budget"} {
 			if f := o.fs.Lookup(name); f.Value.String() != f.DefValue {
 				bad(name, "is a message setting, but -messages is off: turn -messages on, or remove %s", name)
 			}
@@ -64,6 +65,14 @@ func (o *options) validateMessages(bad func(name, format string, args ...any)) {
 		bad("message-send-budget", "-message-send-budget, -message-stall-timeout, -message-stall-silence and -message-stall-rtts must not be negative (0: the message package's default)")
 		return
 	}
+	if o.messageRecvBudget < 0 {
+		bad("message-receive-budget", "must not be negative: use bytes (default %d), or 0 for the message package's default", message.DefaultReceiveBudget)
+		return
+	}
+	if o.messageConnRecvBudget < 0 {
+		bad("message-conn-receive-budget", "must not be negative: use bytes, or 0 for the default (a window of packets and one largest message)")
+		return
+	}
 	m, err := wire.ParseMagic(o.magic)
 	if err != nil || o.maxDatagram > protocol.MaxDatagramLimit {
 		return // reported for -magic or -max-datagram
@@ -73,6 +82,10 @@ func (o *options) validateMessages(bad func(name, format string, args ...any)) {
 		return // -max-datagram is reported
 	}
 	if _, err := message.NewLayer(o.messageConfig(), payload); err != nil {
+		if strings.Contains(err.Error(), "ConnReceiveBudget") {
+			bad("message-conn-receive-budget", "with message-max-size %d: %s", o.messageMaxSize, strings.TrimPrefix(err.Error(), "message: "))
+			return
+		}
 		bad("message-max-size", "with message-send-rate %d: %s", o.messageSendRate, strings.TrimPrefix(err.Error(), "message: "))
 	}
 }

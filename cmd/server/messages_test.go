@@ -136,13 +136,15 @@ func TestDiscardMessages(t *testing.T) {
 // TestMessageSettings: the message flags, their variables and validation.
 func TestMessageSettings(t *testing.T) {
 	o, err := load([]string{"-message-max-size", "100000", "-message-send-rate", "1000000", "-message-send-budget", "5000000",
-		"-message-stall-timeout", "7s", "-message-stall-silence", "3s", "-message-stall-rtts", "30"}, env(), io.Discard)
+		"-message-stall-timeout", "7s", "-message-stall-silence", "3s", "-message-stall-rtts", "30",
+		"-message-receive-budget", "50000000", "-message-conn-receive-budget", "600000"}, env(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := o.config(nil, nil).Messages
 	if len(m.Channels) != msgcfg.NumChannels || m.MaxMessageSize != 100000 || m.SendRate != 1000000 || m.SendBudget != 5000000 ||
-		m.StallTimeout != 7*time.Second || m.StallSilence != 3*time.Second || m.StallRTTs != 30 {
+		m.StallTimeout != 7*time.Second || m.StallSilence != 3*time.Second || m.StallRTTs != 30 ||
+		m.ReceiveBudget != 50000000 || m.ConnReceiveBudget != 600000 {
 		t.Errorf("config Messages %+v", m)
 	}
 	o, err = load(nil, env("UDPGATE_MESSAGES", "false"), io.Discard)
@@ -162,6 +164,10 @@ func TestMessageSettings(t *testing.T) {
 		{[]string{"-message-send-budget", "-1"}, "must not be negative"},
 		{[]string{"-message-stall-rtts", "-1"}, "must not be negative"},
 		{[]string{"-messages=false", "-message-stall-silence", "1s"}, "-messages is off"},
+		{[]string{"-message-receive-budget", "-1"}, "-message-receive-budget -1"},
+		{[]string{"-message-conn-receive-budget", "-1"}, "-message-conn-receive-budget -1"},
+		{[]string{"-message-conn-receive-budget", "1000"}, "ConnReceiveBudget 1000 below one largest message"},
+		{[]string{"-messages=false", "-message-receive-budget", "1000"}, "-messages is off"},
 		{[]string{"-message-max-size", "1000000000"}, "-message-max-size 1000000000"},
 	} {
 		if _, err := load(c.args, env(), io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {

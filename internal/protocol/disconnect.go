@@ -41,10 +41,15 @@ const (
 	// application refused the client (the server's Accept hook); sealed,
 	// as 7–9.
 	DisconnectRefused = 13
+	// DisconnectOverBudget: the server's receive memory for messages was
+	// full and the connection held more than its fair share of it
+	// (docs/protocol.md §14.5): ended, heaviest first, to make room for
+	// the others.
+	DisconnectOverBudget = 14
 
 	// NumDisconnectReasons bounds the reasons: a Disconnect byte at or
 	// above it is read as DisconnectClosed.
-	NumDisconnectReasons = DisconnectRefused + 1
+	NumDisconnectReasons = DisconnectOverBudget + 1
 )
 
 // disconnectNames are each reason's metric label (snake_case, stable) and
@@ -63,6 +68,7 @@ var disconnectNames = [NumDisconnectReasons]struct{ label, text string }{
 	DisconnectTokenRequired: {"token_required", "token required: the server is in sealed mode and needs a connect token"},
 	DisconnectAddressLimit:  {"address_limit", "too many connections from this address or network"},
 	DisconnectRefused:       {"refused", "refused by the server's application"},
+	DisconnectOverBudget:    {"over_budget", "held more than its share of the server's receive memory for messages"},
 }
 
 // Label is the reason as a metric label: snake_case, stable.

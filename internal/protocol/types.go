@@ -93,9 +93,6 @@ const (
 	// KindMessages carries message entries (docs/protocol.md §14, package
 	// message): one or more bytes.
 	KindMessages
-
-	// KindLast is the highest kind a packet may carry.
-	KindLast = KindMessages
 )
 
 // Handshake is one decoded or to-be-encoded handshake packet. It is a value

@@ -362,6 +362,30 @@ func (s *SeqState) Receive(seq, ack uint16, ackBits uint64, now float64, rep *Ac
 	return protocol.DropNone
 }
 
+// Alive reports whether a packet numbered seq with Ack ack, which the
+// layer above refuses before Receive (conn: a Messages packet the message
+// layer has no room for), still proves the peer alive: not a duplicate,
+// not too old, its Ack not contradicting what was sent and acknowledged.
+// It changes nothing. Refused packets move no window, so a run of them
+// may be any distance ahead (less than half the sequence space): unlike
+// Receive it believes jumps. A replay of an old packet is not alive; a
+// replay of a refused one is, which only an on-path attacker can send
+// (sealed connections drop replays before: their counter window).
+func (s *SeqState) Alive(seq, ack uint16) bool {
+	if seq > seqMask || ack > seqMask {
+		return false
+	}
+	d := (seq - s.recvNewest) & seqMask
+	newer := d != 0 && d < seqHalf
+	if !newer {
+		back := (s.recvNewest - seq) & seqMask
+		if back > seqWindow || back == 0 || s.recvHistory&(1<<(back-1)) != 0 {
+			return false
+		}
+	}
+	return !seqNewer(ack, (s.nextSeq-1)&seqMask) && !(newer && seqNewer(s.ackNewest, ack))
+}
+
 // confirmsJump reports whether seq, itself a jump, confirms the one held: a
 // different number within seqWindow of it, on either side. Two packets that
 // agree on a far position are what a peer that really moved on sends; one

@@ -173,7 +173,7 @@ type seqStep struct {
 }
 
 // TestSeqReceiveWindow drives the receive filter through table cases; each
-// ends with the expected Ack/AckBits.
+// ends with the expected Ack/AckBits. Alive is checked against every step.
 func TestSeqReceiveWindow(t *testing.T) {
 	ok, stale, jump := protocol.DropNone, protocol.DropStaleSequence, protocol.DropSuspectSequence
 	seqRange := func(from, to int) []seqStep { // from..to inclusive, mod 16384, all accepted
@@ -250,6 +250,12 @@ func TestSeqReceiveWindow(t *testing.T) {
 			var rep AckReport
 			s.Init(7, tc.remote, 0)
 			for i, st := range tc.steps {
+				// Alive agrees with Receive but for jumps, which it
+				// believes, and changes nothing.
+				alive := s.Alive(st.seq, 6)
+				if alive != (st.want == ok) && st.want != jump && s.flags&seqJumpHeld == 0 {
+					t.Fatalf("step %d: Alive(%d) = %v, Receive wants %v", i, st.seq, alive, st.want)
+				}
 				if got := s.Receive(st.seq, 6, 0, 1, &rep); got != st.want {
 					t.Fatalf("step %d: Receive(%d) = %v, want %v", i, st.seq, got, st.want)
 				}

@@ -30,7 +30,7 @@ func MinConnLen(m Magic) int {
 // unknown kind or a negative payloadLen; it does not check the payload rules
 // of the kind (EncodeConn does).
 func ConnLen(m Magic, kind protocol.Kind, payloadLen int) int {
-	if kind > protocol.KindLast || payloadLen < 0 {
+	if kind > kindLast || payloadLen < 0 {
 		return 0
 	}
 	n := ConnHeaderOffset(m) + protocol.ConnHeaderBytes + payloadLen + 1
@@ -68,7 +68,7 @@ func connPayloadOK(kind protocol.Kind, n int) bool {
 // other overlap with dst is not allowed.
 func EncodeConn(dst []byte, m Magic, h *protocol.ConnHeader, payload []byte) int {
 	if h.SessionID > 3 || h.ClientID > 7 || h.Seq >= protocol.SeqModulus || h.Ack >= protocol.SeqModulus ||
-		h.Kind > protocol.KindLast || !connPayloadOK(h.Kind, len(payload)) {
+		h.Kind > kindLast || !connPayloadOK(h.Kind, len(payload)) {
 		return 0
 	}
 	n := ConnLen(m, h.Kind, len(payload))
@@ -144,7 +144,7 @@ func DecodeConnWord(m Magic, b []byte, pw uint64, h *protocol.ConnHeader) (paylo
 	ack := binary.LittleEndian.Uint16(hdr[6:])
 	kind := protocol.Kind(hdr[16])
 	payload = b[o+protocol.ConnHeaderBytes : end : end]
-	if seq >= protocol.SeqModulus || ack >= protocol.SeqModulus || kind > protocol.KindLast || !connPayloadOK(kind, len(payload)) {
+	if seq >= protocol.SeqModulus || ack >= protocol.SeqModulus || kind > kindLast || !connPayloadOK(kind, len(payload)) {
 		return nil, protocol.DropBadBody
 	}
 	*h = protocol.ConnHeader{
@@ -158,3 +158,6 @@ func DecodeConnWord(m Magic, b []byte, pw uint64, h *protocol.ConnHeader) (paylo
 	}
 	return payload, protocol.DropNone
 }
+
+// kindLast is the highest kind a connection packet may carry (§7.1).
+const kindLast = protocol.KindMessages

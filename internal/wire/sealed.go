@@ -151,7 +151,7 @@ func RefusalCounter(reason uint8) uint64 { return math.MaxUint64 - 256 + uint64(
 
 func sealedHeaderOK(h *protocol.ConnHeader, payloadLen int) bool {
 	return h.SessionID <= 3 && h.ClientID <= 7 && h.Seq < protocol.SeqModulus && h.Ack < protocol.SeqModulus &&
-		h.Kind <= protocol.KindLast && connPayloadOK(h.Kind, payloadLen)
+		h.Kind <= kindLast && connPayloadOK(h.Kind, payloadLen)
 }
 
 // putSealedPrefix writes the prefix, its zero padding and the Tag.
@@ -261,7 +261,7 @@ func openSealed(b []byte, hdr int, h *protocol.ConnHeader, o *seal.Opener) (payl
 	ack := binary.LittleEndian.Uint16(plain[2:])
 	kind := protocol.Kind(plain[12])
 	payload = plain[sealedBodyBytes:len(plain):len(plain)]
-	if seq >= protocol.SeqModulus || ack >= protocol.SeqModulus || kind > protocol.KindLast || !connPayloadOK(kind, len(payload)) {
+	if seq >= protocol.SeqModulus || ack >= protocol.SeqModulus || kind > kindLast || !connPayloadOK(kind, len(payload)) {
 		return nil, counter, protocol.DropBadBody
 	}
 	h.Seq, h.Ack, h.AckBits, h.Kind = seq, ack, binary.LittleEndian.Uint64(plain[4:]), kind

@@ -748,6 +748,12 @@ func (w *worker) fill(now int64, allow int, closedLoop bool) int {
 // slot: Data carries the send time in its first 8 payload bytes, a
 // Disconnect reason 1 (closed by the application), a KeepAlive no payload.
 func (w *worker) buildConn(j int, now int64, kind protocol.Kind) []byte {
+	return w.buildConnWith(j, now, kind, nil)
+}
+
+// buildConnWith is buildConn with the payload of a Messages packet (raw:
+// hold.go's, made by hand, not by a message.Endpoint).
+func (w *worker) buildConnWith(j int, now int64, kind protocol.Kind, raw []byte) []byte {
 	buf := w.slot()
 	st := &w.seqs[j]
 	id := &w.ids[j]
@@ -772,6 +778,8 @@ func (w *worker) buildConn(j int, now int64, kind protocol.Kind) []byte {
 	case protocol.KindDisconnect:
 		payload = buf[w.payOff : w.payOff+1]
 		payload[0] = protocol.DisconnectClosed
+	case protocol.KindMessages:
+		payload = buf[w.payOff : w.payOff+copy(buf[w.payOff:], raw)]
 	}
 	if w.sealers != nil {
 		// 0 only when the counter is exhausted (2^64 packets): never.
