@@ -32,6 +32,9 @@ type records struct {
 	evicted int // of them, those the packet layer no longer tracks (Endpoint.Evicted)
 	// recPeaks and entPeaks: the rings' use, for shrinking (ring.go).
 	recPeaks, entPeaks ringPeaks[uint32]
+	// lim: the endpoint's bucket under Layer.LimitBulk, kept here, with
+	// the first packet sent, so that an idle Endpoint stays small.
+	lim bulkLimit
 }
 
 func (r *records) pushEntry(ch uint8, id uint16) {
