@@ -15,6 +15,7 @@ import (
 
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/cookie"
+	"github.com/udpgate/udpgate/internal/egress"
 	"github.com/udpgate/udpgate/internal/handshake"
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/wire"
@@ -73,6 +74,9 @@ type Server struct {
 	sweepShard int
 	// msgTimer runs message timers (messages.go); nil without channels.
 	msgTimer *msgTimer
+	// egress is the egress budget (Config.EgressRate), which msgTimer
+	// recomputes; nil without one.
+	egress *egress.Budget
 	// spread moves connection packets onto the handshake sockets and off
 	// them as handshake floods come and go (spread.go); nil unsteered.
 	spread *spreader
@@ -188,6 +192,11 @@ func newServer(st settings, now time.Time, secrets *cookie.Secrets, group transp
 	s.tab = newTable(&s.st)
 	if st.msgs != nil {
 		s.msgTimer = new(msgTimer)
+		if st.EgressRate > 0 {
+			s.egress = egress.New(st.EgressRate)
+			st.msgs.LimitBulk(s.egress.Level())
+			s.msgTimer.budget, s.msgTimer.tx = s.egress, func() uint64 { return s.group.Stats().TxBytes }
+		}
 	}
 	s.ov.enabled.Store(st.Overload.Enabled)
 	s.timers.init(st.SweepInterval, now)

@@ -64,6 +64,7 @@ type values struct {
 	messages            bool
 	messageMaxSize      int
 	messageSendRate     int
+	egressRate          int
 	logLevel            string
 	logFormat           string
 	summary             time.Duration
@@ -183,6 +184,7 @@ func (o *options) newFlagSet() *flag.FlagSet {
 	fs.BoolVar(&o.messages, "messages", true, "message channels (docs/protocol.md §14) in the tools' layout: 0 reliable-ordered, 1 unreliable, 2 sequenced, as client connect -reliable and client load -messages use; clients that send only Data are served either way")
 	fs.IntVar(&o.messageMaxSize, "message-max-size", message.DefaultMaxMessageSize, fmt.Sprintf("with -messages: the largest reliable message in bytes, fragmented over packets, at most %d; clients must not send larger", message.MaxMessageSizeLimit))
 	fs.IntVar(&o.messageSendRate, "message-send-rate", message.DefaultSendRate, "with -messages: the ceiling of one connection's message bytes per second, resends and fragments included; below it each connection's congestion controller paces at what its path carries")
+	fs.IntVar(&o.egressRate, "egress-rate", 0, "with -messages: the server's egress budget in bytes per second, all connections together (0: none); the game's traffic is never held by it, and each connection's bulk (channel 3, large messages) goes at the smaller of its path's rate and its fair share of what the game leaves")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug (adds a line per connection), info, warn or error; changes on SIGHUP")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text (key=value) or json (one object per line)")
 	fs.DurationVar(&o.summary, "summary", 10*time.Second, "interval of the summary log line (0: off)")
@@ -728,7 +730,7 @@ var definitionOrder = []string{
 	"listen", "sockets", "batch", "max-clients", "max-clients-per-ip", "max-clients-per-prefix", "max-datagram",
 	"dscp", "magic", "session-id", "network-version", "network-features",
 	"private-key-file", "protocol-id", "public-addresses",
-	"timeout", "challenge-rate", "challenge-rate-per-ip", "challenge-rate-per-prefix", "steer", "overload", "app", "messages", "message-max-size", "message-send-rate", "log-level", "log-format", "summary",
+	"timeout", "challenge-rate", "challenge-rate-per-ip", "challenge-rate-per-prefix", "steer", "overload", "app", "messages", "message-max-size", "message-send-rate", "egress-rate", "log-level", "log-format", "summary",
 	"metrics", "pprof", "drain-timeout", "agones", "agones-players", "agones-port-name",
 }
 

@@ -135,13 +135,16 @@ func TestDiscardMessages(t *testing.T) {
 
 // TestMessageSettings: the message flags, their variables and validation.
 func TestMessageSettings(t *testing.T) {
-	o, err := load([]string{"-message-max-size", "100000", "-message-send-rate", "1000000"}, env(), io.Discard)
+	o, err := load([]string{"-message-max-size", "100000", "-message-send-rate", "1000000", "-egress-rate", "5000000"}, env(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := o.config(nil, nil).Messages
 	if len(m.Channels) != msgcfg.NumChannels || m.MaxMessageSize != 100000 || m.SendRate != 1000000 {
 		t.Errorf("config Messages %+v", m)
+	}
+	if r := o.config(nil, nil).EgressRate; r != 5000000 {
+		t.Errorf("-egress-rate 5000000: config EgressRate %d", r)
 	}
 	o, err = load(nil, env("UDPGATE_MESSAGES", "false"), io.Discard)
 	if err != nil {
@@ -157,6 +160,8 @@ func TestMessageSettings(t *testing.T) {
 		{[]string{"-messages=false", "-message-max-size", "1000"}, "-messages is off"},
 		{[]string{"-message-max-size", "-1"}, "must not be negative"},
 		{[]string{"-message-send-rate", "-1"}, "must not be negative"},
+		{[]string{"-egress-rate", "-1"}, "must not be negative"},
+		{[]string{"-messages=false", "-egress-rate", "1000"}, "-messages is off"},
 		{[]string{"-message-max-size", "1000000000"}, "-message-max-size 1000000000"},
 	} {
 		if _, err := load(c.args, env(), io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {

@@ -38,6 +38,14 @@ const Gain = 0.25
 // progress (and lost bulk units are resent) rather than stall.
 const MinShare = 16
 
+// MaxOver bounds the bulk budget at this many times the budget. It may
+// pass the budget: the water-filling reads each connection's demand from
+// one period, and a connection that sends in bursts (a light one whose
+// burst waits on the ceiling, then idles) leaves part of the share it was
+// given unused; the controller then raises the bulk budget until the
+// total egress meets the budget after all.
+const MaxOver = 2
+
 // MinPeriod is the shortest interval between two recomputations: shorter
 // calls to Update only keep their samples for the next.
 const MinPeriod = int64(2e6) // 2 ms
@@ -127,7 +135,7 @@ func (b *Budget) Update(now int64, tx uint64) bool {
 	} else {
 		b.bulk = float64(b.rate)
 	}
-	b.bulk = min(max(b.bulk, float64(b.rate)/MinShare), float64(b.rate))
+	b.bulk = min(max(b.bulk, float64(b.rate)/MinShare), MaxOver*float64(b.rate))
 	// Demands as rates: the same dt for every sample.
 	for i, d := range b.dem {
 		b.dem[i] = int64(float64(d) * 1e9 / float64(dt))
