@@ -195,7 +195,7 @@ func newServer(st settings, now time.Time, secrets *cookie.Secrets, group transp
 		if st.EgressRate > 0 {
 			s.egress = egress.New(st.EgressRate)
 			st.msgs.LimitBulk(s.egress.Level())
-			s.msgTimer.budget, s.msgTimer.tx = s.egress, func() uint64 { return s.group.Stats().TxBytes }
+			s.msgTimer.budget, s.msgTimer.tx = s.egress, s.group.SentBytes
 		}
 	}
 	s.ov.enabled.Store(st.Overload.Enabled)

@@ -46,6 +46,10 @@ const MinShare = 16
 // total egress meets the budget after all.
 const MaxOver = 2
 
+// Period is the recomputation's nominal interval (conn's message timer
+// ticks every 5 ms), the unit of Gain.
+const Period = int64(5e6)
+
 // MinPeriod is the shortest interval between two recomputations: shorter
 // calls to Update only keep their samples for the next.
 const MinPeriod = int64(2e6) // 2 ms
@@ -131,7 +135,13 @@ func (b *Budget) Update(now int64, tx uint64) bool {
 		// total is over: with every connection below its share the
 		// error says nothing about the bulk's room, and would wind the
 		// controller up.
-		b.bulk += Gain * (float64(b.rate) - egress)
+		// Weighted by the period's length, so that the sum of the
+		// corrections is the bytes sent less the budget's over the
+		// whole time, however irregular the periods: the long-run
+		// egress meets the budget exactly, not the mean of the
+		// periods' rates.
+		w := float64(dt) / float64(Period)
+		b.bulk += Gain * w * (float64(b.rate) - egress)
 	} else {
 		b.bulk = float64(b.rate)
 	}
