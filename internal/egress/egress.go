@@ -21,10 +21,7 @@
 // Unix nanoseconds passed in.
 package egress
 
-import (
-	"slices"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // Gain is the share of the egress error (budget − measured rate) the bulk
 // budget moves by at each Update: an integral controller, which holds the
@@ -175,30 +172,48 @@ func (b *Budget) Stats() Stats {
 }
 
 // Fair is the max-min fair level of budget over the demands of the light
-// connections (their rates; demands is reordered) and heavy connections
-// that want more than any level: the level L at which every light
-// connection gets min(demand, L) and every heavy one L, in total budget.
-// When even every demand met leaves budget spare, L is the largest demand
-// plus the spare (or the budget, with no demand): a connection that grows
-// may take what nobody uses, until the next recomputation shares it.
+// connections (their rates) and heavy connections that want more than any
+// level: the level L at which every light connection gets min(demand, L)
+// and every heavy one L, in total budget. When even every demand met
+// leaves budget spare, L is the largest demand plus the spare (or the
+// budget, with no demand): a connection that grows may take what nobody
+// uses, until the next recomputation shares it.
+//
+// It rises to L from below without sorting: an equal split, then again
+// among those who want more than the last level, each pass O(n), until no
+// demand falls under the level (a few passes for any real mix; at most
+// maxPasses, whose level is then a little low, which the controller's
+// next corrections make up).
 func Fair(budget int64, demands []int64, heavy int) int64 {
-	slices.Sort(demands)
-	left, n := budget, int64(len(demands)+heavy)
-	for _, d := range demands {
-		// The n connections from i on get left/n each, unless the
-		// smallest of them wants less: it takes its demand, the rest
-		// share what it leaves.
-		if d*n >= left {
-			return left / n
-		}
-		left -= d
-		n--
-	}
-	if heavy > 0 {
-		return left / int64(heavy)
-	}
-	if len(demands) == 0 {
+	n := int64(len(demands) + heavy)
+	if n == 0 {
 		return budget
 	}
-	return demands[len(demands)-1] + left
+	lvl := budget / n
+	for range maxPasses {
+		// The demands under lvl take what they want; the others share
+		// the rest.
+		left, above := budget, int64(heavy)
+		var most int64
+		for _, d := range demands {
+			if d < lvl {
+				left -= d
+			} else {
+				above++
+			}
+			most = max(most, d)
+		}
+		if above == 0 {
+			return most + left // everyone is served, with budget spare
+		}
+		next := left / above
+		if next <= lvl {
+			return lvl
+		}
+		lvl = next
+	}
+	return lvl
 }
+
+// maxPasses bounds Fair's passes over the demands.
+const maxPasses = 16

@@ -1,7 +1,10 @@
 package egress
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -154,4 +157,64 @@ func TestBudgetGameOverBudget(t *testing.T) {
 	if b.Update(now+MinPeriod-1, tx) {
 		t.Fatal("recomputed within MinPeriod")
 	}
+}
+
+// BenchmarkRecompute: one period's samples of n connections and the
+// recomputation, as conn's message timer runs them every 5 ms (a third
+// of them held).
+func BenchmarkRecompute(b *testing.B) {
+	for _, n := range []int{50, 1000, 10000} {
+		b.Run(fmt.Sprintf("conns=%d", n), func(b *testing.B) {
+			bu := New(1e8)
+			now, tx := int64(1e9), uint64(0)
+			bu.Update(now, tx)
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				for j := range n {
+					bu.Add(int64(1000+j*7%5000), j%3 == 0, 1<<16)
+				}
+				now += 5e6
+				tx += 500_000
+				bu.Update(now, tx)
+			}
+		})
+	}
+}
+
+// TestFairMatchesSorted: on random mixes the passes find the level the
+// textbook water-filling over sorted demands finds.
+func TestFairMatchesSorted(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 2000 {
+		n := rng.IntN(60)
+		d := make([]int64, n)
+		for j := range d {
+			d[j] = rng.Int64N(1 << uint(1+rng.IntN(30)))
+		}
+		heavy := rng.IntN(5)
+		budget := rng.Int64N(1 << 32)
+		want := sortedFair(budget, slices.Clone(d), heavy)
+		if got := Fair(budget, slices.Clone(d), heavy); got < want-1 || got > want+1 {
+			t.Fatalf("case %d: Fair(%d, %v, %d) = %d, want %d", i, budget, d, heavy, got, want)
+		}
+	}
+}
+
+func sortedFair(budget int64, demands []int64, heavy int) int64 {
+	slices.Sort(demands)
+	left, n := budget, int64(len(demands)+heavy)
+	for _, d := range demands {
+		if d*n >= left {
+			return left / n
+		}
+		left -= d
+		n--
+	}
+	if heavy > 0 {
+		return left / int64(heavy)
+	}
+	if len(demands) == 0 {
+		return budget
+	}
+	return demands[len(demands)-1] + left
 }
