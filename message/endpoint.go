@@ -365,8 +365,11 @@ func (e *Endpoint) debt() int64 {
 // mayBulk whether bulk units may: resends at once, new ones while the
 // congestion window has room too (window). A resend needs no room: the
 // window counts the lost packet no longer, and a timed-out one must go
-// even when no ack comes back to open the window.
+// even when no ack comes back to open the window. Under a bulk ceiling
+// (Layer.LimitBulk) bulk units also wait for its bucket, and mayBulk
+// notes when one waited (TakeBulk's held).
 func (e *Endpoint) mayGame() bool { return e.pace.Above(e.debt()) }
+func (e *Endpoint) window() bool  { return e.cc == nil || e.cc.CanSend() }
 func (e *Endpoint) mayBulk() bool {
 	if !e.pace.Positive() {
 		return false
@@ -396,7 +399,6 @@ func (e *Endpoint) bulkWaiting() bool {
 	}
 	return false
 }
-func (e *Endpoint) window() bool { return e.cc == nil || e.cc.CanSend() }
 
 // ackUrgent reports whether so many packets with reliable units arrived
 // since our last packet that an ack must go now, not after AckDelay: the
