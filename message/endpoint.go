@@ -328,15 +328,19 @@ type bulkLimit struct {
 	held bool  // bulk waited on the ceiling since TakeBulk
 }
 
-// refill earns the ceiling's budget; its bucket holds two pacer quanta
-// (at least two packets), so a sender woken a little late by the 5 ms
-// message timer loses nothing of its share.
+// refill earns the ceiling's budget; its bucket holds bulkQuanta pacer
+// quanta (at least two packets), so a sender woken late by the 5 ms
+// message timer (a busy CPU delays it by tens of milliseconds) loses
+// little of its share.
 func (b *bulkLimit) refill(now, rate int64, top int) {
 	b.rate = rate
 	if rate > 0 {
-		b.pace.Refill(now, rate, max(2*top, int(min(rate, congestion.MaxRate)*2*congestion.Quantum/1e9)))
+		b.pace.Refill(now, rate, max(2*top, int(min(rate, congestion.MaxRate)*bulkQuanta*congestion.Quantum/1e9)))
 	}
 }
+
+// bulkQuanta is the bulk ceiling's bucket in pacer quanta: 20 ms.
+const bulkQuanta = 4
 
 func (b *bulkLimit) ok() bool { return b.rate <= 0 || b.pace.Positive() }
 

@@ -570,9 +570,10 @@ func TestLimitBulk(t *testing.T) {
 		return bulk, held
 	}
 	bulk, held := run(t0, t0+time.Second.Nanoseconds())
-	// The bulk is metered in message payload bytes: one bucket of two
-	// quanta (10 ms) at most above the ceiling.
-	if bulk > 50_000+1_000+200 || bulk < 50_000*95/100 || !held {
+	// The bulk is metered in message payload bytes: one bucket
+	// (bulkQuanta pacer quanta: 20 ms, 1 000 bytes) and a packet at most
+	// above the ceiling.
+	if bulk > 50_000+1_000+100 || bulk < 50_000*95/100 || !held {
 		t.Fatalf("%d bulk bytes in 1 s under a ceiling of 50 kB/s (held %v)", bulk, held)
 	}
 	ceil.Store(0)

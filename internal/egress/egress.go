@@ -39,9 +39,10 @@ const MinShare = 16
 // pass the budget: the water-filling reads each connection's demand from
 // one period, and a connection that sends in bursts (a light one whose
 // burst waits on the ceiling, then idles) leaves part of the share it was
-// given unused; the controller then raises the bulk budget until the
-// total egress meets the budget after all.
-const MaxOver = 2
+// given unused, and under a busy CPU the message timer's late ticks
+// leave connections' buckets full; the controller then raises the bulk
+// budget until the total egress meets the budget after all.
+const MaxOver = 4
 
 // Period is the recomputation's nominal interval (conn's message timer
 // ticks every 5 ms), the unit of Gain.
