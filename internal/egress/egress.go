@@ -23,11 +23,12 @@ package egress
 
 import "sync/atomic"
 
-// Gain is the share of the egress error (budget − measured rate) the bulk
-// budget moves by at each Update: an integral controller, which holds the
-// long-run egress at the budget whatever the packets' headers and the
-// game's traffic add to the bulk bytes. Below 1, so the loop is stable
-// with the one-period delay between a level and its measure.
+// Gain is the share of the egress error (budget − measured rate, times
+// the period's length in Periods) the bulk budget moves by at each
+// Update: an integral controller, which holds the long-run egress at the
+// budget whatever the packets' headers and the game's traffic add to the
+// bulk bytes. Below 1, so the loop is stable with the one-period delay
+// between a level and its measure.
 const Gain = 0.25
 
 // MinShare is the smallest part of the budget (1/MinShare) the bulk keeps
