@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -66,16 +67,29 @@ func TestAllocsEstablished(t *testing.T) {
 // steady state: a Messages packet received (Check, sequence window,
 // Receive, OnMessage), the Handler's SendMessage echo packed into the
 // loop's send batch, and the acks both ways.
+//
+// With an egress budget (Config.EgressRate) on a layout whose channel 3 is
+// bulk, each round also echoes a bulk message under the budget's ceiling
+// and runs the message timer's tick, which samples the connection and
+// recomputes the shares: nothing allocates either.
 func TestMessagesAlloc(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race runtime allocates; run without -race")
 	}
+	t.Run("plain", func(t *testing.T) { testMessagesAlloc(t, 0) })
+	t.Run("egress_budget", func(t *testing.T) { testMessagesAlloc(t, 1<<30) })
+}
+
+func testMessagesAlloc(t *testing.T, egressRate int64) {
 	// A send rate no burst of the test's rounds (as fast as the CPU goes)
 	// can spend.
 	mc := testChannels
+	if egressRate > 0 {
+		mc.Channels = append(slices.Clone(mc.Channels), message.ChannelConfig{Kind: message.ReliableOrdered, Bulk: true})
+	}
 	mc.SendRate = 1 << 30
 	// Nor the inbound budget: the rounds come as fast as the CPU goes.
-	s := listen(t, Config{Sockets: 1, Handler: &msgEcho{}, Messages: mc, InboundPacketRate: -1})
+	s := listen(t, Config{Sockets: 1, Handler: &msgEcho{}, Messages: mc, InboundPacketRate: -1, EgressRate: egressRate})
 	p := newRawPeer(t, s, "127.0.0.1:0")
 	ck := p.connect()
 	if s.Len() != 1 { // a connection is in the table before its Ack is sent
@@ -103,6 +117,11 @@ func TestMessagesAlloc(t *testing.T) {
 		ns := now.UnixNano()
 		if err := pe.Send(0, msg, ns); err != nil {
 			t.Fatal(err)
+		}
+		if egressRate > 0 {
+			if err := pe.Send(3, msg, ns); err != nil {
+				t.Fatal(err)
+			}
 		}
 		sq, ack, bits, lost, evicted := seq.Send(seconds(now))
 		if evicted {
@@ -145,6 +164,9 @@ func TestMessagesAlloc(t *testing.T) {
 			if len(got) == len(msg) {
 				echoes++
 			}
+		}
+		if egressRate > 0 {
+			s.msgTimer.tick(now)
 		}
 	}
 	for range 300 { // rings and pools reach their steady size

@@ -152,6 +152,17 @@ type Config struct {
 	// connection, equal on both sides. The zero value turns them off;
 	// Conn.Send's datagram pipe works either way.
 	Messages message.Config
+	// EgressRate (server only) is the server's egress budget in bytes per
+	// second, all connections together (0: unlimited, the default). The
+	// game's traffic goes first and is never held by it: Data, acks and
+	// the entries of channels not declared bulk. The bulk
+	// (ChannelConfig.Bulk channels, and fragments of large messages) gets
+	// what that leaves, in max-min fair shares: each connection's bulk goes
+	// at the smaller of its path's rate and its share, and a connection
+	// that wants less than its share leaves the rest to the others
+	// (package internal/egress; Stats.Egress*). It needs Messages: without
+	// channels there is no bulk to hold.
+	EgressRate int64
 	// Linger: how long Close waits for the reliable messages still queued
 	// or unacknowledged to be acknowledged before it disconnects (0: 5 s;
 	// negative: Close discards them at once).
@@ -258,6 +269,9 @@ func (c Config) settings() (settings, error) {
 	}
 	if s.KeepAlive >= s.Timeout {
 		return s, fmt.Errorf("config: KeepAlive %v must be shorter than Timeout %v, or idle connections time out: lower KeepAlive or raise Timeout", s.KeepAlive, s.Timeout)
+	}
+	if c.EgressRate < 0 {
+		return s, fmt.Errorf("config: EgressRate %d is negative: use bytes per second, or 0 for no egress budget", c.EgressRate)
 	}
 	if c.ChallengeBurst < 0 {
 		return s, fmt.Errorf("config: ChallengeBurst %v is negative: use a positive burst, or 0 for the default", c.ChallengeBurst)

@@ -645,6 +645,7 @@ func TestConfigErrors(t *testing.T) {
 		{Config{MaxDatagram: 5000}, "MaxDatagram"},
 		{Config{KeepAlive: 10 * time.Second}, "KeepAlive"},
 		{Config{Timeout: -1}, "Timeout"},
+		{Config{EgressRate: -1}, "EgressRate"},
 	} {
 		_, err := Listen("127.0.0.1:0", tc.cfg)
 		if err == nil || !bytes.Contains([]byte(err.Error()), []byte(tc.want)) {

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/udpgate/udpgate/internal/egress"
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/message"
@@ -247,9 +248,10 @@ func (c *Conn) deliverMessages() {
 }
 
 // msgService runs the connection's message timers at now: resends, an
-// ack-only packet, the stall bound. It reports whether the connection
-// still has timers pending.
-func (c *Conn) msgService(now time.Time) bool {
+// ack-only packet, the stall bound; with an egress budget (b), it first
+// gives the budget the connection's bulk sample. It reports whether the
+// connection still has timers pending.
+func (c *Conn) msgService(now time.Time, b *egress.Budget) bool {
 	if c.closed.Load() {
 		return false
 	}
@@ -259,6 +261,14 @@ func (c *Conn) msgService(now time.Time) bool {
 	if e == nil {
 		c.mu.Unlock()
 		return false
+	}
+	if b != nil {
+		sent, held := e.TakeBulk()
+		var queued int64
+		if held {
+			queued = int64(e.Queued())
+		}
+		b.Add(sent, held, queued)
 	}
 	if e.Stalled(ns) {
 		c.mu.Unlock()
@@ -321,6 +331,11 @@ type msgTimer struct {
 	mu     sync.Mutex
 	active []*Conn // each with msgListed set, at index msgIdx
 	snap   []*Conn
+	// budget: a server's egress budget (Config.EgressRate), recomputed
+	// at every tick from the connections' samples and tx, the server's
+	// egress bytes so far; nil without one.
+	budget *egress.Budget
+	tx     func() uint64
 }
 
 // add lists c once.
@@ -371,7 +386,7 @@ func (t *msgTimer) tick(now time.Time) {
 	t.mu.Unlock()
 	for i, c := range t.snap {
 		t.snap[i] = nil
-		if c.msgService(now) {
+		if c.msgService(now, t.budget) {
 			continue
 		}
 		t.mu.Lock()
@@ -381,5 +396,8 @@ func (t *msgTimer) tick(now time.Time) {
 		if !c.closed.Load() {
 			c.msgSchedule()
 		}
+	}
+	if t.budget != nil {
+		t.budget.Update(now.UnixNano(), t.tx())
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/cookie"
+	"github.com/udpgate/udpgate/internal/egress"
 	"github.com/udpgate/udpgate/internal/handshake"
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/ratelimit"
@@ -78,6 +79,9 @@ type Server struct {
 	// logged (housekeeping's goroutine only).
 	holders    []heldConn
 	reclaimLog time.Time
+	// egress is the egress budget (Config.EgressRate), which msgTimer
+	// recomputes; nil without one.
+	egress *egress.Budget
 	// spread moves connection packets onto the handshake sockets and off
 	// them as handshake floods come and go (spread.go); nil unsteered.
 	spread *spreader
@@ -193,6 +197,11 @@ func newServer(st settings, now time.Time, secrets *cookie.Secrets, group transp
 	s.tab = newTable(&s.st)
 	if st.msgs != nil {
 		s.msgTimer = new(msgTimer)
+		if st.EgressRate > 0 {
+			s.egress = egress.New(st.EgressRate)
+			st.msgs.LimitBulk(s.egress.Level())
+			s.msgTimer.budget, s.msgTimer.tx = s.egress, s.group.SentBytes
+		}
 	}
 	s.ov.enabled.Store(st.Overload.Enabled)
 	s.timers.init(st.SweepInterval, now)

@@ -2,6 +2,7 @@ package conn
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/internal/handshake"
@@ -107,6 +108,22 @@ type Stats struct {
 	MessageSendReserved int64  `metric:"message_send_reserved_bytes" help:"Bytes of the messages send budget reserved now by connections for queued and unacknowledged messages beyond each one's floor of eight packets' storage (in grants of eight packets; at most the budget)."`
 	MessageSendRefused  uint64 `metric:"message_send_refused_total" help:"Message sends refused because the server-wide send budget was spent or the connection held its share of it (message.ErrSendShare, an ErrQueueFull)."`
 	MessageTimeouts     uint64 `metric:"message_timeouts_total" help:"Retransmission timeouts: a peer acknowledged no packet for a whole timeout while reliable messages were in flight; it then gets one probe per doubled timeout until it acknowledges or is ended as stalled."`
+	// The egress budget (Config.EgressRate; all zero without one): the
+	// budget; what of it the bulk may use now, the game's traffic taken
+	// out (EgressBulkBudget); the ceiling of each connection's bulk now,
+	// its share (EgressShare); the total egress rate last measured (every
+	// 5 ms, the sent bytes of all sockets: Sockets.TxBytes counts them);
+	// the bulk bytes sent (message payload); and what the budget holds:
+	// connection-time of bulk waiting on it, the bytes the held
+	// connections hold for sending, and how many they are.
+	EgressBudget     int64         `metric:"egress_budget_bytes_per_second" help:"The server's egress budget (-egress-rate; 0: none)."`
+	EgressBulkBudget int64         `metric:"egress_bulk_budget_bytes_per_second" help:"What of the egress budget the connections' bulk may use now: the budget less the game's traffic, steered so that the total meets the budget."`
+	EgressShare      int64         `metric:"egress_bulk_share_bytes_per_second" help:"The ceiling of each connection's bulk rate now: its max-min fair share of the bulk budget."`
+	EgressRate       int64         `metric:"egress_bytes_per_second" help:"The server's total egress rate last measured by the egress budget (every 5 ms; the bytes are udpgate_sent_bytes_total)."`
+	EgressBulkBytes  int64         `metric:"egress_bulk_bytes_total" help:"Bulk message bytes the connections sent under the egress budget (message payload, resends included)."`
+	EgressHeld       time.Duration `metric:"egress_held_seconds_total" help:"Connection-seconds of bulk sending held by the egress budget (each connection that waited on its share counts the interval)."`
+	EgressHeldBytes  int64         `metric:"egress_held_bytes" help:"Bytes held for sending by the connections whose bulk the egress budget holds now."`
+	EgressHeldConns  int64         `metric:"egress_held_connections" help:"Connections whose bulk the egress budget holds now (they want more than their share)."`
 	// Sockets: packets, bytes, batches and kernel drops, summed.
 	Sockets SocketStats
 }
@@ -217,6 +234,12 @@ func (s *Server) Stats() Stats {
 		l.queue.mu.Lock()
 		st.PromotionsQueued += l.queue.waiting()
 		l.queue.mu.Unlock()
+	}
+	if b := s.egress; b != nil {
+		e := b.Stats()
+		st.EgressBudget, st.EgressBulkBudget, st.EgressShare, st.EgressRate = e.Rate, e.BulkBudget, e.Level, e.Egress
+		st.EgressBulkBytes, st.EgressHeld = e.BulkBytes, time.Duration(e.HeldNs)
+		st.EgressHeldBytes, st.EgressHeldConns = e.HeldBytes, e.Held
 	}
 	st.OverloadLevel = OverloadLevel(s.ov.level.Load())
 	st.OverloadChanges = s.ov.changes.Load()

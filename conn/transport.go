@@ -30,12 +30,16 @@ type transport interface {
 }
 
 // transportGroup is the set of a server's transports as a whole: its
-// address, whether the kernel steers between them, their summed counters,
+// address, whether the kernel steers between them, their summed counters
+// (and the bytes sent alone),
 // and Close, which makes every blocked Recv return net.ErrClosed.
 type transportGroup interface {
 	LocalAddr() netip.AddrPort
 	Steered() bool
 	Stats() batchio.Stats
+	// SentBytes is Stats().TxBytes, cheap enough for the egress budget
+	// to read every few milliseconds.
+	SentBytes() uint64
 	Close() error
 }
 

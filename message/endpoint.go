@@ -384,6 +384,57 @@ func (e *Endpoint) refill(now int64) {
 	e.age(now)
 	e.timeout(now)
 	e.pace.Refill(now, e.rate(), 2*e.l.top)
+	if b := e.limit(); b != nil {
+		b.refill(now, e.l.bulkCeil.Load(), e.l.top)
+	}
+}
+
+// limit is the endpoint's bucket under Layer.LimitBulk, nil without one
+// or before the first packet (which finds the bucket full).
+func (e *Endpoint) limit() *bulkLimit {
+	if e.l.bulkCeil == nil || e.recs == nil {
+		return nil
+	}
+	return &e.recs.lim
+}
+
+// bulkLimit is an endpoint's bucket under the layer's bulk ceiling
+// (Layer.LimitBulk), and what TakeBulk reports.
+type bulkLimit struct {
+	pace congestion.Pacer
+	rate int64 // the ceiling at the last refill; 0: none
+	sent int64 // bulk bytes written since TakeBulk
+	held bool  // bulk waited on the ceiling since TakeBulk
+}
+
+// refill earns the ceiling's budget; its bucket holds bulkQuanta pacer
+// quanta (at least two packets), so a sender woken late by the 5 ms
+// message timer (a busy CPU delays it by tens of milliseconds) loses
+// little of its share.
+func (b *bulkLimit) refill(now, rate int64, top int) {
+	b.rate = rate
+	if rate > 0 {
+		b.pace.Refill(now, rate, max(2*top, int(min(rate, congestion.MaxRate)*bulkQuanta*congestion.Quantum/1e9)))
+	}
+}
+
+// bulkQuanta is the bulk ceiling's bucket in pacer quanta: 20 ms.
+const bulkQuanta = 4
+
+func (b *bulkLimit) ok() bool { return b.rate <= 0 || b.pace.Positive() }
+
+// TakeBulk returns the bulk bytes the endpoint wrote since the last call
+// and whether its bulk waited on the layer's ceiling (Layer.LimitBulk)
+// meanwhile, and starts both anew: a connection that waited wants more
+// than its share, one that did not wants what it sent.
+func (e *Endpoint) TakeBulk() (sent int64, held bool) {
+	b := e.limit()
+	if b == nil {
+		return 0, false
+	}
+	sent, held = b.sent, b.held
+	b.sent, b.held = 0, false
+	return sent, held
 }
 
 // rtoAge is the time after which a packet unreported is gone (age): the
@@ -513,10 +564,40 @@ func (e *Endpoint) debt() int64 {
 // mayBulk whether bulk units may: resends at once, new ones while the
 // congestion window has room too (window). A resend needs no room: the
 // window counts the lost packet no longer, and a timed-out one must go
-// even when no ack comes back to open the window.
+// even when no ack comes back to open the window. Under a bulk ceiling
+// (Layer.LimitBulk) bulk units also wait for its bucket, and mayBulk
+// notes when one waited (TakeBulk's held).
 func (e *Endpoint) mayGame() bool { return e.pace.Above(e.debt()) }
-func (e *Endpoint) mayBulk() bool { return e.pace.Positive() }
 func (e *Endpoint) window() bool  { return e.cc == nil || e.cc.CanSend() }
+func (e *Endpoint) mayBulk() bool {
+	if !e.pace.Positive() {
+		return false
+	}
+	if b := e.limit(); b != nil && !b.ok() {
+		if !b.held && e.bulkWaiting() {
+			b.held = true
+		}
+		return false
+	}
+	return true
+}
+
+// bulkWaiting reports whether a bulk unit never sent waits: a bulk
+// channel's queued entry or new unit, or a large message's next fragment.
+func (e *Endpoint) bulkWaiting() bool {
+	for m := e.sendMask; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros32(m)
+		c := e.ch[i]
+		if e.l.kinds[i] != ReliableOrdered {
+			if c.bulk && c.pend > 0 {
+				return true
+			}
+		} else if c.sendNext != c.nextID && e.bulkUnit(i, &c.units[c.sendNext&uint16(len(c.units)-1)]) {
+			return true
+		}
+	}
+	return false
+}
 
 // ackUrgent reports whether so many packets with reliable units arrived
 // since our last packet that an ack must go now, not after AckDelay: the
@@ -669,7 +750,7 @@ func (e *Endpoint) WritePayload(dst []byte, seq uint16, now int64) int {
 	}
 	eStart := r.eTail
 	spec, full := e.resendInterval()
-	n := 0
+	n, game := 0, 0
 	for pass := 0; pass < 2; pass++ {
 		for i := 0; i < nch && len(dst)-n >= 4; i++ {
 			c := (start + i) % nch
@@ -685,6 +766,13 @@ func (e *Endpoint) WritePayload(dst []byte, seq uint16, now int64) int {
 		if !bulk {
 			break
 		}
+		if pass == 0 {
+			game = n
+		}
+	}
+	if b := e.limit(); b != nil && bulk && n > game {
+		b.sent += int64(n - game)
+		b.pace.Spend(n - game)
 	}
 	if r.eTail != eStart {
 		r.pushRecord(record{seq: seq, sent: now, start: eStart, n: r.eTail - eStart, size: uint16(n)})
@@ -1063,6 +1151,9 @@ func (e *Endpoint) Deadline() int64 {
 	rate := e.rate()
 	gameAt := e.pace.When(rate, e.debt()) // the game's entries may go
 	bulkAt := e.pace.When(rate, 0)        // bulk ones, with room in the window
+	if b := e.limit(); b != nil && b.rate > 0 {
+		bulkAt = max(bulkAt, b.pace.When(b.rate, 0)) // and under the ceiling
+	}
 	window := e.cc == nil || e.cc.CanSend()
 	probing := e.recs != nil && e.recs.backoff > 0 // a probe carries no unreliable entry
 	for m := e.sendMask; m != 0; m &= m - 1 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -545,5 +546,61 @@ func TestLayerQueued(t *testing.T) {
 	e.Release()
 	if q := e.Queued(); q != 0 {
 		t.Fatalf("after Release: %d", q)
+	}
+}
+
+// TestLimitBulk: under Layer.LimitBulk the bulk channel's bytes follow the
+// ceiling while the game's entries all leave when queued; TakeBulk
+// reports the bulk bytes and that the bulk waited; a ceiling of 0 holds
+// nothing.
+func TestLimitBulk(t *testing.T) {
+	var ceil atomic.Int64
+	ceil.Store(50_000)
+	l := testLayer(t, func(c *Config) {
+		c.SendRate = 10_000_000
+		c.Channels[0].Bulk, c.Channels[0].MaxQueued = true, 1<<20
+	})
+	l.LimitBulk(&ceil)
+	e := l.NewEndpoint()
+	e.SetRTT(time.Millisecond)
+	buf := make([]byte, 100)
+	seq := uint16(0)
+	run := func(from, to int64) (bulk int64, held bool) {
+		for now := from; now < to; now += ms {
+			for e.Send(0, make([]byte, 90), now) == nil {
+			}
+			if err := e.Send(1, make([]byte, 20), now); err != nil {
+				t.Fatal(err)
+			}
+			for e.WantsSend(now) {
+				if e.WritePayload(buf, seq, now) == 0 {
+					t.Fatal("WantsSend but nothing written")
+				}
+				e.Acked(seq, now)
+				seq++
+			}
+			if q := e.Stats().Queued[1]; q != 0 {
+				t.Fatalf("at %v a game message waits (%d bytes queued) behind the bulk ceiling", time.Duration(now-from), q)
+			}
+			if d := e.Deadline(); d <= 0 {
+				t.Fatal("no deadline with bulk pending")
+			}
+			s, h := e.TakeBulk()
+			bulk += s
+			held = held || h
+		}
+		return bulk, held
+	}
+	bulk, held := run(t0, t0+time.Second.Nanoseconds())
+	// The bulk is metered in message payload bytes: one bucket
+	// (bulkQuanta pacer quanta: 20 ms, 1 000 bytes) and a packet at most
+	// above the ceiling.
+	if bulk > 50_000+1_000+100 || bulk < 50_000*95/100 || !held {
+		t.Fatalf("%d bulk bytes in 1 s under a ceiling of 50 kB/s (held %v)", bulk, held)
+	}
+	ceil.Store(0)
+	bulk, _ = run(t0+time.Second.Nanoseconds(), t0+2*time.Second.Nanoseconds())
+	if bulk < 500_000 {
+		t.Fatalf("%d bulk bytes in 1 s without a ceiling", bulk)
 	}
 }

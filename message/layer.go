@@ -56,6 +56,7 @@ type Layer struct {
 	sendHeld    atomic.Int64
 	senders     atomic.Int64
 	sendRefused atomic.Uint64
+	bulkCeil    *atomic.Int64 // LimitBulk's ceiling, nil: none
 	drops       [NumDropReasons]atomic.Uint64
 }
 
@@ -273,3 +274,12 @@ func (l *Layer) put(p *[]byte) int64 {
 	l.pools[k].Put(p)
 	return int64(c)
 }
+
+// LimitBulk caps every endpoint's bulk sending (ChannelConfig.Bulk
+// channels, and fragments of large messages) at *ceiling bytes per second
+// each, read at every send, beside its congestion controller: the bulk
+// goes at the smaller of the two. The game's entries are never held by
+// it. A ceiling of 0 or below holds nothing. Call it before the first
+// endpoint sends; conn's egress budget (Config.EgressRate) moves the
+// ceiling as connections come and go.
+func (l *Layer) LimitBulk(ceiling *atomic.Int64) { l.bulkCeil = ceiling }

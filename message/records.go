@@ -51,6 +51,9 @@ type records struct {
 	// of it beyond the floor (one grant) is reserved from the Layer's
 	// budget, in grants.
 	queued, sendRes int64
+	// lim: the endpoint's bucket under Layer.LimitBulk, kept here, with
+	// the first packet sent, so that an idle Endpoint stays small.
+	lim bulkLimit
 }
 
 func (r *records) pushEntry(ch uint8, id uint16) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -107,6 +108,9 @@ func collectStats(ch chan<- prometheus.Metric, fields []statsField, st *conn.Sta
 }
 
 func number(v reflect.Value) float64 {
+	if v.Type() == reflect.TypeFor[time.Duration]() {
+		return time.Duration(v.Int()).Seconds() // a _seconds metric
+	}
 	if v.CanUint() {
 		return float64(v.Uint())
 	}

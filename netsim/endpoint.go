@@ -45,6 +45,9 @@ func (g *Group) Stats() batchio.Stats {
 	return t
 }
 
+// SentBytes is Stats().TxBytes.
+func (g *Group) SentBytes() uint64 { return g.Stats().TxBytes }
+
 // Close unbinds the address and closes every endpoint.
 func (g *Group) Close() error {
 	g.once.Do(func() {

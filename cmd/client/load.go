@@ -440,6 +440,7 @@ func loadPrintMessages(w io.Writer, r *loadgen.RunResult, clients int, cfg *load
 			loadThousands(r.BulkGoodput()), r.Ran.Round(time.Millisecond))
 		fmt.Fprintf(w, "bulk round trips (from the first send to the echo's last byte): p50 %v p90 %v p99 %v max %v\n",
 			loadRound(q.P50), loadRound(q.P90), loadRound(q.P99), loadRound(q.Max))
+		fmt.Fprintf(w, "bulk messages delivered per client: min %d median %d max %d\n", r.BulkPerClient[0], r.BulkPerClient[1], r.BulkPerClient[2])
 		if cfg.Messages == loadgen.MessagesOff {
 			fmt.Fprintf(w, "message packets: %d entries resent (lost or late), %d copied ahead of loss, %d Messages packets, %d ack-only KeepAlives\n",
 				r.MessagesResent, r.MessagesCopies, t.MessagePackets, t.MessageAcks)

@@ -141,17 +141,18 @@ type loadMessagesJSON struct {
 // (messages_resent, message_packets, messages_stalled; those fields are
 // there with bulk alone too).
 type loadBulkJSON struct {
-	Sent           uint64  `json:"bulk_sent"`
-	Delivered      uint64  `json:"bulk_delivered"`
-	DeliveredBytes uint64  `json:"bulk_delivered_bytes"`
-	OutOfOrder     uint64  `json:"bulk_out_of_order"`
-	Duplicated     uint64  `json:"bulk_duplicated"`
-	Unanswered     int     `json:"bulk_unanswered"`
-	Refused        uint64  `json:"bulk_refused"`
-	Goodput        float64 `json:"bulk_goodput_bytes_per_second"`
-	RTTP50         float64 `json:"bulk_rtt_p50_ms"`
-	RTTP99         float64 `json:"bulk_rtt_p99_ms"`
-	RTTMax         float64 `json:"bulk_rtt_max_ms"`
+	Sent           uint64    `json:"bulk_sent"`
+	Delivered      uint64    `json:"bulk_delivered"`
+	DeliveredBytes uint64    `json:"bulk_delivered_bytes"`
+	OutOfOrder     uint64    `json:"bulk_out_of_order"`
+	Duplicated     uint64    `json:"bulk_duplicated"`
+	Unanswered     int       `json:"bulk_unanswered"`
+	Refused        uint64    `json:"bulk_refused"`
+	Goodput        float64   `json:"bulk_goodput_bytes_per_second"`
+	PerClient      [3]uint64 `json:"bulk_delivered_per_client_min_median_max"`
+	RTTP50         float64   `json:"bulk_rtt_p50_ms"`
+	RTTP99         float64   `json:"bulk_rtt_p99_ms"`
+	RTTMax         float64   `json:"bulk_rtt_max_ms"`
 }
 
 func newLoadRunJSON(r *loadgen.RunResult, cfg *loadgen.Config) *loadRunJSON {
@@ -173,7 +174,8 @@ func newLoadRunJSON(r *loadgen.RunResult, cfg *loadgen.Config) *loadRunJSON {
 		b = &loadBulkJSON{
 			Sent: t.BulkSent, Delivered: t.BulkDelivered, DeliveredBytes: t.BulkBytes, OutOfOrder: t.BulkOutOfOrder,
 			Duplicated: t.BulkDuplicated, Unanswered: r.BulkUnanswered, Refused: t.BulkRefused, Goodput: r.BulkGoodput(),
-			RTTP50: ms(q.P50), RTTP99: ms(q.P99), RTTMax: ms(q.Max),
+			PerClient: r.BulkPerClient,
+			RTTP50:    ms(q.P50), RTTP99: ms(q.P99), RTTMax: ms(q.Max),
 		}
 	}
 	return &loadRunJSON{

@@ -75,6 +75,7 @@ type values struct {
 	// (message.Config.ReceiveBudget, ConnReceiveBudget).
 	messageRecvBudget     int
 	messageConnRecvBudget int
+	egressRate            int
 	logLevel              string
 	logFormat             string
 	summary               time.Duration
@@ -202,6 +203,7 @@ func (o *options) newFlagSet() *flag.FlagSet {
 	fs.IntVar(&o.messageStallRTTs, "message-stall-rtts", message.DefaultStallRTTs, "with -messages: see -message-stall-silence: the silence bound in round trips of the connection")
 	fs.IntVar(&o.messageRecvBudget, "message-receive-budget", message.DefaultReceiveBudget, "with -messages: bytes all connections may hold for out-of-order and partly reassembled messages; over half of it held, each connection gets at most its fair share, and when it is full the connections holding the most are ended (disconnect reason over_budget)")
 	fs.IntVar(&o.messageConnRecvBudget, "message-conn-receive-budget", 0, "with -messages: bytes one connection may hold for out-of-order and partly reassembled messages (0: a full window of 1024 packets plus one largest message and 32 packets, about 1.5 MB at the defaults; at least one largest message and 33 packets)")
+	fs.IntVar(&o.egressRate, "egress-rate", 0, "with -messages: the server's egress budget in bytes per second, all connections together (0: none); the game's traffic is never held by it, and each connection's bulk (channel 3, large messages) goes at the smaller of its path's rate and its fair share of what the game leaves")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug (adds a line per connection), info, warn or error; changes on SIGHUP")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text (key=value) or json (one object per line)")
 	fs.DurationVar(&o.summary, "summary", 10*time.Second, "interval of the summary log line (0: off)")
@@ -756,7 +758,7 @@ var definitionOrder = []string{
 	"listen", "sockets", "batch", "max-clients", "max-clients-per-ip", "max-clients-per-prefix", "max-datagram",
 	"dscp", "magic", "session-id", "network-version", "network-features",
 	"private-key-file", "protocol-id", "public-addresses",
-	"timeout", "challenge-rate", "challenge-rate-per-ip", "challenge-rate-per-prefix", "inbound-packet-rate", "inbound-byte-rate", "steer", "overload", "app", "messages", "message-max-size", "message-send-rate", "message-send-budget", "message-stall-timeout", "message-stall-silence", "message-stall-rtts", "message-receive-budget", "message-conn-receive-budget", "log-level", "log-format", "summary",
+	"timeout", "challenge-rate", "challenge-rate-per-ip", "challenge-rate-per-prefix", "inbound-packet-rate", "inbound-byte-rate", "steer", "overload", "app", "messages", "message-max-size", "message-send-rate", "message-send-budget", "message-stall-timeout", "message-stall-silence", "message-stall-rtts", "message-receive-budget", "message-conn-receive-budget", "egress-rate", "log-level", "log-format", "summary",
 	"metrics", "pprof", "drain-timeout", "agones", "agones-players", "agones-port-name",
 }
 

@@ -406,6 +406,7 @@ func (o *options) config(logger *slog.Logger, h conn.Handler) conn.Config {
 		Handler:                h,
 		Logger:                 logger,
 		Messages:               o.messageConfig(),
+		EgressRate:             int64(o.egressRate),
 	}
 	// Sealed mode; conn refuses its settings without a key.
 	if o.privateKey != nil {

@@ -46,7 +46,7 @@ func (o *options) messageConfig() message.Config {
 // sizes without -messages are an error rather than ignored.
 func (o *options) validateMessages(bad func(name, format string, args ...any)) {
 	if !o.messages {
-		for _, name := range []string{"message-max-size", "message-send-rate", "message-send-budget", "message-stall-timeout", "message-stall-silence", "message-stall-rtts", "message-receive-budget", "message-conn-receive-budget"} {
+		for _, name := range []string{"message-max-size", "message-send-rate", "message-send-budget", "message-stall-timeout", "message-stall-silence", "message-stall-rtts", "message-receive-budget", "message-conn-receive-budget", "egress-rate"} {
 			if f := o.fs.Lookup(name); f.Value.String() != f.DefValue {
 				bad(name, "is a message setting, but -messages is off: turn -messages on, or remove %s", name)
 			}
@@ -55,6 +55,10 @@ func (o *options) validateMessages(bad func(name, format string, args ...any)) {
 	}
 	if o.messageMaxSize < 0 {
 		bad("message-max-size", "must not be negative: use bytes (default %d), or 0 for the message package's default", message.DefaultMaxMessageSize)
+		return
+	}
+	if o.egressRate < 0 {
+		bad("egress-rate", "must not be negative: use the server's egress budget in bytes per second, or 0 for none")
 		return
 	}
 	if o.messageSendRate < 0 {

@@ -137,7 +137,7 @@ func TestDiscardMessages(t *testing.T) {
 func TestMessageSettings(t *testing.T) {
 	o, err := load([]string{"-message-max-size", "100000", "-message-send-rate", "1000000", "-message-send-budget", "5000000",
 		"-message-stall-timeout", "7s", "-message-stall-silence", "3s", "-message-stall-rtts", "30",
-		"-message-receive-budget", "50000000", "-message-conn-receive-budget", "600000"}, env(), io.Discard)
+		"-message-receive-budget", "50000000", "-message-conn-receive-budget", "600000", "-egress-rate", "5000000"}, env(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +146,9 @@ func TestMessageSettings(t *testing.T) {
 		m.StallTimeout != 7*time.Second || m.StallSilence != 3*time.Second || m.StallRTTs != 30 ||
 		m.ReceiveBudget != 50000000 || m.ConnReceiveBudget != 600000 {
 		t.Errorf("config Messages %+v", m)
+	}
+	if r := o.config(nil, nil).EgressRate; r != 5000000 {
+		t.Errorf("-egress-rate 5000000: config EgressRate %d", r)
 	}
 	o, err = load(nil, env("UDPGATE_MESSAGES", "false"), io.Discard)
 	if err != nil {
@@ -168,6 +171,8 @@ func TestMessageSettings(t *testing.T) {
 		{[]string{"-message-conn-receive-budget", "-1"}, "-message-conn-receive-budget -1"},
 		{[]string{"-message-conn-receive-budget", "1000"}, "ConnReceiveBudget 1000 below one largest message"},
 		{[]string{"-messages=false", "-message-receive-budget", "1000"}, "-messages is off"},
+		{[]string{"-egress-rate", "-1"}, "must not be negative"},
+		{[]string{"-messages=false", "-egress-rate", "1000"}, "-messages is off"},
 		{[]string{"-message-max-size", "1000000000"}, "-message-max-size 1000000000"},
 	} {
 		if _, err := load(c.args, env(), io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {

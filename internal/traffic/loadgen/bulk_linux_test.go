@@ -26,6 +26,11 @@ func checkBulk(t *testing.T, cfg Config, r RunResult) {
 	if r.BulkLatency.N != m.BulkDelivered || r.BulkLatency.P50 <= 0 {
 		t.Errorf("bulk latency %+v for %d echoes", r.BulkLatency, m.BulkDelivered)
 	}
+	// Every client's echoes, each message once: the fewest, the median
+	// and the most, in order, the most at most all of them.
+	if pc := r.BulkPerClient; pc[2] == 0 || pc[0] > pc[1] || pc[1] > pc[2] || pc[2] > m.BulkDelivered {
+		t.Errorf("bulk echoes per client %v of %d delivered", pc, m.BulkDelivered)
+	}
 }
 
 // TestMessagesBulk: 2 clients each send a 300 KB bulk stream at 2 a

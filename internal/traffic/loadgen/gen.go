@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -330,6 +331,11 @@ type RunResult struct {
 	// count the bulk channel's entries too.
 	BulkLatency    Quantiles
 	BulkUnanswered int
+	// BulkPerClient: the fewest, median and most bulk messages one
+	// client had echoed over the whole Run (each message once), over every
+	// client: how evenly a server shares its sending between them (an
+	// egress budget's fairness).
+	BulkPerClient [3]uint64
 }
 
 // PerSecond is the answer rate inside the window.
@@ -450,6 +456,7 @@ func (g *Generator) Run(ctx context.Context, spec RunSpec) (RunResult, error) {
 	res.Window = c1.Sub(c0)
 	res.Total = g.Counters().Sub(first)
 	var h, mh, bh Histogram
+	var perClient []uint64
 	for _, w := range g.workers {
 		h.Merge(&w.hist)
 		res.Unanswered += w.unanswered
@@ -461,6 +468,7 @@ func (g *Generator) Run(ctx context.Context, spec RunSpec) (RunResult, error) {
 			if m.bulk != nil {
 				bh.Merge(&m.bulk.hist)
 				res.BulkUnanswered += int(m.bulk.unanswered)
+				perClient = append(perClient, m.bulk.got[:w.n]...)
 			}
 			res.MessagesResent += m.resent
 			res.MessagesCopies += m.copies
@@ -469,6 +477,10 @@ func (g *Generator) Run(ctx context.Context, spec RunSpec) (RunResult, error) {
 	res.Latency = h.Summary()
 	res.MessageLatency = mh.Summary()
 	res.BulkLatency = bh.Summary()
+	if len(perClient) > 0 {
+		slices.Sort(perClient)
+		res.BulkPerClient = [3]uint64{perClient[0], perClient[len(perClient)/2], perClient[len(perClient)-1]}
+	}
 	return res, werr
 }
 
