@@ -106,6 +106,9 @@ func program(t testing.TB, name string, v variant) string {
 // executable under buildDir.
 func compile(cc, name string, v variant, sodium []string) (string, error) {
 	srcs, _ := filepath.Glob("src/*.c")
+	if name == "vectors" { // the codec, the seal and addresses
+		srcs = []string{"src/wire.c", "src/sealed.c", "src/socket.c"}
+	}
 	out := filepath.Join(buildDir, name+"-"+string(v))
 	args := []string{"-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-Iinclude", "-g"}
 	switch v {
