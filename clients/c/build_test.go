@@ -200,3 +200,32 @@ func TestLineBudget(t *testing.T) {
 	}
 	t.Logf("%d lines", n)
 }
+
+// TestReadmeGameLoop: README.md's game loop (its first C block) compiles
+// warning-free as C99.
+func TestReadmeGameLoop(t *testing.T) {
+	t.Parallel()
+	cc := compiler(t)
+	sodium := sodiumFlags(t)
+	raw, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(raw), "```c\n")
+	code, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 || !strings.Contains(code, "udpgate_client_update") {
+		t.Fatal("README.md: no C block with the game loop")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "loop.c")
+	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srcs, _ := filepath.Glob("src/*.c")
+	args := append([]string{"-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-Iinclude", "-o",
+		filepath.Join(dir, "loop"), src}, srcs...)
+	args = append(append(args, sodium...), "-lm")
+	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
