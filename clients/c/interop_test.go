@@ -333,9 +333,10 @@ func TestRefusals(t *testing.T) {
 			})
 		})
 		t.Run("version-mismatch", func(t *testing.T) {
-			s, addr, _, _ := startServer(t, setup{loss: -1})
-			_ = s
-			check(t, stVersionMismatch, "-nv", "2", "connect", addr.String())
+			modes(t, func(t *testing.T, su setup) {
+				s, addr, _, _ := startServer(t, su)
+				check(t, stVersionMismatch, clientArgs(t, su, s, addr, "-nv", "2", "connect", addr.String())...)
+			})
 		})
 		t.Run("token-required", func(t *testing.T) {
 			_, addr, _, _ := startServer(t, setup{sealed: true, loss: -1})
