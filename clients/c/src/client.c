@@ -132,7 +132,7 @@ struct udpgate_client {
     uint8_t cookie[20];
     uint32_t tag;
     uint16_t send_seq, recv_newest, peer_ack, held_jump;
-    uint8_t have_peer_ack, have_held;
+    uint8_t recv_any, have_held;
     uint64_t recv_bits;
     double last_recv, last_send, timeout;
     record records[RECORDS];
@@ -492,7 +492,7 @@ static uint16_t send_conn(udpgate_client *cl, int kind, const uint8_t *payload, 
     h.tag = cl->tag;
     h.seq = cl->send_seq;
     h.ack = cl->recv_newest;
-    h.ack_bits = cl->recv_bits;
+    h.ack_bits = cl->recv_any ? cl->recv_bits : 0; /* §7.4: 0 until something arrived */
     h.kind = (uint8_t)kind;
     cl->send_seq = (uint16_t)((cl->send_seq + 1) & UG_SEQ_MASK);
     if (cl->sealed) {
@@ -561,7 +561,7 @@ static void send_proof(udpgate_client *cl, double now) {
     ad = p + 8;
     ug_put16(b + ad, seq);
     ug_put16(b + ad + 2, cl->recv_newest);
-    ug_put64(b + ad + 4, cl->recv_bits);
+    ug_put64(b + ad + 4, cl->recv_any ? cl->recv_bits : 0);
     b[ad + 12] = UG_KIND_KEEPALIVE;
     ug_seal(b, ad, ad + 13, cl->token.c2s_key, cl->salt, cl->tx_counter++);
     b[ad + 13 + 16] = 1;
@@ -590,7 +590,7 @@ static void reset_connection(udpgate_client *cl) {
     cl->tx_counter = 0;
     cl->rx_last = 0;
     memset(cl->rx_bits, 0, sizeof cl->rx_bits);
-    cl->have_peer_ack = cl->have_held = 0;
+    cl->recv_any = cl->have_held = 0;
     cl->unreported_units = 0;
     cl->cwnd = 10;
     cl->slow_start = 1;
@@ -691,7 +691,8 @@ static void open_connection(udpgate_client *cl, const uint8_t cookie[20], double
     cl->tag = ug_le32(cookie + 4);
     cl->send_seq = ug_le16(cookie + 2) & UG_SEQ_MASK;
     cl->recv_newest = (uint16_t)((server_seq - 1) & UG_SEQ_MASK);
-    cl->recv_bits = ~(uint64_t)0;
+    cl->recv_bits = ~(uint64_t)0; /* §7.3: the window starts full */
+    cl->peer_ack = (uint16_t)((cl->send_seq - 1) & UG_SEQ_MASK); /* the peer's Ack before it heard us */
     cl->oldest_unreported = cl->oldest_flight = cl->send_seq;
     cl->last_recv = now;
     cl->timeout = cl->cfg.timeout;
@@ -934,7 +935,7 @@ static int seq_check(udpgate_client *cl, uint16_t seq, uint16_t ack) {
     }
     if (seq_newer(ack, newest_sent))
         return UDPGATE_DROP_SUSPECT_SEQUENCE;
-    if (cl->have_peer_ack && seq_newer(cl->peer_ack, ack))
+    if (seq_newer(cl->peer_ack, ack))
         return UDPGATE_DROP_SUSPECT_SEQUENCE;
     if (d > 64) {
         unsigned hd = (unsigned)(seq - cl->held_jump) & UG_SEQ_MASK;
@@ -954,16 +955,12 @@ static void seq_accept(udpgate_client *cl, uint16_t seq, uint16_t ack) {
         cl->recv_bits |= (uint64_t)1 << (back - 1);
         return;
     }
-    if (d <= 64)
-        cl->have_held = 0;
-    else
-        cl->have_held = 0;
+    cl->have_held = 0; /* an accepted step forgets a held jump */
     cl->recv_bits = d >= 64 ? 0 : cl->recv_bits << d;
     if (d <= 64)
         cl->recv_bits |= (uint64_t)1 << (d - 1);
     cl->recv_newest = seq;
     cl->peer_ack = ack;
-    cl->have_peer_ack = 1;
 }
 
 /* ---- acks of our packets (§7.4) and what they mean for messages ---- */
@@ -1395,6 +1392,7 @@ static void on_conn(udpgate_client *cl, uint8_t *b, int n, double now) {
     if (cl->sealed)
         replay_mark(cl, counter);
     seq_accept(cl, h.seq, h.ack);
+    cl->recv_any = 1;
     cl->restarting = 0; /* §6.4 step 5: the server still reaches us here */
     cl->st.packets_received++;
     cl->last_recv = now;
