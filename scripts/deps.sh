@@ -25,10 +25,10 @@ if ! have apt-get; then
   echo "deps.sh: missing ${missing[*]} and no apt-get: install them with this system's package manager" >&2
   exit 1
 fi
-sudo=()
+sudo=
 if [ "$(id -u)" -ne 0 ]; then
-  sudo=(sudo)
+  sudo=sudo
 fi
 echo "deps.sh: installing ${missing[*]}"
-"${sudo[@]}" apt-get update -qq
-DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+$sudo apt-get update -qq
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
