@@ -145,8 +145,8 @@ struct udpgate_client {
     uint16_t loss_hist; /* the last 16 reports, 1 = lost */
     double srtt, rttvar;
     int has_rtt;
-    int ack_pending;
-    double ack_pending_since;
+    int ack_pending, ack_urgent;
+    double ack_pending_since, last_reliable_rx;
 
     /* messages */
     int nch, P, F, max_frags;
@@ -527,7 +527,7 @@ static uint16_t send_conn(udpgate_client *cl, int kind, const uint8_t *payload, 
     rec->time = now;
     send_raw(cl, cl->pkt, n);
     cl->last_send = now;
-    cl->ack_pending = 0;
+    cl->ack_pending = cl->ack_urgent = 0;
     return h.seq;
 }
 
@@ -603,7 +603,8 @@ static void reset_connection(udpgate_client *cl) {
     cl->has_rtt = 0;
     cl->srtt = 0.1;
     cl->rttvar = 0.05;
-    cl->ack_pending = 0;
+    cl->ack_pending = cl->ack_urgent = 0;
+    cl->last_reliable_rx = 0;
     for (i = 0; i < RECORDS; i++)
         cl->records[i].valid = 0;
     for (i = 0; i < cl->nch; i++) {
@@ -1414,9 +1415,12 @@ static void on_conn(udpgate_client *cl, uint8_t *b, int n, double now) {
         return;
     case UG_KIND_MESSAGES:
         messages(cl, payload, plen, 1, &reliable);
-        if (reliable) {
+        if (reliable) { /* §14.4: acks flow promptly */
             if (!cl->ack_pending)
                 cl->ack_pending_since = now;
+            if (now - cl->last_reliable_rx > ACK_DELAY)
+                cl->ack_urgent = 1; /* a lone packet, not one of a run */
+            cl->last_reliable_rx = now;
             cl->ack_pending++;
         }
         break;
@@ -1790,7 +1794,8 @@ static void connection_timers(udpgate_client *cl, double now) {
     }
     if (cl->phase != PH_CONNECTED)
         return;
-    if (!sent && cl->ack_pending && (cl->ack_pending >= 4 || now - cl->ack_pending_since >= ACK_DELAY))
+    if (!sent && cl->ack_pending &&
+        (cl->ack_urgent || cl->ack_pending >= 4 || now - cl->ack_pending_since >= ACK_DELAY))
         send_keepalive(cl, now, 0);
     else if (now - cl->last_send >= cl->cfg.keepalive_interval && now - cl->last_recv < 2 * cl->cfg.keepalive_interval)
         send_keepalive(cl, now, 0);
