@@ -78,6 +78,8 @@ typedef struct channel {
     /* reliable receive */
     uint16_t recv_next;
     int16_t *slot_of; /* [WINDOW], by id & 255: the slot holding that unit, -1 none */
+    uint8_t *reasm; /* max_message_size bytes: the message being reassembled */
+    int rs_on, rs_done, rs_len, rs_count, rs_expect;
     /* sequenced receive */
     uint16_t seq_newest;
     uint8_t seq_any;
@@ -160,8 +162,6 @@ struct udpgate_client {
     uint32_t *slot_meta;          /* index << 16 | count of a fragment; 0 unfragmented */
     int16_t *free_slots;
     int nslots, nfree, slot_size, reserve;
-    uint8_t *reasm;
-    int reasm_ch, reasm_len, reasm_count, reasm_expect, reasm_done;
 
     udpgate_stats st;
     uint8_t pkt[UDPGATE_MAX_DATAGRAM + 64];
@@ -295,7 +295,8 @@ static void plan(const udpgate_config *c, layout *l) {
         nrel += c->channels[i].kind == UDPGATE_RELIABLE_ORDERED;
     l->max_frags = (c->max_message_size + F - 1) / F;
     l->slot_size = P;
-    l->nslots = nrel ? WINDOW + l->max_frags + 32 : 0;
+    /* a full window of every reliable channel, and the reserve of §14.5 */
+    l->nslots = nrel ? nrel * WINDOW + l->max_frags + 32 : 0;
     if (l->nslots > 32000)
         l->nslots = 32000;
     at = align16(sizeof(struct udpgate_client));
@@ -323,7 +324,7 @@ static void plan(const udpgate_config *c, layout *l) {
     l->free_slots = at;
     at += align16((size_t)l->nslots * 2);
     l->reasm = at;
-    at += align16(nrel ? (size_t)c->max_message_size : 0);
+    at += (size_t)nrel * align16((size_t)c->max_message_size);
     l->total = at;
 }
 
@@ -389,6 +390,7 @@ int udpgate_client_create(const udpgate_config *cfg, udpgate_client **out) {
             ch->slot_of = (int16_t *)(mem + l.slot_of) + (size_t)nrel * WINDOW;
             ch->sq.buf = mem + l.sq[i];
             ch->sq.cap = (uint32_t)c.send_queue_bytes;
+            ch->reasm = mem + l.reasm + (size_t)nrel * align16((size_t)c.max_message_size);
             nrel++;
         }
     }
@@ -403,7 +405,6 @@ int udpgate_client_create(const udpgate_config *cfg, udpgate_client **out) {
     cl->nslots = l.nslots;
     cl->slot_size = l.slot_size;
     cl->reserve = l.max_frags + 32;
-    cl->reasm = mem + l.reasm;
     cl->client_id = 0;
     ug_random(&cl->client_id, 1);
     cl->client_id &= 7;
@@ -617,6 +618,7 @@ static void reset_connection(udpgate_client *cl) {
         ch->seq_next = 0;
         ch->seq_pending = -1;
         ch->recv_next = 0;
+        ch->rs_on = ch->rs_done = 0;
         ch->seq_any = 0;
         if (ch->slot_of)
             memset(ch->slot_of, 0xff, WINDOW * sizeof(int16_t));
@@ -627,8 +629,6 @@ static void reset_connection(udpgate_client *cl) {
     cl->nfree = cl->nslots;
     for (i = 0; i < cl->nslots; i++)
         cl->free_slots[i] = (int16_t)(cl->nslots - 1 - i);
-    cl->reasm_ch = -1;
-    cl->reasm_done = 0;
 }
 
 static double first_resend(const udpgate_client *cl);
@@ -1160,18 +1160,18 @@ static void free_slot(udpgate_client *cl, channel *ch, uint16_t id) {
     *p = -1;
 }
 
-/* Moves what became deliverable on a reliable channel into the receive queue. */
+/* Moves what became deliverable on a reliable channel into the receive
+ * queue, reassembling fragments as message/recv.go's drain does. */
 static void deliver(udpgate_client *cl, int c) {
     channel *ch = &cl->ch[c];
     for (;;) {
         int16_t s;
         uint32_t meta;
         int len;
-        if (cl->reasm_ch == c && cl->reasm_done) {
-            if (rq_push(cl, c, cl->reasm, cl->reasm_len, NULL, 0) != 0)
+        if (ch->rs_done) {
+            if (rq_push(cl, c, ch->reasm, ch->rs_len, NULL, 0) != 0)
                 return;
-            cl->reasm_ch = -1;
-            cl->reasm_done = 0;
+            ch->rs_on = ch->rs_done = 0;
         }
         s = ch->slot_of[ch->recv_next & (WINDOW - 1)];
         if (s < 0)
@@ -1179,32 +1179,27 @@ static void deliver(udpgate_client *cl, int c) {
         meta = cl->slot_meta[s];
         len = cl->slot_len[s];
         if (meta == 0) {
-            if (cl->reasm_ch == c)
-                cl->reasm_ch = -1; /* an unfragmented unit in the middle: abandon */
+            ch->rs_on = 0; /* an unfragmented unit in the middle: abandon */
             if (rq_push(cl, c, slot_data(cl, s), len, NULL, 0) != 0)
                 return;
         } else {
             int index = (int)(meta >> 16), count = (int)(meta & 0xffff);
-            if (cl->reasm_ch >= 0 && cl->reasm_ch != c)
-                return; /* one reassembly at a time: wait */
-            if (cl->reasm_ch == c && (index != cl->reasm_expect || count != cl->reasm_count))
-                cl->reasm_ch = -1; /* inconsistent: abandon */
-            if (cl->reasm_ch < 0) {
-                if (index == 0) {
-                    cl->reasm_ch = c;
-                    cl->reasm_len = 0;
-                    cl->reasm_count = count;
-                    cl->reasm_expect = 0;
-                }
+            if (ch->rs_on && (index != ch->rs_expect || count != ch->rs_count))
+                ch->rs_on = 0; /* inconsistent: abandon */
+            if (!ch->rs_on && index == 0) {
+                ch->rs_on = 1;
+                ch->rs_len = 0;
+                ch->rs_count = count;
+                ch->rs_expect = 0;
             }
-            if (cl->reasm_ch == c) {
-                if (cl->reasm_len + len > cl->cfg.max_message_size) {
-                    cl->reasm_ch = -1; /* too large: abandon */
+            if (ch->rs_on) { /* else a fragment without its first: dropped */
+                if (ch->rs_len + len > cl->cfg.max_message_size) {
+                    ch->rs_on = 0; /* too large: abandon */
                 } else {
-                    memcpy(cl->reasm + cl->reasm_len, slot_data(cl, s), (size_t)len);
-                    cl->reasm_len += len;
-                    if (++cl->reasm_expect == cl->reasm_count)
-                        cl->reasm_done = 1;
+                    memcpy(ch->reasm + ch->rs_len, slot_data(cl, s), (size_t)len);
+                    ch->rs_len += len;
+                    if (++ch->rs_expect == ch->rs_count)
+                        ch->rs_done = 1;
                 }
             }
         }
@@ -1256,7 +1251,7 @@ static int messages(udpgate_client *cl, const uint8_t *p, int len, int apply, in
                 continue; /* held already */
             if (!apply) {
                 /* the reserve: only the next missing unit, or units of the reassembly in progress */
-                if (ahead == 0 || (cl->reasm_ch == e.channel && ahead < cl->reasm_count))
+                if (ahead == 0 || (ch->rs_on && ahead < ch->rs_count - ch->rs_expect))
                     need_reserve++;
                 else
                     need++;
@@ -1277,7 +1272,7 @@ static int messages(udpgate_client *cl, const uint8_t *p, int len, int apply, in
             return UG_MSG_OVER_BUDGET;
         return UG_PASS;
     }
-    if (touched) { /* every reliable channel: one may wait for another's reassembly */
+    if (touched) {
         int c;
         for (c = 0; c < cl->nch; c++)
             if (cl->kinds[c] == UDPGATE_RELIABLE_ORDERED)
