@@ -229,3 +229,17 @@ func TestReadmeGameLoop(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 }
+
+// TestAPI: test/api.c's checks of the public API's contracts without a
+// server (arguments, configuration, names, addresses, states, the receive
+// buffer rules, timeouts at their exact times), plain and under the
+// sanitizers.
+func TestAPI(t *testing.T) {
+	t.Parallel()
+	for _, v := range []variant{plain, sanitize} {
+		out, err := exec.Command(program(t, "api", v)).CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), "ok ") {
+			t.Fatalf("%s: %v\n%s", v, err, out)
+		}
+	}
+}
