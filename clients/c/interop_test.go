@@ -333,9 +333,10 @@ func TestRefusals(t *testing.T) {
 			})
 		})
 		t.Run("version-mismatch", func(t *testing.T) {
-			s, addr, _, _ := startServer(t, setup{loss: -1})
-			_ = s
-			check(t, stVersionMismatch, "-nv", "2", "connect", addr.String())
+			modes(t, func(t *testing.T, su setup) {
+				s, addr, _, _ := startServer(t, su)
+				check(t, stVersionMismatch, clientArgs(t, su, s, addr, "-nv", "2", "connect", addr.String())...)
+			})
 		})
 		t.Run("token-required", func(t *testing.T) {
 			_, addr, _, _ := startServer(t, setup{sealed: true, loss: -1})
@@ -512,4 +513,21 @@ func TestMagic(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestTokenFallback: a token lists a server that does not answer first;
+// the client gives it the connect timeout and connects to the next one
+// (§11.3: a client tries the token's servers in order).
+func TestTokenFallback(t *testing.T) {
+	prog := program(t, "client", plain)
+	s, addr, _, _ := startServer(t, setup{sealed: true, loss: -1})
+	dead := netip.MustParseAddrPort("127.0.0.1:9")
+	tf := tokenFile(t, &testKey, addr, s.Addr(), func(p *token.Params) {
+		p.ServerAddresses = []netip.AddrPort{dead, addr}
+		p.InternalServerAddresses = []netip.AddrPort{dead, s.Addr()}
+	})
+	st, secs, out := connectState(t, prog, "-token", tf, "-connect-timeout", "1", "connect", "unused")
+	if st != stConnected || secs < 0.9 {
+		t.Fatalf("state %d after %.3fs, want connected to the second server after the first's 1 s:\n%s", st, secs, out)
+	}
 }

@@ -78,6 +78,8 @@ typedef struct channel {
     /* reliable receive */
     uint16_t recv_next;
     int16_t *slot_of; /* [WINDOW], by id & 255: the slot holding that unit, -1 none */
+    uint8_t *reasm; /* max_message_size bytes: the message being reassembled */
+    int rs_on, rs_done, rs_len, rs_count, rs_expect;
     /* sequenced receive */
     uint16_t seq_newest;
     uint8_t seq_any;
@@ -132,7 +134,7 @@ struct udpgate_client {
     uint8_t cookie[20];
     uint32_t tag;
     uint16_t send_seq, recv_newest, peer_ack, held_jump;
-    uint8_t have_peer_ack, have_held;
+    uint8_t recv_any, have_held;
     uint64_t recv_bits;
     double last_recv, last_send, timeout;
     record records[RECORDS];
@@ -145,8 +147,8 @@ struct udpgate_client {
     uint16_t loss_hist; /* the last 16 reports, 1 = lost */
     double srtt, rttvar;
     int has_rtt;
-    int ack_pending;
-    double ack_pending_since;
+    int ack_pending, ack_urgent;
+    double ack_pending_since, last_reliable_rx;
 
     /* messages */
     int nch, P, F, max_frags;
@@ -160,8 +162,6 @@ struct udpgate_client {
     uint32_t *slot_meta;          /* index << 16 | count of a fragment; 0 unfragmented */
     int16_t *free_slots;
     int nslots, nfree, slot_size, reserve;
-    uint8_t *reasm;
-    int reasm_ch, reasm_len, reasm_count, reasm_expect, reasm_done;
 
     udpgate_stats st;
     uint8_t pkt[UDPGATE_MAX_DATAGRAM + 64];
@@ -295,7 +295,8 @@ static void plan(const udpgate_config *c, layout *l) {
         nrel += c->channels[i].kind == UDPGATE_RELIABLE_ORDERED;
     l->max_frags = (c->max_message_size + F - 1) / F;
     l->slot_size = P;
-    l->nslots = nrel ? WINDOW + l->max_frags + 32 : 0;
+    /* a full window of every reliable channel, and the reserve of §14.5 */
+    l->nslots = nrel ? nrel * WINDOW + l->max_frags + 32 : 0;
     if (l->nslots > 32000)
         l->nslots = 32000;
     at = align16(sizeof(struct udpgate_client));
@@ -323,7 +324,7 @@ static void plan(const udpgate_config *c, layout *l) {
     l->free_slots = at;
     at += align16((size_t)l->nslots * 2);
     l->reasm = at;
-    at += align16(nrel ? (size_t)c->max_message_size : 0);
+    at += (size_t)nrel * align16((size_t)c->max_message_size);
     l->total = at;
 }
 
@@ -389,6 +390,7 @@ int udpgate_client_create(const udpgate_config *cfg, udpgate_client **out) {
             ch->slot_of = (int16_t *)(mem + l.slot_of) + (size_t)nrel * WINDOW;
             ch->sq.buf = mem + l.sq[i];
             ch->sq.cap = (uint32_t)c.send_queue_bytes;
+            ch->reasm = mem + l.reasm + (size_t)nrel * align16((size_t)c.max_message_size);
             nrel++;
         }
     }
@@ -403,7 +405,6 @@ int udpgate_client_create(const udpgate_config *cfg, udpgate_client **out) {
     cl->nslots = l.nslots;
     cl->slot_size = l.slot_size;
     cl->reserve = l.max_frags + 32;
-    cl->reasm = mem + l.reasm;
     cl->client_id = 0;
     ug_random(&cl->client_id, 1);
     cl->client_id &= 7;
@@ -492,7 +493,7 @@ static uint16_t send_conn(udpgate_client *cl, int kind, const uint8_t *payload, 
     h.tag = cl->tag;
     h.seq = cl->send_seq;
     h.ack = cl->recv_newest;
-    h.ack_bits = cl->recv_bits;
+    h.ack_bits = cl->recv_any ? cl->recv_bits : 0; /* §7.4: 0 until something arrived */
     h.kind = (uint8_t)kind;
     cl->send_seq = (uint16_t)((cl->send_seq + 1) & UG_SEQ_MASK);
     if (cl->sealed) {
@@ -527,7 +528,7 @@ static uint16_t send_conn(udpgate_client *cl, int kind, const uint8_t *payload, 
     rec->time = now;
     send_raw(cl, cl->pkt, n);
     cl->last_send = now;
-    cl->ack_pending = 0;
+    cl->ack_pending = cl->ack_urgent = 0;
     return h.seq;
 }
 
@@ -561,7 +562,7 @@ static void send_proof(udpgate_client *cl, double now) {
     ad = p + 8;
     ug_put16(b + ad, seq);
     ug_put16(b + ad + 2, cl->recv_newest);
-    ug_put64(b + ad + 4, cl->recv_bits);
+    ug_put64(b + ad + 4, cl->recv_any ? cl->recv_bits : 0);
     b[ad + 12] = UG_KIND_KEEPALIVE;
     ug_seal(b, ad, ad + 13, cl->token.c2s_key, cl->salt, cl->tx_counter++);
     b[ad + 13 + 16] = 1;
@@ -590,7 +591,7 @@ static void reset_connection(udpgate_client *cl) {
     cl->tx_counter = 0;
     cl->rx_last = 0;
     memset(cl->rx_bits, 0, sizeof cl->rx_bits);
-    cl->have_peer_ack = cl->have_held = 0;
+    cl->recv_any = cl->have_held = 0;
     cl->unreported_units = 0;
     cl->cwnd = 10;
     cl->slow_start = 1;
@@ -603,7 +604,8 @@ static void reset_connection(udpgate_client *cl) {
     cl->has_rtt = 0;
     cl->srtt = 0.1;
     cl->rttvar = 0.05;
-    cl->ack_pending = 0;
+    cl->ack_pending = cl->ack_urgent = 0;
+    cl->last_reliable_rx = 0;
     for (i = 0; i < RECORDS; i++)
         cl->records[i].valid = 0;
     for (i = 0; i < cl->nch; i++) {
@@ -616,6 +618,7 @@ static void reset_connection(udpgate_client *cl) {
         ch->seq_next = 0;
         ch->seq_pending = -1;
         ch->recv_next = 0;
+        ch->rs_on = ch->rs_done = 0;
         ch->seq_any = 0;
         if (ch->slot_of)
             memset(ch->slot_of, 0xff, WINDOW * sizeof(int16_t));
@@ -626,8 +629,6 @@ static void reset_connection(udpgate_client *cl) {
     cl->nfree = cl->nslots;
     for (i = 0; i < cl->nslots; i++)
         cl->free_slots[i] = (int16_t)(cl->nslots - 1 - i);
-    cl->reasm_ch = -1;
-    cl->reasm_done = 0;
 }
 
 static double first_resend(const udpgate_client *cl);
@@ -691,7 +692,8 @@ static void open_connection(udpgate_client *cl, const uint8_t cookie[20], double
     cl->tag = ug_le32(cookie + 4);
     cl->send_seq = ug_le16(cookie + 2) & UG_SEQ_MASK;
     cl->recv_newest = (uint16_t)((server_seq - 1) & UG_SEQ_MASK);
-    cl->recv_bits = ~(uint64_t)0;
+    cl->recv_bits = ~(uint64_t)0; /* §7.3: the window starts full */
+    cl->peer_ack = (uint16_t)((cl->send_seq - 1) & UG_SEQ_MASK); /* the peer's Ack before it heard us */
     cl->oldest_unreported = cl->oldest_flight = cl->send_seq;
     cl->last_recv = now;
     cl->timeout = cl->cfg.timeout;
@@ -934,7 +936,7 @@ static int seq_check(udpgate_client *cl, uint16_t seq, uint16_t ack) {
     }
     if (seq_newer(ack, newest_sent))
         return UDPGATE_DROP_SUSPECT_SEQUENCE;
-    if (cl->have_peer_ack && seq_newer(cl->peer_ack, ack))
+    if (seq_newer(cl->peer_ack, ack))
         return UDPGATE_DROP_SUSPECT_SEQUENCE;
     if (d > 64) {
         unsigned hd = (unsigned)(seq - cl->held_jump) & UG_SEQ_MASK;
@@ -954,16 +956,12 @@ static void seq_accept(udpgate_client *cl, uint16_t seq, uint16_t ack) {
         cl->recv_bits |= (uint64_t)1 << (back - 1);
         return;
     }
-    if (d <= 64)
-        cl->have_held = 0;
-    else
-        cl->have_held = 0;
+    cl->have_held = 0; /* an accepted step forgets a held jump */
     cl->recv_bits = d >= 64 ? 0 : cl->recv_bits << d;
     if (d <= 64)
         cl->recv_bits |= (uint64_t)1 << (d - 1);
     cl->recv_newest = seq;
     cl->peer_ack = ack;
-    cl->have_peer_ack = 1;
 }
 
 /* ---- acks of our packets (§7.4) and what they mean for messages ---- */
@@ -1162,18 +1160,18 @@ static void free_slot(udpgate_client *cl, channel *ch, uint16_t id) {
     *p = -1;
 }
 
-/* Moves what became deliverable on a reliable channel into the receive queue. */
+/* Moves what became deliverable on a reliable channel into the receive
+ * queue, reassembling fragments as message/recv.go's drain does. */
 static void deliver(udpgate_client *cl, int c) {
     channel *ch = &cl->ch[c];
     for (;;) {
         int16_t s;
         uint32_t meta;
         int len;
-        if (cl->reasm_ch == c && cl->reasm_done) {
-            if (rq_push(cl, c, cl->reasm, cl->reasm_len, NULL, 0) != 0)
+        if (ch->rs_done) {
+            if (rq_push(cl, c, ch->reasm, ch->rs_len, NULL, 0) != 0)
                 return;
-            cl->reasm_ch = -1;
-            cl->reasm_done = 0;
+            ch->rs_on = ch->rs_done = 0;
         }
         s = ch->slot_of[ch->recv_next & (WINDOW - 1)];
         if (s < 0)
@@ -1181,32 +1179,27 @@ static void deliver(udpgate_client *cl, int c) {
         meta = cl->slot_meta[s];
         len = cl->slot_len[s];
         if (meta == 0) {
-            if (cl->reasm_ch == c)
-                cl->reasm_ch = -1; /* an unfragmented unit in the middle: abandon */
+            ch->rs_on = 0; /* an unfragmented unit in the middle: abandon */
             if (rq_push(cl, c, slot_data(cl, s), len, NULL, 0) != 0)
                 return;
         } else {
             int index = (int)(meta >> 16), count = (int)(meta & 0xffff);
-            if (cl->reasm_ch >= 0 && cl->reasm_ch != c)
-                return; /* one reassembly at a time: wait */
-            if (cl->reasm_ch == c && (index != cl->reasm_expect || count != cl->reasm_count))
-                cl->reasm_ch = -1; /* inconsistent: abandon */
-            if (cl->reasm_ch < 0) {
-                if (index == 0) {
-                    cl->reasm_ch = c;
-                    cl->reasm_len = 0;
-                    cl->reasm_count = count;
-                    cl->reasm_expect = 0;
-                }
+            if (ch->rs_on && (index != ch->rs_expect || count != ch->rs_count))
+                ch->rs_on = 0; /* inconsistent: abandon */
+            if (!ch->rs_on && index == 0) {
+                ch->rs_on = 1;
+                ch->rs_len = 0;
+                ch->rs_count = count;
+                ch->rs_expect = 0;
             }
-            if (cl->reasm_ch == c) {
-                if (cl->reasm_len + len > cl->cfg.max_message_size) {
-                    cl->reasm_ch = -1; /* too large: abandon */
+            if (ch->rs_on) { /* else a fragment without its first: dropped */
+                if (ch->rs_len + len > cl->cfg.max_message_size) {
+                    ch->rs_on = 0; /* too large: abandon */
                 } else {
-                    memcpy(cl->reasm + cl->reasm_len, slot_data(cl, s), (size_t)len);
-                    cl->reasm_len += len;
-                    if (++cl->reasm_expect == cl->reasm_count)
-                        cl->reasm_done = 1;
+                    memcpy(ch->reasm + ch->rs_len, slot_data(cl, s), (size_t)len);
+                    ch->rs_len += len;
+                    if (++ch->rs_expect == ch->rs_count)
+                        ch->rs_done = 1;
                 }
             }
         }
@@ -1258,7 +1251,7 @@ static int messages(udpgate_client *cl, const uint8_t *p, int len, int apply, in
                 continue; /* held already */
             if (!apply) {
                 /* the reserve: only the next missing unit, or units of the reassembly in progress */
-                if (ahead == 0 || (cl->reasm_ch == e.channel && ahead < cl->reasm_count))
+                if (ahead == 0 || (ch->rs_on && ahead < ch->rs_count - ch->rs_expect))
                     need_reserve++;
                 else
                     need++;
@@ -1279,7 +1272,7 @@ static int messages(udpgate_client *cl, const uint8_t *p, int len, int apply, in
             return UG_MSG_OVER_BUDGET;
         return UG_PASS;
     }
-    if (touched) { /* every reliable channel: one may wait for another's reassembly */
+    if (touched) {
         int c;
         for (c = 0; c < cl->nch; c++)
             if (cl->kinds[c] == UDPGATE_RELIABLE_ORDERED)
@@ -1395,6 +1388,7 @@ static void on_conn(udpgate_client *cl, uint8_t *b, int n, double now) {
     if (cl->sealed)
         replay_mark(cl, counter);
     seq_accept(cl, h.seq, h.ack);
+    cl->recv_any = 1;
     cl->restarting = 0; /* §6.4 step 5: the server still reaches us here */
     cl->st.packets_received++;
     cl->last_recv = now;
@@ -1416,9 +1410,12 @@ static void on_conn(udpgate_client *cl, uint8_t *b, int n, double now) {
         return;
     case UG_KIND_MESSAGES:
         messages(cl, payload, plen, 1, &reliable);
-        if (reliable) {
+        if (reliable) { /* §14.4: acks flow promptly */
             if (!cl->ack_pending)
                 cl->ack_pending_since = now;
+            if (now - cl->last_reliable_rx > ACK_DELAY)
+                cl->ack_urgent = 1; /* a lone packet, not one of a run */
+            cl->last_reliable_rx = now;
             cl->ack_pending++;
         }
         break;
@@ -1792,7 +1789,8 @@ static void connection_timers(udpgate_client *cl, double now) {
     }
     if (cl->phase != PH_CONNECTED)
         return;
-    if (!sent && cl->ack_pending && (cl->ack_pending >= 4 || now - cl->ack_pending_since >= ACK_DELAY))
+    if (!sent && cl->ack_pending &&
+        (cl->ack_urgent || cl->ack_pending >= 4 || now - cl->ack_pending_since >= ACK_DELAY))
         send_keepalive(cl, now, 0);
     else if (now - cl->last_send >= cl->cfg.keepalive_interval && now - cl->last_recv < 2 * cl->cfg.keepalive_interval)
         send_keepalive(cl, now, 0);

@@ -170,7 +170,11 @@ int ug_socket_send(ug_socket *s, const udpgate_address *to, const uint8_t *d, si
     socklen_t sl = to_sockaddr(to, &ss);
     long r = (long)sendto(s->fd, (const char *)d, n, 0, (struct sockaddr *)&ss, sl);
     if (r < 0) {
-#ifndef _WIN32
+#ifdef _WIN32
+        int e = WSAGetLastError();
+        if (e == WSAEWOULDBLOCK || e == WSAECONNRESET || e == WSAENOBUFS)
+            return 0;
+#else
         /* a full buffer or an ICMP error reported late: the packet is lost, not the socket */
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNREFUSED || errno == ENOBUFS ||
             errno == EINTR || errno == EHOSTUNREACH || errno == ENETUNREACH)
@@ -186,7 +190,11 @@ int ug_socket_recv(ug_socket *s, udpgate_address *from, uint8_t *buf, size_t cap
     socklen_t sl = sizeof ss;
     long r = (long)recvfrom(s->fd, (char *)buf, cap, 0, (struct sockaddr *)&ss, &sl);
     if (r < 0) {
-#ifndef _WIN32
+#ifdef _WIN32
+        int e = WSAGetLastError(); /* an ICMP port unreachable shows as WSAECONNRESET */
+        if (e == WSAEWOULDBLOCK || e == WSAECONNRESET || e == WSAEMSGSIZE)
+            return 0;
+#else
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNREFUSED)
             return 0;
 #endif

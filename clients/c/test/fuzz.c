@@ -8,7 +8,10 @@
  * client; mode 2 gets a sealed client to its proofs. A record with flag 1
  * on a connected unsealed client is wrapped as a connection packet that
  * passes the prefix, Tag and sequence checks (its bytes are Kind, AckBits
- * low byte and payload), so the fuzzer reaches the message decoder. Every
+ * low byte and payload), so the fuzzer reaches the message decoder; on a
+ * proving sealed client it is sealed under the token's key (its counter
+ * the next, or with AckBits byte 0xff a reserved refusal counter), so the
+ * fuzzer reaches the replay window and a sealed connection. Every
  * record advances the clock by (flags >> 1) ms and is followed by update()
  * and by draining receive(). One client serves every input (connect resets
  * it); no allocation may happen after its create. */
@@ -93,6 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     double t = 1000;
     int mode, client_id = 0;
     uint16_t server_seq = ug_le16(cookie) & UG_SEQ_MASK, next_seq, client_seq = ug_le16(cookie + 2) & UG_SEQ_MASK;
+    uint64_t next_counter = 0;
     if (size < 1)
         return 0;
     mode = data[0] % 3;
@@ -162,6 +166,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 next_seq = (uint16_t)((next_seq + 1) & UG_SEQ_MASK);
                 deliver_packet(c, b, n, t);
             }
+        } else if ((flags & 1) && mode == 2 && len >= 2) {
+            /* sealed under the token's (zero) server-to-client key: reaches the
+             * replay window, the body rules and, once one opens, a sealed connection */
+            static const uint8_t zero_key[32];
+            uint8_t b[512];
+            ug_magic m;
+            int n = len - 2, o = 1;
+            uint64_t counter = rec[1] == 0xff ? UINT64_MAX - 256 + (n > 0 ? rec[2] : 0) : next_counter++;
+            ug_magic_parse(&m, "");
+            if (n > 400)
+                n = 400;
+            ug_put_prefix(b, &m, 0, (uint8_t)client_id);
+            ug_put32(b + o, ug_le32(cookie + 4));
+            ug_put64(b + o + 4, counter);
+            ug_put16(b + o + 12, next_seq);
+            ug_put16(b + o + 14, client_seq);
+            ug_put64(b + o + 16, rec[1]);
+            b[o + 24] = rec[0] & 3;
+            memcpy(b + o + 25, rec + 2, (size_t)n);
+            ug_seal(b, o + 12, o + 25 + n, zero_key, cookie, counter);
+            b[o + 25 + n + 16] = 1;
+            next_seq = (uint16_t)((next_seq + 1) & UG_SEQ_MASK);
+            deliver_packet(c, b, o + 25 + n + 17, t);
         } else {
             deliver_packet(c, rec, len, t);
         }

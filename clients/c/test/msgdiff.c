@@ -1,0 +1,118 @@
+/* msgdiff.c: the C client's message receiver (§14.3, §14.5) on Messages
+ * payloads read from stdin, one hex line each, for msgdiff_test.go to
+ * compare with Go's message.Endpoint. The program plays the server (as
+ * seqdiff.c does), delivers each payload in the next packet and prints
+ * "refused" or "accepted", then every message received, "msg CH HEX",
+ * then "end". */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../src/internal.h"
+
+static uint8_t inbox[2048], outbox[2048];
+static int inbox_len, outbox_len;
+static udpgate_address server;
+
+static int fsend(void *ctx, const udpgate_address *to, const uint8_t *d, size_t n) {
+    (void)ctx; (void)to;
+    memcpy(outbox, d, n);
+    outbox_len = (int)n;
+    return (int)n;
+}
+
+static int frecv(void *ctx, udpgate_address *from, uint8_t *buf, size_t cap) {
+    int n = inbox_len;
+    (void)ctx; (void)cap;
+    inbox_len = 0;
+    if (n)
+        memcpy(buf, inbox, (size_t)n);
+    *from = server;
+    return n;
+}
+
+static const uint8_t cookie[20] = {0x30, 0xe4, 0xdf, 0xdf, 0xbc, 0xab, 0xc5, 0x56, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+
+static void deliver(udpgate_client *c, const uint8_t *d, int n, double t) {
+    memcpy(inbox, d, (size_t)n);
+    inbox_len = n;
+    udpgate_client_update(c, t);
+}
+
+static void answer(udpgate_client *c, int type, double t) {
+    ug_handshake h;
+    ug_magic m;
+    uint8_t b[128];
+    ug_magic_parse(&m, "");
+    if (ug_decode_handshake(&m, outbox, (size_t)outbox_len, &h) != UG_PASS)
+        exit(3);
+    h.type = (uint8_t)type;
+    h.secret_id = 1;
+    h.timestamp = type == UG_CHALLENGE ? 0x41da000000000000ull : 0xbff0000000000000ull;
+    memcpy(h.cookie, cookie, 20);
+    h.random_len = 8;
+    deliver(c, b, ug_encode_handshake(b, sizeof b, &m, &h), t);
+}
+
+int main(void) {
+    udpgate_config cfg;
+    udpgate_client *c;
+    udpgate_stats before, after;
+    static char line[70000];
+    static uint8_t pay[40000], msg[1 << 20];
+    double t = 1000;
+    int client_id;
+    uint16_t seq = 9264;
+    udpgate_default_config(&cfg);
+    cfg.send = fsend;
+    cfg.receive = frecv;
+    cfg.timeout = 1e9;
+    cfg.stall_timeout = 1e9;
+    if (udpgate_client_create(&cfg, &c) != UDPGATE_OK || udpgate_client_connect(c, "127.0.0.1:40000", t) != UDPGATE_OK)
+        return 2;
+    udpgate_address_parse(&server, "127.0.0.1:40000");
+    client_id = (outbox[0] >> 2) & 7;
+    answer(c, UG_CHALLENGE, t);
+    answer(c, UG_ACK, t);
+    if (udpgate_client_state(c) != UDPGATE_STATE_CONNECTED)
+        return 4;
+    while (fgets(line, sizeof line, stdin)) {
+        ug_conn_header h;
+        ug_magic m;
+        static uint8_t b[2048];
+        int n = 0, len, ch, i;
+        while (line[2 * n] && line[2 * n] != '\n' && n < (int)sizeof pay) {
+            unsigned v;
+            sscanf(line + 2 * n, "%2x", &v);
+            pay[n++] = (uint8_t)v;
+        }
+        ug_magic_parse(&m, "");
+        h.session_id = 0;
+        h.client_id = (uint8_t)client_id;
+        h.tag = ug_le32(cookie + 4);
+        h.seq = seq;
+        h.ack = 8159;
+        h.ack_bits = 0;
+        h.kind = UG_KIND_MESSAGES;
+        udpgate_client_stats(c, &before);
+        len = ug_encode_conn(b, sizeof b, &m, &h, pay, n);
+        if (len < 0)
+            return 5;
+        deliver(c, b, len, t);
+        udpgate_client_stats(c, &after);
+        if (after.packets_received > before.packets_received) {
+            printf("accepted\n");
+            seq = (uint16_t)((seq + 1) & UG_SEQ_MASK);
+        } else {
+            printf("refused\n");
+        }
+        while ((len = udpgate_client_receive(c, &ch, msg, sizeof msg)) >= 0) {
+            printf("msg %d ", ch);
+            for (i = 0; i < len; i++)
+                printf("%02x", msg[i]);
+            printf("\n");
+        }
+        printf("end\n");
+    }
+    udpgate_client_destroy(c);
+    return 0;
+}
