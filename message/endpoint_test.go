@@ -474,7 +474,7 @@ func TestIdleEndpointMemory(t *testing.T) {
 // 45 ms) up to an eighth of the stall bound (250 ms of 2 s), until the
 // stall; the timeout follows the RTT samples (RFC 6298).
 func TestResendBackoff(t *testing.T) {
-	l := testLayer(t, nil)
+	l := testLayer(t, func(c *Config) { c.StallSilence = 2 * time.Second })
 	e := l.NewEndpoint()
 	e.SetRTT(20 * time.Millisecond) // first sample: rtt 20, deviation 10: timeout 40 ms
 	e.Send(0, []byte("a"), t0)
@@ -501,8 +501,8 @@ func TestResendBackoff(t *testing.T) {
 	if got := l.Timeouts(); got != 9 {
 		t.Fatalf("%d timeouts, want 9", got)
 	}
-	if d := e.Deadline(); d != t0+int64(DefaultStallSilence) {
-		t.Fatalf("deadline %d ms, want the stall at %v", (d-t0)/ms, DefaultStallSilence)
+	if d := e.Deadline(); d != t0+int64(2*time.Second) {
+		t.Fatalf("deadline %d ms, want the stall at 2 s", (d-t0)/ms)
 	}
 	// Samples move the timeout: ten of 100 ms bring the estimate near it.
 	for range 10 {

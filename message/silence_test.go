@@ -78,8 +78,8 @@ func TestSilentPeerCut(t *testing.T) {
 		rtt   time.Duration
 		bound time.Duration
 	}{
-		{20 * time.Millisecond, 2 * time.Second},  // 20 RTT = 0.4 s < 2 s
-		{50 * time.Millisecond, 2 * time.Second},  // 20 RTT = 1 s
+		{20 * time.Millisecond, 3 * time.Second},  // 20 RTT = 0.4 s < 3 s
+		{50 * time.Millisecond, 3 * time.Second},  // 20 RTT = 1 s
 		{200 * time.Millisecond, 4 * time.Second}, // 20 RTT = 4 s
 	} {
 		t.Run(tc.rtt.String(), func(t *testing.T) {

@@ -7,7 +7,8 @@
 
 #define RECORDS 256          /* sent packets remembered (power of two, > 128 of §7.4) */
 #define RECORD_UNITS 128     /* reliable units one packet carries at most */
-#define WINDOW 256           /* §14.3 reliable window */
+#define WINDOW 1024          /* §14.3 reliable window, what the receiver accepts (power of two) */
+#define SEND_WINDOW 256      /* units this sender keeps unacknowledged per channel (≤ WINDOW; power of two) */
 #define ANSWERED 8           /* §6.3 */
 #define DATA_CHANNEL 0xff    /* a Data packet in the queues */
 #define DEAD_CHANNEL 0xfe    /* a replaced sequenced message in the send queue */
@@ -77,7 +78,7 @@ typedef struct channel {
     int64_t seq_pending; /* offset of the unsent sequenced message in the out queue, -1 none */
     /* reliable receive */
     uint16_t recv_next;
-    int16_t *slot_of; /* [WINDOW], by id & 255: the slot holding that unit, -1 none */
+    int16_t *slot_of; /* [WINDOW], by id & (WINDOW - 1): the slot holding that unit, -1 none */
     uint8_t *reasm; /* max_message_size bytes: the message being reassembled */
     int rs_on, rs_done, rs_len, rs_count, rs_expect;
     /* sequenced receive */
@@ -296,14 +297,14 @@ static void plan(const udpgate_config *c, layout *l) {
     l->max_frags = (c->max_message_size + F - 1) / F;
     l->slot_size = P;
     /* a full window of every reliable channel, and the reserve of §14.5 */
-    l->nslots = nrel ? nrel * WINDOW + l->max_frags + 32 : 0;
+    l->nslots = nrel ? WINDOW + l->max_frags + 32 : 0;
     if (l->nslots > 32000)
         l->nslots = 32000;
     at = align16(sizeof(struct udpgate_client));
     l->rec_units = at;
     at += align16((size_t)RECORDS * RECORD_UNITS * 4);
     l->units = at;
-    at += align16((size_t)nrel * WINDOW * sizeof(unit));
+    at += align16((size_t)nrel * SEND_WINDOW * sizeof(unit));
     l->slot_of = at;
     at += align16((size_t)nrel * WINDOW * 2);
     for (i = 0; i < c->num_channels; i++)
@@ -386,7 +387,7 @@ int udpgate_client_create(const udpgate_config *cfg, udpgate_client **out) {
         ch->bulk = c.channels[i].bulk;
         ch->seq_pending = -1;
         if (ch->kind == UDPGATE_RELIABLE_ORDERED) {
-            ch->units = (unit *)(mem + l.units) + (size_t)nrel * WINDOW;
+            ch->units = (unit *)(mem + l.units) + (size_t)nrel * SEND_WINDOW;
             ch->slot_of = (int16_t *)(mem + l.slot_of) + (size_t)nrel * WINDOW;
             ch->sq.buf = mem + l.sq[i];
             ch->sq.cap = (uint32_t)c.send_queue_bytes;
@@ -971,15 +972,15 @@ static void unit_acked(udpgate_client *cl, int c, uint16_t id) {
     unit *u;
     if ((uint16_t)(id - ch->base) >= (uint16_t)(ch->next_id - ch->base))
         return;
-    u = &ch->units[id & (WINDOW - 1)];
+    u = &ch->units[id & (SEND_WINDOW - 1)];
     if (u->acked)
         return;
     u->acked = 1;
     if (u->count)
         ch->frag_unacked--;
-    while (ch->base != ch->next_id && ch->units[ch->base & (WINDOW - 1)].acked)
+    while (ch->base != ch->next_id && ch->units[ch->base & (SEND_WINDOW - 1)].acked)
         ch->base++;
-    ch->sq.head = ch->base != ch->next_id ? ch->units[ch->base & (WINDOW - 1)].msg_off : ch->cut_msg;
+    ch->sq.head = ch->base != ch->next_id ? ch->units[ch->base & (SEND_WINDOW - 1)].msg_off : ch->cut_msg;
 }
 
 static double rto(const udpgate_client *cl, int sends);
@@ -1060,7 +1061,7 @@ static void report(udpgate_client *cl, record *rec, int delivered, double now) {
         } else {
             channel *ch = &cl->ch[c];
             if ((uint16_t)(id - ch->base) < (uint16_t)(ch->next_id - ch->base))
-                ch->units[id & (WINDOW - 1)].due = 1;
+                ch->units[id & (SEND_WINDOW - 1)].due = 1;
         }
     }
     (void)now;
@@ -1090,7 +1091,7 @@ static void repair(udpgate_client *cl, double sent) {
         if (ch->kind != UDPGATE_RELIABLE_ORDERED)
             continue;
         for (id = ch->base; id != ch->unsent; id++) {
-            unit *u = &ch->units[id & (WINDOW - 1)];
+            unit *u = &ch->units[id & (SEND_WINDOW - 1)];
             if (!u->acked && u->last_sent < before)
                 u->due = 1;
         }
@@ -1465,11 +1466,11 @@ static int cut_unit(udpgate_client *cl, int c, double now) {
     unit *u;
     if (ch->cut_msg == ch->sq.tail)
         return 0;
-    if ((uint16_t)(ch->next_id - ch->base) >= WINDOW)
+    if ((uint16_t)(ch->next_id - ch->base) >= SEND_WINDOW)
         return 0;
     ring_get(&ch->sq, ch->cut_msg, hdr, 4);
     len = ug_le32(hdr);
-    u = &ch->units[ch->next_id & (WINDOW - 1)];
+    u = &ch->units[ch->next_id & (SEND_WINDOW - 1)];
     u->msg_off = ch->cut_msg;
     u->data_off = ch->cut_pos;
     if (len <= (uint32_t)(cl->P - 5)) {
@@ -1505,7 +1506,7 @@ static int cut_unit(udpgate_client *cl, int c, double now) {
 static int put_unit(udpgate_client *cl, int c, uint16_t id, uint8_t *pay, int *plen, record *rec, double now,
                     int copy) {
     channel *ch = &cl->ch[c];
-    unit *u = &ch->units[id & (WINDOW - 1)];
+    unit *u = &ch->units[id & (SEND_WINDOW - 1)];
     ug_entry e;
     int n;
     if (rec->nunits >= RECORD_UNITS)
@@ -1607,7 +1608,7 @@ static int send_one(udpgate_client *cl, double now) {
                 continue;
             /* due resends, oldest first */
             for (id = ch->base; id != ch->next_id; id++) {
-                unit *u = &ch->units[id & (WINDOW - 1)];
+                unit *u = &ch->units[id & (SEND_WINDOW - 1)];
                 if (u->acked || u->sends == 0)
                     continue;
                 if (u->due || now - u->last_sent >= rto(cl, u->sends) * (ch->bulk ? 2 : 1)) {
@@ -1623,7 +1624,7 @@ static int send_one(udpgate_client *cl, double now) {
             while (!full && cl->unreported_units < FLIGHT_PACKETS) {
                 if (ch->unsent == ch->next_id && !cut_unit(cl, c, now))
                     break;
-                if ((ch->bulk || ch->units[ch->unsent & (WINDOW - 1)].count) && cl->unreported_units >= cl->cwnd)
+                if ((ch->bulk || ch->units[ch->unsent & (SEND_WINDOW - 1)].count) && cl->unreported_units >= cl->cwnd)
                     break;
                 if (!put_unit(cl, c, ch->unsent, pay, &plen, &tmp_rec, now, 0)) {
                     full = 1;
@@ -1645,7 +1646,7 @@ static int send_one(udpgate_client *cl, double now) {
             if (ch->kind != UDPGATE_RELIABLE_ORDERED || ch->bulk)
                 continue;
             for (id = ch->base; id != ch->unsent; id++) {
-                unit *u = &ch->units[id & (WINDOW - 1)];
+                unit *u = &ch->units[id & (SEND_WINDOW - 1)];
                 if (u->acked || u->count || now - u->last_sent < every)
                     continue;
                 if (!put_unit(cl, i, id, pay, &plen, &tmp_rec, now, 1)) {
@@ -1756,7 +1757,7 @@ static void connection_timers(udpgate_client *cl, double now) {
     for (i = 0; i < cl->nch; i++) {
         channel *ch = &cl->ch[i];
         if (ch->kind == UDPGATE_RELIABLE_ORDERED && ch->base != ch->unsent) {
-            unit *u = &ch->units[ch->base & (WINDOW - 1)];
+            unit *u = &ch->units[ch->base & (SEND_WINDOW - 1)];
             if (!u->acked && u->sends && now - u->first_sent >= cl->cfg.stall_timeout) {
                 send_disconnects(cl, 10, 5, now);
                 end(cl, UDPGATE_STATE_STALLED, 10);
@@ -1777,7 +1778,7 @@ static void connection_timers(udpgate_client *cl, double now) {
                 channel *ch = &cl->ch[rec->units[j] >> 16];
                 uint16_t id = (uint16_t)rec->units[j];
                 if ((uint16_t)(id - ch->base) < (uint16_t)(ch->next_id - ch->base))
-                    ch->units[id & (WINDOW - 1)].due = 1;
+                    ch->units[id & (SEND_WINDOW - 1)].due = 1;
             }
         }
         cl->oldest_flight = (uint16_t)((cl->oldest_flight + 1) & UG_SEQ_MASK);
