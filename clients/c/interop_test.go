@@ -303,6 +303,7 @@ const (
 	stTokenRequired   = -12
 	stTimedOut        = -13
 	stShutdown        = -14
+	stLayoutMismatch  = -19
 )
 
 func TestRefusals(t *testing.T) {
@@ -336,6 +337,18 @@ func TestRefusals(t *testing.T) {
 			modes(t, func(t *testing.T, su setup) {
 				s, addr, _, _ := startServer(t, su)
 				check(t, stVersionMismatch, clientArgs(t, su, s, addr, "-nv", "2", "connect", addr.String())...)
+			})
+		})
+		t.Run("layout-mismatch", func(t *testing.T) {
+			// A server whose largest message differs from the C client's
+			// (the stock layout's 256 KiB): refused at connect (§3.7).
+			modes(t, func(t *testing.T, su setup) {
+				su.cfg = func(c *conn.Config) { c.Messages = msgcfg.Config(100_000, 0) }
+				s, addr, _, _ := startServer(t, su)
+				check(t, stLayoutMismatch, clientArgs(t, su, s, addr, "connect", addr.String())...)
+				if n := s.Stats().HandshakeOut[8]; n == 0 {
+					t.Errorf("the server sent no LayoutMismatch (type 8)")
+				}
 			})
 		})
 		t.Run("token-required", func(t *testing.T) {

@@ -133,7 +133,10 @@ typedef enum udpgate_state {
     UDPGATE_STATE_REPLACED = -16,                /* Disconnect 4 */
     UDPGATE_STATE_STALLED = -17,                 /* a reliable message unacknowledged for stall_timeout,
                                                     or Disconnect 10 from the server (§14.4) */
-    UDPGATE_STATE_SOCKET_ERROR = -18             /* the socket or the send callback failed */
+    UDPGATE_STATE_SOCKET_ERROR = -18,            /* the socket or the send callback failed */
+    UDPGATE_STATE_LAYOUT_MISMATCH = -19          /* LayoutMismatch (§3.7): the server's channels (count,
+                                                    kinds, order), max_message_size or max_datagram
+                                                    differ from this client's */
 } udpgate_state;
 
 /* The state's name, e.g. "denied: server full"; never NULL. */

@@ -184,6 +184,7 @@ const char *udpgate_state_name(int s) {
     case UDPGATE_STATE_DENIED_UNKNOWN_CONNECTION: return "denied: unknown connection";
     case UDPGATE_STATE_DENIED_OTHER: return "denied";
     case UDPGATE_STATE_VERSION_MISMATCH: return "version mismatch: set network_version/network_features to the server's";
+    case UDPGATE_STATE_LAYOUT_MISMATCH: return "layout mismatch: configure the server's channels (same count, kinds and order), max_message_size and max_datagram";
     case UDPGATE_STATE_TOKEN_EXPIRED: return "connect token expired";
     case UDPGATE_STATE_TOKEN_INVALID: return "connect token invalid (wrong private key or protocol id)";
     case UDPGATE_STATE_TOKEN_FOREIGN_SERVER: return "connect token does not list this server";
@@ -448,6 +449,22 @@ static void send_raw(udpgate_client *cl, const uint8_t *d, int n) {
     cl->st.bytes_sent += (uint64_t)n;
 }
 
+/* §3.7: the message layout an Initial declares: the channels' kinds in order
+ * (wire codes: the kind + 1), the largest reliable message (0 without a
+ * reliable channel) and the largest datagram; none without channels. */
+static void declare_layout(const udpgate_client *cl, ug_handshake *h) {
+    int i, reliable = 0;
+    if (cl->cfg.num_channels <= 0)
+        return;
+    h->layout_channels = (uint8_t)cl->cfg.num_channels;
+    for (i = 0; i < cl->cfg.num_channels; i++) {
+        h->layout_kinds |= (uint64_t)(cl->cfg.channels[i].kind + 1) << (2 * i);
+        reliable |= cl->cfg.channels[i].kind == UDPGATE_RELIABLE_ORDERED;
+    }
+    h->layout_max_message = reliable ? (uint32_t)cl->cfg.max_message_size : 0;
+    h->layout_max_datagram = (uint16_t)cl->cfg.max_datagram;
+}
+
 static void send_handshake(udpgate_client *cl, int type, double now) {
     ug_handshake h;
     uint8_t r;
@@ -464,6 +481,8 @@ static void send_handshake(udpgate_client *cl, int type, double now) {
     h.network_version = cl->cfg.network_version;
     h.network_features = cl->cfg.network_features;
     h.restart = cl->restarting != 0; /* §3.4: set on a restart's Initials */
+    if (type == UG_INITIAL)
+        declare_layout(cl, &h);
     if (type == UG_RESPONSE || type == UG_RESTART_RESPONSE) {
         h.secret_id = cl->ch_secret;
         h.timestamp = cl->ch_timestamp;
@@ -789,7 +808,7 @@ static void on_handshake(udpgate_client *cl, const uint8_t *b, int n, double now
         return;
     }
     if (h.type != UG_CHALLENGE && h.type != UG_ACK && h.type != UG_RESTART_HANDSHAKE &&
-        h.type != UG_VERSION_UPGRADE && h.type != UG_DENIED) {
+        h.type != UG_VERSION_UPGRADE && h.type != UG_DENIED && h.type != UG_LAYOUT_MISMATCH) {
         drop(cl, UDPGATE_DROP_UNEXPECTED_TYPE);
         return;
     }
@@ -896,6 +915,13 @@ static void on_handshake(udpgate_client *cl, const uint8_t *b, int n, double now
         cl->server_nv = h.network_version;
         cl->server_nf = h.network_features;
         end(cl, UDPGATE_STATE_VERSION_MISMATCH, 0);
+        return;
+    case UG_LAYOUT_MISMATCH: /* §3.7: only an answer to the Initials' declared layout */
+        if (cl->phase == PH_CONNECTED || cl->phase == PH_ENDED || cl->cfg.num_channels <= 0) {
+            drop(cl, UDPGATE_DROP_UNEXPECTED_TYPE);
+            return;
+        }
+        end(cl, UDPGATE_STATE_LAYOUT_MISMATCH, 0);
         return;
     default: /* RestartHandshake (§6.4) */
         if (cl->phase != PH_CONNECTED || cl->sealed) {

@@ -76,6 +76,9 @@ namespace Udpgate
         /// timeout, or the server said so.</summary>
         Stalled = -17,
         SocketError = -18,
+        /// <summary>LayoutMismatch (docs/protocol.md §3.7): the server's
+        /// channels, MaxMessageSize or MaxDatagram differ.</summary>
+        LayoutMismatch = -19,
     }
 
     /// <summary>A channel's kind: udpgate_channel_kind (docs/protocol.md §14).</summary>
