@@ -148,6 +148,11 @@ struct udpgate_client {
     uint16_t loss_hist; /* the last 16 reports, 1 = lost */
     double srtt, rttvar;
     int has_rtt;
+    /* §14.4 retransmission timeout: the last packet reported delivered; while
+     * units are in flight and none was for a timeout, one packet goes per
+     * timeout, each twice the last (at most 1 s), as TCP's RTO backs off */
+    double last_delivered, probe_at;
+    int backoff;
     int ack_pending, ack_urgent;
     double ack_pending_since, last_reliable_rx;
 
@@ -727,6 +732,8 @@ static void open_connection(udpgate_client *cl, const uint8_t cookie[20], double
 static void connected(udpgate_client *cl, double now) {
     cl->last_restart = now;
     cl->phase = PH_CONNECTED;
+    cl->last_delivered = now;
+    cl->backoff = 0;
     cl->state = UDPGATE_STATE_CONNECTED;
     cl->sent_count = 0;
     cl->last_recv = now;
@@ -873,6 +880,7 @@ static void on_handshake(udpgate_client *cl, const uint8_t *b, int n, double now
         }
         if (cl->phase == PH_CONNECTED && cl->restarting == 2 && memcmp(h.cookie, cl->cookie, 20) == 0) {
             cl->restarting = 0; /* §6.4 step 4: moved */
+            cl->probe_at = now; /* probe the new path at once */
             cl->sent_count = 0;
             return;
         }
@@ -1069,6 +1077,8 @@ static void report(udpgate_client *cl, record *rec, int delivered, double now) {
     if (rec->nunits)
         cl->loss_hist = (uint16_t)(cl->loss_hist << 1 | !delivered);
     if (delivered) {
+        cl->last_delivered = now;
+        cl->backoff = 0;
         cl->st.packets_acked++;
         cl->st.loss *= 0.99;
         if (rec->nunits)
@@ -1809,10 +1819,21 @@ static void connection_timers(udpgate_client *cl, double now) {
         }
         cl->oldest_flight = (uint16_t)((cl->oldest_flight + 1) & UG_SEQ_MASK);
     }
-    for (i = 0; i < cl->cfg.max_packets_per_update && cl->phase == PH_CONNECTED; i++) {
-        if (!send_one(cl, now))
-            break;
-        sent++;
+    if (cl->unreported_units > 0 && now - cl->last_delivered > rto(cl, 1) + cl->srtt / 4) {
+        /* the peer acknowledged nothing for a timeout (it moved, or is gone):
+         * probe, instead of resending at the rate of acks that do not come */
+        if (now >= cl->probe_at && send_one(cl, now)) {
+            double gap = rto(cl, 1) * (double)(1 << (cl->backoff < 7 ? cl->backoff : 7));
+            cl->probe_at = now + (gap < 1.0 ? gap : 1.0);
+            cl->backoff++;
+            sent++;
+        }
+    } else {
+        for (i = 0; i < cl->cfg.max_packets_per_update && cl->phase == PH_CONNECTED; i++) {
+            if (!send_one(cl, now))
+                break;
+            sent++;
+        }
     }
     if (cl->phase != PH_CONNECTED)
         return;
