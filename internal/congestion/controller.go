@@ -1,7 +1,6 @@
 package congestion
 
 import (
-	"math"
 	"sync/atomic"
 	"time"
 )
@@ -39,10 +38,8 @@ const (
 	// target end it.
 	competeRounds = 10
 	// ssSamples: slow start ends after this many samples in a row more
-	// than half the target above the base, judged in groups of ssGroup
-	// by the group's smallest (docs/decisions.md, "The early exit").
+	// than a quarter of the target above the base.
 	ssSamples = 8
-	ssGroup   = 4
 	// maxVelocity bounds the window's growth, packets per round trip.
 	maxVelocity = 16
 	// standSamples: a standing-RTT window holds at least this many
@@ -96,9 +93,7 @@ type Controller struct {
 	events               uint64         // congestion events
 	sink                 *atomic.Uint64 // counts them too, when set (CountEvents)
 	ups                  uint8          // rounds of growth in a row
-	ssHigh               uint8          // samples in a row above the base in slow start, a group at a time
-	ssN                  uint8          // samples in the group being taken
-	ssMin                int64          // the group's smallest sample
+	ssHigh               uint8          // samples in a row above the base in slow start
 	over                 uint8          // rounds in a row with the queue far above the target (near empty, competing)
 	competing            bool           // beside a flow that fills the queue: loss-based (compete)
 	grew                 bool           // the window grew in this round
@@ -111,7 +106,7 @@ func (c *Controller) Init(mss int, ceiling int64, now int64) {
 	if ceiling <= 0 || ceiling > MaxRate {
 		ceiling = MaxRate
 	}
-	*c = Controller{mss: int64(mss), cwnd: InitialWindow * int64(mss), ceiling: ceiling, ssMin: math.MaxInt64,
+	*c = Controller{mss: int64(mss), cwnd: InitialWindow * int64(mss), ceiling: ceiling,
 		slowStart: true, velocity: 1, baseAt: now, nearBase: now, standAt: now, delivAt: now, roundStart: now}
 }
 
@@ -354,24 +349,16 @@ func (c *Controller) sample(s, now, srtt int64) {
 	}
 	c.latest = s
 	// Slow start's early exit: the standing RTT lags by up to a round
-	// trip while the window doubles; ssSamples samples in a row half the
-	// target above the base show the queue sooner. The samples are taken
-	// in groups of ssGroup and each group judged by its smallest: a
-	// receiver acks every few packets, so most samples carry some ack
-	// delay (up to AckDelay, 5 ms), which is no queue; judged one by one
-	// against a quarter of the target they ended slow start on an empty
-	// path (a 1 MiB message over 50 ms and 1 % loss took 1.0 to 1.4 s
-	// instead of 0.45).
-	if c.slowStart && c.base[0] != 0 {
-		c.ssMin = min(c.ssMin, s)
-		if c.ssN++; c.ssN == ssGroup {
-			if c.ssMin-c.BaseRTT() > TargetDelay/2 {
-				c.ssHigh += ssGroup
-			} else {
-				c.ssHigh = 0
-			}
-			c.ssN, c.ssMin = 0, math.MaxInt64
-		}
+	// trip while the window doubles; ssSamples samples in a row a
+	// quarter of the target above the base show the queue sooner. It
+	// also reads acks the receiver delayed (up to AckDelay) as a queue,
+	// and so ends some slow starts on empty paths; the alternatives
+	// measured cost a latecomer's fairness (docs/decisions.md, "The early
+	// exit").
+	if c.slowStart && c.base[0] != 0 && s-c.BaseRTT() > TargetDelay/4 {
+		c.ssHigh++
+	} else {
+		c.ssHigh = 0
 	}
 	if c.base[0] == 0 || s < c.base[0] {
 		c.base[0] = s
