@@ -19,6 +19,7 @@ import (
 
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/internal/msgcfg"
+	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/testkit/netem"
 	"github.com/udpgate/udpgate/token"
 )
@@ -346,7 +347,7 @@ func TestRefusals(t *testing.T) {
 				su.cfg = func(c *conn.Config) { c.Messages = msgcfg.Config(100_000, 0) }
 				s, addr, _, _ := startServer(t, su)
 				check(t, stLayoutMismatch, clientArgs(t, su, s, addr, "connect", addr.String())...)
-				if n := s.Stats().HandshakeOut[8]; n == 0 {
+				if n := s.Stats().HandshakeOut[protocol.TypeLayoutMismatch]; n == 0 {
 					t.Errorf("the server sent no LayoutMismatch (type 8)")
 				}
 			})

@@ -129,7 +129,7 @@ static int get_layout(const uint8_t *b, int pos, ug_handshake *h) {
 
 int ug_encode_handshake(uint8_t *dst, size_t cap, const ug_magic *m, const ug_handshake *h) {
     int n, pos, i;
-    if (h->type > 8 || h->session_id > 3 || h->client_id > 7 || h->random_len < UG_MIN_RANDOM ||
+    if (h->type > UG_LAYOUT_MISMATCH || h->session_id > 3 || h->client_id > 7 || h->random_len < UG_MIN_RANDOM ||
         h->random_len > UG_MAX_RANDOM || h->secret_id > 1)
         return -1;
     if ((h->type == UG_INITIAL || h->type == UG_LAYOUT_MISMATCH) && !layout_valid(h))
@@ -218,7 +218,7 @@ int ug_decode_handshake(const ug_magic *m, const uint8_t *b, size_t len, ug_hand
     h->network_version = (uint32_t)get_bits(b, pos + 33, 32);
     h->network_features = (uint16_t)get_bits(b, pos + 65, 16);
     pos += 81;
-    if (h->type > 8)
+    if (h->type > UG_LAYOUT_MISMATCH) /* the last type */
         return UDPGATE_DROP_UNKNOWN_TYPE;
     random = pb - pos - ug_body_bits(h->type);
     if (random < 8 * UG_MIN_RANDOM || random > 8 * UG_MAX_RANDOM || (random & 7))

@@ -9,49 +9,7 @@
 
 #include "../src/internal.h"
 
-static uint8_t inbox[2048], outbox[2048];
-static int inbox_len, outbox_len;
-static udpgate_address server;
-
-static int fsend(void *ctx, const udpgate_address *to, const uint8_t *d, size_t n) {
-    (void)ctx; (void)to;
-    memcpy(outbox, d, n);
-    outbox_len = (int)n;
-    return (int)n;
-}
-
-static int frecv(void *ctx, udpgate_address *from, uint8_t *buf, size_t cap) {
-    int n = inbox_len;
-    (void)ctx; (void)cap;
-    inbox_len = 0;
-    if (n)
-        memcpy(buf, inbox, (size_t)n);
-    *from = server;
-    return n;
-}
-
-static const uint8_t cookie[20] = {0x30, 0xe4, 0xdf, 0xdf, 0xbc, 0xab, 0xc5, 0x56, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
-
-static void deliver(udpgate_client *c, const uint8_t *d, int n, double t) {
-    memcpy(inbox, d, (size_t)n);
-    inbox_len = n;
-    udpgate_client_update(c, t);
-}
-
-static void answer(udpgate_client *c, int type, double t) {
-    ug_handshake h;
-    ug_magic m;
-    uint8_t b[128];
-    ug_magic_parse(&m, "");
-    if (ug_decode_handshake(&m, outbox, (size_t)outbox_len, &h) != UG_PASS)
-        exit(3);
-    h.type = (uint8_t)type;
-    h.secret_id = 1;
-    h.timestamp = type == UG_CHALLENGE ? 0x41da000000000000ull : 0xbff0000000000000ull;
-    memcpy(h.cookie, cookie, 20);
-    h.random_len = 8;
-    deliver(c, b, ug_encode_handshake(b, sizeof b, &m, &h), t);
-}
+#include "fake_server.h"
 
 int main(void) {
     udpgate_config cfg;
