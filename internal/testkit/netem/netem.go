@@ -93,6 +93,7 @@ type Proxy struct {
 	observe  func(Fate, []byte)
 	closed   bool
 	links    [2]*link // each direction's bottleneck, nil without Config.Rate
+	lines    [2]*line // each direction's delay line, without Jitter
 	done     chan struct{}
 	wg       sync.WaitGroup
 	timers   sync.WaitGroup
@@ -117,13 +118,21 @@ func New(server netip.AddrPort, cfg Config) (*Proxy, error) {
 		upstream: map[netip.AddrPort]*net.UDPConn{},
 		done:     make(chan struct{}),
 	}
+	if cfg.Jitter <= 0 && cfg.Delay > 0 {
+		for dir := range p.lines {
+			l := &line{wake: make(chan struct{}, 1)}
+			p.lines[dir] = l
+			p.wg.Add(1)
+			go p.carry(l)
+		}
+	}
 	if cfg.Rate > 0 {
 		limit := cfg.QueueBytes
 		if limit <= 0 {
 			limit = DefaultQueueBytes
 		}
 		for dir := range p.links {
-			l := &link{rate: cfg.Rate, limit: limit, wake: make(chan struct{}, 1)}
+			l := &link{rate: cfg.Rate, limit: limit, wake: make(chan struct{}, 1), line: p.lines[dir]}
 			p.links[dir] = l
 			p.wg.Add(1)
 			go p.drain(l)
@@ -132,6 +141,67 @@ func New(server netip.AddrPort, cfg Config) (*Proxy, error) {
 	p.wg.Add(1)
 	go p.readFront()
 	return p, nil
+}
+
+// line is one direction's delay line when every datagram is delayed
+// alike (no Jitter; after the bottleneck's queue, if any): one goroutine sends them in the order
+// they came, as a wire does. A timer per datagram (as with Jitter) lets
+// the runtime's timers and scheduler reorder datagrams that are due
+// together, by tens of them at tens of thousands a second on a busy
+// machine: a reordering nobody asked for, which the receiver's sequence
+// window drops as stale.
+type line struct {
+	mu   sync.Mutex
+	q    []departure // in order of due time (departure.at)
+	wake chan struct{}
+}
+
+func (l *line) push(d departure) {
+	l.mu.Lock()
+	l.q = append(l.q, d)
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// carry sends l's datagrams when due, until the proxy closes.
+func (p *Proxy) carry(l *line) {
+	defer p.wg.Done()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		l.mu.Lock()
+		if len(l.q) == 0 {
+			l.mu.Unlock()
+			select {
+			case <-l.wake:
+				continue
+			case <-p.done:
+				return
+			}
+		}
+		d := l.q[0]
+		wait := time.Until(d.at)
+		if wait <= 0 {
+			l.q[0] = departure{}
+			l.q = l.q[1:]
+			if len(l.q) == 0 {
+				l.q = l.q[:0:0] // let the backing array go
+			}
+			l.mu.Unlock()
+			d.send(d.pkt)
+			continue
+		}
+		l.mu.Unlock()
+		t.Reset(wait)
+		select {
+		case <-t.C:
+		case <-p.done:
+			return
+		}
+	}
 }
 
 // Bottleneck returns the counters of dir's bottleneck (zero without
@@ -282,6 +352,13 @@ func (p *Proxy) forward(dir Direction, client netip.AddrPort, b []byte, send fun
 		return
 	}
 	pkt := append([]byte(nil), b...)
+	if ln := p.lines[dir]; ln != nil {
+		due := time.Now().Add(p.cfg.Delay)
+		for range copies {
+			ln.push(departure{at: due, pkt: pkt, send: send})
+		}
+		return
+	}
 	for i := range copies {
 		if delays[i] <= 0 {
 			send(pkt)
@@ -302,6 +379,7 @@ type link struct {
 	rate  int64 // bytes per second
 	limit int   // the queue's bytes
 	wake  chan struct{}
+	line  *line // the propagation delay after the queue, nil with Jitter
 
 	queue  []departure // accepted and not yet sent, by departure time
 	queued int         // bytes in queue
@@ -397,6 +475,10 @@ func (p *Proxy) drain(l *link) {
 		p.mu.Unlock()
 		if d.delay <= 0 {
 			d.send(d.pkt)
+			continue
+		}
+		if l.line != nil {
+			l.line.push(departure{at: d.at.Add(d.delay), pkt: d.pkt, send: d.send})
 			continue
 		}
 		p.timers.Add(1)
