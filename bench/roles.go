@@ -17,6 +17,7 @@ import (
 	"github.com/udpgate/udpgate/conn"
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/wire"
+	"github.com/udpgate/udpgate/message"
 )
 
 // The servers under test run in child processes (this binary, re-executed
@@ -405,6 +406,26 @@ func udpgateServer(s *conn.Server) *server {
 			st.Connections, st.Accepted, st.ConnPacketsIn, drops, st.Drops[protocol.DropPromotionFull],
 			st.DeniedFull, st.OverloadChanges, so.RxPackets, float64(so.RxPackets)/float64(max(so.RxBatches, 1)),
 			so.RxDrops, so.TxPackets, so.TxCalls, len(s.SocketStats()),
-			st.Proofs, st.Drops[protocol.DropSealedForged], st.Shared)
+			st.Proofs, st.Drops[protocol.DropSealedForged], st.Shared) + dropReasons(st)
 	}}
+}
+
+// dropReasons names the server's nonzero drop counters, packet and
+// message ones (" drops_by=reason:n,..."), so that a run's log says why.
+func dropReasons(st conn.Stats) string {
+	var b strings.Builder
+	for i, n := range st.Drops {
+		if n != 0 {
+			fmt.Fprintf(&b, ",%s:%d", protocol.DropReason(i), n)
+		}
+	}
+	for i, n := range st.MessageDrops {
+		if n != 0 {
+			fmt.Fprintf(&b, ",message_%s:%d", message.DropReason(i), n)
+		}
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return " drops_by=" + b.String()[1:]
 }
