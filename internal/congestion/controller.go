@@ -37,7 +37,8 @@ const (
 	// flow is taken to fill the queue (compete); as many below half the
 	// target end it.
 	competeRounds = 10
-	// ssSamples: slow start ends after this many samples in a row more
+	// ssSamples: slow start ends after this many acks in a row whose
+	// smallest sample (the newest packet's) is more
 	// than a quarter of the target above the base.
 	ssSamples = 8
 	// maxVelocity bounds the window's growth, packets per round trip.
@@ -70,6 +71,11 @@ type Controller struct {
 	standCur, standPrev, standAt int64
 	standN                       int64 // samples in the current window
 	latest                       int64
+	// instAt, instMin: the time of the ack being read and its smallest
+	// sample (its newest packet's, the one its delay least inflates).
+	instAt, instMin int64
+	// peak, peakPrev: the most bytes in flight in this round and the last.
+	peak, peakPrev int64
 
 	// Rounds: a round ends when a packet sent after roundStart is
 	// acknowledged or lost.
@@ -93,7 +99,7 @@ type Controller struct {
 	events               uint64         // congestion events
 	sink                 *atomic.Uint64 // counts them too, when set (CountEvents)
 	ups                  uint8          // rounds of growth in a row
-	ssHigh               uint8          // samples in a row above the base in slow start
+	ssHigh               uint8          // acks in a row above the base in slow start
 	over                 uint8          // rounds in a row with the queue far above the target (near empty, competing)
 	competing            bool           // beside a flow that fills the queue: loss-based (compete)
 	grew                 bool           // the window grew in this round
@@ -122,13 +128,25 @@ func (c *Controller) window() int64 {
 }
 
 // OnSent counts a packet of n bytes sent at now.
-func (c *Controller) OnSent(n int, now int64) { c.inflight += int64(n) }
+func (c *Controller) OnSent(n int, now int64) {
+	c.inflight += int64(n)
+	c.peak = max(c.peak, c.inflight)
+}
+
+// inUse reports whether the window is in use, so that an ack may grow
+// it: half of it in flight, or, in slow start, half of it in flight at
+// some point of this round or the last (as Linux's tcp_is_cwnd_limited
+// reads its max_packets_out), so that the acks of a flight's tail still
+// grow the window the next flight will find.
+func (c *Controller) inUse() bool {
+	return c.inflight >= c.cwnd/2 || c.slowStart && max(c.peak, c.peakPrev) >= c.cwnd/2
+}
 
 // OnAcked reports a packet of n bytes sent at sent acknowledged at now;
 // srtt is the connection's smoothed round trip.
 func (c *Controller) OnAcked(n int, sent, now, srtt int64) {
 	b := int64(n)
-	limited := c.inflight >= c.cwnd/2 // the window was in use: it may grow
+	limited := c.inUse() // the window was in use: it may grow
 	c.inflight = max(c.inflight-b, 0)
 	c.sample(now-sent, now, srtt)
 	c.delivered += b
@@ -287,6 +305,7 @@ func (c *Controller) round(sent, now int64, lost bool) {
 	}
 	c.grew = false
 	c.roundStart = now
+	c.peakPrev, c.peak = c.peak, c.inflight
 }
 
 // CountEvents makes the controller add its congestion events to p too
@@ -349,16 +368,24 @@ func (c *Controller) sample(s, now, srtt int64) {
 	}
 	c.latest = s
 	// Slow start's early exit: the standing RTT lags by up to a round
-	// trip while the window doubles; ssSamples samples in a row a
-	// quarter of the target above the base show the queue sooner. It
-	// also reads acks the receiver delayed (up to AckDelay) as a queue,
-	// and so ends some slow starts on empty paths; the alternatives
-	// measured cost a latecomer's fairness (docs/decisions.md, "The early
-	// exit").
-	if c.slowStart && c.base[0] != 0 && s-c.BaseRTT() > TargetDelay/4 {
-		c.ssHigh++
+	// trip while the window doubles; ssSamples acks in a row a quarter
+	// of the target above the base show the queue sooner. An ack is
+	// judged by its smallest sample, its newest packet's: the older ones
+	// it covers waited at the receiver for the newest, up to its
+	// AckDelay, and read one by one they ended slow starts on empty
+	// paths (a 1 MiB message over 50 ms then took 1.0 s instead of 0.5:
+	// docs/decisions.md, "The early exit"). The samples of one ack share
+	// its arrival time (now); the ack is judged when the next one comes.
+	if now != c.instAt {
+		// A new ack: judge the last one's smallest sample.
+		if c.slowStart && c.base[0] != 0 && c.instMin-c.BaseRTT() > TargetDelay/4 {
+			c.ssHigh++
+		} else {
+			c.ssHigh = 0
+		}
+		c.instAt, c.instMin = now, s
 	} else {
-		c.ssHigh = 0
+		c.instMin = min(c.instMin, s)
 	}
 	if c.base[0] == 0 || s < c.base[0] {
 		c.base[0] = s

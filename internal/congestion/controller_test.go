@@ -69,3 +69,84 @@ func TestTimeoutCollapsesWindow(t *testing.T) {
 		t.Fatalf("after 20 rounds of acks: window %d slow start %v, want ≥ %d out of slow start", st.Window, st.SlowStart, before/2)
 	}
 }
+
+// TestSlowStartReadsEachAckByItsNewestPacket: an ack that covers several
+// packets gives one sample per packet, and the receiver's delay inflates
+// them all when it acked after its AckDelay rather than at once (every
+// fourth packet). Slow start judges each ack by its smallest sample: on an
+// empty path, acks sent after the delay (eight packets, all 4–5 ms late)
+// between prompt ones do not end it, as eight late samples in a row did;
+// a queue, which every ack shows, does.
+func TestSlowStartReadsEachAckByItsNewestPacket(t *testing.T) {
+	const mss = 1200
+	rtt := int64(50 * time.Millisecond)
+	us := int64(time.Microsecond)
+	for _, tc := range []struct {
+		name  string
+		queue int64 // added to every sample
+		exit  bool
+	}{
+		{"ack delay only", 0, false},
+		{"a queue", TargetDelay / 3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c Controller
+			now := int64(1e9)
+			c.Init(mss, 0, now)
+			c.OnSent(mss, now)
+			now += rtt
+			c.OnAcked(mss, now-rtt, now, rtt) // the base
+			ack := func(n int, late int64) {  // n packets 100 µs apart, the newest late
+				for k := range n {
+					sent := now - rtt - tc.queue - late - int64(n-1-k)*100*us
+					c.OnSent(mss, sent)
+					c.OnAcked(mss, sent, now, rtt)
+				}
+				now += 5 * int64(time.Millisecond)
+			}
+			for range 20 {
+				ack(8, 4000*us) // after AckDelay
+				ack(4, 300*us)  // at once, on the fourth packet
+			}
+			if got := !c.Stats().SlowStart; got != tc.exit {
+				t.Fatalf("slow start ended: %v, want %v", got, tc.exit)
+			}
+		})
+	}
+}
+
+// TestSlowStartGrowsOnAFlightsTail: in slow start, the acks of a flight's
+// tail (the sender has nothing more to send) still grow the window up to
+// twice the most that was in flight in the round, as Linux's
+// tcp_is_cwnd_limited allows: the next flight (the next 1 MiB message)
+// finds the window the path showed it can take, not the one it had when
+// the flight started to drain. Beyond twice the peak nothing grows.
+func TestSlowStartGrowsOnAFlightsTail(t *testing.T) {
+	const mss = 1200
+	rtt := int64(50 * time.Millisecond)
+	var c Controller
+	now := int64(1e9)
+	c.Init(mss, 0, now)
+	// Flights in slow start, the last of at least 64 packets, each
+	// acknowledged a round trip after it was sent.
+	var last int64
+	for range 8 {
+		w := c.Stats().Window / mss
+		for range w {
+			c.OnSent(mss, now)
+		}
+		now += rtt
+		for range w {
+			c.OnAcked(mss, now-rtt, now, rtt)
+		}
+		if last = w * mss; w >= 64 {
+			break
+		}
+	}
+	if c.Stats().InFlight != 0 || !c.Stats().SlowStart {
+		t.Fatalf("in flight %d, slow start %v: want an idle connection in slow start", c.Stats().InFlight, c.Stats().SlowStart)
+	}
+	if w := c.Stats().Window; w < 2*last-mss || w > 2*last+mss {
+		t.Fatalf("window %d after the last flight's tail, want twice that flight (%d)", w, 2*last)
+	}
+}

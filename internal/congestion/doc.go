@@ -11,10 +11,12 @@
 // near a target delay (TargetDelay) instead of filling it:
 //
 //   - Slow start doubles the window each round trip until the queueing
-//     delay passes half the target (or 8 samples in a row a quarter of it
-//     above the base); the window then falls back to what
-//     the path delivered (the delay that shows a queue is a round trip
-//     old).
+//     delay passes half the target (or 8 acks in a row a quarter of it
+//     above the base, each ack judged by its newest packet's sample);
+//     the window then falls back to what the path delivered (the delay
+//     that shows a queue is a round trip old). The acks of a flight's
+//     tail still grow it, up to twice the most in flight in the round,
+//     so that the next flight (a second large message) finds it.
 //   - Below the target, each acknowledged packet grows the window by up
 //     to a velocity of packets a round trip (halved in the upper half of
 //     the target; doubled after three rounds of growth, up to 16 and an
