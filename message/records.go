@@ -46,6 +46,12 @@ type records struct {
 	backoff uint8
 	probed  bool
 
+	// Time-based repair (Endpoint.rack, RACK's reorder timer): rackAt is
+	// when a packet sent shortly before an acknowledged one (within fast
+	// repair's threshold) is next due to be judged lost; rackRTT the
+	// round trip of the newest-sent acknowledged packet.
+	rackAt, rackRTT int64
+
 	// The send budget (Endpoint.reserve): queued is the storage all
 	// channels hold for sending (the sum of their queued), sendRes what
 	// of it beyond the floor (one grant) is reserved from the Layer's

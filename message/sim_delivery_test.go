@@ -198,3 +198,47 @@ func TestSimCleanPath(t *testing.T) {
 	}
 	t.Logf("stats %+v, drops %v", sm.s[0].ep.Stats(), sm.s[1].ep.l.Drops())
 }
+
+// TestSimTailRepair: a packet lost near the end of a flight, with nothing
+// sent after the flight to expose it by fast repair (packets sent more
+// than SRTT/8 later acknowledged first), is repaired by the time-based
+// rule (rack): once its ack is SRTT/4 + AckDelay later than the round
+// trip of a packet sent after it. Without it, a bulk unit waited for
+// twice the retransmission timeout. Here a 30 KB message's second to last
+// packet is lost: its fragment arrives a round trip (40 ms) + 15 ms + the
+// one-way 20 ms after that packet was sent, within a few ms (the
+// endpoint's timer granularity here is the simulation's 1 ms step).
+func TestSimTailRepair(t *testing.T) {
+	cfg := Config{Channels: simChannels, MaxMessageSize: 64 << 10}
+	sm := newSim(t, cfg, 11)
+	// Round-trip samples first.
+	sm.sendEachMs(t, 0, 20, 100, 100)
+	const size = 30 << 10
+	frags := (size + sm.s[0].ep.l.fragSize - 1) / sm.s[0].ep.l.fragSize
+	n, dropped := 0, false
+	var lostAt int64
+	sm.drop = func(p simPacket) bool {
+		if p.to != 1 || len(p.payload) < 1000 {
+			return false
+		}
+		if n++; n == frags-1 && !dropped {
+			dropped, lostAt = true, sm.now
+			return true
+		}
+		return false
+	}
+	if err := sm.s[0].ep.Send(0, simMsg(0, 20, size), sm.now); err != nil {
+		t.Fatal(err)
+	}
+	for step := 0; step < 2000 && len(sm.s[1].recv[0]) < 21; step++ {
+		sm.step(time.Millisecond)
+	}
+	if !dropped || len(sm.s[1].recv[0]) != 21 {
+		t.Fatalf("dropped %v, %d of 21 messages delivered", dropped, len(sm.s[1].recv[0]))
+	}
+	took := time.Duration(sm.now - lostAt)
+	t.Logf("a %d-fragment message with its fragment %d lost: delivered %v after that fragment's first send, resent %d", frags, frags-1, took, sm.s[0].ep.Stats().Resent)
+	if want := 40*time.Millisecond + 15*time.Millisecond + 20*time.Millisecond + 5*time.Millisecond; took > want {
+		t.Fatalf("delivered %v after the lost fragment's send, want ≤ %v", took, want)
+	}
+}

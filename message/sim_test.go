@@ -52,6 +52,9 @@ type sim struct {
 	keep bool
 	// onMsg, when set, sees every message delivered.
 	onMsg func(to, ch int, msg []byte)
+	// drop, when set, drops the packets it returns true for (before the
+	// random loss).
+	drop func(p simPacket) bool
 }
 
 func newSim(t testing.TB, cfg Config, seed uint64) *sim {
@@ -130,6 +133,9 @@ func (sm *sim) step(dt time.Duration) {
 }
 
 func (sm *sim) transmit(p simPacket) {
+	if sm.drop != nil && sm.drop(p) {
+		return
+	}
 	if sm.rng.Float64() < sm.loss {
 		return
 	}
