@@ -30,6 +30,13 @@ type MessageHandler interface {
 // a receive loop for a whole large message.
 const maxFlushPackets = 64
 
+// maxTickPackets bounds the packets the message timer sends for one
+// connection per tick: a pacer's bucket at the default ceiling (5 ms of
+// 32 MiB/s, 145 packets) and more, so that the tick does not cap a fast
+// path's rate (at 64 packets a tick it was 15 MB/s), while each of many
+// connections still gets its turn within the tick.
+const maxTickPackets = 256
+
 // endpointLocked returns the connection's Endpoint, creating it on first
 // use, or nil when messages are off; the caller holds mu.
 func (c *Conn) endpointLocked() *message.Endpoint {
@@ -141,9 +148,12 @@ func (c *Conn) linger() error {
 
 // Flush sends the queued messages that are due now, in as few packets as
 // the connection's send budget allows.
-func (c *Conn) Flush() error {
+func (c *Conn) Flush() error { return c.flush(maxFlushPackets) }
+
+// flush sends up to n Messages packets.
+func (c *Conn) flush(n int) error {
 	var err error
-	for range maxFlushPackets {
+	for range n {
 		var sent bool
 		if sent, err = c.sendMessages(); !sent || err != nil {
 			break
@@ -278,7 +288,7 @@ func (c *Conn) msgService(now time.Time, b *egress.Budget) bool {
 	wants, ackDue := e.WantsSend(ns), e.AckDue(ns)
 	c.mu.Unlock()
 	if wants {
-		_ = c.Flush()
+		_ = c.flush(maxTickPackets)
 	} else if ackDue {
 		_, _ = c.sendKind(protocol.KindKeepAlive, nil)
 	}
