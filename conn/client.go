@@ -182,9 +182,6 @@ func (c *Client) Conn() *Conn {
 // Send sends payload as one Data packet (see Conn.Send).
 func (c *Client) Send(payload []byte) (uint16, error) { return c.Conn().Send(payload) }
 
-// RTT is the smoothed round-trip time.
-func (c *Client) RTT() time.Duration { return c.Conn().RTT() }
-
 // LocalAddr is the client's current local address: its socket's port and
 // the address its datagrams to the server leave from. A socket bound to
 // an unspecified address (the default: Config.LocalAddr empty) reports

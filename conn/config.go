@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/udpgate/udpgate/internal/defaults"
 	"github.com/udpgate/udpgate/internal/handshake"
 	"github.com/udpgate/udpgate/internal/msgcfg"
 	"github.com/udpgate/udpgate/internal/protocol"
@@ -68,13 +69,17 @@ type Config struct {
 	// Forwarding), for networks that prioritise game traffic.
 	DSCP int
 
-	// MaxClients bounds connections (0: DefaultMaxClients); beyond it a
-	// proven client is answered Denied(1).
+	// MaxClients bounds connections (0: 100 000); beyond it a proven
+	// client is answered Denied(1).
 	MaxClients int
 	// MaxClientsPerIP and MaxClientsPerPrefix bound the connections from
-	// one IP address and from one /24 (IPv4) or /64 (IPv6) network (0: the
-	// defaults, negative: unlimited); beyond them a proven client is
-	// answered Denied(3), too many connections from its network.
+	// one IP address and from one /24 (IPv4) or /64 (IPv6) network (0: 256
+	// and 1024, negative: unlimited); beyond them a proven client is
+	// answered Denied(3), too many connections from its network. The
+	// defaults admit a few hundred players behind one carrier-grade NAT
+	// address and about a thousand from one NAT pool or IPv6 subscriber;
+	// a server that expects more from one network (a LAN event) raises or
+	// disables them.
 	MaxClientsPerIP     int
 	MaxClientsPerPrefix int
 	// ChallengeRate and ChallengeBurst bound Challenge replies per source
@@ -107,8 +112,11 @@ type Config struct {
 	// Overload tunes overload control (server only).
 	Overload OverloadConfig
 
-	// KeepAlive, Timeout: connection timing (§7). ConnectTimeout: how long a
-	// client waits for the server while handshaking (§6).
+	// KeepAlive: a side that has sent nothing for this long sends a
+	// KeepAlive (0: 1 s); Timeout: a side that has received no valid
+	// packet for this long closes the connection (0: 5 s; docs/protocol.md
+	// §7). ConnectTimeout: how long a client waits for the server while
+	// handshaking (0: 10 s; §6).
 	KeepAlive      time.Duration
 	Timeout        time.Duration
 	ConnectTimeout time.Duration
@@ -239,13 +247,13 @@ func (c Config) settings() (settings, error) {
 		return s, fmt.Errorf("config: Sockets, BatchSize, RecvBuffer, SendBuffer, PromotionWorkers and MaxClients must not be negative (0 takes the default)")
 	}
 	if s.MaxClients == 0 {
-		s.MaxClients = DefaultMaxClients
+		s.MaxClients = defaults.MaxClients
 	}
 	if s.MaxClientsPerIP == 0 {
-		s.MaxClientsPerIP = DefaultMaxClientsPerIP
+		s.MaxClientsPerIP = defaults.MaxClientsPerIP
 	}
 	if s.MaxClientsPerPrefix == 0 {
-		s.MaxClientsPerPrefix = DefaultMaxClientsPerPrefix
+		s.MaxClientsPerPrefix = defaults.MaxClientsPerPrefix
 	}
 	if s.PromotionWorkers == 0 {
 		s.PromotionWorkers = defaultPromotionWorkers
@@ -255,9 +263,9 @@ func (c Config) settings() (settings, error) {
 		v    *time.Duration
 		def  time.Duration
 	}{
-		{"KeepAlive", &s.KeepAlive, DefaultKeepAlive},
-		{"Timeout", &s.Timeout, DefaultTimeout},
-		{"ConnectTimeout", &s.ConnectTimeout, DefaultConnectTimeout},
+		{"KeepAlive", &s.KeepAlive, defaults.KeepAlive},
+		{"Timeout", &s.Timeout, defaults.Timeout},
+		{"ConnectTimeout", &s.ConnectTimeout, defaults.ConnectTimeout},
 		{"SweepInterval", &s.SweepInterval, defaultSweepInterval},
 	} {
 		if *d.v < 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/message"
 )
 
 // DisconnectReason says why a connection ended (docs/protocol.md §7): the
@@ -99,6 +100,26 @@ var (
 	ErrClosed = errors.New("conn: connection closed")
 	// ErrPayloadSize: a payload is empty or does not fit MaxDatagram.
 	ErrPayloadSize = errors.New("conn: payload is empty or larger than MaxDatagram allows")
+)
+
+// The message errors, the message package's own values under conn's name
+// (errors.Is(err, conn.ErrQueueFull) needs no import of message), as the
+// disconnect reasons are protocol's.
+var (
+	// ErrQueueFull: SendMessage or QueueMessage found the channel's send
+	// queue full (ChannelConfig.MaxQueued), or the connection holding its
+	// share of the server-wide send budget (message.ErrSendShare, which
+	// matches it): retry later, or after OnSendable.
+	ErrQueueFull = message.ErrQueueFull
+	// ErrMessageSize: a message larger than its channel takes
+	// (Conn.MaxMessageSize); no retry fixes it.
+	ErrMessageSize = message.ErrMessageSize
+	// ErrNoChannel: no such channel, or no channels configured
+	// (Config.Messages); no retry fixes it.
+	ErrNoChannel = message.ErrNoChannel
+	// ErrUndelivered: Close ended the connection with reliable messages
+	// unacknowledged (the error wraps it and says how many).
+	ErrUndelivered = message.ErrUndelivered
 )
 
 // SendableHandler is optionally implemented by a Handler to learn when a
