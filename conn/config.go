@@ -175,6 +175,18 @@ type Config struct {
 	// or unacknowledged to be acknowledged before it disconnects (0: 5 s;
 	// negative: Close discards them at once).
 	Linger time.Duration
+	// ReceiveQueue, above 0, turns on polling: the connections whose
+	// Handler has no OnMessage keep their messages for
+	// Conn.ReceiveMessage, a game loop's way to receive, instead of
+	// discarding them. It bounds the bytes of unreliable and sequenced
+	// messages one connection keeps (each costs its length and 5): those
+	// beyond it are dropped, counted as the message drop "queue_full".
+	// Reliable messages are never dropped: they wait in the receive
+	// window (1024 units, at most Messages.ConnReceiveBudget bytes), and
+	// beyond it the peer's packets are refused unacknowledged and resent.
+	// 0 (the default): off; a Handler without OnMessage then discards
+	// the messages that arrive.
+	ReceiveQueue int
 	// Handler receives connection events; nil ignores them.
 	Handler Handler
 	// Accept (server only) is asked, from a promotion worker, whether to
@@ -209,6 +221,9 @@ type settings struct {
 	// of these settings (a server's or client's connections).
 	msgHandler      MessageHandler
 	unhandledLogged *atomic.Bool
+	// polling: ReceiveQueue is set and the Handler has no OnMessage, so
+	// messages wait for ReceiveMessage (poll.go).
+	polling bool
 	// msgs is the message layer (nil: no channels configured), and
 	// msgPayload the bytes one Messages packet carries.
 	msgs       *message.Layer
@@ -314,6 +329,10 @@ func (c Config) settings() (settings, error) {
 	s.seqHandler, _ = s.Handler.(SequencedPacketHandler)
 	s.sendable, _ = s.Handler.(SendableHandler)
 	s.msgHandler, _ = s.Handler.(MessageHandler)
+	if c.ReceiveQueue < 0 {
+		return s, fmt.Errorf("config: ReceiveQueue %d is negative: use the bytes of unreliable messages a connection keeps for ReceiveMessage, or 0 for no polling", c.ReceiveQueue)
+	}
+	s.polling = c.ReceiveQueue > 0 && s.msgHandler == nil
 	s.unhandledLogged = new(atomic.Bool)
 	if s.Linger == 0 {
 		s.Linger = defaultLinger

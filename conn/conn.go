@@ -65,7 +65,11 @@ type Conn struct {
 	// connection's first message; under mu. holdFlush: a Handler callback
 	// of this connection runs, so SendMessage queues and the delivering
 	// path flushes once it returns.
-	msg       *message.Endpoint
+	msg *message.Endpoint
+	// poll is a polling connection's queue (poll.go), nil until its
+	// first message; under mu. (Room for it: msgIdx is 32 bits, so the
+	// fields up to inb pack into 760 bytes.)
+	poll      *pollQueue
 	holdFlush bool
 	// lingering: Close waits for the reliable messages in flight (no
 	// more are taken), on a channel in lingerWaits that is closed when
@@ -76,7 +80,7 @@ type Conn struct {
 	// msgListed and msgIdx: the connection's place on its side's message
 	// timer (msgIdx under the timer's lock).
 	msgListed atomic.Bool
-	msgIdx    int
+	msgIdx    int32
 
 	// The Handler contract (handler.go): gate is held from the
 	// connection's creation until OnConnect returned (ready), so no packet
@@ -368,6 +372,9 @@ func (c *Conn) receiveLocked(h *protocol.ConnHeader, payload []byte, now time.Ti
 		}
 		if e != nil {
 			e.Receive(payload, ns)
+			if c.st.polling {
+				c.pollLocked(e)
+			}
 		}
 		if c.st.sendable != nil {
 			sendable = m.TakeSendable()

@@ -225,6 +225,9 @@ func (c *Conn) sendMessages() (sent bool, err error) {
 // delivered.
 func (c *Conn) deliverMessages() {
 	mh := c.st.msgHandler
+	if c.st.polling {
+		return // queued for ReceiveMessage (pollLocked)
+	}
 	if mh == nil {
 		c.mu.Lock()
 		n := c.msg.Discard()
@@ -317,6 +320,9 @@ func (c *Conn) msgTimer() *msgTimer {
 func (c *Conn) releaseMessages() {
 	c.mu.Lock()
 	if c.msg != nil {
+		if c.st.polling {
+			c.keepPolled()
+		}
 		c.msg.Release()
 	}
 	c.mu.Unlock()
@@ -344,19 +350,19 @@ func (t *msgTimer) add(c *Conn) {
 		return
 	}
 	t.mu.Lock()
-	c.msgIdx = len(t.active)
+	c.msgIdx = int32(len(t.active))
 	t.active = append(t.active, c)
 	t.mu.Unlock()
 }
 
 // drop unlists c; the caller holds mu.
 func (t *msgTimer) dropLocked(c *Conn) {
-	i, last := c.msgIdx, len(t.active)-1
+	i, last := int(c.msgIdx), len(t.active)-1
 	if i > last || t.active[i] != c {
 		return
 	}
 	t.active[i] = t.active[last]
-	t.active[i].msgIdx = i
+	t.active[i].msgIdx = int32(i)
 	t.active[last] = nil
 	t.active = t.active[:last]
 	c.msgListed.Store(false)
