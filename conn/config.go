@@ -215,6 +215,8 @@ type settings struct {
 	seqHandler SequencedPacketHandler
 	// sendable is Handler as a SendableHandler, or nil.
 	sendable SendableHandler
+	// msgDelivery is Handler as a MessageDeliveryHandler, or nil.
+	msgDelivery MessageDeliveryHandler
 	// msgHandler is Handler as a MessageHandler, or nil: then the
 	// messages that arrive are discarded, counted (message.DropUnhandled)
 	// and, the first time, logged; unhandledLogged is shared by every copy
@@ -328,6 +330,7 @@ func (c Config) settings() (settings, error) {
 	s.sealed = s.PrivateKey != nil || s.Token != nil
 	s.seqHandler, _ = s.Handler.(SequencedPacketHandler)
 	s.sendable, _ = s.Handler.(SendableHandler)
+	s.msgDelivery, _ = s.Handler.(MessageDeliveryHandler)
 	s.msgHandler, _ = s.Handler.(MessageHandler)
 	if c.ReceiveQueue < 0 {
 		return s, fmt.Errorf("config: ReceiveQueue %d is negative: use the bytes of unreliable messages a connection keeps for ReceiveMessage, or 0 for no polling", c.ReceiveQueue)

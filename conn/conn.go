@@ -423,6 +423,9 @@ func (c *Conn) receiveLocked(h *protocol.ConnHeader, payload []byte, now time.Ti
 	for ; sendable != 0; sendable &= sendable - 1 {
 		c.st.sendable.OnSendable(c, bits.TrailingZeros32(sendable))
 	}
+	if dh := c.st.msgDelivery; dh != nil && c.st.msgs != nil {
+		c.reportAcked(dh)
+	}
 	switch h.Kind {
 	case protocol.KindData:
 		if sh := c.st.seqHandler; sh != nil {
@@ -490,6 +493,7 @@ func (c *Conn) exit() {
 // fireDisconnect calls OnDisconnect once.
 func (c *Conn) fireDisconnect() {
 	if c.discFired.CompareAndSwap(false, true) {
+		c.reportUnacked()
 		c.st.Handler.OnDisconnect(c, c.discReason, c.discRemote)
 	}
 }
@@ -620,7 +624,7 @@ func (c *Conn) shutdown(reason DisconnectReason, remote bool) {
 		c.wakeLinger() // a Close lingering: the connection ended
 	}
 	c.mu.Unlock()
-	c.releaseMessages()
+	c.releaseMessages(announced)
 	if announced {
 		// After every callback under way (exit fires it otherwise).
 		c.discReason, c.discRemote = reason, remote

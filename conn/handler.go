@@ -48,7 +48,8 @@ const (
 // the connection's first packet or message reaches the Handler (a packet
 // that arrives meanwhile waits for it), and OnDisconnect is called once,
 // after every call a received packet made (OnPacket, OnSequencedPacket,
-// OnMessage, and the OnDelivery and OnSendable reports it carried) has
+// OnMessage, and the OnDelivery, OnMessageDelivery and OnSendable reports
+// it carried) has
 // returned; none of those follows it. (A DeliveryHandler's loss reports
 // that a Send itself makes, when the 128-packet window evicts a packet
 // never acknowledged, run on the goroutine that called Send.) Calls for
@@ -121,6 +122,22 @@ var (
 	// unacknowledged (the error wraps it and says how many).
 	ErrUndelivered = message.ErrUndelivered
 )
+
+// MessageDeliveryHandler is optionally implemented by a Handler to learn
+// the fate of each reliable message it sent (reliable-ordered channels;
+// unreliable and sequenced messages are not reported). id numbers the
+// messages that SendMessage and QueueMessage accepted (returned nil) on
+// the channel, from 1: the connection's third accepted message on
+// channel 0 is (0, 3). Every id is reported exactly once, in order per
+// channel: delivered when the peer acknowledged it and every earlier
+// message of its channel, on the connection's receive path, like
+// OnMessage; not delivered when the connection ended first (Close after
+// its linger, a timeout, a stall, the peer's Disconnect), just before
+// OnDisconnect: it may have arrived, its ack did not. A Handler without it
+// costs nothing; with it, each acknowledged message costs a call.
+type MessageDeliveryHandler interface {
+	OnMessageDelivery(c *Conn, channel int, id uint64, delivered bool)
+}
 
 // SendableHandler is optionally implemented by a Handler to learn when a
 // message channel whose SendMessage or QueueMessage returned
