@@ -140,7 +140,7 @@ func (c *Conn) pollLocked(e *message.Endpoint) {
 			c.poll = &pollQueue{max: c.st.ReceiveQueue}
 		}
 		if !c.poll.push(ch, m, false) {
-			c.st.msgs.CountDrop(message.DropQueueFull)
+			e.Overflow(ch)
 		}
 	}
 }
@@ -166,7 +166,8 @@ func (c *Conn) pollLocked(e *message.Endpoint) {
 // for longer than the peer's stall bound (docs/protocol.md §14.4: 3 s, or
 // 20 round trips, by default) is ended by the peer as stalled. Unreliable
 // and sequenced messages beyond ReceiveQueue's bytes are dropped, counted
-// as the message drop "queue_full" (Stats.MessageDrops). Once the
+// as the message drop "queue_full" (a server's Stats.MessageDrops, and
+// MessageStats().QueueFull on either side). Once the
 // connection ended, the messages that arrived before are still returned,
 // then ErrClosed.
 func (c *Conn) ReceiveMessage(buf []byte) (channel, n int, err error) {

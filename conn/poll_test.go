@@ -164,6 +164,9 @@ func TestReceiveMessageBackpressure(t *testing.T) {
 				t.Fatalf("unreliable messages out of order")
 			}
 		}
+		if q := sc.MessageStats().QueueFull; q != drops[message.DropQueueFull] {
+			t.Errorf("MessageStats().QueueFull %d, the server's drops %d", q, drops[message.DropQueueFull])
+		}
 		t.Logf("unreliable: %d read, %d dropped; reliable packets refused: %d", len(got[1]), drops[message.DropQueueFull], drops[message.DropOverBudget])
 		if sc.closed.Load() {
 			t.Fatal("the connection ended")

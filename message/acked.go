@@ -3,9 +3,23 @@ package message
 // msgAcks counts a reliable channel's messages for NextAcked: those Send
 // accepted, those acknowledged in order (every unit of the message and of
 // the earlier ones), and those NextAcked returned. Ids are these counts:
-// message id is the id-th Send accepted on the channel.
+// message id is the id-th Send accepted on the channel. On an unreliable
+// or sequenced channel, overflow counts the messages Overflow reported.
 type msgAcks struct {
 	sent, acked, reported uint64
+	overflow              uint64
+}
+
+// Overflow counts a message of channel ch that NextUnreliable returned and
+// the receiver had no room to keep (a poll queue that is full: conn's
+// Config.ReceiveQueue), as DropQueueFull in the Layer's drops and in
+// Stats.QueueFull.
+func (e *Endpoint) Overflow(ch int) {
+	if ch < 0 || ch >= len(e.l.kinds) {
+		return
+	}
+	e.l.drop(DropQueueFull)
+	e.chanFor(ch).acks.overflow++
 }
 
 // NextAcked returns the next reliable message the peer acknowledged, in

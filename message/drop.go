@@ -25,7 +25,7 @@ const (
 	DropOverShare
 	// DropQueueFull: an unreliable or sequenced message that arrived
 	// while the receiver's poll queue had no room for it (conn's
-	// Config.ReceiveQueue, read with ReceiveMessage); Layer.CountDrop
+	// Config.ReceiveQueue, read with ReceiveMessage); Endpoint.Overflow
 	// counts it. Reliable messages are never dropped so: they wait in
 	// the receive window, and the packets beyond it are refused
 	// (over_budget), unacknowledged, and resent.

@@ -1254,6 +1254,7 @@ func (e *Endpoint) Stats() Stats {
 	for i, c := range e.ch {
 		if c != nil {
 			st.Queued[i] = c.queued
+			st.QueueFull += c.acks.overflow
 		}
 	}
 	return st

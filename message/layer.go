@@ -177,15 +177,6 @@ func (l *Layer) Drops() [NumDropReasons]uint64 {
 	return d
 }
 
-// CountDrop counts one message the caller dropped after Next or
-// NextUnreliable returned it (DropQueueFull: a poll queue had no room),
-// with the Layer's own drops.
-func (l *Layer) CountDrop(r DropReason) {
-	if r < NumDropReasons {
-		l.drop(r)
-	}
-}
-
 // Held is the bytes all endpoints hold for out-of-order and partly
 // reassembled messages.
 func (l *Layer) Held() int64 { return l.held.Load() }
