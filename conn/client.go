@@ -274,7 +274,7 @@ func (c *Client) Rebind() error {
 // Close ends the connection as Conn.Close does: it waits up to
 // Config.Linger for queued reliable messages to be acknowledged, then
 // tells the server with Disconnect packets. The error wraps
-// message.ErrUndelivered when messages were left unacknowledged.
+// ErrUndelivered when messages were left unacknowledged.
 func (c *Client) Close() error {
 	if c.closed.Load() {
 		return nil

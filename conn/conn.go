@@ -558,7 +558,7 @@ func (c *Conn) tick(now time.Time) {
 // the reliable messages queued or unacknowledged to be acknowledged (new
 // ones are refused meanwhile), then the peer is sent Disconnect (reason
 // 1) disconnectPackets times. It returns an error wrapping
-// message.ErrUndelivered when some were not. A negative Linger closes at
+// ErrUndelivered when some were not. A negative Linger closes at
 // once, discarding them. Called from a Handler callback of the
 // connection, Close returns at once and the linger runs in the
 // background (the acks it waits for come through that callback's

@@ -141,7 +141,7 @@ type MessageDeliveryHandler interface {
 
 // SendableHandler is optionally implemented by a Handler to learn when a
 // message channel whose SendMessage or QueueMessage returned
-// message.ErrQueueFull has drained to half its ChannelConfig.MaxQueued:
+// ErrQueueFull has drained to half its ChannelConfig.MaxQueued:
 // a bulk sender (a level download) queues its next part then, instead of
 // polling. Called on the connection's receive path, like OnMessage.
 type SendableHandler interface {
