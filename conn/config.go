@@ -335,6 +335,9 @@ func (c Config) settings() (settings, error) {
 	if c.ReceiveQueue < 0 {
 		return s, fmt.Errorf("config: ReceiveQueue %d is negative: use the bytes of unreliable messages a connection keeps for ReceiveMessage, or 0 for no polling", c.ReceiveQueue)
 	}
+	if c.ReceiveQueue > 0 && len(c.Messages.Channels) == 0 {
+		return s, fmt.Errorf("config: ReceiveQueue %d is set but no message channels are: configure Config.Messages, or leave ReceiveQueue 0", c.ReceiveQueue)
+	}
 	s.polling = c.ReceiveQueue > 0 && s.msgHandler == nil
 	s.unhandledLogged = new(atomic.Bool)
 	if s.Linger == 0 {

@@ -647,6 +647,8 @@ func TestConfigErrors(t *testing.T) {
 		{Config{KeepAlive: 10 * time.Second}, "KeepAlive"},
 		{Config{Timeout: -1}, "Timeout"},
 		{Config{EgressRate: -1}, "EgressRate"},
+		{Config{ReceiveQueue: -1, Messages: testChannels}, "ReceiveQueue"},
+		{Config{ReceiveQueue: 1 << 10}, "Config.Messages"},
 	} {
 		_, err := Listen("127.0.0.1:0", tc.cfg)
 		if err == nil || !bytes.Contains([]byte(err.Error()), []byte(tc.want)) {

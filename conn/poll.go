@@ -195,14 +195,18 @@ func (c *Conn) ReceiveMessage(buf []byte) (channel, n int, err error) {
 			return ch, n, nil
 		}
 	}
-	if c.msg == nil || c.closed.Load() {
+	// An Endpoint released (the connection ended) has nothing left: what
+	// it held was moved to the queue (keepPolled).
+	var ch int
+	var m []byte
+	ok := false
+	if c.msg != nil {
+		ch, m, ok = c.msg.Next()
+	}
+	if !ok {
 		if c.closed.Load() {
 			return 0, 0, ErrClosed
 		}
-		return 0, 0, ErrNoMessage
-	}
-	ch, m, ok := c.msg.Next()
-	if !ok {
 		return 0, 0, ErrNoMessage
 	}
 	if len(buf) < len(m) {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -349,5 +350,71 @@ func TestReceiveMessageAlloc(t *testing.T) {
 	}
 	if read != 2*1301 {
 		t.Fatalf("read %d of %d messages", read, 2*1301)
+	}
+}
+
+// The poll queue's ring against a plain FIFO: random pushes and pops wrap
+// around, grow up to the bound (and past it when forced), refuse what
+// does not fit, and shrink when emptied far below their size.
+func TestPollQueueRing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	q := &pollQueue{max: 16 << 10}
+	type rec struct {
+		ch   int
+		data []byte
+	}
+	var model []rec
+	used := 0
+	buf := make([]byte, 70<<10)
+	grew, shrank, wrapped, refused := false, false, false, 0
+	for i := range 200_000 {
+		size := rng.IntN(300)
+		if rng.IntN(1000) == 0 {
+			size = 40 << 10 // forced past the bound, as at a connection's end
+		}
+		if rng.IntN(2) == 0 {
+			msg := make([]byte, size)
+			for j := range msg {
+				msg[j] = byte(i + j)
+			}
+			force := size > q.max
+			before := len(q.ring)
+			if q.push(i%32, msg, force) {
+				model = append(model, rec{i % 32, msg})
+				used += pollHeader + size
+			} else {
+				if used+pollHeader+size <= q.max {
+					t.Fatalf("push %d refused with %d of %d bytes used", size, used, q.max)
+				}
+				refused++
+			}
+			grew = grew || len(q.ring) > before && before > 0
+			wrapped = wrapped || q.head+q.used > len(q.ring)
+			continue
+		}
+		ch, n, ok := q.peek()
+		if ok != (len(model) > 0) {
+			t.Fatalf("peek ok %v with %d queued", ok, len(model))
+		}
+		if !ok {
+			continue
+		}
+		if ch != model[0].ch || n != len(model[0].data) {
+			t.Fatalf("head is channel %d, %d bytes; want channel %d, %d bytes", ch, n, model[0].ch, len(model[0].data))
+		}
+		before := len(q.ring)
+		q.pop(buf, n)
+		if string(buf[:n]) != string(model[0].data) {
+			t.Fatalf("message %d bytes differ", n)
+		}
+		used -= pollHeader + n
+		model = model[1:]
+		shrank = shrank || len(q.ring) < before
+		if q.used != used {
+			t.Fatalf("used %d, want %d", q.used, used)
+		}
+	}
+	if !grew || !shrank || !wrapped || refused == 0 {
+		t.Fatalf("grew %v, shrank %v, wrapped %v, refused %d: the run missed a case", grew, shrank, wrapped, refused)
 	}
 }
