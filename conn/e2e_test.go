@@ -108,7 +108,7 @@ func (r *recorder) connects() int {
 	return len(r.conn)
 }
 
-func listen(t *testing.T, cfg Config) *Server {
+func listen(t testing.TB, cfg Config) *Server {
 	t.Helper()
 	if cfg.Sockets == 0 {
 		cfg.Sockets = 2
@@ -229,7 +229,7 @@ func TestEcho200Clients(t *testing.T) {
 // rawPeer speaks the protocol by hand, to send what a well-behaved client
 // never would.
 type rawPeer struct {
-	t        *testing.T
+	t        testing.TB
 	pc       net.PacketConn
 	server   netip.AddrPort
 	magic    wire.Magic
@@ -238,7 +238,7 @@ type rawPeer struct {
 	rnd      wire.Rand
 }
 
-func newRawPeer(t *testing.T, s *Server, local string) *rawPeer {
+func newRawPeer(t testing.TB, s *Server, local string) *rawPeer {
 	t.Helper()
 	la, _ := net.ResolveUDPAddr("udp", local)
 	udp, err := net.ListenUDP("udp", la)

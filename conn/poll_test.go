@@ -283,73 +283,141 @@ func TestMessageErrorAliases(t *testing.T) {
 	})
 }
 
-// Polling allocates nothing per message: a packet with a reliable and an
-// unreliable message received, both read with ReceiveMessage.
-func TestReceiveMessageAlloc(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race runtime allocates; run without -race")
-	}
+// receiveRig is a server with one connection, fed Messages packets by a
+// raw peer straight into a receive loop: round sends one packet with a
+// reliable and an unreliable message and reads them, with ReceiveMessage
+// (poll) or through OnMessage.
+func receiveRig(tb testing.TB, poll bool) (round func(), read *int) {
 	mc := testChannels
 	mc.SendRate = 1 << 30
-	s := listen(t, Config{Sockets: 1, Messages: mc, ReceiveQueue: 4 << 10, InboundPacketRate: -1})
-	p := newRawPeer(t, s, "127.0.0.1:0")
+	cfg := Config{Sockets: 1, Messages: mc, InboundPacketRate: -1}
+	var h *countMessages
+	if poll {
+		cfg.ReceiveQueue = 4 << 10
+	} else {
+		h = &countMessages{}
+		cfg.Handler = h
+	}
+	s := listen(tb, cfg)
+	p := newRawPeer(tb, s, "127.0.0.1:0")
 	ck := p.connect()
 	sc, ok := s.Conn(p.addr())
 	if !ok {
-		t.Fatal("no connection")
+		tb.Fatal("no connection")
 	}
 	layer, err := message.NewLayer(mc, s.st.msgPayload)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	pe := layer.NewEndpoint()
 	pe.SetRTT(time.Millisecond)
 	serverSeq, clientSeq := cookie.Sequences(&ck)
 	var seq seqwin.SeqState
 	seq.Init(clientSeq, serverSeq, seconds(time.Now()))
+	rep := new(seqwin.AckReport)
 	l := newLoop(s, 0, s.socks[0], 8, seconds(time.Now()))
 	msg := []byte("chat: a hundred bytes of a reliable message, give or take, for the allocation test!!")
 	pos := []byte("position: x 12.5 y 3.25 z 0")
 	buf := make([]byte, 256)
-	read := 0
-	round := func() {
-		now := time.Now()
+	n := new(int)
+	if h != nil {
+		n = &h.n
+	}
+	// A clock of 100 µs a round: the peer's pacing, not the CPU, would
+	// otherwise set how many rounds its queue takes.
+	clock := time.Now()
+	round = func() {
+		clock = clock.Add(100 * time.Microsecond)
+		now := clock
 		ns := now.UnixNano()
 		if err := pe.Send(0, msg, ns); err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 		if err := pe.Send(1, pos, ns); err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 		sq, ack, bits, _, _ := seq.Send(seconds(now))
 		hdr := protocol.ConnHeader{ClientID: p.clientID, Tag: cookie.SessionTag(&ck),
 			Seq: sq, Ack: ack, AckBits: bits, Kind: protocol.KindMessages}
 		var pl [protocol.MaxDatagramLimit]byte
-		n := pe.WritePayload(pl[:s.st.msgPayload], sq, ns)
+		k := pe.WritePayload(pl[:s.st.msgPayload], sq, ns)
 		pe.PacketSent(ns)
 		m := &l.rb.Msgs[0]
-		m.N = wire.EncodeConn(m.Buf, s.st.magic, &hdr, pl[:n])
+		m.N = wire.EncodeConn(m.Buf, s.st.magic, &hdr, pl[:k])
 		m.Addr = p.addr()
 		l.batch(1, now)
 		pe.Acked(sq, ns) // as the server's ack would say
-		for {
+		// The server's ack-only packets, as the peer receives them, so
+		// that its Ack field follows the server's sequence.
+		if out := &l.sb.Msgs[0]; out.N > 0 {
+			var h protocol.ConnHeader
+			if _, r := wire.DecodeConn(s.st.magic, out.Buf[:out.N], &h); r == protocol.DropNone {
+				seq.Receive(h.Seq, h.Ack, h.AckBits, seconds(now), rep)
+			}
+			out.N = 0
+		}
+		for poll {
 			_, k, err := sc.ReceiveMessage(buf)
 			if err != nil {
 				break
 			}
 			if k == len(msg) || k == len(pos) {
-				read++
+				*n++
 			}
 		}
 	}
+	return round, n
+}
+
+// countMessages counts the messages OnMessage gets (one receive loop).
+type countMessages struct {
+	NopHandler
+	n int
+}
+
+func (c *countMessages) OnMessage(*Conn, int, []byte) { c.n++ }
+
+// Polling allocates nothing per message: a packet with a reliable and an
+// unreliable message received, both read with ReceiveMessage.
+func TestReceiveMessageAlloc(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race runtime allocates; run without -race")
+	}
+	round, read := receiveRig(t, true)
 	for range 300 {
 		round()
 	}
 	if n := testing.AllocsPerRun(1000, round); n != 0 {
 		t.Errorf("two messages received and polled: %v allocs", n)
 	}
-	if read != 2*1301 {
-		t.Fatalf("read %d of %d messages", read, 2*1301)
+	if *read != 2*1301 {
+		t.Fatalf("read %d of %d messages", *read, 2*1301)
+	}
+}
+
+// BenchmarkReceiveMessage is one packet of two messages received and
+// read: polled with ReceiveMessage, or taken by OnMessage.
+func BenchmarkReceiveMessage(b *testing.B) {
+	for _, poll := range []bool{true, false} {
+		name := "onmessage"
+		if poll {
+			name = "poll"
+		}
+		b.Run(name, func(b *testing.B) {
+			round, read := receiveRig(b, poll)
+			for range 300 {
+				round()
+			}
+			*read = 0
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				round()
+			}
+			if *read != 2*b.N {
+				b.Fatalf("read %d of %d messages", *read, 2*b.N)
+			}
+		})
 	}
 }
 
