@@ -2,6 +2,7 @@ package conn
 
 import (
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,11 +77,29 @@ func TestMessagesAlloc(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race runtime allocates; run without -race")
 	}
-	t.Run("plain", func(t *testing.T) { testMessagesAlloc(t, 0) })
-	t.Run("egress_budget", func(t *testing.T) { testMessagesAlloc(t, 1<<30) })
+	t.Run("plain", func(t *testing.T) { testMessagesAlloc(t, 0, &msgEcho{}) })
+	t.Run("egress_budget", func(t *testing.T) { testMessagesAlloc(t, 1<<30, &msgEcho{}) })
+	// The echoes' acknowledgements reported to a MessageDeliveryHandler.
+	h := &ackCounter{}
+	t.Run("delivery_reports", func(t *testing.T) { testMessagesAlloc(t, 0, h) })
+	if h.n.Load() < 1000 {
+		t.Fatalf("%d echoes reported delivered", h.n.Load())
+	}
 }
 
-func testMessagesAlloc(t *testing.T, egressRate int64) {
+// ackCounter is msgEcho that counts its messages reported delivered.
+type ackCounter struct {
+	msgEcho
+	n atomic.Int64
+}
+
+func (a *ackCounter) OnMessageDelivery(_ *Conn, _ int, _ uint64, delivered bool) {
+	if delivered {
+		a.n.Add(1)
+	}
+}
+
+func testMessagesAlloc(t *testing.T, egressRate int64, h Handler) {
 	// A send rate no burst of the test's rounds (as fast as the CPU goes)
 	// can spend.
 	mc := testChannels
@@ -89,7 +108,7 @@ func testMessagesAlloc(t *testing.T, egressRate int64) {
 	}
 	mc.SendRate = 1 << 30
 	// Nor the inbound budget: the rounds come as fast as the CPU goes.
-	s := listen(t, Config{Sockets: 1, Handler: &msgEcho{}, Messages: mc, InboundPacketRate: -1, EgressRate: egressRate})
+	s := listen(t, Config{Sockets: 1, Handler: h, Messages: mc, InboundPacketRate: -1, EgressRate: egressRate})
 	p := newRawPeer(t, s, "127.0.0.1:0")
 	ck := p.connect()
 	if s.Len() != 1 { // a connection is in the table before its Ack is sent

@@ -182,9 +182,6 @@ func (c *Client) Conn() *Conn {
 // Send sends payload as one Data packet (see Conn.Send).
 func (c *Client) Send(payload []byte) (uint16, error) { return c.Conn().Send(payload) }
 
-// RTT is the smoothed round-trip time.
-func (c *Client) RTT() time.Duration { return c.Conn().RTT() }
-
 // LocalAddr is the client's current local address: its socket's port and
 // the address its datagrams to the server leave from. A socket bound to
 // an unspecified address (the default: Config.LocalAddr empty) reports
@@ -277,7 +274,7 @@ func (c *Client) Rebind() error {
 // Close ends the connection as Conn.Close does: it waits up to
 // Config.Linger for queued reliable messages to be acknowledged, then
 // tells the server with Disconnect packets. The error wraps
-// message.ErrUndelivered when messages were left unacknowledged.
+// ErrUndelivered when messages were left unacknowledged.
 func (c *Client) Close() error {
 	if c.closed.Load() {
 		return nil

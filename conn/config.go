@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/udpgate/udpgate/internal/defaults"
 	"github.com/udpgate/udpgate/internal/handshake"
 	"github.com/udpgate/udpgate/internal/msgcfg"
 	"github.com/udpgate/udpgate/internal/protocol"
@@ -68,13 +69,17 @@ type Config struct {
 	// Forwarding), for networks that prioritise game traffic.
 	DSCP int
 
-	// MaxClients bounds connections (0: DefaultMaxClients); beyond it a
-	// proven client is answered Denied(1).
+	// MaxClients bounds connections (0: 100 000); beyond it a proven
+	// client is answered Denied(1).
 	MaxClients int
 	// MaxClientsPerIP and MaxClientsPerPrefix bound the connections from
-	// one IP address and from one /24 (IPv4) or /64 (IPv6) network (0: the
-	// defaults, negative: unlimited); beyond them a proven client is
-	// answered Denied(3), too many connections from its network.
+	// one IP address and from one /24 (IPv4) or /64 (IPv6) network (0: 256
+	// and 1024, negative: unlimited); beyond them a proven client is
+	// answered Denied(3), too many connections from its network. The
+	// defaults admit a few hundred players behind one carrier-grade NAT
+	// address and about a thousand from one NAT pool or IPv6 subscriber;
+	// a server that expects more from one network (a LAN event) raises or
+	// disables them.
 	MaxClientsPerIP     int
 	MaxClientsPerPrefix int
 	// ChallengeRate and ChallengeBurst bound Challenge replies per source
@@ -107,8 +112,11 @@ type Config struct {
 	// Overload tunes overload control (server only).
 	Overload OverloadConfig
 
-	// KeepAlive, Timeout: connection timing (§7). ConnectTimeout: how long a
-	// client waits for the server while handshaking (§6).
+	// KeepAlive: a side that has sent nothing for this long sends a
+	// KeepAlive (0: 1 s); Timeout: a side that has received no valid
+	// packet for this long closes the connection (0: 5 s; docs/protocol.md
+	// §7). ConnectTimeout: how long a client waits for the server while
+	// handshaking (0: 10 s; §6).
 	KeepAlive      time.Duration
 	Timeout        time.Duration
 	ConnectTimeout time.Duration
@@ -167,6 +175,18 @@ type Config struct {
 	// or unacknowledged to be acknowledged before it disconnects (0: 5 s;
 	// negative: Close discards them at once).
 	Linger time.Duration
+	// ReceiveQueue, above 0, turns on polling: the connections whose
+	// Handler has no OnMessage keep their messages for
+	// Conn.ReceiveMessage, a game loop's way to receive, instead of
+	// discarding them. It bounds the bytes of unreliable and sequenced
+	// messages one connection keeps (each costs its length and 5): those
+	// beyond it are dropped, counted as the message drop "queue_full".
+	// Reliable messages are never dropped: they wait in the receive
+	// window (1024 units, at most Messages.ConnReceiveBudget bytes), and
+	// beyond it the peer's packets are refused unacknowledged and resent.
+	// 0 (the default): off; a Handler without OnMessage then discards
+	// the messages that arrive.
+	ReceiveQueue int
 	// Handler receives connection events; nil ignores them.
 	Handler Handler
 	// Accept (server only) is asked, from a promotion worker, whether to
@@ -195,12 +215,17 @@ type settings struct {
 	seqHandler SequencedPacketHandler
 	// sendable is Handler as a SendableHandler, or nil.
 	sendable SendableHandler
+	// msgDelivery is Handler as a MessageDeliveryHandler, or nil.
+	msgDelivery MessageDeliveryHandler
 	// msgHandler is Handler as a MessageHandler, or nil: then the
 	// messages that arrive are discarded, counted (message.DropUnhandled)
 	// and, the first time, logged; unhandledLogged is shared by every copy
 	// of these settings (a server's or client's connections).
 	msgHandler      MessageHandler
 	unhandledLogged *atomic.Bool
+	// polling: ReceiveQueue is set and the Handler has no OnMessage, so
+	// messages wait for ReceiveMessage (poll.go).
+	polling bool
 	// msgs is the message layer (nil: no channels configured), and
 	// msgPayload the bytes one Messages packet carries.
 	msgs       *message.Layer
@@ -239,13 +264,13 @@ func (c Config) settings() (settings, error) {
 		return s, fmt.Errorf("config: Sockets, BatchSize, RecvBuffer, SendBuffer, PromotionWorkers and MaxClients must not be negative (0 takes the default)")
 	}
 	if s.MaxClients == 0 {
-		s.MaxClients = DefaultMaxClients
+		s.MaxClients = defaults.MaxClients
 	}
 	if s.MaxClientsPerIP == 0 {
-		s.MaxClientsPerIP = DefaultMaxClientsPerIP
+		s.MaxClientsPerIP = defaults.MaxClientsPerIP
 	}
 	if s.MaxClientsPerPrefix == 0 {
-		s.MaxClientsPerPrefix = DefaultMaxClientsPerPrefix
+		s.MaxClientsPerPrefix = defaults.MaxClientsPerPrefix
 	}
 	if s.PromotionWorkers == 0 {
 		s.PromotionWorkers = defaultPromotionWorkers
@@ -255,9 +280,9 @@ func (c Config) settings() (settings, error) {
 		v    *time.Duration
 		def  time.Duration
 	}{
-		{"KeepAlive", &s.KeepAlive, DefaultKeepAlive},
-		{"Timeout", &s.Timeout, DefaultTimeout},
-		{"ConnectTimeout", &s.ConnectTimeout, DefaultConnectTimeout},
+		{"KeepAlive", &s.KeepAlive, defaults.KeepAlive},
+		{"Timeout", &s.Timeout, defaults.Timeout},
+		{"ConnectTimeout", &s.ConnectTimeout, defaults.ConnectTimeout},
 		{"SweepInterval", &s.SweepInterval, defaultSweepInterval},
 	} {
 		if *d.v < 0 {
@@ -305,7 +330,15 @@ func (c Config) settings() (settings, error) {
 	s.sealed = s.PrivateKey != nil || s.Token != nil
 	s.seqHandler, _ = s.Handler.(SequencedPacketHandler)
 	s.sendable, _ = s.Handler.(SendableHandler)
+	s.msgDelivery, _ = s.Handler.(MessageDeliveryHandler)
 	s.msgHandler, _ = s.Handler.(MessageHandler)
+	if c.ReceiveQueue < 0 {
+		return s, fmt.Errorf("config: ReceiveQueue %d is negative: use the bytes of unreliable messages a connection keeps for ReceiveMessage, or 0 for no polling", c.ReceiveQueue)
+	}
+	if c.ReceiveQueue > 0 && len(c.Messages.Channels) == 0 {
+		return s, fmt.Errorf("config: ReceiveQueue %d is set but no message channels are: configure Config.Messages, or leave ReceiveQueue 0", c.ReceiveQueue)
+	}
+	s.polling = c.ReceiveQueue > 0 && s.msgHandler == nil
 	s.unhandledLogged = new(atomic.Bool)
 	if s.Linger == 0 {
 		s.Linger = defaultLinger

@@ -65,7 +65,11 @@ type Conn struct {
 	// connection's first message; under mu. holdFlush: a Handler callback
 	// of this connection runs, so SendMessage queues and the delivering
 	// path flushes once it returns.
-	msg       *message.Endpoint
+	msg *message.Endpoint
+	// poll is a polling connection's queue (poll.go), nil until its
+	// first message; under mu. (Room for it: msgIdx is 32 bits, so the
+	// fields up to inb pack into 760 bytes.)
+	poll      *pollQueue
 	holdFlush bool
 	// lingering: Close waits for the reliable messages in flight (no
 	// more are taken), on a channel in lingerWaits that is closed when
@@ -76,7 +80,7 @@ type Conn struct {
 	// msgListed and msgIdx: the connection's place on its side's message
 	// timer (msgIdx under the timer's lock).
 	msgListed atomic.Bool
-	msgIdx    int
+	msgIdx    int32
 
 	// The Handler contract (handler.go): gate is held from the
 	// connection's creation until OnConnect returned (ready), so no packet
@@ -368,6 +372,9 @@ func (c *Conn) receiveLocked(h *protocol.ConnHeader, payload []byte, now time.Ti
 		}
 		if e != nil {
 			e.Receive(payload, ns)
+			if c.st.polling {
+				c.pollLocked(e)
+			}
 		}
 		if c.st.sendable != nil {
 			sendable = m.TakeSendable()
@@ -415,6 +422,9 @@ func (c *Conn) receiveLocked(h *protocol.ConnHeader, payload []byte, now time.Ti
 	}
 	for ; sendable != 0; sendable &= sendable - 1 {
 		c.st.sendable.OnSendable(c, bits.TrailingZeros32(sendable))
+	}
+	if dh := c.st.msgDelivery; dh != nil && c.st.msgs != nil {
+		c.reportAcked(dh)
 	}
 	switch h.Kind {
 	case protocol.KindData:
@@ -483,6 +493,7 @@ func (c *Conn) exit() {
 // fireDisconnect calls OnDisconnect once.
 func (c *Conn) fireDisconnect() {
 	if c.discFired.CompareAndSwap(false, true) {
+		c.reportUnacked()
 		c.st.Handler.OnDisconnect(c, c.discReason, c.discRemote)
 	}
 }
@@ -547,7 +558,7 @@ func (c *Conn) tick(now time.Time) {
 // the reliable messages queued or unacknowledged to be acknowledged (new
 // ones are refused meanwhile), then the peer is sent Disconnect (reason
 // 1) disconnectPackets times. It returns an error wrapping
-// message.ErrUndelivered when some were not. A negative Linger closes at
+// ErrUndelivered when some were not. A negative Linger closes at
 // once, discarding them. Called from a Handler callback of the
 // connection, Close returns at once and the linger runs in the
 // background (the acks it waits for come through that callback's
@@ -613,7 +624,7 @@ func (c *Conn) shutdown(reason DisconnectReason, remote bool) {
 		c.wakeLinger() // a Close lingering: the connection ended
 	}
 	c.mu.Unlock()
-	c.releaseMessages()
+	c.releaseMessages(announced)
 	if announced {
 		// After every callback under way (exit fires it otherwise).
 		c.discReason, c.discRemote = reason, remote

@@ -52,8 +52,12 @@
 // connection also carries messages on channels (package message):
 // SendMessage queues one, a reliable-ordered channel resends what is lost
 // and delivers every message once and in order, and a Handler that
-// implements MessageHandler receives them (without OnMessage they are
-// acknowledged and counted as dropped, message.DropUnhandled).
+// implements MessageHandler receives them. Without OnMessage, a game loop
+// polls for them with ReceiveMessage when Config.ReceiveQueue is set
+// (ExampleConn_ReceiveMessage); otherwise they are acknowledged and
+// counted as dropped (message.DropUnhandled). A Handler that implements
+// MessageDeliveryHandler hears when each reliable message it sent was
+// acknowledged, or that the connection ended first.
 // KeepAlives flow while a side has nothing to send, and a connection
 // silent for Config.Timeout ends.
 //

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/cookie"
+	"github.com/udpgate/udpgate/internal/defaults"
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/testkit/conntest"
 	"github.com/udpgate/udpgate/internal/wire"
@@ -107,7 +108,7 @@ func (r *recorder) connects() int {
 	return len(r.conn)
 }
 
-func listen(t *testing.T, cfg Config) *Server {
+func listen(t testing.TB, cfg Config) *Server {
 	t.Helper()
 	if cfg.Sockets == 0 {
 		cfg.Sockets = 2
@@ -228,7 +229,7 @@ func TestEcho200Clients(t *testing.T) {
 // rawPeer speaks the protocol by hand, to send what a well-behaved client
 // never would.
 type rawPeer struct {
-	t        *testing.T
+	t        testing.TB
 	pc       net.PacketConn
 	server   netip.AddrPort
 	magic    wire.Magic
@@ -237,7 +238,7 @@ type rawPeer struct {
 	rnd      wire.Rand
 }
 
-func newRawPeer(t *testing.T, s *Server, local string) *rawPeer {
+func newRawPeer(t testing.TB, s *Server, local string) *rawPeer {
 	t.Helper()
 	la, _ := net.ResolveUDPAddr("udp", local)
 	udp, err := net.ListenUDP("udp", la)
@@ -447,7 +448,7 @@ func TestWrongVersion(t *testing.T) {
 }
 
 // A Dial to a socket that never answers fails with ErrTimedOut exactly
-// DefaultConnectTimeout after it started.
+// defaults.ConnectTimeout after it started.
 func TestDialTimeout(t *testing.T) {
 	onSim(t, func(t *testing.T, n *testNet) {
 		pc := n.socket()
@@ -456,14 +457,14 @@ func TestDialTimeout(t *testing.T) {
 		if !errors.Is(err, ErrTimedOut) {
 			t.Fatalf("%v, want ErrTimedOut", err)
 		}
-		if d := time.Since(start); d != DefaultConnectTimeout {
-			t.Fatalf("Dial failed after %v, want exactly %v", d, DefaultConnectTimeout)
+		if d := time.Since(start); d != defaults.ConnectTimeout {
+			t.Fatalf("Dial failed after %v, want exactly %v", d, defaults.ConnectTimeout)
 		}
 	})
 }
 
 // A client that goes silent after its handshake is timed out exactly
-// DefaultTimeout after its last packet (which falls on a sweep slot
+// defaults.Timeout after its last packet (which falls on a sweep slot
 // boundary), and told so with timeoutDisconnectPackets Disconnects.
 func TestSilentClientTimesOut(t *testing.T) {
 	onSim(t, func(t *testing.T, n *testNet) {
@@ -474,8 +475,8 @@ func TestSilentClientTimesOut(t *testing.T) {
 		if r != ReasonTimedOut || remote {
 			t.Fatalf("disconnect %v remote %v", r, remote)
 		}
-		if d := time.Since(last); d != DefaultTimeout {
-			t.Fatalf("timed out %v after the last packet, want exactly %v", d, DefaultTimeout)
+		if d := time.Since(last); d != defaults.Timeout {
+			t.Fatalf("timed out %v after the last packet, want exactly %v", d, defaults.Timeout)
 		}
 		if s.Len() != 0 {
 			t.Fatalf("%d connections after the timeout", s.Len())
@@ -512,13 +513,13 @@ func TestKeepAliveKeepsConnection(t *testing.T) {
 		select {
 		case <-c.Done():
 			t.Fatalf("the client ended: %v", c.Err())
-		case <-time.After(2 * DefaultTimeout):
+		case <-time.After(2 * defaults.Timeout):
 		}
 		if _, _, ok := rec.disconnect(sc); ok || s.Len() != 1 || c.Err() != nil {
 			t.Fatalf("connections %d, client err %v", s.Len(), c.Err())
 		}
-		if st := sc.Stats(); st.PacketsIn < uint64(2*DefaultTimeout/DefaultKeepAlive)-1 {
-			t.Fatalf("the server heard %d packets in %v, want keepalives", st.PacketsIn, 2*DefaultTimeout)
+		if st := sc.Stats(); st.PacketsIn < uint64(2*defaults.Timeout/defaults.KeepAlive)-1 {
+			t.Fatalf("the server heard %d packets in %v, want keepalives", st.PacketsIn, 2*defaults.Timeout)
 		}
 	})
 }
@@ -646,6 +647,8 @@ func TestConfigErrors(t *testing.T) {
 		{Config{KeepAlive: 10 * time.Second}, "KeepAlive"},
 		{Config{Timeout: -1}, "Timeout"},
 		{Config{EgressRate: -1}, "EgressRate"},
+		{Config{ReceiveQueue: -1, Messages: testChannels}, "ReceiveQueue"},
+		{Config{ReceiveQueue: 1 << 10}, "Config.Messages"},
 	} {
 		_, err := Listen("127.0.0.1:0", tc.cfg)
 		if err == nil || !bytes.Contains([]byte(err.Error()), []byte(tc.want)) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/udpgate/udpgate/internal/protocol"
+	"github.com/udpgate/udpgate/message"
 )
 
 // DisconnectReason says why a connection ended (docs/protocol.md §7): the
@@ -47,7 +48,8 @@ const (
 // the connection's first packet or message reaches the Handler (a packet
 // that arrives meanwhile waits for it), and OnDisconnect is called once,
 // after every call a received packet made (OnPacket, OnSequencedPacket,
-// OnMessage, and the OnDelivery and OnSendable reports it carried) has
+// OnMessage, and the OnDelivery, OnMessageDelivery and OnSendable reports
+// it carried) has
 // returned; none of those follows it. (A DeliveryHandler's loss reports
 // that a Send itself makes, when the 128-packet window evicts a packet
 // never acknowledged, run on the goroutine that called Send.) Calls for
@@ -101,9 +103,45 @@ var (
 	ErrPayloadSize = errors.New("conn: payload is empty or larger than MaxDatagram allows")
 )
 
+// The message errors, the message package's own values under conn's name
+// (errors.Is(err, conn.ErrQueueFull) needs no import of message), as the
+// disconnect reasons are protocol's.
+var (
+	// ErrQueueFull: SendMessage or QueueMessage found the channel's send
+	// queue full (ChannelConfig.MaxQueued), or the connection holding its
+	// share of the server-wide send budget (message.ErrSendShare, which
+	// matches it): retry later, or after OnSendable.
+	ErrQueueFull = message.ErrQueueFull
+	// ErrMessageSize: a message larger than its channel takes
+	// (Conn.MaxMessageSize); no retry fixes it.
+	ErrMessageSize = message.ErrMessageSize
+	// ErrNoChannel: no such channel, or no channels configured
+	// (Config.Messages); no retry fixes it.
+	ErrNoChannel = message.ErrNoChannel
+	// ErrUndelivered: Close ended the connection with reliable messages
+	// unacknowledged (the error wraps it and says how many).
+	ErrUndelivered = message.ErrUndelivered
+)
+
+// MessageDeliveryHandler is optionally implemented by a Handler to learn
+// the fate of each reliable message it sent (reliable-ordered channels;
+// unreliable and sequenced messages are not reported). id numbers the
+// messages that SendMessage and QueueMessage accepted (returned nil) on
+// the channel, from 1: the connection's third accepted message on
+// channel 0 is (0, 3). Every id is reported exactly once, in order per
+// channel: delivered when the peer acknowledged it and every earlier
+// message of its channel, on the connection's receive path, like
+// OnMessage; not delivered when the connection ended first (Close after
+// its linger, a timeout, a stall, the peer's Disconnect), just before
+// OnDisconnect: it may have arrived, its ack did not. A Handler without it
+// costs nothing; with it, each acknowledged message costs a call.
+type MessageDeliveryHandler interface {
+	OnMessageDelivery(c *Conn, channel int, id uint64, delivered bool)
+}
+
 // SendableHandler is optionally implemented by a Handler to learn when a
 // message channel whose SendMessage or QueueMessage returned
-// message.ErrQueueFull has drained to half its ChannelConfig.MaxQueued:
+// ErrQueueFull has drained to half its ChannelConfig.MaxQueued:
 // a bulk sender (a level download) queues its next part then, instead of
 // polling. Called on the connection's receive path, like OnMessage.
 type SendableHandler interface {

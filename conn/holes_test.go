@@ -9,6 +9,7 @@ import (
 
 	"sync"
 
+	"github.com/udpgate/udpgate/internal/defaults"
 	"github.com/udpgate/udpgate/internal/handshake"
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/wire"
@@ -141,12 +142,12 @@ func TestAddressLimits(t *testing.T) {
 	})
 }
 
-// With the defaults, one IP takes DefaultMaxClientsPerIP slots and no more.
+// With the defaults, one IP takes defaults.MaxClientsPerIP slots and no more.
 func TestSlotsOneIPCanTake(t *testing.T) {
 	onSim(t, func(t *testing.T, n *testNet) {
 		// Challenges per IP are limited too (a test of their own): not here.
 		s := n.listen(Config{ChallengeRatePerIP: -1, ChallengeRatePerPrefix: -1})
-		for range DefaultMaxClientsPerIP + 20 {
+		for range defaults.MaxClientsPerIP + 20 {
 			// Every peer keeps its socket, so no two share a port.
 			p := n.peer(s, "127.0.0.1:0")
 			p.send(p.response(p.challenge()))
@@ -155,9 +156,9 @@ func TestSlotsOneIPCanTake(t *testing.T) {
 			}
 		}
 		taken := s.Len()
-		t.Logf("slots one IP can take with the defaults: %d of %d tried", taken, DefaultMaxClientsPerIP+20)
-		if taken != DefaultMaxClientsPerIP {
-			t.Fatalf("one IP took %d slots, want %d", taken, DefaultMaxClientsPerIP)
+		t.Logf("slots one IP can take with the defaults: %d of %d tried", taken, defaults.MaxClientsPerIP+20)
+		if taken != defaults.MaxClientsPerIP {
+			t.Fatalf("one IP took %d slots, want %d", taken, defaults.MaxClientsPerIP)
 		}
 	})
 }
@@ -179,7 +180,7 @@ func TestSilentClientCostsLittle(t *testing.T) {
 		// Everything the server sends until it has been silent for longer
 		// than the connection's Timeout.
 		for {
-			b, ok := p.recv(DefaultTimeout + time.Second)
+			b, ok := p.recv(defaults.Timeout + time.Second)
 			if !ok {
 				break
 			}

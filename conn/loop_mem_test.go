@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/udpgate/udpgate/internal/defaults"
 	"github.com/udpgate/udpgate/internal/handshake"
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/wire"
@@ -160,7 +161,7 @@ func TestMemTimeout(t *testing.T) {
 	c.connect()
 	sc, _ := m.Conn(c.addr())
 
-	m.advance(DefaultTimeout - defaultSweepInterval)
+	m.advance(defaults.Timeout - defaultSweepInterval)
 	if m.Len() != 1 {
 		t.Fatalf("closed before Timeout")
 	}

@@ -235,6 +235,9 @@ func (c *Conn) sendMessages() (sent bool, err error) {
 // delivered.
 func (c *Conn) deliverMessages() {
 	mh := c.st.msgHandler
+	if c.st.polling {
+		return // queued for ReceiveMessage (pollLocked)
+	}
 	if mh == nil {
 		c.mu.Lock()
 		n := c.msg.Discard()
@@ -323,13 +326,77 @@ func (c *Conn) msgTimer() *msgTimer {
 	return nil
 }
 
-// releaseMessages frees the Endpoint's buffers once the connection closed.
-func (c *Conn) releaseMessages() {
+// releaseMessages frees the Endpoint's buffers once the connection closed;
+// for an announced connection whose Handler hears of its messages'
+// delivery, it keeps what OnDisconnect's reports need (endReports).
+func (c *Conn) releaseMessages(announced bool) {
 	c.mu.Lock()
 	if c.msg != nil {
+		if c.st.polling {
+			c.keepPolled()
+		}
+		if announced && c.st.msgDelivery != nil {
+			var ends []unackedRange
+			c.msg.Unacked(func(ch int, from, acked, to uint64) {
+				ends = append(ends, unackedRange{ch, from, acked, to})
+			})
+			if ends != nil {
+				endReports.Store(c, ends)
+			}
+		}
 		c.msg.Release()
 	}
 	c.mu.Unlock()
+}
+
+// reportAcked tells dh of the reliable messages the packet just received
+// acknowledged, in order per channel (MessageDeliveryHandler).
+func (c *Conn) reportAcked(dh MessageDeliveryHandler) {
+	for {
+		c.mu.Lock()
+		var ch int
+		var id uint64
+		ok := false
+		if c.msg != nil {
+			ch, id, ok = c.msg.NextAcked()
+		}
+		c.mu.Unlock()
+		if !ok {
+			return
+		}
+		dh.OnMessageDelivery(c, ch, id, true)
+	}
+}
+
+// unackedRange is one channel's messages whose fate a connection's end
+// reports: ids from..acked delivered, acked+1..to not.
+type unackedRange struct {
+	ch              int
+	from, acked, to uint64
+}
+
+// endReports maps a connection that ended to the reliable messages its
+// MessageDeliveryHandler has not heard of (releaseMessages), until
+// fireDisconnect reports them; entries live only between the two.
+var endReports sync.Map
+
+// reportUnacked tells the MessageDeliveryHandler, just before
+// OnDisconnect, of the reliable messages it has not heard of: acknowledged
+// before the end (delivered), or not.
+func (c *Conn) reportUnacked() {
+	dh := c.st.msgDelivery
+	if dh == nil {
+		return
+	}
+	v, ok := endReports.LoadAndDelete(c)
+	if !ok {
+		return
+	}
+	for _, r := range v.([]unackedRange) {
+		for id := r.from; id <= r.to; id++ {
+			dh.OnMessageDelivery(c, r.ch, id, id <= r.acked)
+		}
+	}
 }
 
 // msgTimer runs the message timers (resends, prompt acks, stalls) of the
@@ -354,19 +421,19 @@ func (t *msgTimer) add(c *Conn) {
 		return
 	}
 	t.mu.Lock()
-	c.msgIdx = len(t.active)
+	c.msgIdx = int32(len(t.active))
 	t.active = append(t.active, c)
 	t.mu.Unlock()
 }
 
 // drop unlists c; the caller holds mu.
 func (t *msgTimer) dropLocked(c *Conn) {
-	i, last := c.msgIdx, len(t.active)-1
+	i, last := int(c.msgIdx), len(t.active)-1
 	if i > last || t.active[i] != c {
 		return
 	}
 	t.active[i] = t.active[last]
-	t.active[i].msgIdx = i
+	t.active[i].msgIdx = int32(i)
 	t.active[last] = nil
 	t.active = t.active[:last]
 	c.msgListed.Store(false)

@@ -2,19 +2,13 @@ package conn
 
 import "time"
 
-// Tunables of the connection layer, in one place. Protocol constants that
-// are not tunable (40 s cookie lifetime, 64-packet window) live in fastpath
-// and cookie; socket tunables (batch size, buffers) in batchio.
+// Tunables of the connection layer, in one place. The defaults of Config's
+// fields that the commands show (KeepAlive, Timeout, ConnectTimeout,
+// MaxClients and the per-network limits) are internal/defaults'. Protocol
+// constants that are not tunable (40 s cookie lifetime, 64-packet window)
+// live in fastpath and cookie; socket tunables (batch size, buffers) in
+// batchio.
 const (
-	// DefaultKeepAlive: a side that has sent nothing for this long sends a
-	// KeepAlive (docs/protocol.md §7).
-	DefaultKeepAlive = 1 * time.Second
-	// DefaultTimeout: a side that has received no valid packet for this long
-	// closes the connection (§7).
-	DefaultTimeout = 5 * time.Second
-	// DefaultConnectTimeout: a client that hears nothing from the server for
-	// this long while handshaking gives up (§6).
-	DefaultConnectTimeout = 10 * time.Second
 	// defaultLinger: Close waits this long, at most, for queued reliable
 	// messages to be acknowledged (Config.Linger).
 	defaultLinger = 5 * time.Second
@@ -28,9 +22,6 @@ const (
 	// timeout. The peer has been silent for the whole timeout and is
 	// likely gone: more would mostly be bytes sent to nobody.
 	timeoutDisconnectPackets = 1
-
-	// DefaultMaxClients bounds connections; a full server answers Denied(1).
-	DefaultMaxClients = 100_000
 
 	// Sealed mode (docs/protocol.md §11).
 
@@ -94,15 +85,6 @@ const (
 	// keeps up with it, and a hundred looks a second cost nothing
 	// measurable.
 	shareCheck = 10 * time.Millisecond
-
-	// DefaultMaxClientsPerIP and DefaultMaxClientsPerPrefix bound the
-	// connections of one IP and of one /24 (IPv4) or /64 (IPv6) network,
-	// so that one host or network cannot take every slot. They admit a
-	// few hundred players behind one carrier-grade NAT address, and about
-	// a thousand from one NAT pool or IPv6 subscriber; a server that
-	// expects more from one network (a LAN event) raises or disables them.
-	DefaultMaxClientsPerIP     = 256
-	DefaultMaxClientsPerPrefix = 1024
 
 	// inboundBurst: each inbound bucket holds this much of its rate (and
 	// one datagram at least), so a burst after a pause passes: 900

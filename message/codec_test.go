@@ -158,7 +158,7 @@ func TestDropReasonLabels(t *testing.T) {
 		}
 		seen[s] = true
 	}
-	if DropNone.Label() != "none" || DropOverBudget.Label() != "over_budget" || DropReason(NumDropReasons).Label() != "unknown_12" {
+	if DropNone.Label() != "none" || DropOverBudget.Label() != "over_budget" || DropReason(NumDropReasons).Label() != "unknown_13" {
 		t.Fatal(DropNone.Label(), DropOverBudget.Label(), DropReason(NumDropReasons).Label())
 	}
 }

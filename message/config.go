@@ -152,6 +152,10 @@ type Stats struct {
 	// that a loss costs less than a round trip. They are bytes spent, not
 	// repairs: a loss-free path has them too.
 	Copies uint64
+	// QueueFull counts the unreliable and sequenced messages that arrived
+	// while the receiver's poll queue was full, dropped (DropQueueFull;
+	// conn's Config.ReceiveQueue); 0 again after Release.
+	QueueFull uint64
 	// InFlight: reliable messages queued or unacknowledged; after
 	// Release (a connection that ended), those it discarded so, which
 	// may not have arrived.

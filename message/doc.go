@@ -15,7 +15,11 @@
 // A connection's order of calls, per packet received: Check (before the
 // packet layer accepts the packet; drop it unacknowledged when it fails),
 // the packet layer's Acked/Lost reports and SetRTT, Receive, then Next
-// until it returns false. Per packet sent: WritePayload (when WantsSend)
-// and PacketSent for every packet; an ack-only packet when AckDue; timers
-// at Deadline; the connection ends when Stalled.
+// until it returns false (or, for a receiver that reads later, only
+// NextUnreliable, with Next when it reads: the reliable messages wait in
+// the window meanwhile), and NextAcked until it returns false for a
+// sender that reports each reliable message's delivery. Per packet sent:
+// WritePayload (when WantsSend) and PacketSent for every packet; an
+// ack-only packet when AckDue; timers at Deadline; the connection ends
+// when Stalled (Unacked, then Release).
 package message

@@ -23,6 +23,13 @@ const (
 	// (Config.ReceiveBudget; docs/protocol.md §14.5). Unacknowledged, so
 	// resent.
 	DropOverShare
+	// DropQueueFull: an unreliable or sequenced message that arrived
+	// while the receiver's poll queue had no room for it (conn's
+	// Config.ReceiveQueue, read with ReceiveMessage); Endpoint.Overflow
+	// counts it. Reliable messages are never dropped so: they wait in
+	// the receive window, and the packets beyond it are refused
+	// (over_budget), unacknowledged, and resent.
+	DropQueueFull
 	// NumDropReasons is the number of DropReason values.
 	NumDropReasons = iota
 )
@@ -30,7 +37,7 @@ const (
 var dropLabels = [NumDropReasons]string{
 	"none", "malformed", "reserved_bits", "bad_channel", "bad_fragment",
 	"too_large", "out_of_window", "over_budget", "duplicate", "stale",
-	"unhandled", "over_share",
+	"unhandled", "over_share", "queue_full",
 }
 
 // Label is the reason's stable snake_case name, for metric labels.

@@ -85,6 +85,8 @@ type channel struct {
 	// Sequenced receive.
 	seqAny    bool
 	seqNewest uint16
+	// acks: the reliable messages' counts for NextAcked (acked.go).
+	acks msgAcks
 }
 
 // sunit is one reliable unit being sent.
@@ -215,6 +217,7 @@ func (e *Endpoint) Send(ch int, msg []byte, now int64) error {
 	e.sendMask |= 1 << ch
 	e.stats.Sent++
 	e.inFlight++
+	c.acks.sent++
 	return nil
 }
 
@@ -1158,6 +1161,7 @@ func (e *Endpoint) ackUnit(ci int, id uint16) {
 		if u.cnt == 0 || u.idx == u.cnt-1 {
 			e.stats.Acked++
 			e.inFlight--
+			c.acks.acked++
 		}
 		*u = sunit{}
 		c.ua++
@@ -1308,6 +1312,7 @@ func (e *Endpoint) Stats() Stats {
 	for i, c := range e.ch {
 		if c != nil {
 			st.Queued[i] = c.queued
+			st.QueueFull += c.acks.overflow
 		}
 	}
 	return st

@@ -304,6 +304,30 @@ func (c *channel) growSlots(n int) {
 // storage is freed then) and, for unreliable ones, while the payload is.
 func (e *Endpoint) Next() (ch int, msg []byte, ok bool) {
 	e.freeRet()
+	if ch, msg, ok := e.NextUnreliable(); ok {
+		return ch, msg, true
+	}
+	for e.ready != 0 {
+		i := bits.TrailingZeros32(e.ready)
+		if msg, ok := e.drain(i, e.ch[i]); ok {
+			e.stats.Delivered++
+			return i, msg, true
+		}
+		e.ready &^= 1 << i
+	}
+	return 0, nil, false
+}
+
+// NextUnreliable is Next's first pass alone: the unreliable and sequenced
+// messages of the last packet received (slices of its payload), without
+// the reliable ones, which stay where Next finds them, and without
+// freeing the reliable message Next returned last. A receiver that
+// queues messages to be read later (conn's ReceiveMessage) copies these
+// before the payload goes, and takes the reliable ones with Next when it
+// has room: until then they hold the receive window, and the sender's
+// packets beyond it are refused unacknowledged (Check), so it resends
+// them.
+func (e *Endpoint) NextUnreliable() (ch int, msg []byte, ok bool) {
 	l := e.l
 	var en entry
 	for e.pkt != nil && int(e.pktOff) < len(e.pkt) {
@@ -328,14 +352,6 @@ func (e *Endpoint) Next() (ch int, msg []byte, ok bool) {
 		}
 	}
 	e.pkt = nil
-	for e.ready != 0 {
-		i := bits.TrailingZeros32(e.ready)
-		if msg, ok := e.drain(i, e.ch[i]); ok {
-			e.stats.Delivered++
-			return i, msg, true
-		}
-		e.ready &^= 1 << i
-	}
 	return 0, nil, false
 }
 

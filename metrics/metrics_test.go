@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/udpgate/udpgate/conn"
+	"github.com/udpgate/udpgate/internal/defaults"
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/testkit/conntest"
 	"github.com/udpgate/udpgate/metrics"
@@ -368,7 +369,7 @@ func testRTTGauges(t *testing.T) {
 		}
 	}
 	// Two keepalive periods: each client's next packet acks the echo.
-	time.Sleep(2 * conn.DefaultKeepAlive)
+	time.Sleep(2 * defaults.KeepAlive)
 	synctest.Wait()
 	if v := gather().value("udpgate_connection_rtt_sampled"); v != 2 {
 		t.Fatalf("rtt_sampled = %v with two clients that measured an RTT, want 2", v)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/udpgate/udpgate/cmd/internal/sealflag"
 	"github.com/udpgate/udpgate/conn"
+	"github.com/udpgate/udpgate/internal/defaults"
 	"github.com/udpgate/udpgate/internal/msgcfg"
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/wire"
@@ -55,7 +56,7 @@ id), this server is not in the token, token in use from another address.`
 func runConnect(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("connect", connectSynopsis, stderr)
 	w := addWireFlags(fs)
-	timeout := fs.Duration("timeout", conn.DefaultConnectTimeout, "give up connecting after this long without an answer from the server")
+	timeout := fs.Duration("timeout", defaults.ConnectTimeout, "give up connecting after this long without an answer from the server")
 	wait := fs.Duration("wait", time.Second, "at end of input, wait up to this long for outstanding replies (default 10s with -reliable)")
 	quiet := fs.Bool("quiet", false, "print only the replies: no status or RTT lines on standard error")
 	reliable := fs.Bool("reliable", false, "send each line as a reliable-ordered message (channel 0; the server needs -messages, its default) instead of a Data packet: every line comes back, in order, or the exit status is 1")
@@ -458,7 +459,7 @@ func awaitAll(ctx context.Context, cli *conn.Client, wait time.Duration, got <-c
 // finish closes the connection cleanly (Disconnect packets) and prints the
 // summary.
 func (s *session) finish(cli *conn.Client) error {
-	rtt := cli.RTT()
+	rtt := cli.Conn().RTT()
 	cli.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -192,7 +192,7 @@ func (r *reliableSession) awaitEchoes(ctx context.Context, cli *conn.Client, wai
 // fails unless every line came back (interrupted: the lines not sent are
 // not counted).
 func (r *reliableSession) finishReliable(cli *conn.Client, wait time.Duration, interrupted bool) error {
-	rtt := cli.RTT()
+	rtt := cli.Conn().RTT()
 	cli.Close()
 	r.mu.Lock()
 	defer r.mu.Unlock()

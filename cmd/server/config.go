@@ -21,7 +21,7 @@ import (
 
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/cmd/internal/sealflag"
-	"github.com/udpgate/udpgate/conn"
+	"github.com/udpgate/udpgate/internal/defaults"
 	"github.com/udpgate/udpgate/internal/handshake"
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/ratelimit"
@@ -176,16 +176,16 @@ func (o *options) newFlagSet() *flag.FlagSet {
 	fs.StringVar(&o.listen, "listen", defaultListen, "UDP address to listen on (host:port; [::]:port for dual stack)")
 	fs.IntVar(&o.sockets, "sockets", 0, fmt.Sprintf("SO_REUSEPORT sockets, one receive loop each, up to %d (0: one per CPU, GOMAXPROCS)", batchio.MaxSockets))
 	fs.IntVar(&o.batch, "batch", batchio.DefaultBatchSize, fmt.Sprintf("datagrams per recvmmsg/sendmmsg batch, 1..%d", maxBatch))
-	fs.IntVar(&o.maxClients, "max-clients", conn.DefaultMaxClients, "maximum connections; beyond it clients are denied (server full); changes on SIGHUP")
-	fs.IntVar(&o.maxClientsPerIP, "max-clients-per-ip", conn.DefaultMaxClientsPerIP, "maximum connections from one IP address (-1: unlimited)")
-	fs.IntVar(&o.maxClientsPerPrefix, "max-clients-per-prefix", conn.DefaultMaxClientsPerPrefix, "maximum connections from one /24 (IPv4) or /64 (IPv6) network (-1: unlimited)")
+	fs.IntVar(&o.maxClients, "max-clients", defaults.MaxClients, "maximum connections; beyond it clients are denied (server full); changes on SIGHUP")
+	fs.IntVar(&o.maxClientsPerIP, "max-clients-per-ip", defaults.MaxClientsPerIP, "maximum connections from one IP address (-1: unlimited)")
+	fs.IntVar(&o.maxClientsPerPrefix, "max-clients-per-prefix", defaults.MaxClientsPerPrefix, "maximum connections from one /24 (IPv4) or /64 (IPv6) network (-1: unlimited)")
 	fs.IntVar(&o.maxDatagram, "max-datagram", protocol.DefaultMaxDatagram, "largest datagram accepted, in bytes; longer ones are dropped as too large (clients must agree)")
 	fs.IntVar(&o.dscp, "dscp", 0, "DSCP code point marking every datagram sent, 0..63 (0: unmarked; 46: Expedited Forwarding, for networks that prioritise game traffic)")
 	fs.StringVar(&o.magic, "magic", "", "magic header: up to 32 characters of 0 and 1 (empty: none)")
 	fs.UintVar(&o.sessionID, "session-id", 0, "session ID 0..3; change it to invalidate clients of an earlier run")
 	fs.UintVar(&o.networkVersion, "network-version", 1, "network version clients must match")
 	fs.UintVar(&o.networkFeatures, "network-features", 0, "network features clients must match (0..65535)")
-	fs.DurationVar(&o.timeout, "timeout", conn.DefaultTimeout, "close a connection silent for this long (longer than the 1s keepalive)")
+	fs.DurationVar(&o.timeout, "timeout", defaults.Timeout, "close a connection silent for this long (longer than the 1s keepalive)")
 	fs.Float64Var(&o.challengeRate, "challenge-rate", defaultChallengeRate, "Challenge replies per second per source address (0: the protocol default, 32; -1: unlimited, for load tests from one host); changes on SIGHUP")
 	fs.Float64Var(&o.challengeRateIP, "challenge-rate-per-ip", handshake.DefaultChallengeIPRate, "Challenge replies per second to one IP address, all its ports, for the whole server; bursts twice that (0: the default; -1: unlimited)")
 	fs.Float64Var(&o.challengeRatePrefix, "challenge-rate-per-prefix", handshake.DefaultChallengePrefixRate, "Challenge replies per second to one /24 (IPv4) or /64 (IPv6) network, for the whole server; bursts twice that (0: the default; -1: unlimited)")
@@ -579,10 +579,10 @@ func (o *options) validate() error {
 		bad("max-clients", "must be at least 1")
 	}
 	if o.maxClientsPerIP == 0 || o.maxClientsPerIP < -1 {
-		bad("max-clients-per-ip", "must be at least 1, or -1 for unlimited (default %d)", conn.DefaultMaxClientsPerIP)
+		bad("max-clients-per-ip", "must be at least 1, or -1 for unlimited (default %d)", defaults.MaxClientsPerIP)
 	}
 	if o.maxClientsPerPrefix == 0 || o.maxClientsPerPrefix < -1 {
-		bad("max-clients-per-prefix", "must be at least 1, or -1 for unlimited (default %d)", conn.DefaultMaxClientsPerPrefix)
+		bad("max-clients-per-prefix", "must be at least 1, or -1 for unlimited (default %d)", defaults.MaxClientsPerPrefix)
 	}
 	if o.maxDatagram < wire.MinConnLen(wire.Magic{})+1 || o.maxDatagram > protocol.MaxDatagramLimit {
 		bad("max-datagram", "must be %d..%d bytes (default %d)", wire.MinConnLen(wire.Magic{})+1, protocol.MaxDatagramLimit, protocol.DefaultMaxDatagram)
@@ -603,8 +603,8 @@ func (o *options) validate() error {
 	if o.networkFeatures > math.MaxUint16 {
 		bad("network-features", "must be 0..65535")
 	}
-	if o.timeout <= conn.DefaultKeepAlive {
-		bad("timeout", "must be longer than the %v keepalive interval, or idle connections time out: use e.g. %v (the default)", conn.DefaultKeepAlive, conn.DefaultTimeout)
+	if o.timeout <= defaults.KeepAlive {
+		bad("timeout", "must be longer than the %v keepalive interval, or idle connections time out: use e.g. %v (the default)", defaults.KeepAlive, defaults.Timeout)
 	}
 	if math.IsNaN(o.challengeRate) || math.IsInf(o.challengeRate, 0) {
 		bad("challenge-rate", "must be a number: replies per second like 32 (0 takes the protocol default, 32; -1 means unlimited)")

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/udpgate/udpgate/batchio"
-	"github.com/udpgate/udpgate/conn"
+	"github.com/udpgate/udpgate/internal/defaults"
 	"github.com/udpgate/udpgate/internal/protocol"
 	"github.com/udpgate/udpgate/internal/ratelimit"
 	"github.com/udpgate/udpgate/message"
@@ -46,10 +46,10 @@ func TestDefaults(t *testing.T) {
 	}
 	want := values{
 		listen: "0.0.0.0:7777", batch: batchio.DefaultBatchSize,
-		maxClients: conn.DefaultMaxClients, maxClientsPerIP: conn.DefaultMaxClientsPerIP, maxClientsPerPrefix: conn.DefaultMaxClientsPerPrefix,
+		maxClients: defaults.MaxClients, maxClientsPerIP: defaults.MaxClientsPerIP, maxClientsPerPrefix: defaults.MaxClientsPerPrefix,
 		maxDatagram:    protocol.DefaultMaxDatagram,
 		networkVersion: 1,
-		timeout:        conn.DefaultTimeout, challengeRate: 32, app: "echo", logLevel: "info", logFormat: "text",
+		timeout:        defaults.Timeout, challengeRate: 32, app: "echo", logLevel: "info", logFormat: "text",
 		messages: true, messageMaxSize: message.DefaultMaxMessageSize, messageSendRate: message.DefaultSendRate,
 		messageSendBudget: message.DefaultSendBudget, messageStallTimeout: message.DefaultStallTimeout,
 		messageStallSilence: message.DefaultStallSilence, messageStallRTTs: message.DefaultStallRTTs,
@@ -62,8 +62,8 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("defaults %+v, want %+v", o.values, want)
 	}
 	cfg := o.config(nil, nil)
-	if cfg.ChallengeRate != 32 || cfg.MaxClients != conn.DefaultMaxClients || cfg.BatchSize != batchio.DefaultBatchSize || cfg.DSCP != 0 ||
-		cfg.MaxClientsPerIP != conn.DefaultMaxClientsPerIP || cfg.MaxClientsPerPrefix != conn.DefaultMaxClientsPerPrefix ||
+	if cfg.ChallengeRate != 32 || cfg.MaxClients != defaults.MaxClients || cfg.BatchSize != batchio.DefaultBatchSize || cfg.DSCP != 0 ||
+		cfg.MaxClientsPerIP != defaults.MaxClientsPerIP || cfg.MaxClientsPerPrefix != defaults.MaxClientsPerPrefix ||
 		cfg.ChallengeRatePerIP != 64 || cfg.ChallengeRatePerPrefix != 256 || cfg.NoSteering || cfg.PrivateKey != nil ||
 		cfg.InboundPacketRate != ratelimit.DefaultInboundPacketRate || cfg.InboundByteRate != ratelimit.DefaultInboundByteRate {
 		t.Errorf("conn.Config %+v", cfg)

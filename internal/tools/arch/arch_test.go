@@ -23,7 +23,7 @@ const module = "github.com/udpgate/udpgate"
 // listed (a command, a tool, a test kit, a traffic generator) is in the top
 // layer, so it may import anything and nothing listed may import it.
 var layers = [][]string{
-	{"cookie", "shard", "token", "batchio", "internal/seal", "internal/congestion", "internal/egress"},
+	{"cookie", "shard", "token", "batchio", "internal/seal", "internal/congestion", "internal/egress", "internal/defaults"},
 	{"internal/protocol"},
 	{"internal/wire", "internal/ratelimit", "internal/seqwin", "internal/wire/wiretest"},
 	{"internal/handshake"},
