@@ -77,7 +77,8 @@ func (h *bwClient) take() []time.Duration {
 }
 
 type bwResult struct {
-	goodput        float64 // bulk bytes a second ÷ the link's rate, after the first 2 s
+	goodput        float64       // bulk bytes a second ÷ the link's rate, after the first 2 s
+	reach          time.Duration // from the bulk's start until 500 ms first carried 85 % of the link (-1: never)
 	idleP99, p99   time.Duration
 	drops, offered uint64
 	lost           int // reliable game messages not echoed
@@ -113,6 +114,12 @@ func simBandwidth(t *testing.T, rate int64, queue int, idle, bulk time.Duration)
 	sent := 0
 	var bulkAt, at2 time.Time
 	var got0 int64
+	type mark struct {
+		at    time.Time
+		acked int64
+	}
+	var marks []mark // the bulk's progress, at every tick
+	r.reach = -1
 	// The bulk bytes acknowledged: storage queued less storage held, in
 	// message bytes (a message's storage is its fragments' chunks).
 	var queued int64
@@ -152,6 +159,18 @@ func simBandwidth(t *testing.T, rate int64, queue int, idle, bulk time.Duration)
 		el := time.Since(bulkAt)
 		if el >= 2*time.Second && at2.IsZero() {
 			at2, got0 = time.Now(), acked()
+		}
+		if r.reach < 0 {
+			now := mark{time.Now(), acked()}
+			marks = append(marks, now)
+			for _, m := range marks {
+				if now.at.Sub(m.at) < 500*time.Millisecond {
+					break
+				}
+				if float64(now.acked-m.acked)/now.at.Sub(m.at).Seconds() >= 0.85*float64(rate) {
+					r.reach = now.at.Sub(bulkAt)
+				}
+			}
 		}
 	}
 	r.goodput = float64(acked()-got0) / time.Since(at2).Seconds() / float64(rate)
@@ -198,10 +217,13 @@ func TestSimBandwidthBottleneck(t *testing.T) {
 				rate := tc.mbit * 1e6 / 8
 				r := simBandwidth(t, rate, tc.queue, 3*time.Second, 10*time.Second)
 				dropPct := 100 * float64(r.drops) / float64(max(r.offered, 1))
-				t.Logf("goodput %.1f %% of the link; drops %d of %d (%.2f %%); game p99 idle %v, beside bulk %v; lost %d; path %+v",
-					100*r.goodput, r.drops, r.offered, dropPct, r.idleP99, r.p99, r.lost, r.path)
+				t.Logf("goodput %.1f %% of the link (85 %% after %v); drops %d of %d (%.2f %%); game p99 idle %v, beside bulk %v; lost %d; path %+v",
+					100*r.goodput, r.reach, r.drops, r.offered, dropPct, r.idleP99, r.p99, r.lost, r.path)
 				if r.goodput < 0.85 {
 					t.Errorf("bulk goodput %.1f %% of the link, want ≥ 85 %%", 100*r.goodput)
+				}
+				if r.reach < 0 || r.reach > 2*time.Second {
+					t.Errorf("the bulk first carried 85 %% of the link over 500 ms after %v, want within 2 s", r.reach)
 				}
 				if dropPct > 2 {
 					t.Errorf("the bottleneck dropped %.2f %% of the datagrams, want ≤ 2 %%", dropPct)

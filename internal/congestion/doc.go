@@ -11,7 +11,7 @@
 // near a target delay (TargetDelay) instead of filling it:
 //
 //   - Slow start doubles the window each round trip until the queueing
-//     delay passes half the target (or 8 acks in a row a quarter of it
+//     delay passes half the target (or 4 acks in a row a quarter of it
 //     above the base, each ack judged by its newest packet's sample);
 //     the window then falls back to what the path delivered (the delay
 //     that shows a queue is a round trip old). The acks of a flight's
