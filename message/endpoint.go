@@ -782,7 +782,7 @@ func (e *Endpoint) WritePayload(dst []byte, seq uint16, now int64) int {
 		r.pushRecord(record{seq: seq, sent: now, start: eStart, n: r.eTail - eStart, size: uint16(n)})
 		if e.cc == nil {
 			e.cc = new(congestion.Controller)
-			e.cc.Init(l.top, l.sendRate, now)
+			e.cc.Init(l.top, l.sendRate, l.ackDelay, now)
 			e.cc.CountEvents(&l.ccEvents)
 		}
 		e.cc.OnSent(n, now)

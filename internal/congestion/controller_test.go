@@ -15,7 +15,7 @@ func TestTimeoutCollapsesWindow(t *testing.T) {
 	rtt := int64(20 * time.Millisecond)
 	var c Controller
 	now := int64(1e9)
-	c.Init(mss, 0, now)
+	c.Init(mss, 0, 0, now)
 	// Grow the window: a window's packets a round trip, all acknowledged.
 	for range 5 {
 		w := c.Stats().Window / mss
@@ -92,7 +92,7 @@ func TestSlowStartReadsEachAckByItsNewestPacket(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var c Controller
 			now := int64(1e9)
-			c.Init(mss, 0, now)
+			c.Init(mss, 0, 0, now)
 			c.OnSent(mss, now)
 			now += rtt
 			c.OnAcked(mss, now-rtt, now, rtt) // the base
@@ -126,7 +126,7 @@ func TestSlowStartGrowsOnAFlightsTail(t *testing.T) {
 	rtt := int64(50 * time.Millisecond)
 	var c Controller
 	now := int64(1e9)
-	c.Init(mss, 0, now)
+	c.Init(mss, 0, 0, now)
 	// Flights in slow start, the last of at least 64 packets, each
 	// acknowledged a round trip after it was sent.
 	var last int64
@@ -148,5 +148,47 @@ func TestSlowStartGrowsOnAFlightsTail(t *testing.T) {
 	}
 	if w := c.Stats().Window; w < 2*last-mss || w > 2*last+mss {
 		t.Fatalf("window %d after the last flight's tail, want twice that flight (%d)", w, 2*last)
+	}
+}
+
+// TestSlowStartAllowsTheAckDelay: acks of fewer than four packets may
+// have waited the peer's AckDelay at the receiver, their newest packet
+// too; slow start's early exit allows them that delay above its
+// threshold. Acks of four packets or more left on the fourth (the
+// receiver's prompt ack) and are judged against the threshold alone.
+func TestSlowStartAllowsTheAckDelay(t *testing.T) {
+	const mss = 1200
+	rtt := int64(50 * time.Millisecond)
+	ackDelay := int64(5 * time.Millisecond)
+	for _, tc := range []struct {
+		name        string
+		pkts        int   // per ack
+		late        int64 // the newest packet's sample above the base
+		ackDelayArg int64
+		exit        bool
+	}{
+		{"small acks after AckDelay", 2, ackDelay, ackDelay, false},
+		{"small acks after AckDelay, no AckDelay given", 2, ackDelay, 0, true},
+		{"small acks above AckDelay and the threshold", 2, ackDelay + TargetDelay/3, ackDelay, true},
+		{"prompt acks behind a queue", 4, TargetDelay / 3, ackDelay, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c Controller
+			now := int64(1e9)
+			c.Init(mss, 0, tc.ackDelayArg, now)
+			c.OnSent(mss, now)
+			now += rtt
+			c.OnAcked(mss, now-rtt, now, rtt) // the base
+			for range 20 {
+				for range tc.pkts {
+					c.OnSent(mss, now-rtt-tc.late)
+					c.OnAcked(mss, now-rtt-tc.late, now, rtt)
+				}
+				now += 3 * int64(time.Millisecond)
+			}
+			if got := !c.Stats().SlowStart; got != tc.exit {
+				t.Fatalf("slow start ended: %v, want %v", got, tc.exit)
+			}
+		})
 	}
 }

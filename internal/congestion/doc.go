@@ -12,7 +12,8 @@
 //
 //   - Slow start doubles the window each round trip until the queueing
 //     delay passes half the target (or 4 acks in a row a quarter of it
-//     above the base, each ack judged by its newest packet's sample);
+//     above the base, each ack judged by its newest packet's sample, an
+//     ack of fewer than four packets allowed the peer's AckDelay);
 //     the window then falls back to what the path delivered (the delay
 //     that shows a queue is a round trip old). The acks of a flight's
 //     tail still grow it, up to twice the most in flight in the round,

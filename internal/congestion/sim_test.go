@@ -192,7 +192,7 @@ func simulateStaggered(t *testing.T, rate, queue int64, loss float64, flows int,
 			f.c = others[i]
 		} else {
 			c := new(Controller)
-			c.Init(simMSS, 0, f.start)
+			c.Init(simMSS, 0, 0, f.start)
 			f.c = c
 		}
 		fs[i] = f
