@@ -48,10 +48,14 @@ const (
 	DefaultMaxQueued = 2 * DefaultMaxMessageSize
 )
 
+// Window is the reliable receive window in units, a protocol constant
+// (docs/protocol.md §14.3; a fragment is one unit): a receiver takes ids
+// from the oldest it has not delivered (or taken into a reassembly) up to
+// Window − 1 past it, and a sender never sends a unit id ≥ its oldest
+// unacknowledged id + Window.
+const Window = window
+
 const (
-	// window is the reliable receive window in units (a fragment is one
-	// unit): a sender never sends a unit id ≥ its oldest unacknowledged
-	// id + window.
 	window        = 1024
 	minQueuedBase = 64 << 10
 	// minMaxPayload, maxMaxPayload bound NewLayer's maxPayload: a fragment

@@ -116,14 +116,16 @@ func holdFragments(size, payload int) int {
 // holdPayloads are the Messages payloads one holding client sends, one
 // entry each (docs/protocol.md §14.2): fragments 0..count−2 of a largest
 // message on the reliable channel (ids 0..count−2), then whole units with
-// ids count..count+254, the window's rest past the missing last fragment.
+// ids count..count+Window−2, the window's rest past the missing last
+// fragment (message.Window: 1,023 units, about 1.2 MB, with the 1024-unit
+// window; 255 with the 256-unit window of before).
 func holdPayloads(size, payload int) [][]byte {
 	cnt := holdFragments(size, payload)
 	var out [][]byte
 	for i := range cnt - 1 {
 		out = append(out, holdEntry(uint16(i), uint16(i), uint16(cnt), payload-9))
 	}
-	for id := cnt; id < cnt-1+256; id++ {
+	for id := cnt; id < cnt-1+message.Window; id++ {
 		out = append(out, holdEntry(uint16(id), 0, 0, payload-5))
 	}
 	return out

@@ -23,7 +23,7 @@ func TestHoldPayloads(t *testing.T) {
 	}
 	e := l.NewEndpoint()
 	pkts := holdPayloads(8000, p)
-	if cnt := holdFragments(8000, p); cnt != 7 || len(pkts) != cnt-1+255 {
+	if cnt := holdFragments(8000, p); cnt != 7 || len(pkts) != cnt-1+message.Window-1 {
 		t.Fatal(cnt, len(pkts))
 	}
 	for i, pk := range pkts {
