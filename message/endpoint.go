@@ -335,7 +335,14 @@ func (c *channel) popPend(l *Layer) int64 {
 // before the first, 100 ms. It times resends and the pacing rate; the
 // congestion controller takes its delay samples from the packets that
 // carried reliable units (Acked).
-func (e *Endpoint) SetRTT(rtt time.Duration) { e.rtt.Update(int64(rtt)) }
+func (e *Endpoint) SetRTT(rtt time.Duration) {
+	e.rtt.Update(int64(rtt))
+	if e.recs != nil {
+		// A sample may shorten the timeout: the cached bound (checkAt)
+		// is no bound any more.
+		e.recs.checkAt = 0
+	}
+}
 
 // resendInterval is the time after which an unacknowledged unit sent once
 // is sent again: the retransmission timeout, smoothed RTT + 2 × its

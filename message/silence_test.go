@@ -172,3 +172,33 @@ func TestProbeIsOneEntry(t *testing.T) {
 		t.Fatalf("after the ack: %d entries in the packet, want the queued ones", got)
 	}
 }
+
+// TestTimeoutFollowsAFallingRTT: the retransmission timeout's cached
+// bound (records.checkAt) must not outlive the round trip it was worked
+// out from. A deviation that spiked (on a loaded host) and settled left
+// the bound where the spike put it, and 500 silent receivers on loopback
+// had their first timeout up to 1 s late; a sample now clears it.
+func TestTimeoutFollowsAFallingRTT(t *testing.T) {
+	l, err := NewLayer(Config{Channels: []ChannelConfig{{Kind: ReliableOrdered}}}, 1200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := l.NewEndpoint()
+	buf := make([]byte, 1200)
+	e.SetRTT(time.Second) // the spike: RTO 2 s
+	if err := e.Send(0, []byte("hello"), t0); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.WritePayload(buf, 0, t0); n == 0 {
+		t.Fatal("nothing written")
+	}
+	e.PacketSent(t0)
+	e.WantsSend(t0 + ms) // works out the timeout from the spike's RTO
+	for range 40 {
+		e.SetRTT(10 * time.Millisecond) // acks of other packets: RTO near 12 ms
+	}
+	e.WantsSend(t0 + 200*ms)
+	if got := l.Timeouts(); got != 1 {
+		t.Fatalf("%d timeouts 200 ms after the send with an RTO near 12 ms, want 1", got)
+	}
+}
