@@ -99,6 +99,25 @@ func (a *ackCounter) OnMessageDelivery(_ *Conn, _ int, _ uint64, delivered bool)
 	}
 }
 
+// msgPeer is the peer side of a raw peer connected to s (its cookie ck):
+// its own message endpoint and sequence state, and a receive loop of s to
+// feed its packets into.
+func msgPeer(tb testing.TB, s *Server, mc message.Config, ck *cookie.Cookie) (*message.Endpoint, *seqwin.SeqState, *seqwin.AckReport, *loop) {
+	tb.Helper()
+	layer, err := message.NewLayer(mc, s.st.msgPayload)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pe := layer.NewEndpoint()
+	// The rounds' acks come back within the stamp's 16 µs, which gives
+	// no RTT sample: set one, so the peer's pacing follows its window.
+	pe.SetRTT(time.Millisecond)
+	serverSeq, clientSeq := cookie.Sequences(ck)
+	seq := new(seqwin.SeqState)
+	seq.Init(clientSeq, serverSeq, seconds(time.Now()))
+	return pe, seq, new(seqwin.AckReport), newLoop(s, 0, s.socks[0], 8, seconds(time.Now()))
+}
+
 func testMessagesAlloc(t *testing.T, egressRate int64, h Handler) {
 	// A send rate no burst of the test's rounds (as fast as the CPU goes)
 	// can spend.
@@ -115,20 +134,7 @@ func testMessagesAlloc(t *testing.T, egressRate int64, h Handler) {
 		t.Fatalf("%d connections", s.Len())
 	}
 
-	// The peer: its own sequence state and message endpoint.
-	layer, err := message.NewLayer(mc, s.st.msgPayload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pe := layer.NewEndpoint()
-	// The rounds' acks come back within the stamp's 16 µs, which gives
-	// no RTT sample: set one, so the peer's pacing follows its window.
-	pe.SetRTT(time.Millisecond)
-	serverSeq, clientSeq := cookie.Sequences(&ck)
-	var seq seqwin.SeqState
-	seq.Init(clientSeq, serverSeq, seconds(time.Now()))
-	rep := new(seqwin.AckReport)
-	l := newLoop(s, 0, s.socks[0], 8, seconds(time.Now()))
+	pe, seq, rep, l := msgPeer(t, s, mc, &ck)
 	msg := []byte("chat: a hundred bytes of a reliable message, give or take, for the allocation test!!")
 	echoes := 0
 	round := func() {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/udpgate/udpgate/cookie"
 	"github.com/udpgate/udpgate/internal/protocol"
-	"github.com/udpgate/udpgate/internal/seqwin"
 	"github.com/udpgate/udpgate/internal/wire"
 	"github.com/udpgate/udpgate/message"
 	"github.com/udpgate/udpgate/netsim"
@@ -305,17 +304,7 @@ func receiveRig(tb testing.TB, poll bool) (round func(), read *int) {
 	if !ok {
 		tb.Fatal("no connection")
 	}
-	layer, err := message.NewLayer(mc, s.st.msgPayload)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	pe := layer.NewEndpoint()
-	pe.SetRTT(time.Millisecond)
-	serverSeq, clientSeq := cookie.Sequences(&ck)
-	var seq seqwin.SeqState
-	seq.Init(clientSeq, serverSeq, seconds(time.Now()))
-	rep := new(seqwin.AckReport)
-	l := newLoop(s, 0, s.socks[0], 8, seconds(time.Now()))
+	pe, seq, rep, l := msgPeer(tb, s, mc, &ck)
 	msg := []byte("chat: a hundred bytes of a reliable message, give or take, for the allocation test!!")
 	pos := []byte("position: x 12.5 y 3.25 z 0")
 	buf := make([]byte, 256)

@@ -5,6 +5,20 @@ import (
 	"time"
 )
 
+// round sends a window's packets at now and has them all acknowledged a
+// round trip later; it returns the time then and the packets sent.
+func round(c *Controller, mss, now, rtt int64) (int64, int64) {
+	w := c.Stats().Window / mss
+	for range w {
+		c.OnSent(int(mss), now)
+	}
+	now += rtt
+	for range w {
+		c.OnAcked(int(mss), now-rtt, now, rtt)
+	}
+	return now, w
+}
+
 // TestTimeoutCollapsesWindow: a retransmission timeout drops the window
 // to MinWindow whatever it was (a peer that acknowledges nothing gets no
 // more than a probe's worth), keeps half the old window as the slow
@@ -18,14 +32,7 @@ func TestTimeoutCollapsesWindow(t *testing.T) {
 	c.Init(mss, 0, 0, now)
 	// Grow the window: a window's packets a round trip, all acknowledged.
 	for range 5 {
-		w := c.Stats().Window / mss
-		for range w {
-			c.OnSent(mss, now)
-		}
-		now += rtt
-		for range w {
-			c.OnAcked(mss, now-rtt, now, rtt)
-		}
+		now, _ = round(&c, mss, now, rtt)
 	}
 	before := c.Stats().Window
 	if before < 4*InitialWindow*mss {
@@ -56,14 +63,7 @@ func TestTimeoutCollapsesWindow(t *testing.T) {
 	}
 	// Acks return.
 	for range 20 {
-		w := c.Stats().Window / mss
-		for range w {
-			c.OnSent(mss, now)
-		}
-		now += rtt
-		for range w {
-			c.OnAcked(mss, now-rtt, now, rtt)
-		}
+		now, _ = round(&c, mss, now, rtt)
 	}
 	if st := c.Stats(); st.SlowStart || st.Window < before/2 {
 		t.Fatalf("after 20 rounds of acks: window %d slow start %v, want ≥ %d out of slow start", st.Window, st.SlowStart, before/2)
@@ -131,14 +131,8 @@ func TestSlowStartGrowsOnAFlightsTail(t *testing.T) {
 	// acknowledged a round trip after it was sent.
 	var last int64
 	for range 8 {
-		w := c.Stats().Window / mss
-		for range w {
-			c.OnSent(mss, now)
-		}
-		now += rtt
-		for range w {
-			c.OnAcked(mss, now-rtt, now, rtt)
-		}
+		var w int64
+		now, w = round(&c, mss, now, rtt)
 		if last = w * mss; w >= 64 {
 			break
 		}
