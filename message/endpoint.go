@@ -949,7 +949,7 @@ func (e *Endpoint) Acked(seq uint16, now int64) {
 	// controller's flight until the packet layer reports them or their
 	// timeout passes (age): a path that reorders by more than thr would
 	// otherwise count as lossy.
-	thr := e.reorderWindow()
+	thr, rw := e.reorderWindow(), e.rackWindow()
 	mask := uint32(len(r.recs) - 1)
 	for i := r.rHead; i != r.rTail; i++ {
 		o := &r.recs[i&mask]
@@ -962,7 +962,7 @@ func (e *Endpoint) Acked(seq uint16, now int64) {
 		if rec.sent-o.sent > thr {
 			o.repaired = true
 			e.markDue(o)
-		} else if at := o.sent + (now - rec.sent) + e.rackWindow(); r.rackAt == 0 || at < r.rackAt {
+		} else if at := o.sent + (now - rec.sent) + rw; r.rackAt == 0 || at < r.rackAt {
 			// Sent just before rec: reordering, or lost at the tail of
 			// a flight, where nothing sent later will repair it (rack).
 			r.rackAt, r.rackRTT = at, now-rec.sent
@@ -987,8 +987,8 @@ func (e *Endpoint) reorderWindow() int64 {
 func (e *Endpoint) rackWindow() int64 { return e.rtt.Smoothed()/4 + e.l.ackDelay }
 
 // rack repairs, once its time has come, a packet sent within the reorder
-// window before one that was acknowledged and still unreported a reorder
-// window after its ack was due (RACK's reorder timer, RFC 8985 §6.2). Fast
+// window before one that was acknowledged and still unreported rackWindow
+// after its ack was due (RACK's reorder timer, RFC 8985 §6.2). Fast
 // repair alone leaves the last packets of a flight to the retransmission
 // timeout (twice it for bulk): at 1 % loss a 1 MiB message's tail lost a
 // round trip or two.
@@ -998,14 +998,14 @@ func (e *Endpoint) rack(now int64) {
 		return
 	}
 	r.rackAt = 0
-	thr := e.rackWindow()
+	rw := e.rackWindow()
 	mask := uint32(len(r.recs) - 1)
 	for i := r.rHead; i != r.rTail; i++ {
 		o := &r.recs[i&mask]
 		if o.done || o.repaired {
 			continue
 		}
-		at := o.sent + r.rackRTT + thr
+		at := o.sent + r.rackRTT + rw
 		if now-o.sent < r.rackRTT {
 			break // sent after the acknowledged packet that set the timer
 		}

@@ -37,13 +37,13 @@ const (
 	// flow is taken to fill the queue (compete); as many below half the
 	// target end it.
 	competeRounds = 10
-	// ssSamples: slow start ends after this many acks in a row whose
+	// ssAcks: slow start ends after this many acks in a row whose
 	// smallest sample (the newest packet's) is more than a quarter of the
 	// target above the base. Four acks cover about the 8 packets that
 	// ended it when each was judged alone; at 8 acks the queue left at
 	// the exit put the game's p99 through 20 Mbit/s 29 ms above idle
 	// (netsim) instead of 20.
-	ssSamples = 4
+	ssAcks = 4
 	// promptAck: an ack that acknowledges this many packets or more was
 	// sent at once, on the last of them (docs/protocol.md §14.4: a
 	// receiver acks every fourth packet with reliable units at once, the
@@ -208,7 +208,7 @@ func (c *Controller) OnAcked(n int, sent, now, srtt int64) {
 			c.cwnd += c.mss * b / c.cwnd
 		}
 	case c.slowStart:
-		if qd > TargetDelay/2 || c.ssHigh >= ssSamples {
+		if qd > TargetDelay/2 || c.ssHigh >= ssAcks {
 			c.exitSlowStart()
 			break
 		}
@@ -399,7 +399,7 @@ func (c *Controller) sample(s, now, srtt int64) {
 	}
 	c.latest = s
 	// Slow start's early exit: the standing RTT lags by up to a round
-	// trip while the window doubles; ssSamples acks in a row a quarter
+	// trip while the window doubles; ssAcks acks in a row a quarter
 	// of the target above the base show the queue sooner. An ack is
 	// judged by its smallest sample, its newest packet's: the older ones
 	// it covers waited at the receiver for the newest, up to its

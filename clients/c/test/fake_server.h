@@ -49,4 +49,20 @@ static inline void answer(udpgate_client *c, int type, double t) {
     deliver(c, b, ug_encode_handshake(b, sizeof b, &m, &h), t);
 }
 
+/* connect_fake creates a client with cfg (its send and receive set to the
+ * fake's) and completes its handshake at t; it returns 0 and the client's
+ * ClientID in *client_id, or the exit code of what failed: 2 creating or
+ * connecting, 4 not connected after the Challenge and Ack. */
+static inline int connect_fake(udpgate_config *cfg, udpgate_client **c, double t, int *client_id) {
+    cfg->send = fsend;
+    cfg->receive = frecv;
+    if (udpgate_client_create(cfg, c) != UDPGATE_OK || udpgate_client_connect(*c, "127.0.0.1:40000", t) != UDPGATE_OK)
+        return 2;
+    udpgate_address_parse(&server, "127.0.0.1:40000");
+    *client_id = (outbox[0] >> 2) & 7;
+    answer(*c, UG_CHALLENGE, t);
+    answer(*c, UG_ACK, t);
+    return udpgate_client_state(*c) == UDPGATE_STATE_CONNECTED ? 0 : 4;
+}
+
 #endif

@@ -20,19 +20,12 @@ int main(void) {
     double t = 1000;
     int client_id;
     uint16_t seq = 9264;
+    int rc;
     udpgate_default_config(&cfg);
-    cfg.send = fsend;
-    cfg.receive = frecv;
     cfg.timeout = 1e9;
     cfg.stall_timeout = 1e9;
-    if (udpgate_client_create(&cfg, &c) != UDPGATE_OK || udpgate_client_connect(c, "127.0.0.1:40000", t) != UDPGATE_OK)
-        return 2;
-    udpgate_address_parse(&server, "127.0.0.1:40000");
-    client_id = (outbox[0] >> 2) & 7;
-    answer(c, UG_CHALLENGE, t);
-    answer(c, UG_ACK, t);
-    if (udpgate_client_state(c) != UDPGATE_STATE_CONNECTED)
-        return 4;
+    if ((rc = connect_fake(&cfg, &c, t, &client_id)) != 0)
+        return rc;
     while (fgets(line, sizeof line, stdin)) {
         ug_conn_header h;
         ug_magic m;
