@@ -235,10 +235,21 @@ func TestClientRestartsAfterSilence(t *testing.T) {
 		c := dialScript(t, n, s)
 		underAttack(t, s, c, 10)
 
-		// Silence: a restart under way, then a valid packet cancels it.
-		s.restartAfterSilence(true)
+		// Silence: the attack's last RestartHandshake, refused 50 ms after
+		// the server's last packet, is honoured once the silence reaches
+		// 1.5 s (docs/protocol.md §6.4), with no other RestartHandshake:
+		// a restart under way, then a valid packet cancels it.
+		s.mu.Lock()
+		s.holdRestart = true
+		s.mu.Unlock()
+		advance(1450*time.Millisecond - time.Nanosecond)
+		if got := s.restartInitials.Load(); got != 0 || restarting(c) {
+			t.Fatalf("%d restart Initials before 1.5 s of silence, want 0", got)
+		}
+		advance(time.Nanosecond) // the client's 50 ms tick, 1.5 s after the last packet
+		synctest.Wait()
 		if got := s.restartInitials.Load(); got != 1 || !restarting(c) {
-			t.Fatalf("%d restart Initials after the RestartHandshake, want 1 and a restart under way", got)
+			t.Fatalf("%d restart Initials 1.5 s after the server's last packet, want 1 and a restart under way", got)
 		}
 		advance(10 * time.Millisecond) // a packet sent after the restart began
 		s.sendValid()

@@ -270,6 +270,11 @@ type ClientHandshake struct {
 	// heardAt: the last valid connection packet from the server (Heard), or
 	// the last (re)connect.
 	heardAt float64
+	// pending: a RestartHandshake came at pendingAt that was not honoured
+	// (too soon after heardAt or restartMark). Poll honours it once both
+	// waits are over, unless the server is heard after it.
+	pending   bool
+	pendingAt float64
 
 	// Scratch packets, kept here so encoding and decoding never allocate.
 	in, out protocol.Handshake
@@ -355,6 +360,9 @@ func (c *ClientHandshake) Heard(at float64) ClientEvent {
 		return EventNone
 	}
 	c.heardAt = at
+	if at > c.pendingAt {
+		c.pending = false // the server reaches us: a stray or a forgery
+	}
 	if c.restarting && at > c.restartMark {
 		c.restarting = false
 		c.answering = false
@@ -388,6 +396,9 @@ func (c *ClientHandshake) setAnswering(a bool) {
 // inclusive: a Poll at exactly this time acts.
 func (c *ClientHandshake) NextDeadline() float64 {
 	if !c.active() {
+		if c.pending && c.state == clientConnected {
+			return c.pendingDue()
+		}
 		return math.Inf(1)
 	}
 	d := min(c.nextSend, c.progressAt+c.cfg.ConnectTimeout)
@@ -427,10 +438,20 @@ func (c *ClientHandshake) Poll(now float64, out []byte) (n int, ev ClientEvent) 
 	if ev = c.expire(now); ev != EventNone {
 		return 0, ev
 	}
+	if c.pending && !c.active() && c.state == clientConnected && now >= c.pendingDue() {
+		return c.restart(now, out), EventRestarting
+	}
 	if !c.active() || now < c.nextSend {
 		return 0, EventNone
 	}
 	return c.send(now, out), EventNone
+}
+
+// pendingDue is when a RestartHandshake not honoured on arrival (pendingAt)
+// is: once the connection has been silent RestartSilence and
+// RestartMinInterval has passed since the last restart or (re)connect.
+func (c *ClientHandshake) pendingDue() float64 {
+	return max(c.heardAt+c.cfg.RestartSilence, c.restartMark+c.cfg.RestartMinInterval)
 }
 
 // send writes the packet for the current phase into out. Every packet is
@@ -716,18 +737,32 @@ func (c *ClientHandshake) onRestart(now float64, out []byte) (int, ClientEvent, 
 	}
 	// The server still reaches us here: the request is forged (anyone who
 	// knows both addresses can send one) or answers a stray packet. A
-	// connection that hears the server is never given up for it.
+	// connection that hears the server is never given up for it. The
+	// request is kept, though (pendingAt): if the silence then lasts
+	// RestartSilence, Poll honours it, so a client that moved restarts
+	// RestartSilence after the server's last packet, not when its next
+	// packet draws another RestartHandshake after that (docs/protocol.md
+	// §6.4: the server's stall bound waits for no more).
 	if !(now-c.heardAt >= c.cfg.RestartSilence) {
+		c.pending, c.pendingAt = true, now
 		return 0, EventNone, protocol.DropRestartUnneeded
 	}
 	// Counted from the last honoured request or (re)connect, so the stragglers
 	// that answer packets sent before a restart completed do not start another.
 	if now-c.restartMark < c.cfg.RestartMinInterval {
+		c.pending, c.pendingAt = true, now
 		return 0, EventNone, protocol.DropRateLimited
 	}
+	return c.restart(now, out), EventRestarting, protocol.DropNone
+}
+
+// restart begins the restart a RestartHandshake asked for and writes its
+// first Initial into out.
+func (c *ClientHandshake) restart(now float64, out []byte) int {
 	c.restarting = true
 	c.answering = false
 	c.restartMark = now
+	c.pending = false
 	// The Challenge cookies of this restart, for its Denied (onChallenge
 	// remembers them); those of the first connect have served.
 	c.nAnswered, c.answeredNext = 0, 0
@@ -737,7 +772,7 @@ func (c *ClientHandshake) onRestart(now float64, out []byte) (int, ClientEvent, 
 	// staying Connected would only hide that from the caller.
 	c.progressAt = now
 	c.gap = c.firstGap()
-	return c.send(now, out), EventRestarting, protocol.DropNone
+	return c.send(now, out)
 }
 
 // remember adds an answered Challenge cookie to the ring.

@@ -181,3 +181,59 @@ func TestClientHeardAllocs(t *testing.T) {
 		t.Errorf("Heard and a refused RestartHandshake: %v allocs", n)
 	}
 }
+
+// TestClientRestartPending: a RestartHandshake that comes while the
+// connection is not yet silent enough (restart_unneeded) or too soon after
+// the last restart (rate_limited) is remembered, and Poll honours it once
+// both waits are over, at exactly RestartSilence after the server's last
+// packet: a client that moved restarts then, not when a later packet of
+// its own draws another RestartHandshake (the server ends a silent
+// connection as stalled after 2 s). A packet from the server after the
+// request forgets it: the server reaches us, so it was a stray or a forgery.
+func TestClientRestartPending(t *testing.T) {
+	rh := clientServerPacket(t, wire.Magic{}, protocol.TypeRestartHandshake, 5, nil)
+	var buf [MaxClientPacketLen]byte
+	t.Run("silence outlasts it", func(t *testing.T) {
+		c := connectedClient(t, ClientConfig{ClientID: 5}, clientTestCookie(0x51)) // at 0.25
+		c.Heard(2)
+		clientMustDrop(t, c, 2.2, rh, protocol.DropRestartUnneeded)
+		if d := c.NextDeadline(); d != 3.5 {
+			t.Fatalf("NextDeadline = %v, want 3.5 (the last packet + RestartSilence)", d)
+		}
+		if n, ev := c.Poll(3.49, buf[:]); n != 0 || ev != EventNone {
+			t.Fatalf("Poll(3.49) = %d, %v: too soon", n, ev)
+		}
+		n, ev := c.Poll(3.5, buf[:])
+		if n == 0 || ev != EventRestarting || !c.Restarting() {
+			t.Fatalf("Poll(3.5) = %d, %v, restarting %v; want the restart Initial", n, ev, c.Restarting())
+		}
+		if in := clientDecodeSent(t, c, buf[:n]); in.Type != protocol.TypeInitial || !in.Restart {
+			t.Fatalf("restart Initial %+v", in)
+		}
+	})
+	t.Run("the server is heard after it", func(t *testing.T) {
+		c := connectedClient(t, ClientConfig{ClientID: 5}, clientTestCookie(0x52))
+		c.Heard(2)
+		clientMustDrop(t, c, 2.2, rh, protocol.DropRestartUnneeded)
+		c.Heard(2.1) // from before the request: the silence counts from it, the request stays
+		if d := c.NextDeadline(); d != 3.6 {
+			t.Fatalf("NextDeadline = %v, want 3.6", d)
+		}
+		c.Heard(2.3)
+		if d := c.NextDeadline(); !math.IsInf(d, 1) {
+			t.Fatalf("NextDeadline = %v after the server was heard, want +Inf", d)
+		}
+		clientMustQuiet(t, c, 10)
+	})
+	t.Run("rate limited", func(t *testing.T) {
+		c := connectedClient(t, ClientConfig{ClientID: 5}, clientTestCookie(0x53)) // connected at 0.25: restarts from 1.35
+		c.Heard(0.25)
+		clientMustDrop(t, c, 1.2, rh, protocol.DropRestartUnneeded)
+		if n, ev := c.Poll(1.74, buf[:]); n != 0 || ev != EventNone {
+			t.Fatalf("Poll(1.74) = %d, %v: too soon", n, ev)
+		}
+		if n, ev := c.Poll(1.75, buf[:]); n == 0 || ev != EventRestarting {
+			t.Fatalf("Poll(1.75) = %d, %v; want the restart", n, ev)
+		}
+	})
+}

@@ -121,6 +121,11 @@ struct udpgate_client {
     uint8_t hs_count[4];
     double hs_rtt;     /* the last handshake round trip measured, 0 none */
     double last_restart;
+    /* §6.4: a RestartHandshake that came too soon (restart_unneeded,
+       rate_limited), honoured once both waits are over unless the server
+       is heard after it */
+    int restart_pending;
+    double restart_pending_at;
 
     /* sealed */
     int sealed;
@@ -747,6 +752,19 @@ static double first_resend(const udpgate_client *cl) {
     return 3 * rtt > 0.05 ? 3 * rtt : 0.05;
 }
 
+/* §6.4 step 2: honour a RestartHandshake, now or when the silence it came in
+   outlasted RESTART_SILENCE (restart_pending). */
+static void begin_restart(udpgate_client *cl, double now) {
+    cl->restarting = 1;
+    cl->restart_pending = 0;
+    cl->last_restart = now;
+    cl->progress = now;
+    cl->n_answered = 0;
+    cl->gap = first_resend(cl);
+    send_handshake(cl, UG_INITIAL, now);
+    cl->next_resend = now + cl->gap;
+}
+
 /* A Challenge or Ack that echoes one of the last 4 SentCounts is a round trip. */
 static void hs_rtt_sample(udpgate_client *cl, uint8_t echoed, double now) {
     int i = echoed & 3;
@@ -936,21 +954,23 @@ static void on_handshake(udpgate_client *cl, const uint8_t *b, int n, double now
             drop(cl, UDPGATE_DROP_UNEXPECTED_TYPE);
             return;
         }
-        if (cl->restarting || now - cl->last_recv < RESTART_SILENCE) {
+        if (cl->restarting) {
+            drop(cl, UDPGATE_DROP_RESTART_UNNEEDED);
+            return;
+        }
+        if (now - cl->last_recv < RESTART_SILENCE) {
+            cl->restart_pending = 1;
+            cl->restart_pending_at = now;
             drop(cl, UDPGATE_DROP_RESTART_UNNEEDED);
             return;
         }
         if (now - cl->last_restart < RESTART_INTERVAL) {
+            cl->restart_pending = 1;
+            cl->restart_pending_at = now;
             drop(cl, UDPGATE_DROP_RATE_LIMITED);
             return;
         }
-        cl->restarting = 1;
-        cl->last_restart = now;
-        cl->progress = now;
-        cl->n_answered = 0;
-        cl->gap = first_resend(cl);
-        send_handshake(cl, UG_INITIAL, now);
-        cl->next_resend = now + cl->gap;
+        begin_restart(cl, now);
         return;
     }
 }
@@ -1427,6 +1447,8 @@ static void on_conn(udpgate_client *cl, uint8_t *b, int n, double now) {
     seq_accept(cl, h.seq, h.ack);
     cl->recv_any = 1;
     cl->restarting = 0; /* §6.4 step 5: the server still reaches us here */
+    if (now > cl->restart_pending_at)
+        cl->restart_pending = 0; /* §6.4: the pending request was a stray or a forgery */
     cl->st.packets_received++;
     cl->last_recv = now;
     process_acks(cl, h.ack, h.ack_bits, now);
@@ -1779,6 +1801,9 @@ static void connection_timers(udpgate_client *cl, double now) {
         end(cl, UDPGATE_STATE_TIMED_OUT, 3);
         return;
     }
+    if (!cl->restarting && cl->restart_pending && now - cl->last_recv >= RESTART_SILENCE &&
+        now - cl->last_restart >= RESTART_INTERVAL)
+        begin_restart(cl, now); /* §6.4: the silence outlasted the request's arrival */
     if (cl->restarting) {
         if (now - cl->progress >= cl->cfg.connect_timeout) {
             end(cl, UDPGATE_STATE_TIMED_OUT, 0);

@@ -130,6 +130,27 @@ int main(void) {
         }
         CHECK(udpgate_client_receive(c, &ch, buf, sizeof buf) == UDPGATE_ERR_EMPTY);
     }
+    {
+        /* §6.4: a RestartHandshake that comes 0.5 s into a silence is
+           refused (restart_unneeded) and honoured once the silence reaches
+           1.5 s, with no other RestartHandshake */
+        ug_handshake h, in;
+        ug_magic m;
+        uint8_t b[128];
+        ug_magic_parse(&m, "");
+        memset(&h, 0, sizeof h);
+        h.type = UG_RESTART_HANDSHAKE;
+        h.restart = 1;
+        h.client_id = (uint8_t)((outbox[0] >> 2) & 7);
+        h.min_version = UG_MIN_VERSION;
+        h.cur_version = UG_CUR_VERSION;
+        h.random_len = 8;
+        deliver(c, b, ug_encode_handshake(b, sizeof b, &m, &h), 200.5);
+        udpgate_client_update(c, 201.49);
+        CHECK(ug_decode_handshake(&m, outbox, (size_t)outbox_len, &in) != UG_PASS || !in.restart);
+        udpgate_client_update(c, 201.5);
+        CHECK(ug_decode_handshake(&m, outbox, (size_t)outbox_len, &in) == UG_PASS && in.type == UG_INITIAL && in.restart);
+    }
     /* silence: timed out at the timeout, one Disconnect (reason 3) sent */
     udpgate_client_update(c, 204.9);
     CHECK(udpgate_client_state(c) == UDPGATE_STATE_CONNECTED);
