@@ -394,6 +394,9 @@ func (e *Endpoint) refill(now int64) {
 	e.age(now)
 	e.rack(now)
 	e.timeout(now)
+	if r := e.recs; r != nil {
+		r.hushed = e.quiet(now)
+	}
 	e.pace.Refill(now, e.rate(), 2*e.l.top)
 	if b := e.limit(); b != nil {
 		b.refill(now, e.l.bulkCeil.Load(), e.l.top)
@@ -557,11 +560,43 @@ func (e *Endpoint) timeout(now int64) {
 // oldest due, and nothing unreliable (its ack, not its bytes, is the point).
 func (e *Endpoint) probeFull(n int) bool { return n > 0 && e.recs.backoff > 0 }
 
-// gated reports that the endpoint backs off (timeout) and sent its probe
-// for this timeout already: nothing goes until the next, or an ack.
+// gated reports that nothing may go now but an ack: the endpoint backs
+// off (timeout) and sent its probe for this timeout already, or the
+// peer's acks are overdue (hushed: quiet at the last refill). Nothing
+// goes until an ack, or the next timeout's probe.
 func (e *Endpoint) gated() bool {
 	r := e.recs
-	return r != nil && r.backoff > 0 && r.probed
+	return r != nil && (r.backoff > 0 && r.probed || r.hushed)
+}
+
+// quiet reports that the peer's acks are overdue: reliable units are in
+// flight and no packet was acknowledged for quietAfter since the oldest
+// of them left or the last ack, whichever is later. A peer that
+// acknowledges keeps sending acks within a round trip and its AckDelay,
+// however lossy its path, so two round trips of silence mean it stopped
+// (or its path did): what it asks for then waits, as a TCP sender's
+// window stays full, until an ack comes or the retransmission timeout
+// sends its probe. Without this a peer that stopped acknowledging got
+// what it asked for until that timeout, which a deviation of the round
+// trip (a loaded host's) puts many round trips later (docs/decisions.md).
+func (e *Endpoint) quiet(now int64) bool {
+	r := e.recs
+	if e.cc == nil || r.backoff > 0 {
+		return false // the timeout's backoff gates on its own
+	}
+	d := e.quietAfter()
+	if now-r.lastAck <= d {
+		return false // the common case: one comparison
+	}
+	first, ok := e.oldestUnacked()
+	return ok && now-first > d
+}
+
+// quietAfter is the silence after which the peer's acks are overdue
+// (quiet): two smoothed round trips, its AckDelay and one pacing quantum
+// (the sender's timer).
+func (e *Endpoint) quietAfter() int64 {
+	return 2*e.rtt.Smoothed() + e.l.ackDelay + congestion.Quantum
 }
 
 // debt is how far the game's entries may overdraw the pacer: one bucket,
@@ -938,7 +973,7 @@ func (e *Endpoint) Acked(seq uint16, now int64) {
 	if r.backoff > 0 {
 		r.checkAt = 0 // the next timeout comes sooner than the backed-off one
 	}
-	r.lastAck, r.backoff, r.probed = now, 0, false
+	r.lastAck, r.backoff, r.probed, r.hushed = now, 0, false, false
 	if rec.gone {
 		e.cc.OnLateAck(rec.sent, now, e.rtt.Smoothed()) // declared lost too early
 	} else {

@@ -49,6 +49,9 @@ type records struct {
 	checkAt int64
 	backoff uint8
 	probed  bool
+	// hushed: the peer's acks were overdue at the last refill
+	// (Endpoint.quiet); an ack clears it.
+	hushed bool
 
 	// Time-based repair (Endpoint.rack, RACK's reorder timer): rackAt is
 	// when a packet sent shortly before an acknowledged one (within fast
