@@ -394,8 +394,8 @@ func (e *Endpoint) refill(now int64) {
 	e.age(now)
 	e.rack(now)
 	e.timeout(now)
-	if r := e.recs; r != nil {
-		r.hushed = e.quiet(now)
+	if r := e.recs; r != nil && now-r.lastAck > e.l.ackDelay+congestion.Quantum {
+		r.hushed = e.quiet(now) // else false since the ack (Acked), as quietAfter is longer
 	}
 	e.pace.Refill(now, e.rate(), 2*e.l.top)
 	if b := e.limit(); b != nil {
@@ -586,7 +586,7 @@ func (e *Endpoint) quiet(now int64) bool {
 	}
 	d := e.quietAfter()
 	if now-r.lastAck <= d {
-		return false // the common case: one comparison
+		return false
 	}
 	first, ok := e.oldestUnacked()
 	return ok && now-first > d
