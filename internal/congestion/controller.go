@@ -34,9 +34,22 @@ const (
 	heavyRound = 16
 	// competeRounds: rounds in a row with the queueing delay above 3 ×
 	// the target, each of them cutting the window, after which another
-	// flow is taken to fill the queue (compete); as many below half the
-	// target end it.
-	competeRounds = 10
+	// flow is taken to fill the queue (compete). Four cuts of at least an
+	// eighth leave at most 0.59 of the window, a third of it at the
+	// largest cuts: a queue that stays three targets deep through them
+	// is not this connection's. (Ten rounds, about 2 s at a full 256 KiB
+	// queue's 150 ms round trip, let a CUBIC flow settle at 0.75 of a 20
+	// Mbit/s link before the controller answered.) As many rounds below
+	// half the target end it, or a drain that shows the queue empty.
+	competeRounds = 4
+	// competeAlpha and competeBeta: while competing the window grows by
+	// competeAlpha packets a round trip and a loss keeps competeBeta
+	// tenths of it. β 0.7 is CUBIC's (and this controller's own loss
+	// cut); α 2 stands in for CUBIC's faster regrowth: beside CUBIC
+	// AIMD(1, 0.5) (NewReno) settles near 0.3 of the link, AIMD(2, 0.7)
+	// near 0.45, and beside NewReno AIMD(2, 0.7) takes 0.6-0.7.
+	competeAlpha = 2
+	competeBeta  = 7
 	// ssAcks: slow start ends after this many acks in a row whose
 	// smallest sample (the newest packet's) is more than a quarter of the
 	// target above the base. Four acks cover about the 8 packets that
@@ -199,13 +212,23 @@ func (c *Controller) OnAcked(n int, sent, now, srtt int64) {
 	qd := c.QueueDelay()
 	switch {
 	case c.competing:
-		// Loss-based, as the flow that fills the queue is: one packet a
-		// round trip, whatever the delay. (Growing faster, as CUBIC
-		// does far from its last loss, took 0.87 of a link from
-		// NewReno, and two of our own connections that once competed
-		// kept each other competing, the queue full.)
-		if limited {
-			c.cwnd += c.mss * b / c.cwnd
+		// Loss-based, as the flow that fills the queue is, whatever the
+		// delay: a slow start from the window it had before it yielded
+		// until the first loss (the queue is the other flow's, and the
+		// window a yielding connection kept is a few packets), then
+		// competeAlpha packets a round trip. (Growing as CUBIC does far
+		// from its last loss took 0.87 of a link from NewReno; a
+		// velocity that doubles up to 16 packets, 0.8.)
+		if !limited {
+			break
+		}
+		if c.slowStart {
+			c.cwnd += b
+			if c.ssthresh != 0 && c.cwnd >= c.ssthresh { // the window a drain saved
+				c.slowStart, c.ssthresh = false, 0
+			}
+		} else {
+			c.cwnd += competeAlpha * c.mss * b / c.cwnd
 		}
 	case c.slowStart:
 		if qd > TargetDelay/2 || c.ssHigh >= ssAcks {
@@ -347,9 +370,10 @@ func (c *Controller) CountEvents(p *atomic.Uint64) { c.sink = p }
 // A queue that stays far above the target for competeRounds rounds while
 // the window is cut each of them is not this connection's: another flow
 // fills it (a loss-based TCP or QUIC flow), and one that yields to it gets
-// nothing. The connection then competes by loss, as that flow does, from
-// the window it had before it yielded, until the queue stays near empty
-// as many rounds, or a drain shows it near empty (the other flow left).
+// nothing. The connection then competes by loss, as that flow does, in
+// slow start from the window it had before it yielded, until the queue
+// stays near empty as many rounds, or a drain shows it near empty (the
+// other flow left).
 func (c *Controller) compete(qd int64) {
 	switch {
 	case c.slowStart:
@@ -370,6 +394,7 @@ func (c *Controller) compete(qd int64) {
 		if c.over++; c.over >= competeRounds {
 			c.competing, c.over = true, 0
 			c.cwnd = max(c.cwnd, c.yielded)
+			c.slowStart, c.ssthresh = true, 0
 		}
 	default:
 		c.over = 0
@@ -383,11 +408,7 @@ func (c *Controller) congestion(now int64) {
 		c.sink.Add(1)
 	}
 	c.slowStart, c.ssthresh = false, 0
-	if c.competing {
-		c.cwnd = max(c.cwnd/2, MinWindow*c.mss) // as NewReno does
-	} else {
-		c.cwnd = max(c.cwnd*7/10, MinWindow*c.mss)
-	}
+	c.cwnd = max(c.cwnd*competeBeta/10, MinWindow*c.mss) // CUBIC's β, competing or not
 	c.recoveryUntil = now
 	c.velocity, c.ups = 1, 0
 }

@@ -31,10 +31,13 @@
 //     the path's noise (radio, a policer) and do not shrink the window. A
 //     loss-based controller (Reno, CUBIC) collapses on 5 % random loss;
 //     this one does not.
-//   - Ten rounds in a row far above the target (3 ×), cutting each
+//   - Four rounds in a row far above the target (3 ×), cutting each
 //     time, mean another flow fills the queue (a loss-based TCP or QUIC
-//     flow): the controller then competes, loss-based as that flow is,
-//     until the queue is seen near empty again.
+//     flow): the controller then competes, loss-based as that flow is:
+//     a slow start from the window it had before it yielded until the
+//     first loss, then 2 packets a round trip and 0.7 of the window at a
+//     loss (AIMD(2, 0.7), CUBIC's β), until the queue is seen near empty
+//     again (four rounds under half the target, or a drain).
 //   - The base round trip is the smallest sample of the last 30–60 s. A
 //     connection with no sample near it for 10 s drains (two packets for
 //     two round trips), so that a late one, which took the queue it found
