@@ -128,9 +128,13 @@ type Controller struct {
 
 	// Rounds: a round ends when a packet sent after roundStart is
 	// acknowledged or lost.
-	roundStart             int64
-	roundAcked, roundLost  int64
-	recoveryUntil          int64 // losses of packets sent before this are one event
+	roundStart            int64
+	roundAcked, roundLost int64
+	recoveryUntil         int64 // losses of packets sent before this are one event
+	// undo: the window before the last cut for loss (0: none to undo),
+	// whose event took the losses of packets sent from undoFrom to
+	// recoveryUntil, undoN of them not yet acknowledged late.
+	undo, undoFrom         int64
 	drainUntil, drainSaved int64 // a drain of the queue in progress, and the window before it
 	nearBase               int64 // the last sample within a quarter of the target of the base
 
@@ -156,6 +160,7 @@ type Controller struct {
 	competing            bool           // beside a flow that fills the queue: loss-based (compete)
 	grew                 bool           // the window grew in this round
 	slowStart            bool
+	undoN                uint16 // (undo) at most the packets in flight, 960
 }
 
 // Init readies c for packets of at most mss bytes, paced at most at
@@ -293,10 +298,15 @@ func (c *Controller) exitSlowStart() {
 func (c *Controller) OnLost(n int, sent, now int64) {
 	c.inflight = max(c.inflight-int64(n), 0)
 	c.round(sent, now, true)
-	if sent >= c.recoveryUntil && (c.competing || c.QueueDelay() > 2*TargetDelay) {
+	switch {
+	case sent >= c.recoveryUntil && (c.competing || c.QueueDelay() > 2*TargetDelay):
 		// Far above the target: the queue overflows. Nearer it, a loss
 		// is as likely the path's noise, and the delay rule acts.
+		before, from := c.cwnd, c.recoveryUntil
 		c.congestion(now)
+		c.undo, c.undoFrom, c.undoN = before, from, 1
+	case c.undo != 0 && sent >= c.undoFrom && sent < c.recoveryUntil:
+		c.undoN++ // one more loss of the event that cut the window
 	}
 }
 
@@ -318,7 +328,7 @@ func (c *Controller) OnTimeout(now int64) {
 	if c.cwnd > MinWindow*c.mss {
 		c.ssthresh = max(c.cwnd/2, MinWindow*c.mss)
 	}
-	c.cwnd, c.slowStart, c.drainUntil = MinWindow*c.mss, true, 0
+	c.cwnd, c.slowStart, c.drainUntil, c.undo = MinWindow*c.mss, true, 0, 0
 	// The losses of the flight the timeout ended (reported before it) are
 	// this event, not a heavy round after it.
 	c.recoveryUntil, c.roundStart, c.roundAcked, c.roundLost = now, now, 0, 0
@@ -329,6 +339,14 @@ func (c *Controller) OnTimeout(now int64) {
 // (OnLost), was acknowledged at now after all: its loss is not counted.
 func (c *Controller) OnLateAck(sent, now, srtt int64) {
 	c.sample(now-sent, now, srtt)
+	if c.undo != 0 && sent >= c.undoFrom && sent < c.recoveryUntil {
+		// Every loss of the event that cut the window was acknowledged
+		// after all (declared lost while the queue grew faster than the
+		// sender's timeout): the cut is undone, as quic-go's Reno does.
+		if c.undoN--; c.undoN <= 0 {
+			c.cwnd, c.undo = max(c.cwnd, c.undo), 0
+		}
+	}
 	if c.roundLost > 0 {
 		c.roundLost--
 		c.roundAcked++
@@ -431,7 +449,7 @@ func (c *Controller) congestion(now int64) {
 	if c.sink != nil {
 		c.sink.Add(1)
 	}
-	c.slowStart, c.ssthresh = false, 0
+	c.slowStart, c.ssthresh, c.undo = false, 0, 0
 	c.cwnd = max(c.cwnd*competeBeta/10, MinWindow*c.mss) // CUBIC's β, competing or not
 	c.recoveryUntil = now
 	c.velocity, c.ups = 1, 0
