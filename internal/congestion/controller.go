@@ -508,7 +508,7 @@ func (c *Controller) sample(s, now, srtt int64) {
 		// that queue for the path's base; when it drains, the queue
 		// the other (starved by it, near two packets) leaves is next
 		// to nothing, and its base comes right (BBR's ProbeRTT).
-		c.drainSaved, c.drainUntil, c.nearBase = c.cwnd, now+2*srtt, now
+		c.drainSaved, c.drainUntil, c.nearBase = c.cwnd, now+2*max(srtt, c.StandingRTT()), now
 	}
 	if now-c.baseAt >= baseBucket {
 		c.base[1], c.base[0], c.baseAt = c.base[0], s, now
@@ -548,9 +548,14 @@ func (c *Controller) QueueDelay() int64 { return max(c.StandingRTT()-c.BaseRTT()
 // 1.5 (slow start) or 1.25 windows per smoothed round trip, at most the
 // ceiling. A slow start paced at twice the window builds a round trip's
 // worth of queue before its delay shows (the game's p99 through a 20
-// Mbit/s link: +36 ms at 2, +16 ms at 1.5).
+// Mbit/s link: +36 ms at 2, +16 ms at 1.5). The round trip is at least
+// the standing one: the sender's smoothed round trip comes from the
+// packet layer, which samples only the newest 128 packets it tracks, so
+// with a larger window it holds the round trip of the last moment the
+// flight was small (74 ms beside quic-go on real sockets, with 141 ms
+// standing), and the pacer sent at twice the window a round trip.
 func (c *Controller) PacingRate(srtt int64) int64 {
-	srtt = max(srtt, int64(100*time.Microsecond))
+	srtt = max(srtt, c.StandingRTT(), int64(100*time.Microsecond))
 	w := c.window()
 	if w == c.rateW && srtt == c.rateRTT && c.slowStart == c.rateSS {
 		return c.rate // a sender asks several times a packet: no division
