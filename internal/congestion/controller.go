@@ -34,9 +34,38 @@ const (
 	heavyRound = 16
 	// competeRounds: rounds in a row with the queueing delay above 3 ×
 	// the target, each of them cutting the window, after which another
-	// flow is taken to fill the queue (compete); as many below half the
-	// target end it.
-	competeRounds = 10
+	// flow is taken to fill the queue (compete). Four cuts of at least an
+	// eighth leave at most 0.59 of the window, a third of it at the
+	// largest cuts: a queue that stays three targets deep through them
+	// is not this connection's. (Ten rounds, about 2 s at a full 256 KiB
+	// queue's 150 ms round trip, let a CUBIC flow settle at 0.75 of a 20
+	// Mbit/s link before the controller answered.) As many rounds below
+	// half the target end it, or a drain that shows the queue empty.
+	competeRounds = 4
+	// competeAlpha and competeBeta: while competing the window grows by
+	// competeAlpha packets a round trip and a loss keeps competeBeta
+	// tenths of it. β 0.7 is CUBIC's (and this controller's own loss
+	// cut); α 2 stands in for CUBIC's faster regrowth: beside CUBIC
+	// AIMD(1, 0.5) (NewReno) settles near 0.3 of the link, AIMD(2, 0.7)
+	// near 0.45, and beside NewReno AIMD(2, 0.7) takes 0.6-0.7.
+	competeAlpha = 2
+	competeBeta  = 7
+	// competeProbe: a competing connection drains (to see whether the
+	// queue filler left) each time the Unix time crosses a multiple of
+	// competeProbe, so that all of a host's competing connections drain
+	// together: two of ours that compete with each other once the filler
+	// left then see the queue empty and both go back to the delay
+	// target, where drains at times of their own each found the other's
+	// queue (and a lone one went back only 30 s later).
+	competeProbe = probeInterval
+	// competeMemory: for this long after it stopped competing, a
+	// connection competes again once the queue stays above the target
+	// (not three targets) through competeRounds cuts. A drain beside a
+	// NewReno flow just halved below the path's BDP finds the queue
+	// empty, and the delay target then yields to a queue that NewReno
+	// refills one packet a round trip, for seconds below three targets
+	// (0.20 of the link instead of 0.67 with drains every 10 s).
+	competeMemory = 3 * competeProbe
 	// ssAcks: slow start ends after this many acks in a row whose
 	// smallest sample (the newest packet's) is more than a quarter of the
 	// target above the base. Four acks cover about the 8 packets that
@@ -99,9 +128,13 @@ type Controller struct {
 
 	// Rounds: a round ends when a packet sent after roundStart is
 	// acknowledged or lost.
-	roundStart             int64
-	roundAcked, roundLost  int64
-	recoveryUntil          int64 // losses of packets sent before this are one event
+	roundStart            int64
+	roundAcked, roundLost int64
+	recoveryUntil         int64 // losses of packets sent before this are one event
+	// undo: the window before the last cut for loss (0: none to undo),
+	// whose event took the losses of packets sent from undoFrom to
+	// recoveryUntil, undoN of them not yet acknowledged late.
+	undo, undoFrom         int64
 	drainUntil, drainSaved int64 // a drain of the queue in progress, and the window before it
 	nearBase               int64 // the last sample within a quarter of the target of the base
 
@@ -112,7 +145,8 @@ type Controller struct {
 	maxRate int64 // the largest delivery rate seen in slow start
 	// ssDelivered: bytes acknowledged in slow start since ssAt, for maxRate.
 	ssDelivered, ssAt int64
-	yielded           int64 // the window when the queue first stayed far above the target
+	yielded           int64 // the window at the last round whose queue was within the target (delay mode)
+	left              int64 // when competing last ended (0: never)
 	velocity          int64 // packets per round trip the window may grow by
 	// rate: the last PacingRate, for the window, RTT and mode it was
 	// worked out for.
@@ -126,6 +160,7 @@ type Controller struct {
 	competing            bool           // beside a flow that fills the queue: loss-based (compete)
 	grew                 bool           // the window grew in this round
 	slowStart            bool
+	undoN                uint16 // (undo) at most the packets in flight, 960
 }
 
 // Init readies c for packets of at most mss bytes, paced at most at
@@ -199,13 +234,23 @@ func (c *Controller) OnAcked(n int, sent, now, srtt int64) {
 	qd := c.QueueDelay()
 	switch {
 	case c.competing:
-		// Loss-based, as the flow that fills the queue is: one packet a
-		// round trip, whatever the delay. (Growing faster, as CUBIC
-		// does far from its last loss, took 0.87 of a link from
-		// NewReno, and two of our own connections that once competed
-		// kept each other competing, the queue full.)
-		if limited {
-			c.cwnd += c.mss * b / c.cwnd
+		// Loss-based, as the flow that fills the queue is, whatever the
+		// delay: a slow start from the window it had before it yielded
+		// until the first loss (the queue is the other flow's, and the
+		// window a yielding connection kept is a few packets), then
+		// competeAlpha packets a round trip. (Growing as CUBIC does far
+		// from its last loss took 0.87 of a link from NewReno; a
+		// velocity that doubles up to 16 packets, 0.8.)
+		if !limited {
+			break
+		}
+		if c.slowStart {
+			c.cwnd += b
+			if c.ssthresh != 0 && c.cwnd >= c.ssthresh { // the window a drain saved
+				c.slowStart, c.ssthresh = false, 0
+			}
+		} else {
+			c.cwnd += competeAlpha * c.mss * b / c.cwnd
 		}
 	case c.slowStart:
 		if qd > TargetDelay/2 || c.ssHigh >= ssAcks {
@@ -253,10 +298,15 @@ func (c *Controller) exitSlowStart() {
 func (c *Controller) OnLost(n int, sent, now int64) {
 	c.inflight = max(c.inflight-int64(n), 0)
 	c.round(sent, now, true)
-	if sent >= c.recoveryUntil && (c.competing || c.QueueDelay() > 2*TargetDelay) {
+	switch {
+	case sent >= c.recoveryUntil && (c.competing || c.QueueDelay() > 2*TargetDelay):
 		// Far above the target: the queue overflows. Nearer it, a loss
 		// is as likely the path's noise, and the delay rule acts.
+		before, from := c.cwnd, c.recoveryUntil
 		c.congestion(now)
+		c.undo, c.undoFrom, c.undoN = before, from, 1
+	case c.undo != 0 && sent >= c.undoFrom && sent < c.recoveryUntil:
+		c.undoN++ // one more loss of the event that cut the window
 	}
 }
 
@@ -278,7 +328,7 @@ func (c *Controller) OnTimeout(now int64) {
 	if c.cwnd > MinWindow*c.mss {
 		c.ssthresh = max(c.cwnd/2, MinWindow*c.mss)
 	}
-	c.cwnd, c.slowStart, c.drainUntil = MinWindow*c.mss, true, 0
+	c.cwnd, c.slowStart, c.drainUntil, c.undo = MinWindow*c.mss, true, 0, 0
 	// The losses of the flight the timeout ended (reported before it) are
 	// this event, not a heavy round after it.
 	c.recoveryUntil, c.roundStart, c.roundAcked, c.roundLost = now, now, 0, 0
@@ -289,6 +339,14 @@ func (c *Controller) OnTimeout(now int64) {
 // (OnLost), was acknowledged at now after all: its loss is not counted.
 func (c *Controller) OnLateAck(sent, now, srtt int64) {
 	c.sample(now-sent, now, srtt)
+	if c.undo != 0 && sent >= c.undoFrom && sent < c.recoveryUntil {
+		// Every loss of the event that cut the window was acknowledged
+		// after all (declared lost while the queue grew faster than the
+		// sender's timeout): the cut is undone, as quic-go's Reno does.
+		if c.undoN--; c.undoN <= 0 {
+			c.cwnd, c.undo = max(c.cwnd, c.undo), 0
+		}
+	}
 	if c.roundLost > 0 {
 		c.roundLost--
 		c.roundAcked++
@@ -313,7 +371,16 @@ func (c *Controller) round(sent, now int64, lost bool) {
 		c.roundAcked, c.roundLost = 0, 0
 	}
 	qd := c.QueueDelay()
-	c.compete(qd)
+	if !c.competing && !c.slowStart && qd <= TargetDelay {
+		// The window before the cuts that a queue filler forces: the
+		// one competing starts from. (The window when the queue first
+		// passed three targets came after the cuts between one and
+		// three, a few packets when the other flow's slow start was
+		// steep: 0.30 of the link instead of 0.42 beside a CUBIC flow
+		// of 32 packets started 1 s after ours.)
+		c.yielded = c.cwnd
+	}
+	c.compete(qd, now)
 	if heavy {
 		c.congestion(now)
 	} else if !c.competing && !c.slowStart && c.drainUntil == 0 && qd > TargetDelay {
@@ -347,29 +414,29 @@ func (c *Controller) CountEvents(p *atomic.Uint64) { c.sink = p }
 // A queue that stays far above the target for competeRounds rounds while
 // the window is cut each of them is not this connection's: another flow
 // fills it (a loss-based TCP or QUIC flow), and one that yields to it gets
-// nothing. The connection then competes by loss, as that flow does, from
-// the window it had before it yielded, until the queue stays near empty
-// as many rounds, or a drain shows it near empty (the other flow left).
-func (c *Controller) compete(qd int64) {
+// nothing. The connection then competes by loss, as that flow does, in
+// slow start from the window it had before it yielded, until the queue
+// stays near empty as many rounds, or a drain shows it near empty (the
+// other flow left).
+func (c *Controller) compete(qd, now int64) {
 	switch {
 	case c.slowStart:
 	case c.drainUntil != 0:
 		if c.competing && qd < TargetDelay/2 {
-			c.competing, c.over = false, 0
+			c.competing, c.over, c.left = false, 0, now
 		}
 	case c.competing:
 		if qd >= TargetDelay/2 {
 			c.over = 0
 		} else if c.over++; c.over >= competeRounds {
-			c.competing, c.over = false, 0
+			c.competing, c.over, c.left = false, 0, now
 		}
-	case qd > 3*TargetDelay:
-		if c.over == 0 {
-			c.yielded = c.cwnd
-		}
+	case qd > 3*TargetDelay || c.left != 0 && now-c.left < competeMemory && qd > TargetDelay:
 		if c.over++; c.over >= competeRounds {
 			c.competing, c.over = true, 0
 			c.cwnd = max(c.cwnd, c.yielded)
+			c.slowStart, c.ssthresh = true, 0
+			c.nearBase = now // drains from the next competeProbe slot on
 		}
 	default:
 		c.over = 0
@@ -382,12 +449,8 @@ func (c *Controller) congestion(now int64) {
 	if c.sink != nil {
 		c.sink.Add(1)
 	}
-	c.slowStart, c.ssthresh = false, 0
-	if c.competing {
-		c.cwnd = max(c.cwnd/2, MinWindow*c.mss) // as NewReno does
-	} else {
-		c.cwnd = max(c.cwnd*7/10, MinWindow*c.mss)
-	}
+	c.slowStart, c.ssthresh, c.undo = false, 0, 0
+	c.cwnd = max(c.cwnd*competeBeta/10, MinWindow*c.mss) // CUBIC's β, competing or not
 	c.recoveryUntil = now
 	c.velocity, c.ups = 1, 0
 }
@@ -431,18 +494,21 @@ func (c *Controller) sample(s, now, srtt int64) {
 	if s-c.BaseRTT() <= TargetDelay/4 {
 		c.nearBase = now
 	}
-	probe := probeInterval
+	due := now-c.nearBase >= probeInterval
 	if c.competing {
-		probe *= 3 // the queue is another flow's: a drain costs the share, and tells only whether it left
+		// The queue is another flow's: a drain tells only whether it
+		// left, and all of this host's competing connections drain in
+		// the same slot (competeProbe).
+		due = now/competeProbe != c.nearBase/competeProbe
 	}
-	if now-c.nearBase >= probe && !c.slowStart && c.drainUntil == 0 {
+	if due && !c.slowStart && c.drainUntil == 0 {
 		// No sample near the base for probeInterval: drain for two
 		// round trips, so that this connection's own queue is gone.
 		// A connection that started while another held the queue took
 		// that queue for the path's base; when it drains, the queue
 		// the other (starved by it, near two packets) leaves is next
 		// to nothing, and its base comes right (BBR's ProbeRTT).
-		c.drainSaved, c.drainUntil, c.nearBase = c.cwnd, now+2*srtt, now
+		c.drainSaved, c.drainUntil, c.nearBase = c.cwnd, now+2*max(srtt, c.StandingRTT()), now
 	}
 	if now-c.baseAt >= baseBucket {
 		c.base[1], c.base[0], c.baseAt = c.base[0], s, now
@@ -482,9 +548,14 @@ func (c *Controller) QueueDelay() int64 { return max(c.StandingRTT()-c.BaseRTT()
 // 1.5 (slow start) or 1.25 windows per smoothed round trip, at most the
 // ceiling. A slow start paced at twice the window builds a round trip's
 // worth of queue before its delay shows (the game's p99 through a 20
-// Mbit/s link: +36 ms at 2, +16 ms at 1.5).
+// Mbit/s link: +36 ms at 2, +16 ms at 1.5). The round trip is at least
+// the standing one: the sender's smoothed round trip comes from the
+// packet layer, which samples only the newest 128 packets it tracks, so
+// with a larger window it holds the round trip of the last moment the
+// flight was small (74 ms beside quic-go on real sockets, with 141 ms
+// standing), and the pacer sent at twice the window a round trip.
 func (c *Controller) PacingRate(srtt int64) int64 {
-	srtt = max(srtt, int64(100*time.Microsecond))
+	srtt = max(srtt, c.StandingRTT(), int64(100*time.Microsecond))
 	w := c.window()
 	if w == c.rateW && srtt == c.rateRTT && c.slowStart == c.rateSS {
 		return c.rate // a sender asks several times a packet: no division

@@ -186,3 +186,52 @@ func TestSlowStartAllowsTheAckDelay(t *testing.T) {
 		})
 	}
 }
+
+// TestLateAcksUndoACut: a window cut for loss comes back when every loss
+// of that event is acknowledged after all (the sender's timeout declared
+// packets lost while the queue grew faster than it), as quic-go's Reno
+// undoes a spurious cut; one loss that stays lost keeps the cut, and late
+// acks of an older event do not undo a newer one.
+func TestLateAcksUndoACut(t *testing.T) {
+	const mss = 1200
+	rtt := int64(50 * time.Millisecond)
+	for _, tc := range []struct {
+		name     string
+		lateAcks int  // of the event's 5 losses
+		newEvent bool // a second event before the late acks
+		want     int64
+	}{
+		{"all late", 5, false, 100 * mss},
+		{"one lost", 4, false, 70 * mss},
+		{"a newer event", 5, true, 49 * mss},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c Controller
+			now := int64(1e9)
+			c.Init(mss, 0, 0, now)
+			c.slowStart, c.competing, c.cwnd = false, true, 100*mss // loss-based: every loss event cuts
+			t0 := now
+			for range 100 {
+				c.OnSent(mss, t0)
+			}
+			now += 2 * rtt
+			for range 5 {
+				c.OnLost(mss, t0, now)
+			}
+			if w := c.Stats().Window; w != 70*mss {
+				t.Fatalf("window %d after the loss event, want %d", w, 70*mss)
+			}
+			if tc.newEvent {
+				c.OnSent(mss, now)
+				now += 2 * rtt
+				c.OnLost(mss, now-2*rtt, now)
+			}
+			for range tc.lateAcks {
+				c.OnLateAck(t0, now, rtt)
+			}
+			if w := c.Stats().Window; w != tc.want {
+				t.Fatalf("window %d after %d late acks, want %d", w, tc.lateAcks, tc.want)
+			}
+		})
+	}
+}

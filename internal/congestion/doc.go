@@ -30,11 +30,20 @@
 //     quarter of at least 16 reported packets were lost; other losses are
 //     the path's noise (radio, a policer) and do not shrink the window. A
 //     loss-based controller (Reno, CUBIC) collapses on 5 % random loss;
-//     this one does not.
-//   - Ten rounds in a row far above the target (3 ×), cutting each
+//     this one does not. A cut for loss is undone when every loss of its
+//     event is acknowledged after all (OnLateAck).
+//   - Four rounds in a row far above the target (3 ×), cutting each
 //     time, mean another flow fills the queue (a loss-based TCP or QUIC
-//     flow): the controller then competes, loss-based as that flow is,
-//     until the queue is seen near empty again.
+//     flow): the controller then competes, loss-based as that flow is:
+//     a slow start from the window it had before it yielded until the
+//     first loss, then 2 packets a round trip and 0.7 of the window at a
+//     loss (AIMD(2, 0.7), CUBIC's β), until the queue is seen near empty
+//     again (four rounds under half the target, or a drain). Competing
+//     connections drain when the Unix time crosses a multiple of 10 s,
+//     all of a host's at once, so that two of ours left competing with
+//     each other both see the queue empty; for 30 s after it stopped
+//     competing a connection competes again once the queue stays above
+//     the target (not three targets) through four cuts.
 //   - The base round trip is the smallest sample of the last 30–60 s. A
 //     connection with no sample near it for 10 s drains (two packets for
 //     two round trips), so that a late one, which took the queue it found
@@ -47,7 +56,8 @@
 // # The pacer
 //
 // Packets leave at PacingRate: 1.5 × window ÷ RTT in slow start, 1.25 ×
-// window ÷ RTT after, never above a ceiling the operator sets. The pacer
+// window ÷ RTT after (the RTT at least the standing one), never above a
+// ceiling the operator sets. The pacer
 // is a token bucket whose depth is 5 ms of the rate (Quantum, at least two
 // packets), the granularity of the sender's timer, so a window never
 // leaves in one burst.

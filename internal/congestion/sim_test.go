@@ -126,11 +126,74 @@ func (c *cubic) OnLost(n int, sent, now int64) {
 }
 func (c *cubic) PacingRate(srtt int64) int64 { return c.cwnd * 1e9 / max(srtt, 1) * 5 / 4 }
 
+// quicReno is quic-go v0.65's sender as bench's bn-vs-quic meets it
+// (sent_packet_handler.go makes its cubicSender with reno true): 32
+// packets to start, slow start left at a loss or by HyStart (a round's
+// smallest of its first 8 samples more than minRTT/8, clamped to 4-16 ms,
+// above the smallest ever, once the window is 16 packets), then one packet
+// a round trip, 0.7 of the window at a loss (renoBeta), no growth in
+// recovery, paced at 1.25 windows a round trip.
+type quicReno struct {
+	cwnd, inflight, ssthresh int64
+	recovery                 int64
+	acked                    int64 // packets acknowledged since the last increase
+	minRTT                   int64
+	roundStart, roundMin     int64
+	roundN                   int
+}
+
+func newQuicReno() *quicReno { return &quicReno{cwnd: 32 * simMSS, ssthresh: 1 << 40} }
+
+func (r *quicReno) CanSend() bool           { return r.inflight < r.cwnd }
+func (r *quicReno) OnSent(n int, now int64) { r.inflight += int64(n) }
+func (r *quicReno) OnAcked(n int, sent, now, srtt int64) {
+	r.inflight -= int64(n)
+	rtt := now - sent
+	if r.minRTT == 0 || rtt < r.minRTT {
+		r.minRTT = rtt
+	}
+	if r.cwnd < r.ssthresh {
+		if sent >= r.roundStart { // a packet of the next round: a new round
+			r.roundStart, r.roundMin, r.roundN = now, 0, 0
+		}
+		if r.roundN < 8 {
+			r.roundN++
+			if r.roundMin == 0 || rtt < r.roundMin {
+				r.roundMin = rtt
+			}
+			thr := min(max(r.minRTT/8, int64(4*time.Millisecond)), int64(16*time.Millisecond))
+			if r.roundN == 8 && r.cwnd >= 16*simMSS && r.roundMin > r.minRTT+thr {
+				r.ssthresh = r.cwnd
+				return
+			}
+		}
+		r.cwnd += int64(n)
+		return
+	}
+	if sent < r.recovery {
+		return
+	}
+	if r.acked++; r.acked >= r.cwnd/simMSS {
+		r.cwnd += simMSS
+		r.acked = 0
+	}
+}
+func (r *quicReno) OnLost(n int, sent, now int64) {
+	r.inflight -= int64(n)
+	if sent < r.recovery {
+		return
+	}
+	r.cwnd = max(r.cwnd*7/10, 2*simMSS)
+	r.ssthresh, r.recovery, r.acked = r.cwnd, now, 0
+}
+func (r *quicReno) PacingRate(srtt int64) int64 { return r.cwnd * 1e9 / max(srtt, 1) * 5 / 4 }
+
 type simFlow struct {
 	c        simCC
 	rtt      RTTStats
 	p        Pacer
 	out      []simPkt // sent, not yet reported, in order
+	lastAck  int64
 	next     int64
 	start    int64
 	got      []int64 // bytes delivered to the receiver per 100 ms bucket
@@ -146,7 +209,8 @@ type simLink struct {
 	lastDep int64
 	offered uint64
 	dropped uint64
-	qdelays []int64 // the queue's delay at each packet's arrival at it
+	qdelays []int64 // the queue's delay at each packet's arrival at it, from qFrom
+	qFrom   int64
 	rng     *rand.Rand
 }
 
@@ -160,7 +224,9 @@ func (l *simLink) enqueue(now int64) (recv int64, ok bool) {
 		l.dropped++
 		return 0, false
 	}
-	l.qdelays = append(l.qdelays, wait)
+	if now >= l.qFrom {
+		l.qdelays = append(l.qdelays, wait)
+	}
 	l.lastDep = max(l.lastDep, now) + simMSS*1e9/l.rate
 	return l.lastDep + l.delay, true
 }
@@ -169,7 +235,7 @@ type simResult struct {
 	share     []float64 // each flow's goodput ÷ link, from measureFrom
 	total     float64
 	dropPct   float64
-	qdelayP99 time.Duration
+	qdelayP99 time.Duration // from measureFrom
 	first85   time.Duration // when the total goodput of a 100 ms bucket first reached 85 %
 }
 
@@ -183,7 +249,7 @@ func simulate(t *testing.T, rate, queue int64, loss float64, flows int, dur, mea
 func simulateStaggered(t *testing.T, rate, queue int64, loss float64, flows int, stagger, dur, measureFrom time.Duration, seed uint64, others []simCC) simResult {
 	t.Helper()
 	l := &simLink{rate: rate, queue: queue, delay: int64(25 * time.Millisecond), loss: loss,
-		rng: rand.New(rand.NewPCG(seed, seed+1))}
+		rng: rand.New(rand.NewPCG(seed, seed+1)), qFrom: int64(measureFrom)}
 	fs := make([]*simFlow, flows)
 	buckets := int(dur / (100 * time.Millisecond))
 	for i := range fs {
@@ -212,9 +278,14 @@ func simulateStaggered(t *testing.T, rate, queue int64, loss float64, flows int,
 					}
 					f.rtt.Update(now - p.sent)
 					f.c.OnAcked(simMSS, p.sent, now, f.rtt.Smoothed())
+					f.lastAck = now
 				} else {
-					// Lost: known once a later packet's ack is back.
-					later := false
+					// Lost: known once a later packet's ack is back,
+					// or, when none comes (every packet of the flight
+					// lost), at the sender's timeout: no ack for the
+					// RTO and a quarter round trip since it was sent
+					// (message.Endpoint's age).
+					later := now-max(f.lastAck, p.sent) > f.rtt.RTO()+f.rtt.Smoothed()/4
 					for _, q := range f.out[1:] {
 						if q.received && q.arrive <= now {
 							later = true
@@ -270,7 +341,7 @@ func simulateStaggered(t *testing.T, rate, queue int64, loss float64, flows int,
 		r.total += s
 	}
 	r.dropPct = 100 * float64(l.dropped) / float64(l.offered)
-	q := slices.Clone(l.qdelays[len(l.qdelays)/5:])
+	q := slices.Clone(l.qdelays)
 	slices.Sort(q)
 	r.qdelayP99 = time.Duration(q[len(q)*99/100])
 	return r
@@ -338,31 +409,129 @@ func TestSimLatecomer(t *testing.T) {
 	}
 }
 
-// Beside a loss-based flow (NewReno, which fills the queue), a delay-based
-// controller that only yields would get nothing (0.01 of the link here,
-// before compete). Once the queue stays far above its target for ten
-// rounds while it yields, it competes (loss-based itself) and gets 30–70 %
-// of the link. A queue shallower than the path's BDP (64 KiB at 20 Mbit/s,
-// 26 ms) is emptied by NewReno's every halving and never stays far above
-// the target: there the controller keeps yielding (0.09 of the link), a
-// limit docs/decisions.md names.
-func TestSimBesideReno(t *testing.T) {
-	r := simulateStaggered(t, 20e6/8, 256<<10, 0, 2, time.Second, 30*time.Second, 10*time.Second, 5, []simCC{nil, &reno{cwnd: 10 * simMSS, ssthresh: 1 << 40}})
-	t.Logf("delay-based %.2f, NewReno %.2f of the link; queue p99 %v", r.share[0], r.share[1], r.qdelayP99)
-	if r.share[0] < 0.30 || r.share[0] > 0.70 {
-		t.Errorf("the delay-based flow got %.2f of the link beside NewReno, want 0.30–0.70", r.share[0])
+// stopAt ends a flow's sending at a time (a competitor that leaves).
+type stopAt struct {
+	simCC
+	at, now int64
+}
+
+func (s *stopAt) CanSend() bool { return s.now < s.at && s.simCC.CanSend() }
+func (s *stopAt) OnAcked(n int, sent, now, srtt int64) {
+	s.now = now
+	s.simCC.OnAcked(n, sent, now, srtt)
+}
+func (s *stopAt) OnLost(n int, sent, now int64) {
+	s.now = now
+	s.simCC.OnLost(n, sent, now)
+}
+
+// Beside a loss-based flow that fills the queue, a delay-based controller
+// that only yields gets nothing (0.01 of the link here, before compete).
+// Once the queue stays three targets deep through four of its cuts, it
+// competes (loss-based itself: a slow start to the first loss, then
+// AIMD(2, 0.7)) and gets 30-70 % of the link. Through 20 Mbit/s and a
+// 256 KiB queue (2 BDP), as bench's bn-vs-quic runs it, against NewReno,
+// CUBIC and the sender bench meets (quic-go v0.65: Reno with β 0.7 and
+// HyStart), with our flow starting first by 1 s or both together, over
+// bench's window (5 s to 15 s after the later flow's start) and over a
+// longer one (10 s to 30 s).
+//
+// Limits (docs/decisions.md): a queue shallower than the path's BDP is
+// emptied by every loss cut of the other flow and never stays three
+// targets deep, so there the controller keeps yielding; at 4 BDP (512
+// KiB) CUBIC's longer cycles leave it about 0.15 over bench's window; a
+// connection that starts after the other flow filled the queue takes part
+// of that queue for its base and detects it late; and a flow that grows
+// one packet a round trip from a window HyStart left short of the link
+// (quic-go's, started 0.5 s or 2 s after ours) creeps the queue up near
+// the target for seconds, below the three targets that show a queue
+// filler, while the controller yields: 0.26-0.33 of the link over bench's
+// window then, 0.61 over the longer one.
+func TestSimBesideLossBased(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		other   func() simCC
+		stagger time.Duration // our flow starts this much before the other
+	}{
+		{"CUBIC/together", func() simCC { return &cubic{cwnd: 10 * simMSS, ssthresh: 1 << 40} }, 0},
+		{"CUBIC/ours-first", func() simCC { return &cubic{cwnd: 10 * simMSS, ssthresh: 1 << 40} }, time.Second},
+		{"NewReno/together", func() simCC { return &reno{cwnd: 10 * simMSS, ssthresh: 1 << 40} }, 0},
+		{"NewReno/ours-first", func() simCC { return &reno{cwnd: 10 * simMSS, ssthresh: 1 << 40} }, time.Second},
+		{"quic-go/together", func() simCC { return newQuicReno() }, 0},
+		{"quic-go/ours-first", func() simCC { return newQuicReno() }, time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, w := range []struct{ from, to time.Duration }{{5 * time.Second, 15 * time.Second}, {10 * time.Second, 30 * time.Second}} {
+				r := simulateStaggered(t, 20e6/8, 256<<10, 0, 2, tc.stagger, tc.stagger+w.to, tc.stagger+w.from, 5, []simCC{nil, tc.other()})
+				t.Logf("%v to %v after the later start: delay-based %.2f, other %.2f of the link; queue p99 %v", w.from, w.to, r.share[0], r.share[1], r.qdelayP99)
+				if r.share[0] < 0.30 || r.share[0] > 0.70 {
+					t.Errorf("%v to %v: the delay-based flow got %.2f of the link, want 0.30–0.70", w.from, w.to, r.share[0])
+				}
+			}
+		})
 	}
 }
 
-// Beside CUBIC (quic-go's default), as bench's bn-vs-quic runs it: 20
-// Mbit/s, a 256 KiB queue, measured from 10 s to 30 s. (Over bench's
-// shorter window, 5 s to 15 s, the controller gets 0.23: it competes only
-// after about 2 s of yielding, and a CUBIC flow itself that starts 1 or
-// 2 s after another gets 0.15 or 0.38 of the link in that window.)
-func TestSimBesideCubic(t *testing.T) {
-	r := simulateStaggered(t, 20e6/8, 256<<10, 0, 2, time.Second, 30*time.Second, 10*time.Second, 5, []simCC{nil, &cubic{cwnd: 10 * simMSS, ssthresh: 1 << 40}})
-	t.Logf("delay-based %.2f, CUBIC %.2f of the link; queue p99 %v", r.share[0], r.share[1], r.qdelayP99)
-	if r.share[0] < 0.30 || r.share[0] > 0.70 {
-		t.Errorf("the delay-based flow got %.2f of the link beside CUBIC, want 0.30–0.70", r.share[0])
+// Once the queue filler leaves, a competing connection goes back to the
+// delay target within a drain slot (competeProbe): the queue empties as
+// it is cut below the path's BDP, or at its next drain. Two of ours that
+// compete with each other once the filler left drain in the same slot,
+// see the queue empty and both go back.
+func TestSimCompetitorLeaves(t *testing.T) {
+	for _, n := range []int{1, 2} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			others := make([]simCC, n+1)
+			others[n] = &stopAt{simCC: &cubic{cwnd: 10 * simMSS, ssthresh: 1 << 40}, at: int64(15 * time.Second)}
+			// Ours start 3 s apart, the filler 3 s after the last.
+			r := simulateStaggered(t, 20e6/8, 256<<10, 0, n+1, 3*time.Second, 40*time.Second, 27*time.Second, 5, others)
+			t.Logf("from 27 s to 40 s (CUBIC left at 15 s): shares %v, queue p99 %v", scaled(r.share, 1), r.qdelayP99)
+			if r.total-r.share[n] < 0.85 || r.qdelayP99 > 25*time.Millisecond {
+				t.Errorf("ours got %.2f of the link and a queue p99 of %v after the competitor left, want ≥ 0.85 and ≤ 25 ms", r.total-r.share[n], r.qdelayP99)
+			}
+		})
+	}
+}
+
+// competeWatch records whether its controller ever competed.
+type competeWatch struct {
+	*Controller
+	competed bool
+}
+
+func (w *competeWatch) OnAcked(n int, sent, now, srtt int64) {
+	w.Controller.OnAcked(n, sent, now, srtt)
+	w.competed = w.competed || w.Stats().Competing
+}
+
+// Connections of ours never take each other for a queue filler: a
+// latecomer whose base includes the queue it found pushes the queue to
+// about twice the target while the other yields to it, which a rule
+// that competes on the queue above the target once the window fell to a
+// quarter (tried: it took 0.26 to 0.55 of the link beside a quic-go flow
+// started 0.5 s after ours) read as one, both then competing with the
+// queue full until their drain.
+func TestSimOwnLatecomersDoNotCompete(t *testing.T) {
+	for _, lag := range []time.Duration{time.Second, 3 * time.Second} {
+		for _, mbit := range []int64{10, 20, 100} {
+			t.Run(fmt.Sprintf("%v/%dMbit", lag, mbit), func(t *testing.T) {
+				var ws []*competeWatch
+				var ccs []simCC
+				for i := range 2 {
+					w := &competeWatch{Controller: new(Controller)}
+					w.Init(simMSS, 0, 0, int64(i)*int64(lag))
+					ws, ccs = append(ws, w), append(ccs, w)
+				}
+				q := int64(256 << 10)
+				if mbit >= 50 {
+					q = 1 << 20
+				}
+				r := simulateStaggered(t, mbit*1e6/8, q, 0, 2, lag, lag+30*time.Second, lag+5*time.Second, 4, ccs)
+				for i, w := range ws {
+					if w.competed {
+						t.Errorf("connection %d competed (shares %v, queue p99 %v)", i, scaled(r.share, 2), r.qdelayP99)
+					}
+				}
+			})
+		}
 	}
 }
