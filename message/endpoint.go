@@ -258,7 +258,7 @@ func (c *channel) pushPend(p *[]byte) {
 // keep theirs.
 func (e *Endpoint) reserve(cost int64) bool {
 	if e.recs == nil {
-		e.recs = new(records)
+		e.recs = newRecords()
 	}
 	r, l := e.recs, e.l
 	need := r.queued + cost
@@ -349,8 +349,9 @@ func (e *Endpoint) SetRTT(rtt time.Duration) {
 // deviation (at least 2 ms), times ResendFactor, at least MinResend; later
 // resends of a unit back off (backoff). Below a factor of 1 the unit goes
 // again before its ack could be back: such speculative copies only ride
-// on packets that leave anyway (spec), and only for the game's units, not
-// bulk ones (bulkUnit), while a packet of its own is sent for a unit only
+// on packets that leave anyway (spec), only for the game's units, not
+// bulk ones (bulkUnit), and only while the path loses packets
+// (records.lossy), while a packet of its own is sent for a unit only
 // once the full timeout has passed (full).
 func (e *Endpoint) resendInterval() (spec, full int64) {
 	rto := e.rtt.RTO()
@@ -753,7 +754,7 @@ func (e *Endpoint) WritePayload(dst []byte, seq uint16, now int64) int {
 	start := int(e.rr) % nch
 	e.rr = uint8((start + 1) % nch)
 	if e.recs == nil {
-		e.recs = new(records)
+		e.recs = newRecords()
 	}
 	r := e.recs
 	if r.rTail-r.rHead >= maxRecords {
@@ -831,7 +832,7 @@ func (e *Endpoint) writeReliable(dst []byte, n, ci int, now, spec, full int64, b
 			iv = 2 * full
 		}
 		timed, due := u.due(iv) <= now, u.flags&uDue != 0
-		if !timed && !due && (bulk || now-u.last < spec) {
+		if !timed && !due && (bulk || now-u.last < spec || !e.recs.lossy()) {
 			continue
 		}
 		en.id, en.frag, en.idx, en.cnt, en.data = id, u.cnt != 0, u.idx, u.cnt, *u.buf
@@ -939,6 +940,9 @@ func (e *Endpoint) Acked(seq uint16, now int64) {
 		r.checkAt = 0 // the next timeout comes sooner than the backed-off one
 	}
 	r.lastAck, r.backoff, r.probed = now, 0, false
+	if !rec.repaired {
+		r.sampleLoss(false)
+	}
 	if rec.gone {
 		e.cc.OnLateAck(rec.sent, now, e.rtt.Smoothed()) // declared lost too early
 	} else {
@@ -961,6 +965,7 @@ func (e *Endpoint) Acked(seq uint16, now int64) {
 		}
 		if rec.sent-o.sent > thr {
 			o.repaired = true
+			r.sampleLoss(true)
 			e.markDue(o)
 		} else if at := o.sent + (now - rec.sent) + rw; r.rackAt == 0 || at < r.rackAt {
 			// Sent just before rec: reordering, or lost at the tail of
@@ -1011,6 +1016,7 @@ func (e *Endpoint) rack(now int64) {
 		}
 		if at <= now {
 			o.repaired = true
+			r.sampleLoss(true)
 			e.markDue(o)
 		} else if r.rackAt == 0 || at < r.rackAt {
 			r.rackAt = at
@@ -1114,6 +1120,9 @@ func (e *Endpoint) Lost(seq uint16, now int64) {
 }
 
 func (e *Endpoint) lose(rec *record, now int64) {
+	if !rec.repaired {
+		e.recs.sampleLoss(true)
+	}
 	e.markDue(rec)
 	e.gone(rec, now)
 	e.recs.report(rec)
