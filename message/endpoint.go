@@ -935,14 +935,14 @@ func (e *Endpoint) Acked(seq uint16, now int64) {
 		ref := r.ents[(rec.start+i)&uint32(len(r.ents)-1)]
 		e.ackUnit(int(ref.ch), ref.id)
 	}
+	if !rec.repaired {
+		r.sampleLoss(false) // a packet repaired already counted as lost
+	}
 	// The peer acknowledges: the silence timers restart (timeout, Stalled).
 	if r.backoff > 0 {
 		r.checkAt = 0 // the next timeout comes sooner than the backed-off one
 	}
 	r.lastAck, r.backoff, r.probed = now, 0, false
-	if !rec.repaired {
-		r.sampleLoss(false)
-	}
 	if rec.gone {
 		e.cc.OnLateAck(rec.sent, now, e.rtt.Smoothed()) // declared lost too early
 	} else {
