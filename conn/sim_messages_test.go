@@ -329,19 +329,61 @@ func TestSimMessageLatency(t *testing.T) {
 // simLatency runs the latency scenario with the messages configuration mc
 // (its channels are replaced by testChannels).
 func simLatency(t *testing.T, loss float64, mc message.Config) (p50, p99 time.Duration, wirePerByte float64) {
+	r := simLatencyTally(t, loss, mc, nil)
+	return r.p50, r.p99, r.wire
+}
+
+// latencyRun is what simLatencyTally measured: round-trip percentiles,
+// wire bytes (UDP payload, lost datagrams included) per echoed payload
+// byte, and the messages echoed.
+type latencyRun struct {
+	p50, p99 time.Duration
+	wire     float64
+	echoed   int
+	// resent and copies: message.Stats's, of the clients [0] and of the
+	// server's connections [1].
+	resent, copies [2]uint64
+}
+
+// statsEcho is msgEcho keeping its connections, for their MessageStats.
+type statsEcho struct {
+	msgEcho
+	mu    sync.Mutex
+	conns []*Conn
+}
+
+func (e *statsEcho) OnConnect(c *Conn) {
+	e.mu.Lock()
+	e.conns = append(e.conns, c)
+	e.mu.Unlock()
+}
+
+// simLatencyTally is simLatency, counting the wire into tally too when it
+// is not nil.
+func simLatencyTally(t *testing.T, loss float64, mc message.Config, tally *wireTally) latencyRun {
+	return simLatencySeed(t, loss, mc, tally, 11)
+}
+
+// simLatencySeed is simLatencyTally on a network seeded with seed.
+func simLatencySeed(t *testing.T, loss float64, mc message.Config, tally *wireTally, seed uint64) latencyRun {
 	mc.Channels = testChannels.Channels
 	nw := netsim.New()
-	nw.SetLink(netsim.Link{Loss: loss, Latency: 25 * time.Millisecond, Jitter: 4 * time.Millisecond, Seed: 11})
+	nw.SetLink(netsim.Link{Loss: loss, Latency: 25 * time.Millisecond, Jitter: 4 * time.Millisecond, Seed: seed})
 	var wire sync.Mutex
 	var bytes int
-	nw.Drop = func(_, _ netip.AddrPort, p []byte) bool {
+	nw.Drop = func(from, to netip.AddrPort, p []byte) bool {
 		wire.Lock()
 		bytes += len(p)
 		wire.Unlock()
+		if tally != nil {
+			tally.observe(from, to, p)
+		}
 		return false
 	}
-	simListen(t, nw, Config{Handler: &msgEcho{}, Messages: mc, Timeout: time.Minute})
+	echo := &statsEcho{}
+	simListen(t, nw, Config{Handler: echo, Messages: mc, Timeout: time.Minute})
 	const clients, rate, n = 4, 60, 1200 // 20 s each
+	var cstats []*Conn
 	logs := make([]*rttLog, clients)
 	var wg sync.WaitGroup
 	for i := range clients {
@@ -350,6 +392,7 @@ func simLatency(t *testing.T, loss float64, mc message.Config) (p50, p99 time.Du
 		if err != nil {
 			t.Fatal(err)
 		}
+		cstats = append(cstats, cli.Conn())
 		wg.Go(func() {
 			tk := time.NewTicker(time.Second / rate)
 			defer tk.Stop()
@@ -366,6 +409,9 @@ func simLatency(t *testing.T, loss float64, mc message.Config) (p50, p99 time.Du
 	wire.Lock()
 	bytes = 0 // the handshakes are not the messages' cost
 	wire.Unlock()
+	if tally != nil {
+		tally.reset()
+	}
 	wg.Wait()
 	var all []time.Duration
 	for _, l := range logs {
@@ -378,5 +424,19 @@ func simLatency(t *testing.T, loss float64, mc message.Config) (p50, p99 time.Du
 	}
 	wire.Lock()
 	defer wire.Unlock()
-	return percentile(all, 0.5), percentile(all, 0.99), float64(bytes) / float64(2*100*clients*n)
+	r := latencyRun{p50: percentile(all, 0.5), p99: percentile(all, 0.99),
+		wire: float64(bytes) / float64(2*100*clients*n), echoed: clients * n}
+	for _, c := range cstats {
+		st := c.MessageStats()
+		r.resent[0] += st.Resent
+		r.copies[0] += st.Copies
+	}
+	echo.mu.Lock()
+	for _, c := range echo.conns {
+		st := c.MessageStats()
+		r.resent[1] += st.Resent
+		r.copies[1] += st.Copies
+	}
+	echo.mu.Unlock()
+	return r
 }

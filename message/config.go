@@ -60,8 +60,10 @@ type Config struct {
 	// timeout) has passed since it was last sent; the timeout is the
 	// smoothed RTT + 2 × its deviation, and a message's later resends back
 	// off. Below 1, copies go before an ack could be back, riding only on
-	// packets that leave anyway: lower latency under loss for more bytes
-	// (0: DefaultResendFactor, DefaultMinResend; tuning.md, "Messages").
+	// packets that leave anyway, and only while the path loses packets
+	// (at least 0.1 % of the last ~64 found lost; a new path counts as
+	// lossy): lower latency under loss for more bytes (0:
+	// DefaultResendFactor, DefaultMinResend; tuning.md, "Messages").
 	ResendFactor float64
 	MinResend    time.Duration
 	// StallTimeout: a reliable message unacknowledged this long ends the
@@ -150,7 +152,8 @@ type Stats struct {
 	// before any sign of loss, riding on packets that leave anyway once
 	// ResendFactor × the timeout has passed (Config.ResendFactor), so
 	// that a loss costs less than a round trip. They are bytes spent, not
-	// repairs: a loss-free path has them too.
+	// repairs: a loss-free path has them too, for its first ~150 packets
+	// (until it shows that it loses nothing: Config.ResendFactor).
 	Copies uint64
 	// QueueFull counts the unreliable and sequenced messages that arrived
 	// while the receiver's poll queue was full, dropped (DropQueueFull;

@@ -19,7 +19,8 @@ const (
 	DefaultAckDelay = 5 * time.Millisecond
 	// DefaultResendFactor is Config.ResendFactor's default: copies of an
 	// unacknowledged message ride on the packets that leave from 0.4 of
-	// its retransmission timeout on (tuning.md, "Messages").
+	// its retransmission timeout on, while the path loses packets
+	// (tuning.md, "Messages").
 	DefaultResendFactor = 0.4
 	// DefaultMinResend is Config.MinResend's default.
 	DefaultMinResend = 10 * time.Millisecond

@@ -258,7 +258,7 @@ func (c *channel) pushPend(p *[]byte) {
 // keep theirs.
 func (e *Endpoint) reserve(cost int64) bool {
 	if e.recs == nil {
-		e.recs = new(records)
+		e.recs = newRecords()
 	}
 	r, l := e.recs, e.l
 	need := r.queued + cost
@@ -349,8 +349,9 @@ func (e *Endpoint) SetRTT(rtt time.Duration) {
 // deviation (at least 2 ms), times ResendFactor, at least MinResend; later
 // resends of a unit back off (backoff). Below a factor of 1 the unit goes
 // again before its ack could be back: such speculative copies only ride
-// on packets that leave anyway (spec), and only for the game's units, not
-// bulk ones (bulkUnit), while a packet of its own is sent for a unit only
+// on packets that leave anyway (spec), only for the game's units, not
+// bulk ones (bulkUnit), and only while the path loses packets
+// (records.lossy), while a packet of its own is sent for a unit only
 // once the full timeout has passed (full).
 func (e *Endpoint) resendInterval() (spec, full int64) {
 	rto := e.rtt.RTO()
@@ -788,7 +789,7 @@ func (e *Endpoint) WritePayload(dst []byte, seq uint16, now int64) int {
 	start := int(e.rr) % nch
 	e.rr = uint8((start + 1) % nch)
 	if e.recs == nil {
-		e.recs = new(records)
+		e.recs = newRecords()
 	}
 	r := e.recs
 	if r.rTail-r.rHead >= maxRecords {
@@ -866,7 +867,7 @@ func (e *Endpoint) writeReliable(dst []byte, n, ci int, now, spec, full int64, b
 			iv = 2 * full
 		}
 		timed, due := u.due(iv) <= now, u.flags&uDue != 0
-		if !timed && !due && (bulk || now-u.last < spec) {
+		if !timed && !due && (bulk || now-u.last < spec || !e.recs.lossy()) {
 			continue
 		}
 		en.id, en.frag, en.idx, en.cnt, en.data = id, u.cnt != 0, u.idx, u.cnt, *u.buf
@@ -969,6 +970,9 @@ func (e *Endpoint) Acked(seq uint16, now int64) {
 		ref := r.ents[(rec.start+i)&uint32(len(r.ents)-1)]
 		e.ackUnit(int(ref.ch), ref.id)
 	}
+	if !rec.repaired {
+		r.sampleLoss(false) // a packet repaired already counted as lost
+	}
 	// The peer acknowledges: the silence timers restart (timeout, Stalled).
 	if r.backoff > 0 {
 		r.checkAt = 0 // the next timeout comes sooner than the backed-off one
@@ -996,6 +1000,7 @@ func (e *Endpoint) Acked(seq uint16, now int64) {
 		}
 		if rec.sent-o.sent > thr {
 			o.repaired = true
+			r.sampleLoss(true)
 			e.markDue(o)
 		} else if at := o.sent + (now - rec.sent) + rw; r.rackAt == 0 || at < r.rackAt {
 			// Sent just before rec: reordering, or lost at the tail of
@@ -1046,6 +1051,7 @@ func (e *Endpoint) rack(now int64) {
 		}
 		if at <= now {
 			o.repaired = true
+			r.sampleLoss(true)
 			e.markDue(o)
 		} else if r.rackAt == 0 || at < r.rackAt {
 			r.rackAt = at
@@ -1149,6 +1155,9 @@ func (e *Endpoint) Lost(seq uint16, now int64) {
 }
 
 func (e *Endpoint) lose(rec *record, now int64) {
+	if !rec.repaired {
+		e.recs.sampleLoss(true)
+	}
 	e.markDue(rec)
 	e.gone(rec, now)
 	e.recs.report(rec)

@@ -604,3 +604,37 @@ func TestLimitBulk(t *testing.T) {
 		t.Fatalf("%d bulk bytes in 1 s without a ceiling", bulk)
 	}
 }
+
+// The loss estimate that gates speculative copies (records.lossy): a new
+// path counts as lossy; about 150 packets delivered in a row turn copies
+// off; one loss turns them on again, for about 175 packets.
+func TestLossyGate(t *testing.T) {
+	r := newRecords()
+	if !r.lossy() {
+		t.Fatal("a new path is not lossy: copies would wait for a first loss")
+	}
+	off := 0
+	for r.lossy() {
+		r.sampleLoss(false)
+		off++
+	}
+	if off < 140 || off > 160 {
+		t.Errorf("copies went off after %d packets delivered in a row; want about 150", off)
+	}
+	r.sampleLoss(true)
+	on := 0
+	for r.lossy() {
+		r.sampleLoss(false)
+		on++
+	}
+	if on < 165 || on > 185 {
+		t.Errorf("one loss kept copies on for %d packets; want about 175", on)
+	}
+	// At 5 % loss (one packet in 20) copies stay on.
+	for i := range 2000 {
+		r.sampleLoss(i%20 == 0)
+		if i > 20 && !r.lossy() {
+			t.Fatalf("copies went off at 5 %% loss after %d packets", i)
+		}
+	}
+}
