@@ -1136,7 +1136,16 @@ func (e *Endpoint) Acks(ack uint16, bits uint64, now int64) {
 		switch {
 		case d >= seqModulus/2:
 			return // newer than the peer's newest: not yet
-		case d == 0 || d <= ackWindow && bits&(1<<(d-1)) != 0:
+		case d == 0:
+			// The peer's newest packet, which the packet layer no longer
+			// tracks and so took no round trip from: the endpoint's record
+			// gives it. Without this a flight of more packets than the
+			// packet layer tracks (128) left the smoothed round trip at
+			// what smaller flights had measured (74 ms against 141 ms
+			// beside quic-go), and units timed out before their acks.
+			e.SetRTT(time.Duration(now - rec.sent))
+			e.Acked(rec.seq, now)
+		case d <= ackWindow && bits&(1<<(d-1)) != 0:
 			e.Acked(rec.seq, now)
 		case d > ackWindow:
 			e.lose(rec, now)

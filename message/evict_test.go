@@ -44,3 +44,34 @@ func TestSimBeyondTrackedPackets(t *testing.T) {
 		}
 	}
 }
+
+// An evicted packet that the peer's ack names as its newest gives a round
+// trip sample: the packet layer, which no longer tracks it, takes none, and
+// with flights larger than it tracks the smoothed round trip otherwise
+// stayed at what smaller flights had measured.
+func TestEvictedNewestGivesRTT(t *testing.T) {
+	l := testLayer(t, nil)
+	e := l.NewEndpoint()
+	for range 20 {
+		e.SetRTT(10 * time.Millisecond)
+	}
+	buf := make([]byte, 1200)
+	if err := e.Send(0, []byte("a"), t0); err != nil {
+		t.Fatal(err)
+	}
+	if e.WritePayload(buf, 7, t0) == 0 {
+		t.Fatal("nothing written")
+	}
+	e.PacketSent(t0)
+	e.Evicted(7, t0+ms)
+	before := e.rtt.Smoothed()
+	e.Acks(7, 0, t0+200*ms)
+	after := e.rtt.Smoothed()
+	// One sample of 200 ms moves a 10 ms SRTT by an eighth of the gap.
+	if want := before + (200*ms-before)/8; after < want-ms || after > want+ms {
+		t.Fatalf("SRTT %v after the evicted packet's ack 200 ms on, want about %v (was %v)", time.Duration(after), time.Duration(want), time.Duration(before))
+	}
+	if e.recs.live != 0 {
+		t.Fatalf("%d records unreported after the ack", e.recs.live)
+	}
+}
