@@ -1,11 +1,13 @@
 package conn
 
 import (
+	"errors"
 	"math/bits"
 	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/udpgate/udpgate/cookie"
@@ -124,11 +126,24 @@ type link struct {
 	udp  *net.UDPConn
 }
 
+// write sends p to addr. On a client's socket, which reports ICMP errors
+// (enableRecvErr), a send can fail with the port unreachable of an earlier
+// datagram (ECONNREFUSED), and then p was not sent: it is sent once more.
+// If that fails the same way, p counts as lost and write reports nothing:
+// once connected, an ICMP error (unauthenticated, and often transient, as
+// when a server restarts behind its address) is not an error of this
+// send; the resends, the stall bound and the timeout deal with a server
+// that is gone (Client.refusedLocked).
 func (l *link) write(p []byte, addr netip.AddrPort) error {
 	if l.sock != nil {
 		return l.sock.WriteTo(p, addr)
 	}
 	_, err := l.udp.WriteToUDPAddrPort(p, addr)
+	if err != nil && errors.Is(err, syscall.ECONNREFUSED) {
+		if _, err = l.udp.WriteToUDPAddrPort(p, addr); errors.Is(err, syscall.ECONNREFUSED) {
+			err = nil
+		}
+	}
 	return err
 }
 
