@@ -990,9 +990,13 @@ func (e *Endpoint) Acked(seq uint16, now int64) {
 	// otherwise count as lossy.
 	thr, rw := e.reorderWindow(), e.rackWindow()
 	mask := uint32(len(r.recs) - 1)
+	var waiting bool
 	for i := r.rHead; i != r.rTail; i++ {
 		o := &r.recs[i&mask]
 		if o == rec {
+			if waiting && int32(i-r.rackPos) > 0 {
+				r.rackPos = i
+			}
 			break
 		}
 		if o.done || o.repaired {
@@ -1002,9 +1006,12 @@ func (e *Endpoint) Acked(seq uint16, now int64) {
 			o.repaired = true
 			r.sampleLoss(true)
 			e.markDue(o)
-		} else if at := o.sent + (now - rec.sent) + rw; r.rackAt == 0 || at < r.rackAt {
-			// Sent just before rec: reordering, or lost at the tail of
-			// a flight, where nothing sent later will repair it (rack).
+			continue
+		}
+		// Sent just before rec: reordering, or lost at the tail of a
+		// flight, where nothing sent later will repair it (rack).
+		waiting = true
+		if at := o.sent + (now - rec.sent) + rw; r.rackAt == 0 || at < r.rackAt {
 			r.rackAt, r.rackRTT = at, now-rec.sent
 		}
 	}
@@ -1045,10 +1052,16 @@ func (e *Endpoint) rack(now int64) {
 		if o.done || o.repaired {
 			continue
 		}
-		at := o.sent + r.rackRTT + rw
-		if now-o.sent < r.rackRTT {
-			break // sent after the acknowledged packet that set the timer
+		if int32(i-r.rackPos) >= 0 {
+			// Sent with or after the newest acknowledged packet that
+			// armed the timer: no later packet has arrived to speak
+			// against it, so its own ack, or the timeout, judges it (RFC
+			// 8985 §6.2). Judging it by that packet's round trip took a
+			// filling queue's delay for loss: beside quic-go, up to
+			// 2,400 units a run went twice that had arrived.
+			break
 		}
+		at := o.sent + r.rackRTT + rw
 		if at <= now {
 			o.repaired = true
 			r.sampleLoss(true)

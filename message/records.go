@@ -58,6 +58,9 @@ type records struct {
 	// repair's threshold) is next due to be judged lost; rackRTT the
 	// round trip of the newest-sent acknowledged packet.
 	rackAt, rackRTT int64
+	// rackPos: the position of the newest acknowledged packet that
+	// armed the timer; only packets sent before it are judged.
+	rackPos uint32
 
 	// lossEst: the share of the packets with reliable units found lost
 	// (repaired or reported lost), a moving average over about 64
