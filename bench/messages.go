@@ -276,6 +276,9 @@ type msgRecord struct {
 	BulkBytes   int       `json:"bulk_bytes,omitempty"`
 	BulkSeconds []float64 `json:"bulk_seconds,omitempty"`
 	BulkMedian  float64   `json:"bulk_median_s,omitempty"`
+	// BulkPaths: udpgate's client's path (message.PathStats) at the start
+	// of each transfer and after it.
+	BulkPaths []string `json:"bulk_paths,omitempty"`
 
 	// msg-cpu (msg-lossy too: per delivered message): server CPU per
 	// echoed message (the raw echo: per echoed datagram), echoes per
@@ -720,7 +723,11 @@ func runMsgBulk(ctx context.Context, opt *options, sc scenario, v variant, rep i
 	for i := range big {
 		big[i] = byte(i)
 	}
+	pi, _ := cs[0].(interface{ pathInfo() string })
 	for k := range n {
+		if pi != nil {
+			m.BulkPaths = append(m.BulkPaths, fmt.Sprintf("before %d: %s", k, pi.pathInfo()))
+		}
 		t0 := time.Now()
 		putHeader(big, tagBulk, uint32(k), 0, t0)
 		binary.LittleEndian.PutUint32(big[offTotal:], uint32(size))
@@ -737,6 +744,9 @@ func runMsgBulk(ctx context.Context, opt *options, sc scenario, v variant, rep i
 					return m, fmt.Errorf("bulk %d: the server got %d bytes, not %d", k, got, size)
 				}
 				m.BulkSeconds = append(m.BulkSeconds, time.Since(t0).Seconds())
+				if pi != nil {
+					m.BulkPaths = append(m.BulkPaths, fmt.Sprintf("after %d: %s", k, pi.pathInfo()))
+				}
 			case <-time.After(wait):
 				return m, fmt.Errorf("bulk %d: no answer within %v", k, wait)
 			case <-ctx.Done():

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -143,6 +144,14 @@ func (u *udpgateMsgClient) send(msgs [][]byte) error {
 func (u *udpgateMsgClient) resent() int64 {
 	st := u.c.Conn().MessageStats()
 	return int64(st.Resent + st.Copies)
+}
+
+// pathInfo is what the client's congestion controller knows of the path
+// (message.PathStats), for msg-bulk's record of each transfer.
+func (u *udpgateMsgClient) pathInfo() string {
+	p := u.c.Conn().MessageStats().Path
+	return fmt.Sprintf("rtt %.1f base %.1f queue %.1f ms, window %d B, pacing %.1f MB/s, delivery %.1f MB/s, slow start %v, events %d",
+		p.RTT.Seconds()*1e3, p.BaseRTT.Seconds()*1e3, p.QueueDelay.Seconds()*1e3, p.Window, float64(p.PacingRate)/1e6, float64(p.DeliveryRate)/1e6, p.SlowStart, p.CongestionEvents)
 }
 
 // close discards what is still queued (Close would linger for it): the

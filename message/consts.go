@@ -82,6 +82,11 @@ const (
 	// units since its last packet acknowledges at once, not after
 	// AckDelay.
 	ackEvery = 4
+	// packetThreshold: a packet with reliable units is taken as lost
+	// once a packet sent this many sequence numbers after it is
+	// acknowledged first (QUIC's kPacketThreshold), or more on a path
+	// seen to reorder (records.lossThreshold; Endpoint.Acked).
+	packetThreshold = 3
 	// maxTimeouts bounds the doublings of the retransmission timeout
 	// while a peer acknowledges nothing (64 × the first; an eighth of
 	// the stall bound caps it sooner: Endpoint.timeoutInterval).

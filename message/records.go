@@ -52,6 +52,13 @@ type records struct {
 	// hushed: the peer's acks were overdue at the last refill
 	// (Endpoint.quiet); an ack clears it.
 	hushed bool
+	// newest: the sequence number of the newest packet acknowledged
+	// (anyAcked: there is one); reorder: the most packets by which a
+	// packet taken as lost (fast repair or RACK) was overtaken, and
+	// acknowledged after all: the path's reordering, which fast repair's
+	// packet threshold waits out (lossThreshold; Endpoint.Acked).
+	newest, reorder uint16
+	anyAcked        bool
 
 	// Time-based repair (Endpoint.rack, RACK's reorder timer): rackAt is
 	// when a packet sent shortly before an acknowledged one (within fast
@@ -95,6 +102,13 @@ const (
 	lossStart = 1 << 24 / 100
 	lossFloor = 1 << 24 / 1000
 )
+
+// lossThreshold is how many sequence numbers after a packet with reliable
+// units an acknowledged packet must be for that packet to be taken as lost
+// (Endpoint.Acked): packetThreshold, or one more than the reordering seen,
+// as Linux's TCP raises its duplicate-ack threshold to the reordering it
+// measures.
+func (r *records) lossThreshold() uint16 { return max(packetThreshold, r.reorder+1) }
 
 // sampleLoss folds one packet's fate into the loss estimate: delivered,
 // or lost (found by fast repair, RACK or the packet layer's report; a

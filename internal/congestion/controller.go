@@ -67,18 +67,26 @@ const (
 	// (0.20 of the link instead of 0.67 with drains every 10 s).
 	competeMemory = 3 * competeProbe
 	// ssAcks: slow start ends after this many acks in a row whose
-	// smallest sample (the newest packet's) is more than a quarter of the
-	// target above the base. Four acks cover about the 8 packets that
-	// ended it when each was judged alone; at 8 acks the queue left at
-	// the exit put the game's p99 through 20 Mbit/s 29 ms above idle
-	// (netsim) instead of 20.
+	// smallest sample (the newest packet's) is more than ssExitDelay
+	// above the base. Four acks cover about the 8 packets that ended it
+	// when each was judged alone; at 8 acks the queue left at the exit
+	// put the game's p99 through 20 Mbit/s 29 ms above idle (netsim)
+	// instead of 20.
 	ssAcks = 4
+	// ssExitDelay: the early exit's threshold, half the target. At a
+	// quarter (3 ms) the delays of a loaded host ended the slow start of
+	// every bench msg-bulk run on loopback, 12 of 12, most in the first
+	// or second 1 MiB message (their windows fell to 0.26–1.9 MB, later
+	// messages took 0.16 s median against kcp-go's 0.12); at half, 4 of
+	// 12 (0.135 s), while netsim's 20 Mbit/s link kept the game's p99
+	// within 20 ms of idle (15.6 at a quarter).
+	ssExitDelay = TargetDelay / 2
 	// promptAck: an ack that acknowledges this many packets or more was
 	// sent at once, on the last of them (docs/protocol.md §14.4: a
 	// receiver acks every fourth packet with reliable units at once, the
 	// rest after up to AckDelay), so its newest packet's sample carries no
 	// ack delay. Slow start's early exit allows a smaller ack the peer's
-	// AckDelay above its threshold (a quarter of the target): one that
+	// AckDelay above its threshold (ssExitDelay): one that
 	// waited for AckDelay reads as a queue of up to AckDelay, and with a
 	// small window, whose paced packets come fewer than four to an
 	// AckDelay, every ack waits (a 1 MiB message over 50 ms then left
@@ -94,6 +102,9 @@ const (
 	// (SRTT/4): four times the receiver's default AckDelay, so that acks
 	// it held and sent together do not read as a burst of delivery.
 	ssRateWindow = int64(20 * time.Millisecond)
+	// ssPartialMin: at the exit, the slow start's delivery-rate sample
+	// in progress counts once it holds this many packets.
+	ssPartialMin = 16
 	// minStandWindow bounds the standing-RTT window from below.
 	minStandWindow = int64(2 * time.Millisecond)
 )
@@ -254,7 +265,7 @@ func (c *Controller) OnAcked(n int, sent, now, srtt int64) {
 		}
 	case c.slowStart:
 		if qd > TargetDelay/2 || c.ssHigh >= ssAcks {
-			c.exitSlowStart()
+			c.exitSlowStart(now)
 			break
 		}
 		if limited {
@@ -284,11 +295,21 @@ func (c *Controller) OnAcked(n int, sent, now, srtt int64) {
 // that shows it is a round trip old, and the window doubled since: the
 // window falls back to what the path delivers, the delivery rate times
 // the base round trip plus half the target (or half the window, before a
-// rate is known).
-func (c *Controller) exitSlowStart() {
+// rate is known). The rate is the largest slow start measured, or the
+// sample in progress if larger (once it holds ssPartialMin packets): a
+// flight after an idle time (the next message) may show its queue in its
+// first acks, before a sample of its own closes, and the samples before
+// it are the previous flights' ramp (through 200 Mbit/s in netsim, 11
+// MB/s measured against 19.6 in progress: the window fell to half the
+// path's and every later 1 MiB message took two round trips).
+func (c *Controller) exitSlowStart(now int64) {
 	c.slowStart, c.ssthresh = false, 0
 	w := c.cwnd / 2
-	if r := c.maxRate; r > 0 && c.BaseRTT() > 0 {
+	r := c.maxRate
+	if c.ssDelivered >= ssPartialMin*c.mss && now > c.ssAt {
+		r = max(r, c.ssDelivered*1e9/(now-c.ssAt))
+	}
+	if r > 0 && c.BaseRTT() > 0 {
 		w = max(w, min(c.cwnd, r*(c.BaseRTT()+TargetDelay/2)/1e9))
 	}
 	c.cwnd = w
@@ -474,7 +495,7 @@ func (c *Controller) sample(s, now, srtt int64) {
 		// A new ack: judge the last one's smallest sample, allowing
 		// for the peer's AckDelay unless it acknowledged a prompt ack's
 		// packets (promptAck).
-		thr := TargetDelay / 4
+		thr := ssExitDelay
 		if c.instN < promptAck {
 			thr += c.ackDelay
 		}

@@ -87,7 +87,7 @@ func TestSlowStartReadsEachAckByItsNewestPacket(t *testing.T) {
 		exit  bool
 	}{
 		{"ack delay only", 0, false},
-		{"a queue", TargetDelay / 3, true},
+		{"a queue", ssExitDelay + TargetDelay/6, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var c Controller
@@ -150,6 +150,8 @@ func TestSlowStartGrowsOnAFlightsTail(t *testing.T) {
 // too; slow start's early exit allows them that delay above its
 // threshold. Acks of four packets or more left on the fourth (the
 // receiver's prompt ack) and are judged against the threshold alone.
+// (With the threshold at half the target, 6 ms, the default AckDelay of
+// 5 ms alone stays below it; at a quarter it did not.)
 func TestSlowStartAllowsTheAckDelay(t *testing.T) {
 	const mss = 1200
 	rtt := int64(50 * time.Millisecond)
@@ -162,9 +164,11 @@ func TestSlowStartAllowsTheAckDelay(t *testing.T) {
 		exit        bool
 	}{
 		{"small acks after AckDelay", 2, ackDelay, ackDelay, false},
-		{"small acks after AckDelay, no AckDelay given", 2, ackDelay, 0, true},
-		{"small acks above AckDelay and the threshold", 2, ackDelay + TargetDelay/3, ackDelay, true},
-		{"prompt acks behind a queue", 4, TargetDelay / 3, ackDelay, true},
+		// Below the threshold (half the target) even without the
+		// allowance: the default AckDelay alone no longer ends slow start.
+		{"small acks after AckDelay, no AckDelay given", 2, ackDelay, 0, false},
+		{"small acks above AckDelay and the threshold", 2, ackDelay + ssExitDelay + TargetDelay/6, ackDelay, true},
+		{"prompt acks behind a queue", 4, ssExitDelay + TargetDelay/6, ackDelay, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var c Controller

@@ -11,7 +11,7 @@
 // near a target delay (TargetDelay) instead of filling it:
 //
 //   - Slow start doubles the window each round trip until the queueing
-//     delay passes half the target (or 4 acks in a row a quarter of it
+//     delay passes half the target (or 4 acks in a row half of it
 //     above the base, each ack judged by its newest packet's sample, an
 //     ack of fewer than four packets allowed the peer's AckDelay);
 //     the window then falls back to what the path delivered (the delay
