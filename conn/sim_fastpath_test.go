@@ -19,8 +19,10 @@ import (
 // n 1 MiB messages one after another on one connection, each answered by
 // the server once it holds all of it. It returns each transfer's time,
 // from the send until the answer, and whether the connection was still in
-// slow start after the first.
-func simBulkTransfers(t *testing.T, seed uint64, n int, rate int64, jitter time.Duration) (d []time.Duration, ss bool) {
+// slow start after the first; heldAt, when not nil, gets each transfer's
+// time from the send until the server held the message (without the
+// answer's way back, which a loss of its own may lengthen).
+func simBulkTransfers(t *testing.T, seed uint64, n int, rate int64, jitter time.Duration, heldAt ...*[]time.Duration) (d []time.Duration, ss bool) {
 	synctest.Test(t, func(t *testing.T) {
 		nw := netsim.New()
 		up := netsim.Link{Latency: 25 * time.Millisecond, Jitter: jitter, Loss: 0.01, Seed: seed}
@@ -51,6 +53,9 @@ func simBulkTransfers(t *testing.T, seed uint64, n int, rate int64, jitter time.
 			}
 			<-got
 			d = append(d, time.Since(t0))
+			for _, h := range heldAt {
+				*h = append(*h, time.Unix(0, held.Load()).Sub(t0))
+			}
 			st := cli.Conn().MessageStats()
 			t.Logf("seed %d, transfer %d: %v (held after %v), resent %d in all; window %d B, pacing %d B/s, slow start %v",
 				seed, k, d[k], time.Unix(0, held.Load()).Sub(t0), st.Resent, st.Path.Window, st.Path.PacingRate, st.Path.SlowStart)
@@ -102,19 +107,27 @@ func TestSimBulkFastPath(t *testing.T) {
 // repair then ends a transfer 2.5 round trips after its start (0.125–0.135
 // s), where the timer made it 2.9 (0.15–0.155 s): before, 7 of these 16
 // later transfers took more than 140 ms, after, 1 (one of a flight's last
-// three packets lost, which only the timer finds).
+// three packets lost, which only the timer finds). The test times the
+// server's holding of each message (115 ms: 140 less the answer's 25),
+// since under load the goroutines' order moves the 1 % losses onto other
+// packets, now and then onto the answer itself, whose repair adds a round
+// trip that is not the flight's tail.
 func TestSimBulkTailRepair(t *testing.T) {
 	slow := 0
 	for _, seed := range []uint64{1, 3, 5, 7} {
-		ds, _ := simBulkTransfers(t, seed, 5, 0, 0)
-		for k, d := range ds {
-			if k > 0 && d > 140*time.Millisecond {
+		var held []time.Duration
+		simBulkTransfers(t, seed, 5, 0, 0, &held)
+		for k, d := range held {
+			if k > 0 && d > 115*time.Millisecond {
 				slow++
 			}
 		}
 	}
-	if slow > 2 {
-		t.Errorf("%d of 16 later transfers took more than 140 ms, want at most 2", slow)
+	t.Logf("%d of 16 later transfers held after more than 115 ms", slow)
+	// Without the packet threshold 6 of 16; with it 0 on a quiet machine,
+	// 0–2 in 20 -race runs beside other tests.
+	if slow > 3 {
+		t.Errorf("%d of 16 later transfers held after more than 115 ms, want at most 3", slow)
 	}
 }
 
