@@ -139,7 +139,7 @@ func (l *link) write(p []byte, addr netip.AddrPort) error {
 		return l.sock.WriteTo(p, addr)
 	}
 	_, err := l.udp.WriteToUDPAddrPort(p, addr)
-	if err != nil && errors.Is(err, syscall.ECONNREFUSED) {
+	if errors.Is(err, syscall.ECONNREFUSED) {
 		if _, err = l.udp.WriteToUDPAddrPort(p, addr); errors.Is(err, syscall.ECONNREFUSED) {
 			err = nil
 		}
