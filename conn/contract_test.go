@@ -181,9 +181,10 @@ func TestClientLocalAddr(t *testing.T) {
 	}
 }
 
-// TestListenLogsNoInfo: Listen, and the steering switch every start
-// makes spreadHold later, write nothing at Info or above into the
-// application's log on a healthy host (they went to Info, where an
+// TestListenLogsNoInfo: Listen, and the steering switch a load of
+// connection packets makes from spreadHold after the start (told to the
+// spreader here as the loops would), write nothing at Info or above into
+// the application's log on a healthy host (they went to Info, where an
 // application's own lines are; now Debug). On loopback sockets: steering
 // is the kernel's.
 func TestListenLogsNoInfo(t *testing.T) {
@@ -191,7 +192,7 @@ func TestListenLogsNoInfo(t *testing.T) {
 	s := listen(t, Config{Logger: slog.New(logs)})
 	if s.spread != nil {
 		spread := func() bool { return logs.count(slog.LevelDebug, "spread over every socket") > 0 }
-		if !logs.sig.Await(10*time.Second, spread) {
+		if !loadUntilSpread(s, func(time.Duration) {}, &logs.sig, spread) {
 			t.Fatalf("connection packets never spread over every socket:\n%s", strings.Join(logs.lines(), "\n"))
 		}
 	}

@@ -158,7 +158,13 @@ func (l *loop) run() {
 		if l.sharedBatch {
 			l.cnt.add(cShared, uint64(n))
 		}
-		l.batch(n, l.s.st.Now())
+		now := l.s.st.Now()
+		l.batch(n, now)
+		if sp := l.s.spread; sp != nil && !l.sharedBatch {
+			// The loop's load, for the spreading of connection packets
+			// (spread.go): a storm's shared batches are no part of it.
+			sp.work(l.idx, l.s.st.Now().Sub(now))
+		}
 	}
 }
 

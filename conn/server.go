@@ -231,17 +231,14 @@ func newServer(st settings, now time.Time, secrets *cookie.Secrets, group transp
 		s.loops = append(s.loops, l)
 	}
 	if group.Steered() {
-		st.Logger.Debug("handshake packets steered to their own sockets, connection packets to every socket while no handshake flood backs up",
+		st.Logger.Debug("handshake packets steered to their own sockets, connection packets to every socket while the load asks for it and no handshake flood backs up",
 			"handshake_sockets", len(socks)-len(s.connSocks), "connection_sockets", len(s.connSocks))
 		if g, ok := group.(spreadGroup); ok {
 			// The halves start apart: a (re)start is when logins storm.
-			// Housekeeping spreads connection packets once spreadHold
-			// passes without a backlog of handshakes (spread.go).
-			s.spread = &spreader{g: g, loops: s.handshakeLoops(), log: st.Logger}
-			s.spread.lastFlood.Store(now.UnixNano())
-			s.spread.lastStorm.Store(now.UnixNano())
-			s.spread.busySince.Store(now.UnixNano())
-			s.spread.lastBusy.Store(now.UnixNano())
+			// Housekeeping spreads connection packets while a connection
+			// loop is busy and no backlog of handshakes came for
+			// spreadHold (spread.go).
+			s.spread = newSpreader(g, s.handshakeLoops(), len(s.loops), st.Logger, now)
 			s.shareBacklog()
 		}
 	}

@@ -34,10 +34,23 @@ type spreadGroup interface {
 // of something else: handshakes, sealed mode's proofs, or junk. It stops the
 // spreading at once, from the loop, before that queue grows in front of
 // players' packets. Housekeeping starts it again once spreadHold has
-// passed without such a batch: by then the handshake sockets' queues have
-// drained, so players' packets steered back onto them wait behind nothing.
-// A server starts with the classes apart and spreads after its first
-// spreadHold, since a (re)start is when logins storm.
+// passed without such a batch, if the load asks for it: by then the
+// handshake sockets' queues have drained, so players' packets steered back
+// onto them wait behind nothing.
+//
+// Spreading is for load. A loop woken for a datagram or two costs about
+// as much as one woken for a dozen (the wake-up, the runtime's hand-off
+// of its P), so below saturation a second loop buys nothing and costs
+// that: at 15,000 datagrams a second (bench msg-cpu-1k) the server's CPU
+// per echoed message was 1.7 times what it is with the classes apart
+// (tuning.md, "Where a message echo's CPU goes"). So connection packets
+// spread only while a connection loop is busy for at least spreadAt of
+// the time (check), and are kept to the connection sockets again once
+// the loops together, spread, have been busy under keepAt of what the
+// connection loops could do, for spreadHold. Spread, the same work costs
+// more busy time than apart, so the gap between the two is wide enough
+// that a load does not switch to and fro. A server starts with the
+// classes apart, since a (re)start is when logins storm.
 //
 // Each switch moves the sources hashed onto the handshake sockets to
 // another loop, whose per-source limiters have not seen them: such a
@@ -69,6 +82,72 @@ type spreader struct {
 	// Those switches are logged at Info; the spreading that follows every
 	// start, the server's own routine, only at Debug.
 	flooded atomic.Bool
+	// busy is each loop's time spent on its batches (ns, loop.run), at
+	// the loops' own cache lines; check turns it into a share of the
+	// time since the last look (lookAt, busyAt: housekeeping's alone).
+	// heavyAt is when, spread, the loops' load last reached keepAt.
+	busy    []loopBusy
+	busyAt  []int64
+	lookAt  int64
+	heavyAt int64
+}
+
+// loopBusy is one loop's busy time, padded to its own cache line.
+type loopBusy struct {
+	ns atomic.Int64
+	_  [56]byte
+}
+
+// spreadAt and keepAt are the loads (a connection loop's busy share of the
+// time) at which connection packets spread over every socket, and under
+// which, spread, they are kept to the connection sockets again (spreader).
+// lookEvery is the shortest span check measures the load over.
+const (
+	spreadAt  = 0.6
+	keepAt    = 0.3
+	lookEvery = 50 * time.Millisecond
+)
+
+// newSpreader makes the spreader of a group of n loops, the first loops
+// of them the handshake sockets', at now.
+func newSpreader(g spreadGroup, loops, n int, log *slog.Logger, now time.Time) *spreader {
+	sp := &spreader{g: g, loops: loops, log: log, busy: make([]loopBusy, n), busyAt: make([]int64, n)}
+	t := now.UnixNano()
+	sp.lastFlood.Store(t)
+	sp.lastStorm.Store(t)
+	sp.busySince.Store(t)
+	sp.lastBusy.Store(t)
+	sp.lookAt = t
+	return sp
+}
+
+// work adds d to loop idx's busy time.
+func (sp *spreader) work(idx int, d time.Duration) {
+	sp.busy[idx].ns.Add(int64(d))
+}
+
+// load reads the loops' busy time since the last look, at t: the largest
+// share of a connection loop's (apart), and the share of all the loops'
+// over the connection loops' count (spread: what each would carry apart,
+// or more). ok is false when the span is too short to tell.
+func (sp *spreader) load(t int64) (conn, all float64, ok bool) {
+	span := t - sp.lookAt
+	if span < int64(lookEvery) {
+		return 0, 0, false
+	}
+	sp.lookAt = t
+	var sum int64
+	for i := range sp.busy {
+		b := sp.busy[i].ns.Load()
+		d := b - sp.busyAt[i]
+		sp.busyAt[i] = b
+		sum += d
+		if i >= sp.loops {
+			conn = max(conn, float64(d)/float64(span))
+		}
+	}
+	connLoops := max(1, len(sp.busy)-sp.loops)
+	return conn, float64(sum) / float64(span) / float64(connLoops), true
 }
 
 // observe is called by a loop after each batch of n datagrams, of which
@@ -111,16 +190,45 @@ func (sp *spreader) backlog(now time.Time) {
 	}
 }
 
-// check, from housekeeping, spreads connection packets again once the
-// handshake sockets have been without a backlog for spreadHold.
+// check, from housekeeping, spreads connection packets over every socket
+// while a connection loop is busy for spreadAt of the time and the
+// handshake sockets have been without a backlog for spreadHold, and keeps
+// them to the connection sockets again once, spread, the loops' load has
+// stayed under keepAt for spreadHold.
 func (sp *spreader) check(now time.Time) {
-	if sp.g.Spreading() || sp.broken.Load() || now.UnixNano()-sp.lastFlood.Load() < int64(spreadHold) {
+	t := now.UnixNano()
+	conn, all, ok := sp.load(t)
+	if !ok || sp.broken.Load() {
 		return
 	}
-	sp.set(true, "no backlog of handshake packets: connection packets spread over every socket again")
+	if sp.g.Spreading() {
+		if all >= keepAt {
+			sp.heavyAt = t
+		} else if t-sp.heavyAt >= int64(spreadHold) {
+			sp.setRoutine(false, "a light load of connection packets: kept to the connection sockets, where a wake-up finds more of them", "load", all)
+		}
+		return
+	}
+	if conn < spreadAt || t-sp.lastFlood.Load() < int64(spreadHold) {
+		return
+	}
+	sp.heavyAt = t
+	sp.set(true, "no backlog of handshake packets and a busy connection loop: connection packets spread over every socket", "load", conn)
 }
 
-func (sp *spreader) set(on bool, why string) {
+// setRoutine switches as set does, for the load rather than a flood: at
+// Debug, and not taken for a flood's switch.
+func (sp *spreader) setRoutine(on bool, why string, args ...any) {
+	if err := sp.g.SetSpread(on); err != nil {
+		if !sp.broken.Swap(true) {
+			sp.log.Error("cannot switch the steering of connection packets; it stays as it is", "spread", !on, "err", err)
+		}
+		return
+	}
+	sp.log.Debug(why, args...)
+}
+
+func (sp *spreader) set(on bool, why string, args ...any) {
 	if err := sp.g.SetSpread(on); err != nil {
 		if !sp.broken.Swap(true) {
 			sp.log.Error("cannot switch the steering of connection packets; it stays as it is", "spread", !on, "err", err)
@@ -133,5 +241,5 @@ func (sp *spreader) set(on bool, why string) {
 	} else if !on {
 		sp.flooded.Store(true)
 	}
-	sp.log.Log(context.Background(), level, why)
+	sp.log.Log(context.Background(), level, why, args...)
 }

@@ -34,11 +34,12 @@ func (f *fakeSpread) Spreading() bool { return f.on }
 
 // TestSpreader: only a handshake loop's batch at least half full, less than
 // half of it accepted connection packets, stops the spreading; housekeeping starts
-// it again after spreadHold without one; a refused switch is given up.
+// it again after spreadHold without one, under a load that asks for it; a
+// refused switch is given up.
 func TestSpreader(t *testing.T) {
 	g := &fakeSpread{on: true}
-	sp := &spreader{g: g, loops: 1, log: slog.New(slog.DiscardHandler)}
 	t0 := time.Unix(1000, 0)
+	sp := newSpreader(g, 1, 2, slog.New(slog.DiscardHandler), t0)
 	for _, tc := range []struct {
 		idx, n, accepted int
 	}{
@@ -65,6 +66,7 @@ func TestSpreader(t *testing.T) {
 	if g.on {
 		t.Fatal("spreading again spreadHold after the first backlog, though the flood went on")
 	}
+	sp.work(1, time.Duration(spreadAt*float64(spreadHold))) // the connection loop is busy
 	sp.check(t0.Add(spreadHold/2 + spreadHold))
 	if !g.on || g.switches != 2 {
 		t.Fatalf("spreading %v after %d switches, want true after 2", g.on, g.switches)
@@ -74,6 +76,62 @@ func TestSpreader(t *testing.T) {
 	sp.observe(true, 64, 0, 0, 64, t0.Add(3*spreadHold))
 	if !sp.broken.Load() || !g.on {
 		t.Fatalf("after a refused switch: broken %v, spreading %v; want true, true", sp.broken.Load(), g.on)
+	}
+}
+
+// TestSpreaderFollowsLoad: connection packets spread over every socket
+// once a connection loop is busy for spreadAt of a span of at least
+// lookEvery, never under a lighter load or within spreadHold of a
+// handshake backlog, and are kept to the connection sockets again once
+// the loops together have stayed under keepAt of a connection loop's time
+// for spreadHold. Switches for load are not a flood's.
+func TestSpreaderFollowsLoad(t *testing.T) {
+	g := &fakeSpread{}
+	t0 := time.Unix(1000, 0)
+	// Four loops: two handshake sockets', two connection sockets'.
+	sp := newSpreader(g, 2, 4, slog.New(slog.DiscardHandler), t0)
+	now := t0
+	// step moves the clock by d after the loops worked busy[i] of it.
+	step := func(d time.Duration, busy ...float64) {
+		for i, b := range busy {
+			sp.work(i, time.Duration(b*float64(d)))
+		}
+		now = now.Add(d)
+		sp.check(now)
+	}
+	for range 20 {
+		step(spreadHold/5, 0.9, 0.9, 0.59, 0.59) // busy handshake loops do not count
+	}
+	if g.on {
+		t.Fatal("spread while no connection loop was busy for spreadAt of the time")
+	}
+	sp.lastFlood.Store(now.UnixNano())
+	step(lookEvery/2, 0, 0, 0, 1) // too short a span to tell
+	step(spreadHold-lookEvery/2-time.Millisecond, 0, 0, 0, 0.7)
+	if g.on {
+		t.Fatal("spread within spreadHold of a handshake backlog")
+	}
+	step(lookEvery, 0, 0, 0, spreadAt)
+	if !g.on {
+		t.Fatal("not spread while a connection loop was busy for spreadAt of the time")
+	}
+	// Spread, the loops share the load: 4 × 0.16 over 2 connection loops
+	// is 0.32, at least keepAt.
+	for range 20 {
+		step(spreadHold/5, 0.16, 0.16, 0.16, 0.16)
+	}
+	if !g.on {
+		t.Fatal("spreading stopped while the loops were busy for keepAt of the connection loops' time")
+	}
+	step(spreadHold/2, 0.14, 0.14, 0.14, 0.14) // 0.28: light
+	step(spreadHold/2-lookEvery, 0.14, 0.14, 0.14, 0.14)
+	if !g.on {
+		t.Fatal("spreading stopped before spreadHold of a light load")
+	}
+	step(lookEvery, 0.14, 0.14, 0.14, 0.14)
+	if g.on || g.switches != 2 || sp.flooded.Load() {
+		t.Fatalf("after spreadHold of a light load: spreading %v after %d switches, flooded %v; want false, 2, false",
+			g.on, g.switches, sp.flooded.Load())
 	}
 }
 
@@ -147,10 +205,13 @@ func TestSpreadUnderFlood(t *testing.T) {
 	if g.Spreading() || s.spread == nil {
 		t.Fatalf("new steered server: spreading %v, spreader %v; want false, true", g.Spreading(), s.spread != nil)
 	}
-	clk.Advance(spreadHold + time.Second)
-	if !logged.Await(10*time.Second, g.Spreading) {
-		t.Fatal("not spreading spreadHold after the start")
+	spread := func(what string) {
+		t.Helper()
+		if !loadUntilSpread(s, clk.Advance, &logged, g.Spreading) {
+			t.Fatal(what)
+		}
 	}
+	spread("not spreading spreadHold after the start under a load")
 	deadline := time.Now().Add(10 * time.Second)
 	peers := make([]*rawPeer, 8)
 	for i := range peers {
@@ -161,6 +222,7 @@ func TestSpreadUnderFlood(t *testing.T) {
 		if time.Now().After(deadline) || sent > 2_000_000 {
 			t.Fatalf("still spreading after %d Initials", sent)
 		}
+		busy(s) // the players play on: only the flood may stop the spreading
 		for range 64 {
 			for _, p := range peers {
 				p.send(p.handshakePacket(protocol.TypeInitial, nil))
@@ -168,9 +230,36 @@ func TestSpreadUnderFlood(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("spreading stopped after %d Initials", sent)
-	clk.Advance(spreadHold + time.Second)
-	if !logged.Await(10*time.Second, g.Spreading) {
-		t.Fatal("not spreading again after the flood")
+	if !s.spread.flooded.Load() {
+		t.Fatal("the spreading stopped, but not for the flood")
 	}
+	t.Logf("spreading stopped after %d Initials", sent)
+	// The flood's tail may back the handshake socket up a while longer:
+	// the clock moves on past it under the load.
+	spread("not spreading again after the flood")
+}
+
+// busy tells s's spreader, as its connection loops would, that they were
+// busy for spreadHold: more than the time between two looks of
+// housekeeping's, whatever the clock does meanwhile.
+func busy(s *Server) {
+	for i := s.spread.loops; i < len(s.spread.busy); i++ {
+		s.spread.work(i, spreadHold)
+	}
+}
+
+// loadUntilSpread keeps s's connection loops busy (busy), moving the clock
+// by lookEvery (advance) each time, until done (awaited on sig) or 10 s
+// pass.
+func loadUntilSpread(s *Server, advance func(time.Duration), sig *conntest.Signal, done func() bool) bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for !done() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		busy(s)
+		advance(lookEvery)
+		sig.Await(50*time.Millisecond, done)
+	}
+	return true
 }
