@@ -405,9 +405,12 @@ func (c *Conn) reportUnacked() {
 // Connections join when they get pending work and leave when they have
 // none, so an idle server visits nothing.
 type msgTimer struct {
-	mu     sync.Mutex
-	active []*Conn // each with msgListed set, at index msgIdx
-	snap   []*Conn
+	// ticking is held by tick: a test that drives the timer itself holds
+	// it, so that run's ticks wait (TestMessagesAlloc).
+	ticking sync.Mutex
+	mu      sync.Mutex
+	active  []*Conn // each with msgListed set, at index msgIdx
+	snap    []*Conn
 	// budget: a server's egress budget (Config.EgressRate), recomputed
 	// at every tick from the connections' samples and tx, the server's
 	// egress bytes so far; nil without one.
@@ -458,6 +461,13 @@ func (t *msgTimer) run(done, quit <-chan struct{}, now func() time.Time, wg *syn
 
 // tick serves every listed connection once.
 func (t *msgTimer) tick(now time.Time) {
+	t.ticking.Lock()
+	defer t.ticking.Unlock()
+	t.tickLocked(now)
+}
+
+// tickLocked is tick, its caller holding ticking.
+func (t *msgTimer) tickLocked(now time.Time) {
 	t.mu.Lock()
 	t.snap = append(t.snap[:0], t.active...)
 	t.mu.Unlock()
