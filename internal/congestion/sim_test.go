@@ -209,19 +209,28 @@ type simLink struct {
 	lastDep int64
 	offered uint64
 	dropped uint64
-	qdelays []int64 // the queue's delay at each packet's arrival at it, from qFrom
-	qFrom   int64
-	rng     *rand.Rand
+	// offeredLate, droppedLate: from qFrom.
+	offeredLate, droppedLate uint64
+	qdelays                  []int64 // the queue's delay at each packet's arrival at it, from qFrom
+	qFrom                    int64
+	rng                      *rand.Rand
 }
 
 func (l *simLink) enqueue(now int64) (recv int64, ok bool) {
 	l.offered++
+	late := now >= l.qFrom
+	if late {
+		l.offeredLate++
+	}
 	if l.loss > 0 && l.rng.Float64() < l.loss {
 		return 0, false
 	}
 	wait := max(l.lastDep-now, 0)
 	if wait*l.rate/1e9+simMSS > l.queue {
 		l.dropped++
+		if late {
+			l.droppedLate++
+		}
 		return 0, false
 	}
 	if now >= l.qFrom {
@@ -235,6 +244,7 @@ type simResult struct {
 	share     []float64 // each flow's goodput ÷ link, from measureFrom
 	total     float64
 	dropPct   float64
+	dropLate  float64       // % from measureFrom
 	qdelayP99 time.Duration // from measureFrom
 	first85   time.Duration // when the total goodput of a 100 ms bucket first reached 85 %
 }
@@ -341,6 +351,7 @@ func simulateStaggered(t *testing.T, rate, queue int64, loss float64, flows int,
 		r.total += s
 	}
 	r.dropPct = 100 * float64(l.dropped) / float64(l.offered)
+	r.dropLate = 100 * float64(l.droppedLate) / float64(max(l.offeredLate, 1))
 	q := slices.Clone(l.qdelays)
 	slices.Sort(q)
 	r.qdelayP99 = time.Duration(q[len(q)*99/100])
@@ -533,5 +544,38 @@ func TestSimOwnLatecomersDoNotCompete(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// Many connections through a slow link: ten at 2 Mbit/s need about one
+// packet each a 50 ms round trip (the link's BDP is about ten packets),
+// below MinWindow, so the pacing rate, not only the window, must fall
+// there for the queue to stay short (issue 28). Before the pacing window
+// could fall below MinWindow, ten at 2 Mbit/s dropped 22 % of the
+// datagrams with the queue full (257 ms): the queue stayed three targets
+// deep, and they took each other for a queue filler (compete).
+//
+// The drops are counted after the warm-up: the ten slow starts at the
+// same instant overfill the 64 KiB queue once (about 3 % of the whole
+// run's datagrams at 2 Mbit/s), which no later control undoes. The queue
+// is held to 55 ms, the issue's "about 50 ms" and one 2 Mbit/s packet:
+// the simulated queue moves in whole packets (4.8 ms each there).
+func TestSimManyThroughSlowLink(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		mbit int64
+	}{{5, 2}, {10, 2}, {10, 5}} {
+		t.Run(fmt.Sprintf("%d/%dMbit", tc.n, tc.mbit), func(t *testing.T) {
+			r := simulate(t, tc.mbit*1e6/8, 64<<10, 0, tc.n, 15*time.Second, 5*time.Second, 6)
+			t.Logf("drops %.2f %% (%.2f %% after the warm-up), queue p99 %v, total %.1f %%, shares of an equal share %v", r.dropPct, r.dropLate, r.qdelayP99, 100*r.total, scaled(r.share, float64(tc.n)))
+			if r.dropLate > 2 || r.qdelayP99 > 55*time.Millisecond || r.total < 0.80 {
+				t.Errorf("want drops ≤ 2 %% after the warm-up, queue p99 ≤ 55 ms, goodput ≥ 80 %%")
+			}
+			for i, s := range r.share {
+				if x := s * float64(tc.n); x < 0.75 || x > 1.33 {
+					t.Errorf("flow %d got %.2f × an equal share, want 0.75–1.33", i, x)
+				}
+			}
+		})
 	}
 }
