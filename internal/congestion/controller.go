@@ -201,6 +201,7 @@ type Controller struct {
 	// worked out for.
 	rate, rateW, rateRTT int64
 	rateSS               bool
+	held                 bool           // the queue stayed above the target for holdAfter: the floor is MinWindow
 	events               uint64         // congestion events
 	sink                 *atomic.Uint64 // counts them too, when set (CountEvents)
 	ups                  uint8          // rounds of growth in a row
@@ -209,7 +210,6 @@ type Controller struct {
 	competing            bool           // beside a flow that fills the queue: loss-based (compete)
 	grew                 bool           // the window grew in this round
 	slowStart            bool
-	held                 bool   // the queue stayed above the target for holdAfter: the floor is MinWindow
 	undoN                uint16 // (undo) at most the packets in flight, 960
 }
 
