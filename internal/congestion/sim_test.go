@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -578,4 +579,43 @@ func TestSimManyThroughSlowLink(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSimStartMatrix (UDPGATE_SIM_MATRIX=1 to run; it only logs) runs two
+// to twenty connections through 2 to 20 Mbit/s links with a 64 KiB queue,
+// started together or 3 ms to 3 s apart, and counts the cases that hold
+// the queue's p99 to 55 ms, use 80 % of the link and give every connection
+// 0.75–1.33 of an equal share over the last 10 s (tuning.md, "Many
+// connections through a slow link"). Connections started within a
+// fraction of a second of one another, each taking the queue the others'
+// slow starts left for the path's base, are where most cases still fail.
+func TestSimStartMatrix(t *testing.T) {
+	if os.Getenv("UDPGATE_SIM_MATRIX") == "" {
+		t.Skip("UDPGATE_SIM_MATRIX not set")
+	}
+	staggers := []time.Duration{0, 3 * time.Millisecond, 17 * time.Millisecond, 50 * time.Millisecond, 230 * time.Millisecond,
+		500 * time.Millisecond, time.Second, 2 * time.Second, 3 * time.Second}
+	pass, all := 0, 0
+	for _, tc := range []struct {
+		n    int
+		mbit int64
+	}{{5, 2}, {10, 2}, {10, 5}, {3, 2}, {20, 5}, {2, 2}, {2, 5}, {3, 5}, {4, 5}, {2, 3}, {5, 10}, {10, 10}, {10, 20}} {
+		line := fmt.Sprintf("%d through %d Mbit/s:", tc.n, tc.mbit)
+		for _, st := range staggers {
+			end := 15*time.Second + time.Duration(tc.n)*st
+			r := simulateStaggered(t, tc.mbit*1e6/8, 64<<10, 0, tc.n, st, end, end-10*time.Second, 1, nil)
+			lo, hi := math.Inf(1), 0.0
+			for _, s := range r.share {
+				lo, hi = min(lo, s*float64(tc.n)), max(hi, s*float64(tc.n))
+			}
+			ok := r.qdelayP99 <= 55*time.Millisecond && r.total >= 0.80 && lo >= 0.75 && hi <= 1.33
+			all++
+			if ok {
+				pass++
+			}
+			line += fmt.Sprintf(" %v apart %.0f ms %.0f %% %.2f–%.2f;", st, float64(r.qdelayP99)/1e6, 100*r.total, lo, hi)
+		}
+		t.Log(line)
+	}
+	t.Logf("%d of %d cases hold the queue p99 to 55 ms, 80 %% of the link and 0.75–1.33 of an equal share", pass, all)
 }
