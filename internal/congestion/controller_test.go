@@ -239,3 +239,44 @@ func TestLateAcksUndoACut(t *testing.T) {
 		})
 	}
 }
+
+// TestPacingFallsBelowMinWindow: a queue above the target that does not
+// fall takes the window, and with it the pacing rate, below MinWindow
+// packets a round trip, while MinWindow packets may still be in flight;
+// a queue that stays above the target for holdAfter all the same is
+// another flow's, and the window goes back to MinWindow.
+func TestPacingFallsBelowMinWindow(t *testing.T) {
+	const mss = 1200
+	base := int64(50 * time.Millisecond)
+	var c Controller
+	now := int64(1e9)
+	c.Init(mss, 0, 0, now)
+	for range 3 {
+		now, _ = round(&c, mss, now, base)
+	}
+	// A queue of 20 ms (above the target, below twice it): cuts.
+	rtt := base + int64(20*time.Millisecond)
+	start := now
+	for c.cwnd >= MinWindow*mss && now-start < holdAfter {
+		now, _ = round(&c, mss, now, rtt)
+	}
+	if c.cwnd >= MinWindow*mss {
+		t.Fatalf("window %d after %v above the target, want below %d", c.cwnd, time.Duration(now-start), MinWindow*mss)
+	}
+	if r, most := c.PacingRate(rtt), MinWindow*mss*int64(time.Second)/rtt; r >= most {
+		t.Fatalf("pacing rate %d B/s, want below two packets a round trip (%d)", r, most)
+	}
+	c.OnSent(mss, now)
+	if !c.CanSend() {
+		t.Fatal("one packet in flight fills the window, want MinWindow packets allowed")
+	}
+	now += rtt
+	c.OnAcked(mss, now-rtt, now, rtt)
+	// The queue stays: after holdAfter the floor is MinWindow again.
+	for now-start < holdAfter+int64(time.Second) {
+		now, _ = round(&c, mss, now, rtt)
+	}
+	if st := c.Stats(); c.cwnd < MinWindow*mss || st.Competing {
+		t.Fatalf("window %d (competing %v) with the queue above the target for %v, want at least %d, not competing", c.cwnd, st.Competing, time.Duration(now-start), MinWindow*mss)
+	}
+}
