@@ -55,9 +55,9 @@
 //     competing a connection competes again once the queue stays above
 //     the target (not three targets) through four cuts.
 //   - The base round trip is the smallest sample of the last 30–60 s. A
-//     connection with no sample near it for 10 s drains (two packets for
-//     two round trips), so that a late one, which took the queue it found
-//     for the path, sees the base again.
+//     connection with no sample near it for 10 s drains (half its window,
+//     at most two packets, for two round trips), so that a late one, which
+//     took the queue it found for the path, sees the base again.
 //
 // The queueing delay is the standing round trip (the smallest sample of
 // the last half round trip, at least four samples, which filters out the
