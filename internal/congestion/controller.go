@@ -54,6 +54,23 @@ const (
 	// probeInterval: a connection with no sample near its base for this
 	// long drains its queue to measure the base again.
 	probeInterval = int64(10 * time.Second)
+	// firstSlot: a connection's first drain comes at the first multiple
+	// of firstSlot of the Unix time at least two smoothed round trips
+	// after its slow start ended (LEDBAT++'s initial slowdown, on a
+	// clock shared with the others). A connection that starts while
+	// others hold the queue takes that queue for the path's base, and
+	// holds the queue at the target above it, which the others, whose
+	// base is right, read as twice the target and yield to, down to a
+	// packet: its drain at 10 s (probeInterval) found the queue gone
+	// only once theirs had emptied. Draining in the same slot, the
+	// connections started within a second or so of one another empty
+	// the queue together, and each sees the path's base (ten through
+	// 10 Mbit/s started 1 s apart: 0.45 to 5.59 of an equal share over
+	// the last 10 s, 0.92 to 1.10 with it). A connection's own first
+	// drain after 1 s without a sample near its base, at a time of its
+	// own, reached fewer of the staggered starts and cost a lone flow
+	// more (tuning.md, "Many connections through a slow link").
+	firstSlot = int64(time.Second)
 	// baseBucket is the length of each of the two buckets whose minimum
 	// is the base round trip: a path that really got longer is learnt
 	// within two buckets.
@@ -185,6 +202,7 @@ type Controller struct {
 	// recoveryUntil, undoN of them not yet acknowledged late.
 	undo, undoFrom         int64
 	drainUntil, drainSaved int64 // a drain of the queue in progress, and the window before it
+	firstAt                int64 // when the first drain is due (firstSlot; 0: slow start has not ended yet, -1: drained)
 	nearBase               int64 // the last sample within a quarter of the target of the base
 
 	// Delivery rate: bytes acknowledged since delivAt, and the last
@@ -614,13 +632,24 @@ func (c *Controller) sample(s, now, srtt int64) {
 		c.nearBase = now
 	}
 	due := now-c.nearBase >= probeInterval
+	first := false
+	if c.firstAt >= 0 && !c.slowStart && !c.competing {
+		// The first drain, in the first firstSlot slot two round trips
+		// after slow start ended (not while competing: the queue is
+		// another flow's then, and the competing drains have their own
+		// slots).
+		if c.firstAt == 0 {
+			c.firstAt = (now+2*srtt)/firstSlot*firstSlot + firstSlot
+		}
+		first = now >= c.firstAt && c.drainUntil == 0
+	}
 	if c.competing {
 		// The queue is another flow's: a drain tells only whether it
 		// left, and all of this host's competing connections drain in
 		// the same slot (competeProbe).
 		due = now/competeProbe != c.nearBase/competeProbe
 	}
-	if due && !c.slowStart && c.drainUntil == 0 {
+	if first || due && !c.slowStart && c.drainUntil == 0 {
 		// No sample near the base for probeInterval: drain for two
 		// round trips, so that this connection's own queue is gone.
 		// A connection that started while another held the queue took
@@ -628,6 +657,9 @@ func (c *Controller) sample(s, now, srtt int64) {
 		// the other (starved by it, near two packets) leaves is next
 		// to nothing, and its base comes right (BBR's ProbeRTT).
 		c.drainSaved, c.drainUntil, c.nearBase = c.cwnd, now+2*max(srtt, c.StandingRTT()), now
+		if first {
+			c.firstAt = -1
+		}
 	}
 	if now-c.baseAt >= baseBucket {
 		c.base[1], c.base[0], c.baseAt = c.base[0], s, now
