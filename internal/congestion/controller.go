@@ -66,7 +66,7 @@ const (
 	// connections started within a second or so of one another empty
 	// the queue together, and each sees the path's base (ten through
 	// 10 Mbit/s started 1 s apart: 0.45 to 5.59 of an equal share over
-	// the last 10 s, 0.92 to 1.10 with it). A connection's own first
+	// the last 10 s, 0.88 to 1.16 with it). A connection's own first
 	// drain after 1 s without a sample near its base, at a time of its
 	// own, reached fewer of the staggered starts and cost a lone flow
 	// more (tuning.md, "Many connections through a slow link").
@@ -545,6 +545,16 @@ func (c *Controller) CountEvents(p *atomic.Uint64) { c.sink = p }
 // stays near empty as many rounds, or a drain shows it near empty (the
 // other flow left).
 //
+// Nor does a round before the connection's first drain (firstSlot):
+// until then a queue three targets deep is as likely connections of ours
+// that started into one another's queue and took it for their base, and
+// the first drain, which all of them run within a slot or two, shows
+// which (ten through 5 Mbit/s started 50 ms apart: two of them competed
+// 1.1 s after the start, with seven still holding the queue on bases 70
+// to 90 ms too high, and then all of them, with the queue full until
+// their competing drains at 10 s; the guard costs beside CUBIC started
+// together 0.35 of the link over 5-15 s, not 0.38).
+//
 // A round whose queue falls (falling) does not count: the queue is
 // going, so this connection's cuts, or others', work. Ten of ours that
 // overfilled a 64 KiB queue together in slow start otherwise counted
@@ -563,7 +573,7 @@ func (c *Controller) compete(qd int64, falling bool, now int64) {
 			c.competing, c.over, c.left = false, 0, now
 		}
 	case qd > 3*TargetDelay || c.left != 0 && now-c.left < competeMemory && qd > TargetDelay:
-		if falling {
+		if falling || c.firstAt >= 0 {
 			break
 		}
 		if c.over++; c.over >= competeRounds {

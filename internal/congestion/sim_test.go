@@ -614,6 +614,11 @@ func TestSimStartMatrix(t *testing.T) {
 				pass++
 			}
 			line += fmt.Sprintf(" %v apart %.0f ms %.0f %% %.2f–%.2f;", st, float64(r.qdelayP99)/1e6, 100*r.total, lo, hi)
+			verdict := "ok"
+			if !ok {
+				verdict = "FAIL"
+			}
+			t.Logf("CASE %d/%d/%v %s %.1fms %.1f%% %.2f-%.2f", tc.n, tc.mbit, st, verdict, float64(r.qdelayP99)/1e6, 100*r.total, lo, hi)
 		}
 		t.Log(line)
 	}
