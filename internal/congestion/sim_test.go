@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -581,18 +580,15 @@ func TestSimManyThroughSlowLink(t *testing.T) {
 	}
 }
 
-// TestSimStartMatrix (UDPGATE_SIM_MATRIX=1 to run; it only logs) runs two
-// to twenty connections through 2 to 20 Mbit/s links with a 64 KiB queue,
-// started together or 3 ms to 3 s apart, and counts the cases that hold
-// the queue's p99 to 55 ms, use 80 % of the link and give every connection
-// 0.75–1.33 of an equal share over the last 10 s (tuning.md, "Many
-// connections through a slow link"). Connections started within a
-// fraction of a second of one another, each taking the queue the others'
-// slow starts left for the path's base, are where most cases still fail.
+// TestSimStartMatrix runs two to twenty connections through 2 to 20
+// Mbit/s links with a 64 KiB queue, started together or 3 ms to 3 s
+// apart: a case holds when the queue's p99 stays within 55 ms, the
+// connections use 80 % of the link and each gets 0.75–1.33 of an equal
+// share over the last 10 s (tuning.md, "Many connections through a slow
+// link"). Every case holds but those of startMatrixFails, which the test
+// logs (and names if one of them holds now, so that the list shrinks). It
+// logs the whole table, and takes about 2 s.
 func TestSimStartMatrix(t *testing.T) {
-	if os.Getenv("UDPGATE_SIM_MATRIX") == "" {
-		t.Skip("UDPGATE_SIM_MATRIX not set")
-	}
 	staggers := []time.Duration{0, 3 * time.Millisecond, 17 * time.Millisecond, 50 * time.Millisecond, 230 * time.Millisecond,
 		500 * time.Millisecond, time.Second, 2 * time.Second, 3 * time.Second}
 	pass, all := 0, 0
@@ -610,17 +606,39 @@ func TestSimStartMatrix(t *testing.T) {
 			}
 			ok := r.qdelayP99 <= 55*time.Millisecond && r.total >= 0.80 && lo >= 0.75 && hi <= 1.33
 			all++
+			mark := ""
 			if ok {
 				pass++
+			} else {
+				mark = " ✗"
 			}
-			line += fmt.Sprintf(" %v apart %.0f ms %.0f %% %.2f–%.2f;", st, float64(r.qdelayP99)/1e6, 100*r.total, lo, hi)
-			verdict := "ok"
-			if !ok {
-				verdict = "FAIL"
+			got := fmt.Sprintf("queue p99 %.1f ms, %.1f %% of the link, %.2f–%.2f of an equal share", float64(r.qdelayP99)/1e6, 100*r.total, lo, hi)
+			line += fmt.Sprintf(" %v apart %.0f ms %.0f %% %.2f–%.2f%s;", st, float64(r.qdelayP99)/1e6, 100*r.total, lo, hi, mark)
+			key := fmt.Sprintf("%d/%d/%v", tc.n, tc.mbit, st)
+			switch known := startMatrixFails[key]; {
+			case !ok && !known:
+				t.Errorf("%d through %d Mbit/s started %v apart: %s; want ≤ 55 ms, ≥ 80 %%, 0.75–1.33", tc.n, tc.mbit, st, got)
+			case ok && known:
+				t.Logf("%s holds now (%s): take it off startMatrixFails", key, got)
 			}
-			t.Logf("CASE %d/%d/%v %s %.1fms %.1f%% %.2f-%.2f", tc.n, tc.mbit, st, verdict, float64(r.qdelayP99)/1e6, 100*r.total, lo, hi)
 		}
 		t.Log(line)
 	}
 	t.Logf("%d of %d cases hold the queue p99 to 55 ms, 80 %% of the link and 0.75–1.33 of an equal share", pass, all)
+}
+
+// startMatrixFails: the cases of TestSimStartMatrix that do not hold yet
+// (n/Mbit/s/apart). Ten or twenty connections through 2 or 5 Mbit/s send
+// about a packet each a round trip: their shares settle 0.66–0.78 of an
+// equal share at the lowest, or, started 3–230 ms apart, their slow
+// starts fill the queue and they compete with one another until their
+// competing drains (the queue full, 102 or 257 ms). Two through 2 Mbit/s
+// 3 s apart end at 0.74.
+var startMatrixFails = map[string]bool{
+	"10/2/3ms": true, "10/2/17ms": true, "10/2/50ms": true, "10/2/230ms": true, "10/2/500ms": true,
+	"10/2/2s": true, "10/2/3s": true,
+	"10/5/230ms": true,
+	"20/5/0s":    true, "20/5/3ms": true, "20/5/17ms": true, "20/5/50ms": true, "20/5/230ms": true,
+	"20/5/500ms": true, "20/5/1s": true, "20/5/2s": true, "20/5/3s": true,
+	"2/2/3s": true,
 }
