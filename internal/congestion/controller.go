@@ -645,9 +645,8 @@ func (c *Controller) sample(s, now, srtt int64) {
 	first := false
 	if c.firstAt >= 0 && !c.slowStart && !c.competing {
 		// The first drain, in the first firstSlot slot two round trips
-		// after slow start ended (not while competing: the queue is
-		// another flow's then, and the competing drains have their own
-		// slots).
+		// after slow start ended. (A connection does not compete before
+		// it, compete; the competing drains have slots of their own.)
 		if c.firstAt == 0 {
 			c.firstAt = (now+2*srtt)/firstSlot*firstSlot + firstSlot
 		}

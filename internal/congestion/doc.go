@@ -57,7 +57,13 @@
 //   - The base round trip is the smallest sample of the last 30–60 s. A
 //     connection with no sample near it for 10 s drains (half its window,
 //     at most two packets, for two round trips), so that a late one, which
-//     took the queue it found for the path, sees the base again.
+//     took the queue it found for the path, sees the base again. Its first
+//     drain comes when the Unix time crosses a whole second at least two
+//     round trips after its first slow start ended, whatever its samples,
+//     so that connections started near one another drain together and a
+//     latecomer sees the path's base within a second or two (LEDBAT++'s
+//     initial slowdown, on a clock they share); until then a queue three
+//     targets deep does not count toward competing.
 //
 // The queueing delay is the standing round trip (the smallest sample of
 // the last half round trip, at least four samples, which filters out the
