@@ -68,8 +68,9 @@ const (
 	// 10 Mbit/s started 1 s apart: 0.45 to 5.59 of an equal share over
 	// the last 10 s, 0.88 to 1.16 with it). A connection's own first
 	// drain after 1 s without a sample near its base, at a time of its
-	// own, reached fewer of the staggered starts and cost a lone flow
-	// more (tuning.md, "Many connections through a slow link").
+	// own, reached fewer of the staggered starts (92 of 117 against 94)
+	// and cost a lone flow more at 5 % loss (98.1 % of the link against
+	// 99.9; tuning.md, "Many connections through a slow link").
 	firstSlot = int64(time.Second)
 	// baseBucket is the length of each of the two buckets whose minimum
 	// is the base round trip: a path that really got longer is learnt
@@ -646,7 +647,7 @@ func (c *Controller) sample(s, now, srtt int64) {
 	if c.firstAt >= 0 && !c.slowStart && !c.competing {
 		// The first drain, in the first firstSlot slot two round trips
 		// after slow start ended. (A connection does not compete before
-		// it, compete; the competing drains have slots of their own.)
+		// it, see compete; competing drains have slots of their own.)
 		if c.firstAt == 0 {
 			c.firstAt = (now+2*srtt)/firstSlot*firstSlot + firstSlot
 		}
