@@ -16,12 +16,62 @@ const (
 	// InitialWindow and MinWindow are in packets.
 	InitialWindow = 10
 	MinWindow     = 2
+	// minPace: outside competing, the window the pacing rate follows
+	// (cwnd) may fall to 1/minPace of a packet, below MinWindow, which
+	// then bounds only what may be in flight. Ten connections through a
+	// 2 Mbit/s link with a 50 ms base round trip need about one packet
+	// each a round trip; at two the queue never came down to the
+	// target, stayed three targets deep and made them compete (22 % of
+	// the datagrams dropped, a 257 ms queue: issue 28, tuning.md "Many
+	// connections through a slow link").
+	minPace = 8
+	// holdAfter: when the queue has stayed above the target this long,
+	// the window's floor goes back to MinWindow packets. The queue of
+	// many connections of ours comes back under the target within a
+	// second of their cuts; one that does not is another flow's (a
+	// quic-go flow creeping a packet a round trip), and yielding to it
+	// below two packets only slows the rounds that would show it
+	// (beside quic-go started 1 s after ours: 0.05 of the link over 5-15
+	// s instead of 0.37).
+	holdAfter = int64(time.Second)
+	// gateWindow: below this many packets, an ack whose own sample is
+	// more than the target (and the peer's AckDelay) above the standing
+	// round trip does not grow the window. A connection that sends a
+	// packet or two a round trip gets its four standing samples over
+	// several round trips, and grows on a standing delay that many round
+	// trips old (ten through 2 Mbit/s: queue p99 65 ms without the gate,
+	// 51 with it). The gate is against the standing round trip, not the
+	// base, so that a connection whose base holds part of the queue is
+	// not gated less than the others (against the base: 0.69 to 1.34 of
+	// an equal share; against the standing: 0.77 to 1.14). Above four
+	// packets the standing delay is fresh enough, and a gate there only
+	// unsettled the shares (two through 5 Mbit/s, all windows gated:
+	// 0.24 and 1.75 of an equal share).
+	gateWindow = 4
 	// MaxWindow bounds the window in bytes (the sender has its own caps
 	// in packets and units).
 	MaxWindow = 64 << 20
 	// probeInterval: a connection with no sample near its base for this
 	// long drains its queue to measure the base again.
 	probeInterval = int64(10 * time.Second)
+	// firstSlot: a connection's first drain comes at the first multiple
+	// of firstSlot of the Unix time at least two smoothed round trips
+	// after its slow start ended (LEDBAT++'s initial slowdown, on a
+	// clock shared with the others). A connection that starts while
+	// others hold the queue takes that queue for the path's base, and
+	// holds the queue at the target above it, which the others, whose
+	// base is right, read as twice the target and yield to, down to a
+	// packet: its drain at 10 s (probeInterval) found the queue gone
+	// only once theirs had emptied. Draining in the same slot, the
+	// connections started within a second or so of one another empty
+	// the queue together, and each sees the path's base (ten through
+	// 10 Mbit/s started 1 s apart: 0.45 to 5.59 of an equal share over
+	// the last 10 s, 0.88 to 1.16 with it). A connection's own first
+	// drain after 1 s without a sample near its base, at a time of its
+	// own, reached fewer of the staggered starts (92 of 117 against 94)
+	// and cost a lone flow more at 5 % loss (98.1 % of the link against
+	// 99.9; tuning.md, "Many connections through a slow link").
+	firstSlot = int64(time.Second)
 	// baseBucket is the length of each of the two buckets whose minimum
 	// is the base round trip: a path that really got longer is learnt
 	// within two buckets.
@@ -128,6 +178,9 @@ type Controller struct {
 	// from standAt) and of the last one (standPrev).
 	standCur, standPrev, standAt int64
 	standN                       int64 // samples in the current window
+	standPrevAt                  int64 // when the last window began
+	cutAt                        int64 // the last cut for the delay
+	withinAt                     int64 // the last round whose queue was within the target
 	latest                       int64
 	// instAt, instMin: the time of the ack being read and its smallest
 	// sample (its newest packet's, the one its delay least inflates).
@@ -142,11 +195,15 @@ type Controller struct {
 	roundStart            int64
 	roundAcked, roundLost int64
 	recoveryUntil         int64 // losses of packets sent before this are one event
+	// roundMin, roundMinPrev: the smallest sample of this round and the
+	// last (0: none).
+	roundMin, roundMinPrev int64
 	// undo: the window before the last cut for loss (0: none to undo),
 	// whose event took the losses of packets sent from undoFrom to
 	// recoveryUntil, undoN of them not yet acknowledged late.
 	undo, undoFrom         int64
 	drainUntil, drainSaved int64 // a drain of the queue in progress, and the window before it
+	firstAt                int64 // when the first drain is due (firstSlot; 0: slow start has not ended yet, -1: drained)
 	nearBase               int64 // the last sample within a quarter of the target of the base
 
 	// Delivery rate: bytes acknowledged since delivAt, and the last
@@ -163,6 +220,7 @@ type Controller struct {
 	// worked out for.
 	rate, rateW, rateRTT int64
 	rateSS               bool
+	held                 bool           // the queue stayed above the target for holdAfter: the floor is MinWindow
 	events               uint64         // congestion events
 	sink                 *atomic.Uint64 // counts them too, when set (CountEvents)
 	ups                  uint8          // rounds of growth in a row
@@ -183,18 +241,39 @@ func (c *Controller) Init(mss int, ceiling, ackDelay int64, now int64) {
 		ceiling = MaxRate
 	}
 	*c = Controller{mss: int64(mss), cwnd: InitialWindow * int64(mss), ceiling: ceiling, ackDelay: max(ackDelay, 0),
-		slowStart: true, velocity: 1, baseAt: now, nearBase: now, standAt: now, delivAt: now, ssAt: now, roundStart: now}
+		slowStart: true, velocity: 1, baseAt: now, nearBase: now, standAt: now, delivAt: now, ssAt: now, roundStart: now,
+		withinAt: now}
 }
 
 // CanSend reports whether the window has room for another packet.
 func (c *Controller) CanSend() bool { return c.inflight < c.window() }
 
-// window is cwnd, or the drain's while one runs.
+// window is what may be in flight: cwnd, at least MinWindow packets, or
+// the drain's while one runs.
 func (c *Controller) window() int64 {
 	if c.drainUntil != 0 {
 		return MinWindow * c.mss
 	}
+	return max(c.cwnd, MinWindow*c.mss)
+}
+
+// paceWindow is the window the pacing rate follows: cwnd, which may be
+// below MinWindow, or, while a drain runs, half of it and at most
+// MinWindow packets (a connection already below two packets drains too).
+func (c *Controller) paceWindow() int64 {
+	if c.drainUntil != 0 {
+		return min(c.cwnd/2, MinWindow*c.mss)
+	}
 	return c.cwnd
+}
+
+// floor is cwnd's least: 1/minPace of a packet, or MinWindow packets
+// while competing (loss-based, as TCP's) or held (holdAfter).
+func (c *Controller) floor() int64 {
+	if c.competing || c.held {
+		return MinWindow * c.mss
+	}
+	return c.mss / minPace
 }
 
 // OnSent counts a packet of n bytes sent at now.
@@ -274,21 +353,33 @@ func (c *Controller) OnAcked(n int, sent, now, srtt int64) {
 		if c.ssthresh != 0 && c.cwnd >= c.ssthresh {
 			c.slowStart, c.ssthresh = false, 0
 		}
-	case qd <= TargetDelay && limited:
+	case qd <= TargetDelay && limited && (c.cwnd >= gateWindow*c.mss || now-sent-c.StandingRTT() <= TargetDelay+c.ackDelay):
 		// velocity packets per round trip, half that in the upper
 		// half of the target. Decreases are decided once a round
 		// (round).
 		// The velocity is at most an eighth of the window, so that a
-		// small window (a slow link) grows gently past its queue.
-		v := min(c.velocity, max(1, c.cwnd/(8*c.mss)))
-		inc := v * c.mss * b / c.cwnd
+		// small window (a slow link) grows gently past its queue: below
+		// eight packets an eighth of it (down to an eighth of a packet),
+		// not a whole packet, because ten connections that each add a
+		// packet a round trip to a 2 Mbit/s link's ten add a whole BDP.
+		// A fixed eighth of a packet below eight (additive, which
+		// converges where a proportional growth only keeps the shares)
+		// kept that queue lower (p99 46 ms against 51) but left
+		// connections near eight packets growing sixteen times as fast
+		// as those just under it: two through 5 Mbit/s got 0.15 and
+		// 1.82 of an equal share.
+		v := min(c.velocity, c.cwnd/(8*c.mss)) * c.mss // whole packets from eight on
+		if v == 0 {
+			v = max(c.cwnd/8, c.mss/minPace)
+		}
+		inc := v * b / c.cwnd
 		if qd > TargetDelay/2 {
 			inc /= 2
 		}
 		c.cwnd += inc
 		c.grew = true
 	}
-	c.cwnd = min(max(c.cwnd, MinWindow*c.mss), MaxWindow)
+	c.cwnd = min(max(c.cwnd, c.floor()), MaxWindow)
 }
 
 // exitSlowStart ends slow start on the first sign of a queue. The delay
@@ -392,6 +483,10 @@ func (c *Controller) round(sent, now int64, lost bool) {
 		c.roundAcked, c.roundLost = 0, 0
 	}
 	qd := c.QueueDelay()
+	if qd <= TargetDelay {
+		c.withinAt = now
+	}
+	c.held = now-c.withinAt > holdAfter
 	if !c.competing && !c.slowStart && qd <= TargetDelay {
 		// The window before the cuts that a queue filler forces: the
 		// one competing starts from. (The window when the queue first
@@ -401,18 +496,29 @@ func (c *Controller) round(sent, now int64, lost bool) {
 		// of 32 packets started 1 s after ours.)
 		c.yielded = c.cwnd
 	}
-	c.compete(qd, now)
+	// The queue falls: the round's smallest sample is a quarter target
+	// below the last round's.
+	falling := c.roundMin != 0 && c.roundMin < c.roundMinPrev-TargetDelay/4
+	c.roundMinPrev, c.roundMin = c.roundMin, 0
+	c.compete(qd, falling, now)
 	if heavy {
 		c.congestion(now)
-	} else if !c.competing && !c.slowStart && c.drainUntil == 0 && qd > TargetDelay {
+	} else if !c.competing && !c.slowStart && c.drainUntil == 0 && qd > TargetDelay && c.standPrevAt >= c.cutAt {
 		// Above the target: a cut in proportion to the excess, at
 		// least 1/8 and at most half the window. Once a round,
 		// because the delay that says so lags the window by a round
-		// trip. Every connection through the queue sees the same
-		// delay and cuts the same fraction: with the constant growth
-		// below the target, that is AIMD, and the shares converge.
+		// trip, and only once the standing delay is made of samples
+		// taken after the last cut (the last standing window began
+		// after it): a connection that sends a packet a round trip
+		// takes several round trips to fill a standing window, and cut
+		// again each round on the delay the cut already answered (ten
+		// through 2 Mbit/s used 90 % of the link, 93 % with this).
+		// Every connection through the queue sees the same delay and
+		// cuts the same fraction: with the constant growth below the
+		// target, that is AIMD, and the shares converge.
 		cut := max(min(qd-TargetDelay, TargetDelay)*c.cwnd/(2*TargetDelay), c.cwnd/8)
-		c.cwnd = max(c.cwnd-cut, MinWindow*c.mss)
+		c.cwnd = max(c.cwnd-cut, c.floor())
+		c.cutAt = now
 		c.velocity, c.ups = 1, 0
 	} else if c.grew {
 		// Three rounds of growth in a row double the velocity: a
@@ -439,7 +545,22 @@ func (c *Controller) CountEvents(p *atomic.Uint64) { c.sink = p }
 // slow start from the window it had before it yielded, until the queue
 // stays near empty as many rounds, or a drain shows it near empty (the
 // other flow left).
-func (c *Controller) compete(qd, now int64) {
+//
+// Nor does a round before the connection's first drain (firstSlot):
+// until then a queue three targets deep is as likely connections of ours
+// that started into one another's queue and took it for their base, and
+// the first drain, which all of them run within a slot or two, shows
+// which (ten through 5 Mbit/s started 50 ms apart: two of them competed
+// 1.1 s after the start, with seven still holding the queue on bases 70
+// to 90 ms too high, and then all of them, with the queue full until
+// their competing drains at 10 s; the guard costs beside CUBIC started
+// together 0.35 of the link over 5-15 s, not 0.38).
+//
+// A round whose queue falls (falling) does not count: the queue is
+// going, so this connection's cuts, or others', work. Ten of ours that
+// overfilled a 64 KiB queue together in slow start otherwise counted
+// four rounds three targets deep while it drained, and competed.
+func (c *Controller) compete(qd int64, falling bool, now int64) {
 	switch {
 	case c.slowStart:
 	case c.drainUntil != 0:
@@ -453,6 +574,9 @@ func (c *Controller) compete(qd, now int64) {
 			c.competing, c.over, c.left = false, 0, now
 		}
 	case qd > 3*TargetDelay || c.left != 0 && now-c.left < competeMemory && qd > TargetDelay:
+		if falling || c.firstAt >= 0 {
+			break
+		}
 		if c.over++; c.over >= competeRounds {
 			c.competing, c.over = true, 0
 			c.cwnd = max(c.cwnd, c.yielded)
@@ -471,7 +595,7 @@ func (c *Controller) congestion(now int64) {
 		c.sink.Add(1)
 	}
 	c.slowStart, c.ssthresh, c.undo = false, 0, 0
-	c.cwnd = max(c.cwnd*competeBeta/10, MinWindow*c.mss) // CUBIC's β, competing or not
+	c.cwnd = max(c.cwnd*competeBeta/10, c.floor()) // CUBIC's β, competing or not
 	c.recoveryUntil = now
 	c.velocity, c.ups = 1, 0
 }
@@ -482,6 +606,9 @@ func (c *Controller) sample(s, now, srtt int64) {
 		return
 	}
 	c.latest = s
+	if c.roundMin == 0 || s < c.roundMin {
+		c.roundMin = s
+	}
 	// Slow start's early exit: the standing RTT lags by up to a round
 	// trip while the window doubles; ssAcks acks in a row a quarter
 	// of the target above the base show the queue sooner. An ack is
@@ -516,13 +643,23 @@ func (c *Controller) sample(s, now, srtt int64) {
 		c.nearBase = now
 	}
 	due := now-c.nearBase >= probeInterval
+	first := false
+	if c.firstAt >= 0 && !c.slowStart && !c.competing {
+		// The first drain, in the first firstSlot slot two round trips
+		// after slow start ended. (A connection does not compete before
+		// it, see compete; competing drains have slots of their own.)
+		if c.firstAt == 0 {
+			c.firstAt = (now+2*srtt)/firstSlot*firstSlot + firstSlot
+		}
+		first = now >= c.firstAt && c.drainUntil == 0
+	}
 	if c.competing {
 		// The queue is another flow's: a drain tells only whether it
 		// left, and all of this host's competing connections drain in
 		// the same slot (competeProbe).
 		due = now/competeProbe != c.nearBase/competeProbe
 	}
-	if due && !c.slowStart && c.drainUntil == 0 {
+	if first || due && !c.slowStart && c.drainUntil == 0 {
 		// No sample near the base for probeInterval: drain for two
 		// round trips, so that this connection's own queue is gone.
 		// A connection that started while another held the queue took
@@ -530,6 +667,9 @@ func (c *Controller) sample(s, now, srtt int64) {
 		// the other (starved by it, near two packets) leaves is next
 		// to nothing, and its base comes right (BBR's ProbeRTT).
 		c.drainSaved, c.drainUntil, c.nearBase = c.cwnd, now+2*max(srtt, c.StandingRTT()), now
+		if first {
+			c.firstAt = -1
+		}
 	}
 	if now-c.baseAt >= baseBucket {
 		c.base[1], c.base[0], c.baseAt = c.base[0], s, now
@@ -539,7 +679,7 @@ func (c *Controller) sample(s, now, srtt int64) {
 	}
 	c.standN++
 	if now-c.standAt >= max(srtt/2, minStandWindow) && c.standN >= standSamples {
-		c.standPrev, c.standCur, c.standAt, c.standN = c.standCur, 0, now, 0
+		c.standPrev, c.standCur, c.standPrevAt, c.standAt, c.standN = c.standCur, 0, c.standAt, now, 0
 	}
 }
 
@@ -577,7 +717,7 @@ func (c *Controller) QueueDelay() int64 { return max(c.StandingRTT()-c.BaseRTT()
 // standing), and the pacer sent at twice the window a round trip.
 func (c *Controller) PacingRate(srtt int64) int64 {
 	srtt = max(srtt, c.StandingRTT(), int64(100*time.Microsecond))
-	w := c.window()
+	w := c.paceWindow()
 	if w == c.rateW && srtt == c.rateRTT && c.slowStart == c.rateSS {
 		return c.rate // a sender asks several times a packet: no division
 	}

@@ -239,3 +239,87 @@ func TestLateAcksUndoACut(t *testing.T) {
 		})
 	}
 }
+
+// TestPacingFallsBelowMinWindow: a queue above the target that does not
+// fall takes the window, and with it the pacing rate, below MinWindow
+// packets a round trip, while MinWindow packets may still be in flight;
+// a queue that stays above the target for holdAfter all the same is
+// another flow's, and the window goes back to MinWindow.
+func TestPacingFallsBelowMinWindow(t *testing.T) {
+	const mss = 1200
+	base := int64(50 * time.Millisecond)
+	var c Controller
+	now := int64(1e9)
+	c.Init(mss, 0, 0, now)
+	for range 3 {
+		now, _ = round(&c, mss, now, base)
+	}
+	c.firstAt = -1 // no first drain here (TestFirstDrainInSlot)
+	// A queue of 20 ms (above the target, below twice it): cuts.
+	rtt := base + int64(20*time.Millisecond)
+	start := now
+	for c.cwnd >= MinWindow*mss && now-start < holdAfter {
+		now, _ = round(&c, mss, now, rtt)
+	}
+	if c.cwnd >= MinWindow*mss {
+		t.Fatalf("window %d after %v above the target, want below %d", c.cwnd, time.Duration(now-start), MinWindow*mss)
+	}
+	if r, most := c.PacingRate(rtt), MinWindow*mss*int64(time.Second)/rtt; r >= most {
+		t.Fatalf("pacing rate %d B/s, want below two packets a round trip (%d)", r, most)
+	}
+	c.OnSent(mss, now)
+	if !c.CanSend() {
+		t.Fatal("one packet in flight fills the window, want MinWindow packets allowed")
+	}
+	now += rtt
+	c.OnAcked(mss, now-rtt, now, rtt)
+	// The queue stays: after holdAfter the floor is MinWindow again.
+	for now-start < holdAfter+int64(time.Second) {
+		now, _ = round(&c, mss, now, rtt)
+	}
+	if st := c.Stats(); c.cwnd < MinWindow*mss || st.Competing {
+		t.Fatalf("window %d (competing %v) with the queue above the target for %v, want at least %d, not competing", c.cwnd, st.Competing, time.Duration(now-start), MinWindow*mss)
+	}
+}
+
+// TestFirstDrainInSlot: a connection drains once in the first firstSlot
+// slot of the clock at least two round trips after its slow start ended,
+// whatever its samples, so that connections started near one another
+// drain together (a latecomer whose base holds the others' queue then
+// sees the path's); after that only a base not seen for probeInterval
+// drains it.
+func TestFirstDrainInSlot(t *testing.T) {
+	const mss = 1200
+	base := int64(50 * time.Millisecond)
+	var c Controller
+	now := int64(7*time.Second + 300*time.Millisecond)
+	c.Init(mss, 0, 0, now)
+	for range 3 {
+		now, _ = round(&c, mss, now, base)
+	}
+	// A queue of 8 ms, within the target, that never comes near the
+	// base: slow start ends on it.
+	rtt := base + int64(8*time.Millisecond)
+	for c.slowStart {
+		now, _ = round(&c, mss, now, rtt)
+	}
+	slot := (now+2*rtt)/firstSlot*firstSlot + firstSlot
+	var drains []int64
+	for end := now + 5*int64(time.Second); now < end; {
+		was := c.drainUntil != 0
+		w := c.Stats().Window / mss
+		for range w {
+			c.OnSent(mss, now)
+		}
+		now += rtt
+		for range w {
+			c.OnAcked(mss, now-rtt, now, rtt)
+			if c.drainUntil != 0 && !was {
+				drains, was = append(drains, now), true
+			}
+		}
+	}
+	if len(drains) != 1 || drains[0] < slot || drains[0] > slot+rtt {
+		t.Fatalf("drains at %v, want one in the slot at %v, within a round trip", drains, time.Duration(slot))
+	}
+}

@@ -209,19 +209,28 @@ type simLink struct {
 	lastDep int64
 	offered uint64
 	dropped uint64
-	qdelays []int64 // the queue's delay at each packet's arrival at it, from qFrom
-	qFrom   int64
-	rng     *rand.Rand
+	// offeredLate, droppedLate: from qFrom.
+	offeredLate, droppedLate uint64
+	qdelays                  []int64 // the queue's delay at each packet's arrival at it, from qFrom
+	qFrom                    int64
+	rng                      *rand.Rand
 }
 
 func (l *simLink) enqueue(now int64) (recv int64, ok bool) {
 	l.offered++
+	late := now >= l.qFrom
+	if late {
+		l.offeredLate++
+	}
 	if l.loss > 0 && l.rng.Float64() < l.loss {
 		return 0, false
 	}
 	wait := max(l.lastDep-now, 0)
 	if wait*l.rate/1e9+simMSS > l.queue {
 		l.dropped++
+		if late {
+			l.droppedLate++
+		}
 		return 0, false
 	}
 	if now >= l.qFrom {
@@ -235,6 +244,7 @@ type simResult struct {
 	share     []float64 // each flow's goodput ÷ link, from measureFrom
 	total     float64
 	dropPct   float64
+	dropLate  float64       // % from measureFrom
 	qdelayP99 time.Duration // from measureFrom
 	first85   time.Duration // when the total goodput of a 100 ms bucket first reached 85 %
 }
@@ -341,6 +351,7 @@ func simulateStaggered(t *testing.T, rate, queue int64, loss float64, flows int,
 		r.total += s
 	}
 	r.dropPct = 100 * float64(l.dropped) / float64(l.offered)
+	r.dropLate = 100 * float64(l.droppedLate) / float64(max(l.offeredLate, 1))
 	q := slices.Clone(l.qdelays)
 	slices.Sort(q)
 	r.qdelayP99 = time.Duration(q[len(q)*99/100])
@@ -534,4 +545,100 @@ func TestSimOwnLatecomersDoNotCompete(t *testing.T) {
 			})
 		}
 	}
+}
+
+// Many connections through a slow link: ten at 2 Mbit/s need about one
+// packet each a 50 ms round trip (the link's BDP is about ten packets),
+// below MinWindow, so the pacing rate, not only the window, must fall
+// there for the queue to stay short (issue 28). Before the pacing window
+// could fall below MinWindow, ten at 2 Mbit/s dropped 22 % of the
+// datagrams with the queue full (257 ms): the queue stayed three targets
+// deep, and they took each other for a queue filler (compete).
+//
+// The drops are counted after the warm-up: the ten slow starts at the
+// same instant overfill the 64 KiB queue once (about 3 % of the whole
+// run's datagrams at 2 Mbit/s), which no later control undoes. The queue
+// is held to 55 ms, the issue's "about 50 ms" and one 2 Mbit/s packet:
+// the simulated queue moves in whole packets (4.8 ms each there).
+func TestSimManyThroughSlowLink(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		mbit int64
+	}{{5, 2}, {10, 2}, {10, 5}} {
+		t.Run(fmt.Sprintf("%d/%dMbit", tc.n, tc.mbit), func(t *testing.T) {
+			r := simulate(t, tc.mbit*1e6/8, 64<<10, 0, tc.n, 15*time.Second, 5*time.Second, 6)
+			t.Logf("drops %.2f %% (%.2f %% after the warm-up), queue p99 %v, total %.1f %%, shares of an equal share %v", r.dropPct, r.dropLate, r.qdelayP99, 100*r.total, scaled(r.share, float64(tc.n)))
+			if r.dropLate > 2 || r.qdelayP99 > 55*time.Millisecond || r.total < 0.80 {
+				t.Errorf("want drops ≤ 2 %% after the warm-up, queue p99 ≤ 55 ms, goodput ≥ 80 %%")
+			}
+			for i, s := range r.share {
+				if x := s * float64(tc.n); x < 0.75 || x > 1.33 {
+					t.Errorf("flow %d got %.2f × an equal share, want 0.75–1.33", i, x)
+				}
+			}
+		})
+	}
+}
+
+// TestSimStartMatrix runs two to twenty connections through 2 to 20
+// Mbit/s links with a 64 KiB queue, started together or 3 ms to 3 s
+// apart: a case holds when the queue's p99 stays within 55 ms, the
+// connections use 80 % of the link and each gets 0.75–1.33 of an equal
+// share over the last 10 s (tuning.md, "Many connections through a slow
+// link"). Every case holds but those of startMatrixFails, which the test
+// logs (and names if one of them holds now, so that the list shrinks). It
+// logs the whole table, and takes about 2 s.
+func TestSimStartMatrix(t *testing.T) {
+	staggers := []time.Duration{0, 3 * time.Millisecond, 17 * time.Millisecond, 50 * time.Millisecond, 230 * time.Millisecond,
+		500 * time.Millisecond, time.Second, 2 * time.Second, 3 * time.Second}
+	pass, all := 0, 0
+	for _, tc := range []struct {
+		n    int
+		mbit int64
+	}{{5, 2}, {10, 2}, {10, 5}, {3, 2}, {20, 5}, {2, 2}, {2, 5}, {3, 5}, {4, 5}, {2, 3}, {5, 10}, {10, 10}, {10, 20}} {
+		line := fmt.Sprintf("%d through %d Mbit/s:", tc.n, tc.mbit)
+		for _, st := range staggers {
+			end := 15*time.Second + time.Duration(tc.n)*st
+			r := simulateStaggered(t, tc.mbit*1e6/8, 64<<10, 0, tc.n, st, end, end-10*time.Second, 1, nil)
+			lo, hi := math.Inf(1), 0.0
+			for _, s := range r.share {
+				lo, hi = min(lo, s*float64(tc.n)), max(hi, s*float64(tc.n))
+			}
+			ok := r.qdelayP99 <= 55*time.Millisecond && r.total >= 0.80 && lo >= 0.75 && hi <= 1.33
+			all++
+			mark := ""
+			if ok {
+				pass++
+			} else {
+				mark = " ✗"
+			}
+			got := fmt.Sprintf("queue p99 %.1f ms, %.1f %% of the link, %.2f–%.2f of an equal share", float64(r.qdelayP99)/1e6, 100*r.total, lo, hi)
+			line += fmt.Sprintf(" %v apart %.0f ms %.0f %% %.2f–%.2f%s;", st, float64(r.qdelayP99)/1e6, 100*r.total, lo, hi, mark)
+			key := fmt.Sprintf("%d/%d/%v", tc.n, tc.mbit, st)
+			switch known := startMatrixFails[key]; {
+			case !ok && !known:
+				t.Errorf("%d through %d Mbit/s started %v apart: %s; want ≤ 55 ms, ≥ 80 %%, 0.75–1.33", tc.n, tc.mbit, st, got)
+			case ok && known:
+				t.Logf("%s holds now (%s): take it off startMatrixFails", key, got)
+			}
+		}
+		t.Log(line)
+	}
+	t.Logf("%d of %d cases hold the queue p99 to 55 ms, 80 %% of the link and 0.75–1.33 of an equal share", pass, all)
+}
+
+// startMatrixFails: the cases of TestSimStartMatrix that do not hold yet
+// (n/Mbit/s/apart). Ten or twenty connections through 2 or 5 Mbit/s send
+// about a packet each a round trip: their shares settle 0.66–0.78 of an
+// equal share at the lowest, or, started 3–230 ms apart, their slow
+// starts fill the queue and they compete with one another until their
+// competing drains (the queue full, 102 or 257 ms). Two through 2 Mbit/s
+// 3 s apart end at 0.74.
+var startMatrixFails = map[string]bool{
+	"10/2/3ms": true, "10/2/17ms": true, "10/2/50ms": true, "10/2/230ms": true, "10/2/500ms": true,
+	"10/2/2s": true, "10/2/3s": true,
+	"10/5/230ms": true,
+	"20/5/0s":    true, "20/5/3ms": true, "20/5/17ms": true, "20/5/50ms": true, "20/5/230ms": true,
+	"20/5/500ms": true, "20/5/1s": true, "20/5/2s": true, "20/5/3s": true,
+	"2/2/3s": true,
 }
