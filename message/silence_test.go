@@ -16,6 +16,12 @@ import (
 // ack's time and when Stalled first said so (0: never).
 func peerRun(t *testing.T, l *Layer, rtt, jitter, silentAt, end int64, size, lossEvery int) (sent []int, lastAck, stalled int64) {
 	t.Helper()
+	return peerRunEvery(t, l, rtt, jitter, silentAt, end, size, lossEvery, 10*ms)
+}
+
+// peerRunEvery is peerRun with a message every every ns.
+func peerRunEvery(t *testing.T, l *Layer, rtt, jitter, silentAt, end int64, size, lossEvery int, every int64) (sent []int, lastAck, stalled int64) {
+	t.Helper()
 	e := l.NewEndpoint()
 	type pkt struct {
 		seq       uint16
@@ -45,7 +51,7 @@ func peerRun(t *testing.T, l *Layer, rtt, jitter, silentAt, end int64, size, los
 			lastAck = now
 		}
 		out = keep
-		if (now-t0)%(10*ms) == 0 {
+		if (now-t0)%every == 0 {
 			_ = e.Send(0, msg, now) // ErrQueueFull once the silent peer's queue fills
 		}
 		for e.WantsSend(now) {
@@ -116,6 +122,84 @@ func TestSilentPeerCut(t *testing.T) {
 				t.Fatalf("%d B/s from 2 RTT after the silence, want ≤ 10 %% of the first second's %d B", after, first)
 			}
 		})
+	}
+}
+
+// TestSilentGentlePeerCut: a silent peer that asked for little (a
+// 1,000-byte message every 50 ms, 20 KB a second) also gets at most a
+// tenth of its first second's bytes from two round trips after its
+// silence to the stall: from the second timeout in a row the probe is a
+// ping (writePing), not its oldest unit, so the eight or so probes of the
+// stall bound cost it bytes, not kilobytes (with whole-unit probes, 8 KB
+// in 2 s: a fifth of its first second).
+func TestSilentGentlePeerCut(t *testing.T) {
+	l, err := NewLayer(Config{Channels: []ChannelConfig{{Kind: ReliableOrdered}}}, 1200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rtt := int64(20 * time.Millisecond)
+	silent := t0 + int64(time.Second)
+	sent, lastAck, stalled := peerRunEvery(t, l, rtt, 0, silent, silent+int64(6*time.Second), 1000, 0, 50*ms)
+	if stalled == 0 {
+		t.Fatal("never stalled")
+	}
+	first := sum(sent[:1000])
+	from, to := (silent-t0+2*rtt)/ms, (stalled-t0)/ms
+	after := sum(sent[from:to]) * 1000 / int(to-from)
+	t.Logf("first second %d B, from 2 RTT after the silence to the stall %d B/s (%.1f %%); stalled %v after the last ack; %d timeouts",
+		first, after, 100*float64(after)/float64(first), time.Duration(stalled-lastAck), l.Timeouts())
+	if after*10 > first {
+		t.Fatalf("%d B/s from 2 RTT after the silence, want ≤ 10 %% of the first second's %d B", after, first)
+	}
+}
+
+// TestPingIsAcknowledged: the ping a backed-off sender writes passes a
+// receiver's checks, is dropped as a duplicate, delivers nothing, and
+// makes the receiver's ack due, as any reliable entry does.
+func TestPingIsAcknowledged(t *testing.T) {
+	l, err := NewLayer(Config{Channels: []ChannelConfig{{Kind: Unreliable}, {Kind: ReliableOrdered}}}, 1200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snd, rcv := l.NewEndpoint(), l.NewEndpoint()
+	buf := make([]byte, 1200)
+	now := t0
+	// Two messages delivered and acknowledged, a third in flight.
+	for i := range 3 {
+		if err := snd.Send(1, []byte("hello"), now); err != nil {
+			t.Fatal(err)
+		}
+		n := snd.WritePayload(buf, uint16(i), now)
+		snd.PacketSent(now)
+		if i < 2 {
+			rcv.Receive(buf[:n], now)
+			for {
+				if _, _, ok := rcv.Next(); !ok {
+					break
+				}
+			}
+			snd.Acked(uint16(i), now+ms)
+		}
+		now += 10 * ms
+	}
+	rcv.PacketSent(now) // its acks went
+	ping := snd.writePing(buf)
+	if ping != 4 {
+		t.Fatalf("ping of %d bytes, want 4 (a header, an id, a zero length)", ping)
+	}
+	if r := rcv.Check(buf[:ping]); r != DropNone {
+		t.Fatalf("the receiver refuses a ping: %v", r)
+	}
+	dups := l.Drops()[DropDuplicate]
+	rcv.Receive(buf[:ping], now)
+	if _, _, ok := rcv.Next(); ok {
+		t.Fatal("a ping delivered a message")
+	}
+	if got := l.Drops()[DropDuplicate] - dups; got != 1 {
+		t.Fatalf("%d duplicates counted, want 1", got)
+	}
+	if !rcv.AckDue(now + l.ackDelay) {
+		t.Fatal("no ack due after a ping")
 	}
 }
 
