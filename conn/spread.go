@@ -219,20 +219,15 @@ func (sp *spreader) check(now time.Time) {
 // setRoutine switches as set does, for the load rather than a flood: at
 // Debug, and not taken for a flood's switch.
 func (sp *spreader) setRoutine(on bool, why string, args ...any) {
-	if err := sp.g.SetSpread(on); err != nil {
-		if !sp.broken.Swap(true) {
-			sp.log.Error("cannot switch the steering of connection packets; it stays as it is", "spread", !on, "err", err)
-		}
-		return
+	if sp.swap(on) {
+		sp.log.Debug(why, args...)
 	}
-	sp.log.Debug(why, args...)
 }
 
+// set switches for a flood (on false) or after one: at Info, but the
+// spreading that follows a start without a flood at Debug.
 func (sp *spreader) set(on bool, why string, args ...any) {
-	if err := sp.g.SetSpread(on); err != nil {
-		if !sp.broken.Swap(true) {
-			sp.log.Error("cannot switch the steering of connection packets; it stays as it is", "spread", !on, "err", err)
-		}
+	if !sp.swap(on) {
 		return
 	}
 	level := slog.LevelInfo
@@ -242,4 +237,14 @@ func (sp *spreader) set(on bool, why string, args ...any) {
 		sp.flooded.Store(true)
 	}
 	sp.log.Log(context.Background(), level, why, args...)
+}
+
+// swap switches the group's steering and reports whether it did; a
+// refusal breaks the spreader (it stays as it is), logged once.
+func (sp *spreader) swap(on bool) bool {
+	err := sp.g.SetSpread(on)
+	if err != nil && !sp.broken.Swap(true) {
+		sp.log.Error("cannot switch the steering of connection packets; it stays as it is", "spread", !on, "err", err)
+	}
+	return err == nil
 }
