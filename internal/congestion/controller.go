@@ -204,6 +204,9 @@ type Controller struct {
 	undo, undoFrom         int64
 	drainUntil, drainSaved int64 // a drain of the queue in progress, and the window before it
 	firstAt                int64 // when the first drain is due (firstSlot; 0: slow start has not ended yet, -1: drained)
+	slotAt                 int64 // when the last drain in a shared slot (firstAt) began
+	lostAt                 int64 // when a packet was last reported lost
+	overAt                 int64 // when the rounds toward competing began to count (over)
 	nearBase               int64 // the last sample within a quarter of the target of the base
 
 	// Delivery rate: bytes acknowledged since delivAt, and the last
@@ -409,6 +412,7 @@ func (c *Controller) exitSlowStart(now int64) {
 // OnLost reports a packet of n bytes sent at sent declared lost at now.
 func (c *Controller) OnLost(n int, sent, now int64) {
 	c.inflight = max(c.inflight-int64(n), 0)
+	c.lostAt = now
 	c.round(sent, now, true)
 	switch {
 	case sent >= c.recoveryUntil && (c.competing || c.QueueDelay() > 2*TargetDelay):
@@ -566,6 +570,11 @@ func (c *Controller) compete(qd int64, falling bool, now int64) {
 	case c.drainUntil != 0:
 		if c.competing && qd < TargetDelay/2 {
 			c.competing, c.over, c.left = false, 0, now
+			// The window competing built is the other flow's share:
+			// back at the delay target, climb to the last window the
+			// target held (yielded), not to it.
+			c.drainSaved = min(c.drainSaved, max(c.yielded, MinWindow*c.mss))
+			c.cwnd = min(c.cwnd, c.drainSaved)
 		}
 	case c.competing:
 		if qd >= TargetDelay/2 {
@@ -577,7 +586,20 @@ func (c *Controller) compete(qd int64, falling bool, now int64) {
 		if falling || c.firstAt >= 0 {
 			break
 		}
+		if c.over == 0 {
+			c.overAt = now
+		}
 		if c.over++; c.over >= competeRounds {
+			if c.slotAt < c.overAt && c.lostAt < c.overAt && (c.left == 0 || now-c.left >= competeMemory) {
+				// A queue that deep and no loss: as likely connections
+				// of ours that started into one another's queue and
+				// hold it on bases too high. Drain first, in the next
+				// shared slot (firstAt), where theirs drain too; the
+				// next round still that deep, after it, competes. (Not
+				// within competeMemory: the filler was seen before.)
+				c.firstAt, c.over = 0, competeRounds-1
+				break
+			}
 			c.competing, c.over = true, 0
 			c.cwnd = max(c.cwnd, c.yielded)
 			c.slowStart, c.ssthresh = true, 0
@@ -668,7 +690,7 @@ func (c *Controller) sample(s, now, srtt int64) {
 		// to nothing, and its base comes right (BBR's ProbeRTT).
 		c.drainSaved, c.drainUntil, c.nearBase = c.cwnd, now+2*max(srtt, c.StandingRTT()), now
 		if first {
-			c.firstAt = -1
+			c.firstAt, c.slotAt = -1, now
 		}
 	}
 	if now-c.baseAt >= baseBucket {

@@ -43,8 +43,13 @@
 //     this one does not. A cut for loss is undone when every loss of its
 //     event is acknowledged after all (OnLateAck).
 //   - Four rounds in a row far above the target (3 ×), cutting each
-//     time, the queue not falling, mean another flow fills the queue (a loss-based TCP or QUIC
-//     flow): the controller then competes, loss-based as that flow is:
+//     time, the queue not falling, mean another flow fills the queue (a
+//     loss-based TCP or QUIC flow), unless none of this connection's
+//     packets was lost meanwhile: then the queue is as likely connections
+//     of ours that started into one another's queue and hold it on bases
+//     too high, and the connection first drains in the next whole-second
+//     slot, where theirs drain too (below), and goes on counting after it.
+//     The controller then competes, loss-based as that flow is:
 //     a slow start from the window it had before it yielded until the
 //     first loss, then 2 packets a round trip and 0.7 of the window at a
 //     loss (AIMD(2, 0.7), CUBIC's β), until the queue is seen near empty
@@ -53,7 +58,10 @@
 //     all of a host's at once, so that two of ours left competing with
 //     each other both see the queue empty; for 30 s after it stopped
 //     competing a connection competes again once the queue stays above
-//     the target (not three targets) through four cuts.
+//     the target (not three targets) through four cuts, without that
+//     first drain. A connection that stops competing in a drain climbs
+//     back to the window it last held at the target, not to the one
+//     competing built.
 //   - The base round trip is the smallest sample of the last 30–60 s. A
 //     connection with no sample near it for 10 s drains (half its window,
 //     at most two packets, for two round trips), so that a late one, which

@@ -615,6 +615,11 @@ func TestSimStartMatrix(t *testing.T) {
 			got := fmt.Sprintf("queue p99 %.1f ms, %.1f %% of the link, %.2f–%.2f of an equal share", float64(r.qdelayP99)/1e6, 100*r.total, lo, hi)
 			line += fmt.Sprintf(" %v apart %.0f ms %.0f %% %.2f–%.2f%s;", st, float64(r.qdelayP99)/1e6, 100*r.total, lo, hi, mark)
 			key := fmt.Sprintf("%d/%d/%v", tc.n, tc.mbit, st)
+			if full := r.qdelayP99 > 60*time.Millisecond; full && !startMatrixFull[key] {
+				t.Errorf("%d through %d Mbit/s started %v apart: %s; the queue held full (want its p99 ≤ 60 ms wherever the shares may still miss)", tc.n, tc.mbit, st, got)
+			} else if !full && startMatrixFull[key] {
+				t.Logf("%s no longer holds the queue full (%s): take it off startMatrixFull", key, got)
+			}
 			switch known := startMatrixFails[key]; {
 			case !ok && !known:
 				t.Errorf("%d through %d Mbit/s started %v apart: %s; want ≤ 55 ms, ≥ 80 %%, 0.75–1.33", tc.n, tc.mbit, st, got)
@@ -629,16 +634,26 @@ func TestSimStartMatrix(t *testing.T) {
 
 // startMatrixFails: the cases of TestSimStartMatrix that do not hold yet
 // (n/Mbit/s/apart). Ten or twenty connections through 2 or 5 Mbit/s send
-// about a packet each a round trip: their shares settle 0.66–0.78 of an
-// equal share at the lowest, or, started 3–230 ms apart, their slow
-// starts fill the queue and they compete with one another until their
-// competing drains (the queue full, 102 or 257 ms). Two through 2 Mbit/s
-// 3 s apart end at 0.74.
+// about a packet each a round trip: their windows grow and shrink in
+// proportion below eight packets, which keeps the shares their starts
+// left (0.66–0.74 of an equal share at the lowest), and their queue p99
+// sits at 51–56 ms, a packet of 2 Mbit/s over the bound. Two through 2
+// Mbit/s 3 s apart end at 0.74.
 var startMatrixFails = map[string]bool{
 	"10/2/3ms": true, "10/2/17ms": true, "10/2/50ms": true, "10/2/230ms": true, "10/2/500ms": true,
 	"10/2/2s": true, "10/2/3s": true,
-	"10/5/230ms": true,
-	"20/5/0s":    true, "20/5/3ms": true, "20/5/17ms": true, "20/5/50ms": true, "20/5/230ms": true,
+	"20/5/0s": true, "20/5/3ms": true, "20/5/17ms": true, "20/5/50ms": true, "20/5/230ms": true,
 	"20/5/500ms": true, "20/5/1s": true, "20/5/2s": true, "20/5/3s": true,
 	"2/2/3s": true,
 }
+
+// startMatrixFull: the cases whose queue stays full (its p99 over 60 ms;
+// every other case must hold it under that even where its shares miss).
+// Twenty through 5 Mbit/s started 17 or 230 ms apart: the starts span
+// 0.3 or 4.4 s, and connections that started into the queue of the ones
+// before still hold it on bases too high after the slot drain the first
+// ones run before they compete, so those compete with them until their
+// competing drains at 10 s (103 ms). Before that drain came first, ten
+// through 2 Mbit/s 3 or 230 ms apart, ten through 5 Mbit/s 230 ms apart
+// and twenty 2 s apart held it full too (257 and 102 ms).
+var startMatrixFull = map[string]bool{"20/5/17ms": true, "20/5/230ms": true}
