@@ -417,7 +417,7 @@ func (l *loop) promote(addr netip.AddrPort) {
 		return
 	}
 	l.pending = append(l.pending, promotion{
-		addr: addr, cookie: d.Cookie, ts: d.Timestamp, to: d.To,
+		addr: addr, cookie: d.Cookie, ts: d.Timestamp, rtt: l.nowSec - d.Timestamp, to: d.To,
 	})
 }
 

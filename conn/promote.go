@@ -34,7 +34,10 @@ type promotion struct {
 	// ts is the cookie's Timestamp: cookies of one address are ordered by
 	// it, which tells a replay from a newer handshake.
 	ts float64
-	to handshake.ReplyTo
+	// rtt: the handshake's round trip in seconds, from the Challenge
+	// (ts) to the Response's arrival (0: unknown).
+	rtt float64
+	to  handshake.ReplyTo
 	// proof: a sealed client whose proof checked out (loop.prove), with
 	// its token's client id: its connection is created proven.
 	proof       bool

@@ -452,6 +452,10 @@ func (s *Server) sendSocket(sock transport, addr netip.AddrPort) transport {
 
 // newConn makes the connection for a proven client. table.admit calls it,
 // under the client's admission lock.
+// maxSeedRTT: a handshake's round trip above this is not a connection's
+// first sample (newConn): congestion.DefaultRTT, what is assumed before one.
+const maxSeedRTT = 100 * time.Millisecond
+
 func (s *Server) newConn(p *promotion, sock transport, now time.Time) *Conn {
 	c := &Conn{
 		st:       &s.st,
@@ -470,6 +474,15 @@ func (s *Server) newConn(p *promotion, sock transport, now time.Time) *Conn {
 	// table, and its client's first packets may already be arriving.
 	c.gate.Lock()
 	c.initSeq(true, now)
+	// The handshake's round trip is the connection's first sample, as
+	// QUIC takes its handshake's, so that its first resends and its
+	// overdue-ack check follow the path rather than the 100 ms assumed
+	// before a sample. It can only be longer than the path's (a client
+	// that answered late); above that 100 ms it is not taken, so that a
+	// client cannot lengthen its own timeouts by answering late.
+	if p.rtt > 0 && p.rtt < maxSeedRTT.Seconds() {
+		c.seq.SeedRTT(p.rtt)
+	}
 	if s.sealed != nil {
 		// Made only for a proof that checked out (loop.prove).
 		c.sec = &sealState{}

@@ -424,3 +424,41 @@ func checkSimStats(t *testing.T, nw *netsim.Network) netsim.Stats {
 	}
 	return s
 }
+
+// simRTTAtConnect reports each server connection's RTT at OnConnect.
+type simRTTAtConnect struct {
+	NopHandler
+	rtt chan time.Duration
+}
+
+func (h simRTTAtConnect) OnConnect(c *Conn) { h.rtt <- c.RTT() }
+
+// A server connection starts with its handshake's round trip (the
+// Challenge to the Response) as its first RTT sample, before any ack,
+// unless that is over 100 ms (what is assumed before a sample): a client
+// cannot lengthen its own timeouts by answering late.
+func TestSimHandshakeRTT(t *testing.T) {
+	for _, tc := range []struct {
+		oneWay, want time.Duration
+	}{{15 * time.Millisecond, 30 * time.Millisecond}, {40 * time.Millisecond, 80 * time.Millisecond}, {60 * time.Millisecond, 0}} {
+		t.Run(tc.oneWay.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				nw := netsim.New()
+				nw.SetLink(netsim.Link{Latency: tc.oneWay})
+				h := simRTTAtConnect{rtt: make(chan time.Duration, 1)}
+				simListen(t, nw, Config{Handler: h})
+				cli, err := simDial(t, nw, Config{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := <-h.rtt
+				if d := got - tc.want; d < -time.Microsecond || d > time.Microsecond {
+					t.Errorf("the server's connection began with an RTT of %v, want %v", got, tc.want)
+				}
+				if r := cli.Conn().RTT(); r != 0 {
+					t.Errorf("the client's began with %v, want 0 (no sample)", r)
+				}
+			})
+		})
+	}
+}

@@ -508,6 +508,15 @@ func (s *SeqState) Touch() uint64 {
 // RTT returns the smoothed round-trip time in seconds, 0 before any sample.
 func (s *SeqState) RTT() float64 { return float64(s.srtt) }
 
+// SeedRTT gives s a first round-trip sample in seconds from outside the
+// packet layer (the handshake's), unless it has one already; the acks'
+// samples then move it by 1/8 each.
+func (s *SeqState) SeedRTT(sample float64) {
+	if sample > 0 && s.flags&seqRTTValid == 0 {
+		s.addRTTSample(sample)
+	}
+}
+
 // Stats returns the counters since Init.
 func (s *SeqState) Stats() SeqStats {
 	c := &s.stats
