@@ -41,8 +41,8 @@ one per 200 clients, so that the server's per-address limits admit them.
 
 The report gives what the server sent the attackers, summed over them by
 time since the first message (every client connects first, then all send
-from the same instant; 10 ms steps for the first 100 ms, then 100 ms
-ones), against their first second; and how and when they were ended
+from the same instant, or with -spread in turn over each interval; 10 ms
+steps for the first 100 ms, then 100 ms ones), against their first second; and how and when they were ended
 (stalled: the server's stall bound, from the first message). Run players beside it with
 client load -messages reliable to see what they lose.
 
@@ -158,6 +158,7 @@ func runNoAck(args []string, stdout, stderr io.Writer) error {
 	interval := fs.Duration("interval", 50*time.Millisecond, "each client sends a message this often")
 	metricsURL := fs.String("metrics", "", "the server's metrics `URL` on loopback (e.g. http://127.0.0.1:9100/metrics): its udpgate_sent_bytes_total is read every 100 ms and reported, the egress as the server sees it (the relays' count lags behind when this host's CPU is saturated)")
 	ackFor := fs.Duration("ack-for", 0, "acknowledge normally until this long after the first message, then freeze (0: never acknowledge)")
+	spread := fs.Bool("spread", false, "spread the clients' sends evenly over each -interval (in 50 steps, or one a client when fewer), as unsynchronised players send, instead of all at one instant")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -273,15 +274,22 @@ func runNoAck(args []string, stdout, stderr io.Writer) error {
 	} else {
 		close(scrapeDone)
 	}
-	tk := time.NewTicker(*interval)
+	// steps: each tick sends for every steps-th client, so that a client
+	// still sends once an interval (all at one instant unless -spread).
+	steps := 1
+	if *spread {
+		steps = min(len(conns), 50)
+	}
+	tk := time.NewTicker(*interval / time.Duration(steps))
 	defer tk.Stop()
 	var sent int64
 	var rtts []time.Duration // the clients' round trips when they fall silent
-	for live := true; live; {
+	live := false            // a client sent, or still could, in this interval
+send:
+	for tick := 0; ; tick++ {
 		select {
 		case <-ctx.Done():
-			live = false
-			continue
+			break send
 		case <-tk.C:
 		}
 		if rtts == nil && time.Since(sendAt) >= *ackFor {
@@ -290,14 +298,22 @@ func runNoAck(args []string, stdout, stderr io.Writer) error {
 			}
 			slices.Sort(rtts)
 		}
-		live = false
-		for _, cl := range conns {
+		for i, cl := range conns {
+			if i%steps != tick%steps {
+				continue
+			}
 			if err := cl.Conn().SendMessage(msgcfg.Reliable, msg); err == nil {
 				sent++
 				live = true
 			} else if !errors.Is(err, conn.ErrClosed) {
 				live = true // queue full: it is still there
 			}
+		}
+		if tick%steps == steps-1 { // an interval's sends done
+			if !live {
+				break // every client has been ended
+			}
+			live = false
 		}
 	}
 	elapsed := time.Since(start)
