@@ -450,12 +450,13 @@ func (s *Server) sendSocket(sock transport, addr netip.AddrPort) transport {
 	return s.connSocks[int(addr.Port())%len(s.connSocks)]
 }
 
-// newConn makes the connection for a proven client. table.admit calls it,
-// under the client's admission lock.
 // maxSeedRTT: a handshake's round trip above this is not a connection's
-// first sample (newConn): congestion.DefaultRTT, what is assumed before one.
+// first sample (newConn, Client.event): congestion.DefaultRTT, what is
+// assumed before one.
 const maxSeedRTT = 100 * time.Millisecond
 
+// newConn makes the connection for a proven client. table.admit calls it,
+// under the client's admission lock.
 func (s *Server) newConn(p *promotion, sock transport, now time.Time) *Conn {
 	c := &Conn{
 		st:       &s.st,
