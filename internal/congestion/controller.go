@@ -203,7 +203,7 @@ type Controller struct {
 	// recoveryUntil, undoN of them not yet acknowledged late.
 	undo, undoFrom         int64
 	drainUntil, drainSaved int64 // a drain of the queue in progress, and the window before it
-	firstAt                int64 // when the first drain is due (firstSlot; 0: slow start has not ended yet, -1: drained)
+	firstAt                int64 // when a drain in a shared slot is due: the first, or one before competing (firstSlot; 0: to be set once slow start has ended, -1: none due)
 	slotAt                 int64 // when the last drain in a shared slot (firstAt) began
 	lostAt                 int64 // when a packet was last reported lost
 	overAt                 int64 // when the rounds toward competing began to count (over)
