@@ -201,3 +201,104 @@ func TestSimNoAckReceivers(t *testing.T) {
 		}
 	})
 }
+
+// A receiver that never acknowledges, from its first packet on, gets its
+// echoes for two handshake round trips, AckDelay and a timer tick after
+// the first (the overdue-ack check on the round trip its handshake gave
+// the server), then only the first timeout's probe (a whole unit) and
+// pings. Without the handshake's sample the check waited on the
+// 100 ms assumed before one, and the echoes went on for 225 ms (22
+// whole echoes against 10).
+func TestSimNeverAckCut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const (
+			oneWay = 20 * time.Millisecond
+			rtt    = 2 * oneWay
+			every  = 20 * time.Millisecond
+			size   = 1000
+		)
+		nw := netsim.New()
+		nw.SetLink(netsim.Link{Latency: oneWay})
+		type sent struct {
+			at time.Time
+			n  int
+		}
+		var mu sync.Mutex
+		var cliAddr netip.AddrPort
+		var frozen bool
+		var ack uint16
+		var bits uint64
+		var toCli []sent
+		nw.Drop = func(from, to netip.AddrPort, p []byte) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			if from == simServerAddr && to == cliAddr {
+				toCli = append(toCli, sent{time.Now(), len(p)})
+				return false
+			}
+			if from != cliAddr {
+				return false
+			}
+			var h protocol.ConnHeader
+			payload, r := wire.DecodeConn(wire.Magic{}, p, &h)
+			if r != protocol.DropNone {
+				return false
+			}
+			if !frozen { // its first connection packet's ack fields, forever
+				frozen, ack, bits = true, h.Ack, h.AckBits
+				return false
+			}
+			h.Ack, h.AckBits = ack, bits
+			if wire.EncodeConn(p, wire.Magic{}, &h, payload) == 0 {
+				t.Error("re-encoding a packet failed")
+			}
+			return false
+		}
+		srv := &noackServer{conns: map[netip.AddrPort]*Conn{}, ended: map[netip.AddrPort]noackEnd{}}
+		simListen(t, nw, Config{Handler: srv, Messages: testChannels})
+		cli, err := simDial(t, nw, Config{Messages: testChannels, Handler: &msgLog{got: map[int][][]byte{}, more: make(chan struct{}, 1)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		cliAddr = cli.LocalAddr()
+		mu.Unlock()
+		tk := time.NewTicker(every)
+		for range 50 { // a second of messages
+			<-tk.C
+			_ = cli.Conn().SendMessage(0, make([]byte, size))
+		}
+		tk.Stop()
+
+		mu.Lock()
+		defer mu.Unlock()
+		var first time.Time
+		for _, s := range toCli {
+			if s.n >= size {
+				first = s.at
+				break
+			}
+		}
+		if first.IsZero() {
+			t.Fatal("the server echoed nothing")
+		}
+		cut := first.Add(2*rtt + message.DefaultAckDelay + 2*messageTick)
+		var whole, after, bytesAfter int
+		var last time.Time
+		for _, s := range toCli {
+			if s.n < size {
+				continue
+			}
+			whole++
+			if s.at.After(cut) {
+				after++
+				bytesAfter += s.n
+			}
+			last = s.at
+		}
+		t.Logf("%d whole echoes, the last %v after the first; %d (%d B) after %v", whole, last.Sub(first), after, bytesAfter, cut.Sub(first))
+		if after > 1 {
+			t.Errorf("%d packets with a whole echo left after %v (2 × the %v round trip + AckDelay + 2 ticks after the first), the last %v after it; want at most one, the first timeout's probe", after, cut.Sub(first), rtt, last.Sub(first))
+		}
+	})
+}
