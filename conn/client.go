@@ -496,11 +496,6 @@ func (c *Client) event(ev handshake.ClientEvent, now time.Time) {
 		}
 		conn.tag = cookie.SessionTag(&conn.cookie)
 		conn.initSeq(false, now)
-		// The handshake's last round trip (Response to Ack) is the
-		// first sample, as the server takes its own (newConn).
-		if r := c.hs.RTT(); r > 0 && r < maxSeedRTT.Seconds() {
-			conn.seq.SeedRTT(r)
-		}
 		// Every packet of the connection and OnConnect run on the read
 		// goroutine, in order: no gate to hold.
 		conn.ready.Store(true)

@@ -176,9 +176,9 @@ func (c *Conn) RemoteAddr() netip.AddrPort {
 // ClientID is the ClientID the connection was made with.
 func (c *Conn) ClientID() uint8 { return c.clientID }
 
-// RTT is the smoothed round-trip time from acks; before the first, the
-// handshake's round trip when under 100 ms (a sealed server connection's:
-// 0).
+// RTT is the smoothed round-trip time from acks; before the first, a
+// server's connection has its handshake's round trip (when under 100 ms
+// and not sealed), a client's 0.
 func (c *Conn) RTT() time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()

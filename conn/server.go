@@ -451,8 +451,8 @@ func (s *Server) sendSocket(sock transport, addr netip.AddrPort) transport {
 }
 
 // maxSeedRTT: a handshake's round trip above this is not a connection's
-// first sample (newConn, Client.event): congestion.DefaultRTT, what is
-// assumed before one.
+// first sample (newConn): congestion.DefaultRTT, what is assumed before
+// one.
 const maxSeedRTT = 100 * time.Millisecond
 
 // newConn makes the connection for a proven client. table.admit calls it,

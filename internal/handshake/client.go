@@ -516,10 +516,6 @@ func (c *ClientHandshake) firstGap() float64 {
 	return min(g, c.cfg.ResendInterval)
 }
 
-// RTT is the last round trip measured from a server reply (the Ack, once
-// connected), in seconds; NaN before any.
-func (c *ClientHandshake) RTT() float64 { return c.rtt }
-
 // measure takes a round-trip sample from a server reply that echoes
 // SentCount sent, if that is one of the last clientSentTimes packets sent.
 // The echo names the very packet answered, resends included, so a sample is
