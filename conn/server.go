@@ -15,6 +15,7 @@ import (
 
 	"github.com/udpgate/udpgate/batchio"
 	"github.com/udpgate/udpgate/cookie"
+	"github.com/udpgate/udpgate/internal/congestion"
 	"github.com/udpgate/udpgate/internal/egress"
 	"github.com/udpgate/udpgate/internal/handshake"
 	"github.com/udpgate/udpgate/internal/protocol"
@@ -451,9 +452,8 @@ func (s *Server) sendSocket(sock transport, addr netip.AddrPort) transport {
 }
 
 // maxSeedRTT: a handshake's round trip above this is not a connection's
-// first sample (newConn): congestion.DefaultRTT, what is assumed before
-// one.
-const maxSeedRTT = 100 * time.Millisecond
+// first sample (newConn): what is assumed before one.
+const maxSeedRTT = time.Duration(congestion.DefaultRTT)
 
 // newConn makes the connection for a proven client. table.admit calls it,
 // under the client's admission lock.

@@ -42,9 +42,10 @@ one per 200 clients, so that the server's per-address limits admit them.
 The report gives what the server sent the attackers, summed over them by
 time since the first message (every client connects first, then all send
 from the same instant, or with -spread in turn over each interval; 10 ms
-steps for the first 100 ms, then 100 ms ones), against their first second; and how and when they were ended
-(stalled: the server's stall bound, from the first message). Run players beside it with
-client load -messages reliable to see what they lose.
+steps for the first 100 ms, then 100 ms ones), against their first
+second; and how and when they were ended (stalled: the server's stall
+bound, from the first message). Run players beside it with client load
+-messages reliable to see what they lose.
 
 Unsealed servers only (a sealed packet's ack fields are authenticated).
 Sending stops after -duration, or when every client has been ended.`
