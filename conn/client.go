@@ -112,7 +112,7 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 	go c.read(udp)
 	go c.timers()
 	if st.msgs != nil {
-		c.msgTimer = new(msgTimer)
+		c.msgTimer = newMsgTimer()
 		c.wg.Add(1)
 		go c.msgTimer.run(c.done, c.quit, st.Now, &c.wg)
 	}

@@ -3,6 +3,7 @@ package conn
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/udpgate/udpgate/internal/egress"
@@ -403,7 +404,9 @@ func (c *Conn) reportUnacked() {
 // connections that have any, every messageTick: a resend is due tens of
 // milliseconds after a send, far finer than the housekeeping sweep.
 // Connections join when they get pending work and leave when they have
-// none, so an idle server visits nothing.
+// none. With none listed the timer sleeps until one joins (at most every
+// idleBudgetTick with an egress budget, whose figures then fall to
+// zero), so an idle server does not wake 200 times a second.
 type msgTimer struct {
 	// ticking is held by tick: a test that drives the timer itself holds
 	// it, so that run's ticks wait (TestMessagesAlloc).
@@ -411,6 +414,10 @@ type msgTimer struct {
 	mu      sync.Mutex
 	active  []*Conn // each with msgListed set, at index msgIdx
 	snap    []*Conn
+	// wake tells a sleeping run that active is no longer empty.
+	wake chan struct{}
+	// ticks counts run's ticks (TestSimMessageTimerSleeps).
+	ticks atomic.Uint64
 	// budget: a server's egress budget (Config.EgressRate), recomputed
 	// at every tick from the connections' samples and tx, the server's
 	// egress bytes so far; nil without one.
@@ -426,7 +433,18 @@ func (t *msgTimer) add(c *Conn) {
 	t.mu.Lock()
 	c.msgIdx = int32(len(t.active))
 	t.active = append(t.active, c)
+	first := len(t.active) == 1
 	t.mu.Unlock()
+	if first {
+		select {
+		case t.wake <- struct{}{}:
+		default: // a wake is pending already
+		}
+	}
+}
+
+func newMsgTimer() *msgTimer {
+	return &msgTimer{wake: make(chan struct{}, 1)}
 }
 
 // drop unlists c; the caller holds mu.
@@ -442,20 +460,46 @@ func (t *msgTimer) dropLocked(c *Conn) {
 	c.msgListed.Store(false)
 }
 
-// run ticks until done or quit closes.
+// run ticks until done or quit closes. Ticks fall on a grid of
+// messageTick from run's start, as a ticker's would, whether or not the
+// timer slept between them.
 func (t *msgTimer) run(done, quit <-chan struct{}, now func() time.Time, wg *sync.WaitGroup) {
 	defer wg.Done()
-	tk := time.NewTicker(messageTick)
-	defer tk.Stop()
+	start := time.Now()
+	// next returns the wait until the first grid point at least every
+	// after the last one passed.
+	next := func(every time.Duration) time.Duration {
+		since := time.Since(start)
+		return every - since%every
+	}
+	tm := time.NewTimer(next(messageTick))
+	defer tm.Stop()
 	for {
 		select {
 		case <-done:
 			return
 		case <-quit:
 			return
-		case <-tk.C:
+		case <-tm.C:
+		case <-t.wake:
+			// Joined while asleep: tick at the next grid point.
+			tm.Reset(next(messageTick))
+			continue
 		}
+		t.ticks.Add(1)
 		t.tick(now())
+		t.mu.Lock()
+		idle := len(t.active) == 0
+		t.mu.Unlock()
+		switch {
+		case !idle:
+			tm.Reset(next(messageTick))
+		case t.budget != nil:
+			tm.Reset(next(idleBudgetTick))
+		default:
+			// Asleep until add wakes it. A wake sent since the list
+			// emptied is in the channel and is taken above.
+		}
 	}
 }
 

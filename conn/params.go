@@ -40,6 +40,10 @@ const (
 	// milliseconds of a resend interval, and it visits only connections
 	// that have work.
 	messageTick = 5 * time.Millisecond
+	// idleBudgetTick is how often the message timer, with no connection
+	// listed, still recomputes an egress budget, so that its figures fall
+	// to zero; without a budget it sleeps until a connection joins.
+	idleBudgetTick = 100 * time.Millisecond
 	// defaultSweepInterval is how often housekeeping advances the timer
 	// wheel (keepalives, timeouts) and expires leftovers. A keepalive is
 	// late by at most this much. Each connection is visited about once per

@@ -197,7 +197,7 @@ func newServer(st settings, now time.Time, secrets *cookie.Secrets, group transp
 	}
 	s.tab = newTable(&s.st)
 	if st.msgs != nil {
-		s.msgTimer = new(msgTimer)
+		s.msgTimer = newMsgTimer()
 		if st.EgressRate > 0 {
 			s.egress = egress.New(st.EgressRate)
 			st.msgs.LimitBulk(s.egress.Level())

@@ -440,3 +440,59 @@ func simLatencySeed(t *testing.T, loss float64, mc message.Config, tally *wireTa
 	echo.mu.Unlock()
 	return r
 }
+
+// The message timer ticks only while a connection has message timers
+// pending: every messageTick from the first message until its echo's ack
+// is in, then not at all (not 200 times a second on an idle server), or
+// every idleBudgetTick with an egress budget. Counted in virtual time.
+func TestSimMessageTimerSleeps(t *testing.T) {
+	for _, budget := range []bool{false, true} {
+		t.Run(fmt.Sprintf("egress-budget=%v", budget), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				nw := netsim.New()
+				nw.SetLink(netsim.Link{Latency: 10 * time.Millisecond})
+				cfg := Config{Handler: &msgEcho{}, Messages: testChannels}
+				if budget {
+					cfg.EgressRate = 1 << 20
+				}
+				srv := simListen(t, nw, cfg)
+				got := make(chan struct{}, 1)
+				cli, err := simDial(t, nw, Config{Messages: testChannels, Handler: messageFunc(func(*Conn, int, []byte) {
+					got <- struct{}{}
+				})})
+				if err != nil {
+					t.Fatal(err)
+				}
+				st, ct := srv.msgTimer, cli.msgTimer
+				synctest.Wait()
+				idle := func(what string) {
+					t.Helper()
+					s0, c0 := st.ticks.Load(), ct.ticks.Load()
+					time.Sleep(10 * time.Second)
+					synctest.Wait()
+					want := uint64(0)
+					if budget {
+						want = uint64(10 * time.Second / idleBudgetTick)
+					}
+					if n := st.ticks.Load() - s0; n != want {
+						t.Errorf("%s: the server's message timer ticked %d times in 10 s, want %d", what, n, want)
+					}
+					if n := ct.ticks.Load() - c0; n != 0 {
+						t.Errorf("%s: the client's message timer ticked %d times in 10 s, want 0", what, n)
+					}
+				}
+				idle("connected, no message yet")
+				if err := cli.Conn().SendMessage(0, []byte("ping")); err != nil {
+					t.Fatal(err)
+				}
+				<-got
+				if st.ticks.Load() == 0 || ct.ticks.Load() == 0 {
+					t.Fatalf("ticks during the echo: server %d, client %d; want both above 0", st.ticks.Load(), ct.ticks.Load())
+				}
+				// The client acknowledges the echo and the server hears it.
+				time.Sleep(time.Second)
+				idle("after the echo")
+			})
+		})
+	}
+}
