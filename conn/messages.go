@@ -443,6 +443,7 @@ func (t *msgTimer) add(c *Conn) {
 	}
 }
 
+// newMsgTimer returns a timer with nothing listed; run serves it.
 func newMsgTimer() *msgTimer {
 	return &msgTimer{wake: make(chan struct{}, 1)}
 }
@@ -466,8 +467,8 @@ func (t *msgTimer) dropLocked(c *Conn) {
 func (t *msgTimer) run(done, quit <-chan struct{}, now func() time.Time, wg *sync.WaitGroup) {
 	defer wg.Done()
 	start := time.Now()
-	// next returns the wait until the first grid point at least every
-	// after the last one passed.
+	// next returns the wait until the next point of the grid of every
+	// from start.
 	next := func(every time.Duration) time.Duration {
 		since := time.Since(start)
 		return every - since%every
